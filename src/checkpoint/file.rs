@@ -1,0 +1,113 @@
+//! The `file` checkpoint store: at-least-once.
+//!
+//! Written atomically: the JSON goes to `<path>.tmp`, is fsynced, renamed over `<path>`, and
+//! the directory is fsynced, so after a crash the file holds either the old or the new
+//! checkpoint, never a torn one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{Checkpoint, CheckpointStore};
+use crate::error::Failure;
+
+/// A checkpoint kept in one local JSON file.
+#[derive(Debug, Clone)]
+pub struct FileCheckpointStore {
+    path: PathBuf,
+}
+
+impl FileCheckpointStore {
+    /// A store at `path`; the parent directory is created on the first write.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// The checkpoint file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl CheckpointStore for FileCheckpointStore {
+    fn load(&self) -> Result<Option<Checkpoint>, Failure> {
+        match fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                Failure::definite(format!(
+                    "checkpoint file {} is not a valid outboxd checkpoint ({e}); restore it \
+                     from a backup or remove it to start from the configured start position",
+                    self.path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Failure::definite(format!(
+                "cannot read checkpoint file {}: {e}",
+                self.path.display()
+            ))),
+        }
+    }
+
+    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), Failure> {
+        let io_err = |what: &str, e: std::io::Error| {
+            Failure::definite(format!(
+                "cannot {what} checkpoint file {}: {e}; check the directory's permissions and \
+                 free space",
+                self.path.display()
+            ))
+        };
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        fs::create_dir_all(&dir).map_err(|e| io_err("create the directory of the", e))?;
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let body = serde_json::to_vec(checkpoint)
+            .map_err(|e| Failure::definite(format!("cannot serialise checkpoint: {e}")))?;
+        {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .map_err(|e| io_err("open the temporary", e))?;
+            f.write_all(&body).map_err(|e| io_err("write the", e))?;
+            f.write_all(b"\n").map_err(|e| io_err("write the", e))?;
+            f.sync_all().map_err(|e| io_err("fsync the", e))?;
+        }
+        fs::rename(&tmp, &self.path).map_err(|e| io_err("rename into place the", e))?;
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err("fsync the directory of the", e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::position::{Lsn, SourcePosition};
+
+    #[test]
+    fn round_trip_and_replace() {
+        let dir = std::env::temp_dir().join(format!("outboxd-ckpt-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut store = FileCheckpointStore::new(dir.join("sub").join("c.json"));
+        assert!(store.load().unwrap().is_none());
+        for lsn in [1_u64, 0x16_B374_D848] {
+            let c = Checkpoint {
+                connector: "c".into(),
+                position: SourcePosition::Lsn(Lsn(lsn)),
+                updated_at_ms: 7,
+            };
+            store.store(&c).unwrap();
+            assert_eq!(store.load().unwrap(), Some(c));
+        }
+        assert!(!dir.join("sub").join("c.json.tmp").exists());
+        fs::write(store.path(), b"{not json").unwrap();
+        let err = store.load().unwrap_err();
+        assert!(err.message.contains("not a valid outboxd checkpoint"));
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

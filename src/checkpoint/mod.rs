@@ -1,0 +1,44 @@
+//! Checkpoint stores: where the position after the last fully delivered source transaction
+//! is kept, so a restart resumes exactly there.
+//!
+//! The stored document is JSON:
+//! ```json
+//! {"connector":"shop","position":{"kind":"mariadb_gtid","value":"0-1-42"},"updated_at_ms":1764440000000}
+//! ```
+//! `position` is a [`SourcePosition`] in its serde form (see `crate::position`).
+
+pub mod file;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Failure;
+use crate::position::SourcePosition;
+
+pub use file::FileCheckpointStore;
+
+/// One stored checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The connector's name (one checkpoint per connector).
+    pub connector: String,
+    /// The position after the last source transaction whose every record Kafka acknowledged.
+    pub position: SourcePosition,
+    /// Wall-clock time the checkpoint was written, milliseconds since the Unix epoch.
+    pub updated_at_ms: i64,
+}
+
+/// A durable home for a connector's checkpoint.
+pub trait CheckpointStore: Send {
+    /// Reads the last stored checkpoint; `Ok(None)` when there is none yet.
+    fn load(&self) -> Result<Option<Checkpoint>, Failure>;
+    /// Durably replaces the stored checkpoint. Returns only once it would survive a crash.
+    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), Failure>;
+}
+
+/// Current wall-clock time in milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

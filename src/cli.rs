@@ -1,0 +1,70 @@
+//! Command-line interface (clap).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// outboxd: transactional-outbox CDC relay from the MySQL/MariaDB binlog and PostgreSQL
+/// logical replication to Kafka, record-compatible with Debezium's Outbox Event Router.
+#[derive(Debug, Parser)]
+#[command(name = "outboxd", version, about)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "OUTBOXD_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the connectors of one or more config files until SIGINT/SIGTERM.
+    Run(ConfigArgs),
+    /// Preflight: check the source servers and Kafka; exit 0 only when every check passes.
+    Check(ConfigArgs),
+    /// Print each connector's checkpoint position and how far the source is ahead of it.
+    Status(ConfigArgs),
+    /// Offline binlog tools.
+    Binlog {
+        /// Binlog subcommand.
+        #[command(subcommand)]
+        command: BinlogCommand,
+    },
+}
+
+/// Where the configuration comes from.
+#[derive(Debug, clap::Args)]
+pub struct ConfigArgs {
+    /// outboxd TOML or Debezium connector JSON; repeat for several connectors.
+    #[arg(long = "config", short = 'c', required = true)]
+    pub config: Vec<PathBuf>,
+    /// Kafka bootstrap servers (HOST:PORT[,HOST:PORT]); overrides the config files.
+    #[arg(long, env = "OUTBOXD_KAFKA_BOOTSTRAP")]
+    pub kafka_bootstrap: Option<String>,
+}
+
+/// `outboxd binlog ...`
+#[derive(Debug, Subcommand)]
+pub enum BinlogCommand {
+    /// Decode binlog files and print one JSON object per row change (and, with --config,
+    /// the Kafka record each outbox insert becomes).
+    Decode {
+        /// Binlog files, e.g. archived mysql-bin.000042.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// A connector config: its outbox tables are routed and their records printed.
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+    },
+}

@@ -1,0 +1,48 @@
+//! `outboxd check`: preflight of every connector's source and Kafka.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::cli::ConfigArgs;
+use crate::config::{self, SourceConfig};
+use crate::preflight::{self, CheckResult, Status};
+
+/// Prints one line per check; exits 0 only when no check failed.
+pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
+    let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
+        .context("loading the configuration")?;
+    let mut results: Vec<CheckResult> = Vec::new();
+    for c in &cfg.connectors {
+        for (key, why) in &c.ignored_keys {
+            results.push(CheckResult::new(
+                &c.name,
+                &format!("config key {key}"),
+                Status::Warn,
+                why.clone(),
+            ));
+        }
+        match &c.source {
+            SourceConfig::Mysql(src) => results.extend(preflight::mysql::check(c, src).await),
+            SourceConfig::Postgres(_) => results.push(CheckResult::new(
+                &c.name,
+                "source",
+                Status::Fail,
+                "PostgreSQL sources are not available in this build yet",
+            )),
+        }
+        let c2 = c.clone();
+        results.extend(tokio::task::spawn_blocking(move || preflight::kafka::check(&c2)).await?);
+    }
+    let failed = results.iter().filter(|r| r.status == Status::Fail).count();
+    for r in &results {
+        println!("{r}");
+    }
+    if failed == 0 {
+        println!("all checks passed");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("{failed} check(s) failed");
+        Ok(ExitCode::FAILURE)
+    }
+}

@@ -1,0 +1,600 @@
+//! outboxd configuration: a closed, documented schema loaded from outboxd's own TOML or
+//! imported from a Debezium connector JSON.
+//!
+//! # Formats
+//!
+//! The format is detected from the content: a file whose first non-blank character is `{` is a
+//! Debezium connector JSON (`{"name": .., "config": {..}}` or the bare config map, as Kafka
+//! Connect users keep them); anything else is outboxd's TOML (see `connectors/README.md` for
+//! every key).
+//!
+//! * TOML is closed: every table rejects unknown keys with the key's name and the accepted ones.
+//!   Router options accept outboxd's snake_case names and Debezium's dotted names
+//!   (`route_by_field` or `"route.by.field"`).
+//! * A Debezium JSON import starts from **Debezium's** defaults (`aggregatetype`, `aggregateid`,
+//!   `type`, `payload`, slot `debezium`, publication `dbz_publication`, ...), so options the user
+//!   left unset behave as they did under Kafka Connect. Keys that mean nothing to outboxd are
+//!   returned in [`ConnectorConfig::ignored_keys`] with the reason, for `run`/`check` to log;
+//!   keys whose effect outboxd cannot reproduce (another transform, a schema-carrying or
+//!   quoting converter, a data snapshot that has to happen, TLS required) are errors that say
+//!   what to change.
+//!
+//! # Kafka bootstrap servers
+//!
+//! Precedence: `--kafka-bootstrap` > environment `OUTBOXD_KAFKA_BOOTSTRAP` > the file
+//! (TOML `kafka.bootstrap_servers`; Debezium JSON `producer.override.bootstrap.servers`, then, as
+//! a last resort reported in `ignored_keys`, the schema history's
+//! `schema.history.internal.kafka.bootstrap.servers` / `database.history.kafka.bootstrap.servers`,
+//! which in practice points at the same cluster Kafka Connect writes to). None of them: error.
+//!
+//! # Checkpoint files
+//!
+//! A Debezium JSON has no place for outboxd's checkpoint, and a TOML connector may omit
+//! `[connectors.checkpoint]`: both default to a file store at
+//! `<state dir>/<connector name>.checkpoint.json`, the state dir being `$OUTBOXD_STATE_DIR` or
+//! `./outboxd-state`. Relative paths (checkpoint, `password_file`) are relative to the working
+//! directory of the process.
+
+mod debezium;
+pub mod duration;
+mod native;
+mod router;
+mod secret;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::event::TableName;
+use crate::router::RouterConfigError;
+
+pub use router::{
+    AdditionalField, InvalidOpBehavior, JsonEmptyArrayBehavior, JsonNullBehavior,
+    MissingFieldBehavior, Placement, RouterConfig, UnknownOption, DEFAULT_ROUTE_TOPIC_REGEX,
+    DEFAULT_ROUTE_TOPIC_REPLACEMENT,
+};
+pub use secret::Secret;
+
+/// Environment variable overriding every connector's Kafka bootstrap servers (below the CLI flag).
+pub const ENV_KAFKA_BOOTSTRAP: &str = "OUTBOXD_KAFKA_BOOTSTRAP";
+/// Environment variable naming the directory for default checkpoint files.
+pub const ENV_STATE_DIR: &str = "OUTBOXD_STATE_DIR";
+/// State directory used when [`ENV_STATE_DIR`] is unset.
+pub const DEFAULT_STATE_DIR: &str = "./outboxd-state";
+/// Default [`KafkaConfig::max_record_bytes`]: 16 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
+
+/// The whole configuration of one outboxd process: any number of connectors (one per source
+/// database), plus process-wide metrics and logging settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Connectors, in file order; names are unique.
+    pub connectors: Vec<ConnectorConfig>,
+    /// Prometheus endpoint settings (TOML `[metrics]`).
+    pub metrics: MetricsConfig,
+    /// Logging settings (TOML `[log]`).
+    pub log: LogConfig,
+}
+
+/// Prometheus `/metrics`, `/health`, `/ready` endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Address to listen on (`"127.0.0.1:9187"`); `None` (default) serves no HTTP endpoint.
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (default).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logging settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// `"text"` (default) or `"json"`.
+    #[serde(default)]
+    pub format: LogFormat,
+}
+
+/// One connector: a source database, its outbox tables, routing rules, Kafka and checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectorConfig {
+    /// Unique name: 1-128 characters of `A-Z a-z 0-9 . _ -`. It keys the checkpoint (and, with
+    /// the Kafka store, the transactional id) and labels metrics. Debezium: the connector `name`.
+    pub name: String,
+    /// Where change events come from.
+    pub source: SourceConfig,
+    /// How an outbox row becomes a Kafka record.
+    pub router: RouterConfig,
+    /// Where records go.
+    pub kafka: KafkaConfig,
+    /// Where the delivered source position is kept.
+    pub checkpoint: CheckpointConfig,
+    /// Outbox tables (`schema.table`), at least one. Debezium `table.include.list` (literal
+    /// names only, regex metacharacters are rejected).
+    pub tables: Vec<TableName>,
+    /// Keys of an imported Debezium JSON that outboxd does not use, each with the reason, for
+    /// `run`/`check` to log at startup. Always empty for TOML (unknown TOML keys are errors).
+    pub ignored_keys: Vec<(String, String)>,
+}
+
+/// The source database of a connector.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceConfig {
+    /// MySQL or MariaDB ROW binlog. TOML `kind = "mysql"` / `"mariadb"`.
+    Mysql(MysqlSourceConfig),
+    /// PostgreSQL logical replication (pgoutput). TOML `kind = "postgres"`.
+    Postgres(PostgresSourceConfig),
+}
+
+/// Which server dialect of the binlog protocol to speak.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MysqlFlavor {
+    /// Detect from the server version string (`...-MariaDB` means MariaDB). Debezium
+    /// `io.debezium.connector.mysql.MySqlConnector`, which MariaDB users ran for years.
+    #[default]
+    Auto,
+    /// MySQL: GTID sets, COM_BINLOG_DUMP_GTID.
+    Mysql,
+    /// MariaDB: GTID positions, `@slave_connect_state`. Debezium
+    /// `io.debezium.connector.mariadb.MariaDbConnector` (or `connector.adapter=mariadb`).
+    Mariadb,
+}
+
+/// Where to start when the connector has no checkpoint yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartPosition {
+    /// The server's current position: only events written from now on (default; what Debezium
+    /// does after a `no_data` snapshot).
+    #[default]
+    Current,
+    /// The oldest binlog the server still has.
+    Earliest,
+}
+
+/// How the binlog position is tracked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PositionMode {
+    /// GTIDs when the server has them on, else `file:pos` (default).
+    #[default]
+    Auto,
+    /// Require GTIDs (fail if `gtid_mode`/`gtid_strict_mode` do not allow it).
+    Gtid,
+    /// Always `file:pos`.
+    File,
+}
+
+/// A MySQL/MariaDB source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MysqlSourceConfig {
+    /// Protocol dialect; see [`MysqlFlavor`].
+    pub flavor: MysqlFlavor,
+    /// Host name or address. Debezium `database.hostname`.
+    pub host: String,
+    /// TCP port, default 3306. Debezium `database.port`.
+    pub port: u16,
+    /// Replication user (needs `REPLICATION SLAVE, REPLICATION CLIENT`). Debezium `database.user`.
+    pub user: String,
+    /// Password. Debezium `database.password`.
+    pub password: Secret,
+    /// Server id to register as a replica with; unique among the server's replicas.
+    /// Required. Debezium `database.server.id`.
+    pub server_id: u32,
+    /// Start point without a checkpoint; default [`StartPosition::Current`].
+    pub start: StartPosition,
+    /// Position tracking; default [`PositionMode::Auto`].
+    pub position_mode: PositionMode,
+    /// Replication heartbeat period asked of the server (keeps an idle stream alive and lets
+    /// the checkpoint follow it); default 10 s.
+    pub heartbeat_interval: Duration,
+    /// Connect (and handshake) timeout; default 10 s. Debezium `connect.timeout.ms`.
+    pub connect_timeout: Duration,
+    /// Longest wait between reconnection attempts (exponential backoff); default 30 s.
+    pub reconnect_backoff_max: Duration,
+    /// Column names per outbox table, for servers without `binlog_row_metadata=FULL`
+    /// (in table order, every column). Tables listed here must be in `tables`.
+    pub columns: BTreeMap<TableName, Vec<String>>,
+}
+
+/// How the PostgreSQL publication is created when missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublicationAutocreate {
+    /// Never create it; it must exist. Debezium `disabled`.
+    Disabled,
+    /// `CREATE PUBLICATION .. FOR ALL TABLES` (needs superuser). Debezium `all_tables`, its
+    /// default.
+    AllTables,
+    /// `CREATE PUBLICATION .. FOR TABLE <outbox tables>`. Debezium `filtered`; outboxd's default.
+    Filtered,
+}
+
+/// A PostgreSQL source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostgresSourceConfig {
+    /// Host name or address. Debezium `database.hostname`.
+    pub host: String,
+    /// TCP port, default 5432. Debezium `database.port`.
+    pub port: u16,
+    /// Role with `REPLICATION`. Debezium `database.user`.
+    pub user: String,
+    /// Password. Debezium `database.password`.
+    pub password: Secret,
+    /// Database. Debezium `database.dbname`.
+    pub dbname: String,
+    /// Logical replication slot. Debezium `slot.name` (default `debezium`); outboxd's default
+    /// `outboxd_<connector name>` lower-cased with other characters than `a-z0-9_` replaced
+    /// by `_`, at most 63 bytes.
+    pub slot_name: String,
+    /// Publication. Debezium `publication.name` (default `dbz_publication`); outboxd's default
+    /// is the same as the slot name.
+    pub publication_name: String,
+    /// Publication creation. Debezium `publication.autocreate.mode` (default `all_tables`);
+    /// outboxd's default [`PublicationAutocreate::Filtered`].
+    pub publication_autocreate: PublicationAutocreate,
+    /// Create the slot when missing; default true (Debezium always does).
+    pub slot_autocreate: bool,
+    /// Prefixes of logical decoding messages (`pg_logical_emit_message`) treated as a
+    /// table-less outbox; default none.
+    pub message_prefixes: Vec<String>,
+    /// Standby status update period; default 10 s. Debezium `status.update.interval.ms`.
+    pub status_interval: Duration,
+    /// Connect timeout; default 10 s. Debezium `connect.timeout.ms`.
+    pub connect_timeout: Duration,
+}
+
+/// Kafka producer settings of a connector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// Comma-separated `host:port` list. See the module docs for precedence.
+    pub bootstrap_servers: String,
+    /// Extra librdkafka producer properties (`"compression.type" = "lz4"`), applied after
+    /// outboxd's own; `bootstrap.servers` is not allowed here.
+    pub producer: BTreeMap<String, String>,
+    /// Largest record (key + value + headers, see `KafkaRecord::approx_size`) outboxd will
+    /// produce; default 16 MiB. A bigger record is a definite error: the connector halts
+    /// without advancing its checkpoint (raise this, librdkafka `message.max.bytes` and the
+    /// topic's `max.message.bytes` together).
+    pub max_record_bytes: usize,
+}
+
+/// Where the connector keeps the position after the last delivered source transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "store", rename_all = "lowercase", deny_unknown_fields)]
+pub enum CheckpointConfig {
+    /// A JSON file replaced atomically (temp file, fsync, rename): at-least-once delivery.
+    /// TOML `store = "file"`, `path = "..."`.
+    File {
+        /// File path (relative to the working directory).
+        path: PathBuf,
+    },
+}
+
+/// Why a configuration could not be loaded. Every message names the file and the setting and
+/// says what to change; secret values never appear.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No file was given.
+    #[error(
+        "no configuration file given: pass --config FILE (outboxd TOML or Debezium connector JSON)"
+    )]
+    NoFiles,
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// TOML syntax or schema error (unknown keys, wrong types), with line and column.
+    #[error("{path}: {source}")]
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error, with location.
+        source: Box<toml::de::Error>,
+    },
+    /// JSON syntax error.
+    #[error("{path}: not valid JSON (a Debezium connector config is expected when the file starts with '{{'): {source}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error, with location.
+        source: serde_json::Error,
+    },
+    /// A setting is missing or has a value outboxd cannot use.
+    #[error("{path}: {context}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Where in the file: connector and key.
+        context: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The router settings do not compile (bad regex, bad replacement).
+    #[error("{path}: connector `{connector}`: router settings: {source}")]
+    Router {
+        /// The file.
+        path: PathBuf,
+        /// Connector name.
+        connector: String,
+        /// What is wrong.
+        source: RouterConfigError,
+    },
+    /// No Kafka bootstrap servers anywhere.
+    #[error("{path}: connector `{connector}`: no Kafka bootstrap servers: pass --kafka-bootstrap HOST:PORT, set {ENV_KAFKA_BOOTSTRAP}, or set kafka.bootstrap_servers in the connector")]
+    MissingBootstrap {
+        /// The file.
+        path: PathBuf,
+        /// Connector name.
+        connector: String,
+    },
+    /// Two connectors share a name.
+    #[error("connector `{name}` is defined twice ({first} and {second}); names must be unique because they key checkpoints")]
+    DuplicateConnector {
+        /// The name.
+        name: String,
+        /// File of the first definition.
+        first: PathBuf,
+        /// File of the second.
+        second: PathBuf,
+    },
+    /// Two files set `[metrics]` or `[log]` differently.
+    #[error("{path}: [{section}] differs from the one in {first}; set it in one file only")]
+    ConflictingSection {
+        /// The later file.
+        path: PathBuf,
+        /// The earlier file.
+        first: PathBuf,
+        /// `metrics` or `log`.
+        section: &'static str,
+    },
+}
+
+/// Loads one configuration file (outboxd TOML or Debezium connector JSON).
+///
+/// `kafka_bootstrap_override` is the `--kafka-bootstrap` flag; it beats `OUTBOXD_KAFKA_BOOTSTRAP`,
+/// which beats the file. Environment variables are read from the process environment.
+pub fn load(path: &Path, kafka_bootstrap_override: Option<&str>) -> Result<Config, ConfigError> {
+    load_many(&[path], kafka_bootstrap_override)
+}
+
+/// Loads several files and merges their connectors (connector names must be unique across
+/// them). `[metrics]`/`[log]` may be set in one file, or identically in several.
+pub fn load_many<P: AsRef<Path>>(
+    paths: &[P],
+    kafka_bootstrap_override: Option<&str>,
+) -> Result<Config, ConfigError> {
+    let env = |k: &str| std::env::var(k).ok();
+    load_many_with_env(paths, kafka_bootstrap_override, &env)
+}
+
+/// [`load_many`] with an explicit environment lookup (for tests and embedding).
+pub fn load_many_with_env<P: AsRef<Path>>(
+    paths: &[P],
+    kafka_bootstrap_override: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    if paths.is_empty() {
+        return Err(ConfigError::NoFiles);
+    }
+    let mut merged = Config {
+        connectors: Vec::new(),
+        metrics: MetricsConfig::default(),
+        log: LogConfig::default(),
+    };
+    let mut origins: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut metrics_from: Option<PathBuf> = None;
+    let mut log_from: Option<PathBuf> = None;
+    for p in paths {
+        let path = p.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let cfg = parse(&text, path, kafka_bootstrap_override, env)?;
+        if cfg.metrics != MetricsConfig::default() {
+            match &metrics_from {
+                Some(first) if merged.metrics != cfg.metrics => {
+                    return Err(ConfigError::ConflictingSection {
+                        path: path.to_path_buf(),
+                        first: first.clone(),
+                        section: "metrics",
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    metrics_from = Some(path.to_path_buf());
+                    merged.metrics = cfg.metrics;
+                }
+            }
+        }
+        if cfg.log != LogConfig::default() {
+            match &log_from {
+                Some(first) if merged.log != cfg.log => {
+                    return Err(ConfigError::ConflictingSection {
+                        path: path.to_path_buf(),
+                        first: first.clone(),
+                        section: "log",
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    log_from = Some(path.to_path_buf());
+                    merged.log = cfg.log;
+                }
+            }
+        }
+        for c in cfg.connectors {
+            if let Some(first) = origins.get(&c.name) {
+                return Err(ConfigError::DuplicateConnector {
+                    name: c.name,
+                    first: first.clone(),
+                    second: path.to_path_buf(),
+                });
+            }
+            origins.insert(c.name.clone(), path.to_path_buf());
+            merged.connectors.push(c);
+        }
+    }
+    Ok(merged)
+}
+
+/// Logs every connector's [`ConnectorConfig::ignored_keys`] (one warning per key, with the
+/// reason; values are never logged). `run` and `check` call it after loading.
+pub fn log_ignored_keys(cfg: &Config) {
+    for c in &cfg.connectors {
+        for (key, why) in &c.ignored_keys {
+            tracing::warn!(connector = %c.name, key = %key, "Debezium setting not used by outboxd: {why}");
+        }
+    }
+}
+
+/// Parses configuration text. `origin` is only used in messages and as the fallback connector
+/// name of a Debezium JSON without one (its file stem). `env` looks up environment variables
+/// (`OUTBOXD_KAFKA_BOOTSTRAP`, `OUTBOXD_STATE_DIR`, `password_env`, `${env:VAR}`).
+pub fn parse(
+    text: &str,
+    origin: &Path,
+    kafka_bootstrap_override: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let bootstrap_override = kafka_bootstrap_override
+        .map(str::to_string)
+        .or_else(|| env(ENV_KAFKA_BOOTSTRAP))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    let ctx = LoadCtx {
+        path: origin,
+        bootstrap_override: bootstrap_override.as_deref(),
+        env,
+    };
+    let cfg = if text.trim_start().starts_with('{') {
+        let connector = debezium::parse(text, &ctx)?;
+        Config {
+            connectors: vec![connector],
+            metrics: MetricsConfig::default(),
+            log: LogConfig::default(),
+        }
+    } else {
+        native::parse(text, &ctx)?
+    };
+    let mut seen = BTreeSet::new();
+    for c in &cfg.connectors {
+        if !seen.insert(c.name.as_str()) {
+            return Err(ConfigError::DuplicateConnector {
+                name: c.name.clone(),
+                first: origin.to_path_buf(),
+                second: origin.to_path_buf(),
+            });
+        }
+        crate::router::EventRouter::new(&c.router).map_err(|source| ConfigError::Router {
+            path: origin.to_path_buf(),
+            connector: c.name.clone(),
+            source,
+        })?;
+    }
+    Ok(cfg)
+}
+
+/// What both format parsers need.
+pub(crate) struct LoadCtx<'a> {
+    pub(crate) path: &'a Path,
+    /// CLI flag or `OUTBOXD_KAFKA_BOOTSTRAP`, already resolved.
+    pub(crate) bootstrap_override: Option<&'a str>,
+    pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl LoadCtx<'_> {
+    pub(crate) fn invalid(
+        &self,
+        context: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_path_buf(),
+            context: context.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Default checkpoint: `<state dir>/<name>.checkpoint.json`.
+    pub(crate) fn default_checkpoint(&self, connector: &str) -> CheckpointConfig {
+        let dir = (self.env)(ENV_STATE_DIR)
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_STATE_DIR.to_string());
+        CheckpointConfig::File {
+            path: PathBuf::from(dir).join(format!("{connector}.checkpoint.json")),
+        }
+    }
+}
+
+/// Checks a connector name: 1-128 characters of `A-Z a-z 0-9 . _ -`.
+pub(crate) fn validate_connector_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 128 {
+        return Err(format!(
+            "connector name {name:?} must be 1 to 128 characters long"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "connector name {name:?} contains {c:?}; use only letters, digits, '.', '_' and '-' \
+             (the name keys checkpoints and metrics)"
+        ));
+    }
+    Ok(())
+}
+
+/// outboxd's default PostgreSQL slot/publication name for a connector:
+/// `outboxd_<name>` lower-cased, other characters than `a-z0-9_` replaced by `_`, cut to 63 bytes.
+pub fn default_pg_object_name(connector: &str) -> String {
+    let mut s: String = format!("outboxd_{connector}")
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    s.truncate(63);
+    s
+}
+
+/// Reads a secret file: its contents with one trailing newline (`\n` or `\r\n`) removed.
+pub(crate) fn read_secret_file(path: &Path) -> Result<Secret, String> {
+    let mut s = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read password file {}: {e}", path.display()))?;
+    if s.ends_with('\n') {
+        s.pop();
+        if s.ends_with('\r') {
+            s.pop();
+        }
+    }
+    Ok(Secret::new(s))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,523 @@
+//! outboxd's own TOML format (documented key by key in `connectors/README.md`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::router::UnknownOption;
+use super::{
+    default_pg_object_name, duration, read_secret_file, validate_connector_name, CheckpointConfig,
+    Config, ConfigError, ConnectorConfig, KafkaConfig, LoadCtx, LogConfig, MetricsConfig,
+    MysqlFlavor, MysqlSourceConfig, PositionMode, PostgresSourceConfig, PublicationAutocreate,
+    RouterConfig, Secret, SourceConfig, StartPosition, DEFAULT_MAX_RECORD_BYTES,
+};
+use crate::event::TableName;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileToml {
+    #[serde(default)]
+    metrics: MetricsConfig,
+    #[serde(default)]
+    log: LogConfig,
+    #[serde(default)]
+    connectors: Vec<ConnectorToml>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnectorToml {
+    name: String,
+    tables: Vec<String>,
+    source: SourceToml,
+    #[serde(default)]
+    router: toml::Table,
+    #[serde(default)]
+    kafka: KafkaToml,
+    #[serde(default)]
+    checkpoint: Option<CheckpointConfig>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum SourceKind {
+    Mysql,
+    Mariadb,
+    Postgres,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceToml {
+    kind: SourceKind,
+    host: String,
+    #[serde(default)]
+    port: Option<u16>,
+    user: String,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    password_env: Option<String>,
+    #[serde(default)]
+    password_file: Option<PathBuf>,
+    #[serde(default, deserialize_with = "duration::deserialize_opt")]
+    connect_timeout: Option<Duration>,
+    // MySQL / MariaDB
+    #[serde(default)]
+    flavor: Option<MysqlFlavor>,
+    #[serde(default)]
+    server_id: Option<u32>,
+    #[serde(default)]
+    start: Option<StartPosition>,
+    #[serde(default)]
+    position_mode: Option<PositionMode>,
+    #[serde(default, deserialize_with = "duration::deserialize_opt")]
+    heartbeat_interval: Option<Duration>,
+    #[serde(default, deserialize_with = "duration::deserialize_opt")]
+    reconnect_backoff_max: Option<Duration>,
+    #[serde(default)]
+    columns: Option<BTreeMap<String, Vec<String>>>,
+    // PostgreSQL
+    #[serde(default)]
+    dbname: Option<String>,
+    #[serde(default)]
+    slot_name: Option<String>,
+    #[serde(default)]
+    publication_name: Option<String>,
+    #[serde(default)]
+    publication_autocreate: Option<PublicationAutocreate>,
+    #[serde(default)]
+    slot_autocreate: Option<bool>,
+    #[serde(default)]
+    message_prefixes: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "duration::deserialize_opt")]
+    status_interval: Option<Duration>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct KafkaToml {
+    #[serde(default)]
+    bootstrap_servers: Option<String>,
+    #[serde(default)]
+    producer: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    max_record_bytes: Option<usize>,
+}
+
+pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<Config, ConfigError> {
+    let file: FileToml = toml::from_str(text).map_err(|e| ConfigError::Toml {
+        path: ctx.path.to_path_buf(),
+        source: Box::new(e),
+    })?;
+    let mut connectors = Vec::with_capacity(file.connectors.len());
+    for (i, c) in file.connectors.into_iter().enumerate() {
+        connectors.push(connector(c, i, ctx)?);
+    }
+    if connectors.is_empty() {
+        return Err(ctx.invalid(
+            "file",
+            "defines no connector: add a [[connectors]] table (see connectors/README.md)",
+        ));
+    }
+    Ok(Config {
+        connectors,
+        metrics: file.metrics,
+        log: file.log,
+    })
+}
+
+fn connector(
+    c: ConnectorToml,
+    index: usize,
+    ctx: &LoadCtx<'_>,
+) -> Result<ConnectorConfig, ConfigError> {
+    let here = format!("connectors[{index}] ({:?})", c.name);
+    validate_connector_name(&c.name).map_err(|m| ctx.invalid(format!("{here}.name"), m))?;
+
+    if c.tables.is_empty() {
+        return Err(ctx.invalid(
+            format!("{here}.tables"),
+            "list at least one outbox table as \"schema.table\" (e.g. tables = [\"shop.outbox_events\"])",
+        ));
+    }
+    let mut tables = Vec::with_capacity(c.tables.len());
+    for t in &c.tables {
+        let t = TableName::parse(t).map_err(|m| ctx.invalid(format!("{here}.tables"), m))?;
+        if tables.contains(&t) {
+            return Err(ctx.invalid(format!("{here}.tables"), format!("{t} is listed twice")));
+        }
+        tables.push(t);
+    }
+
+    let source = source(c.source, &c.name, &tables, &format!("{here}.source"), ctx)?;
+    let router = router_from_toml(&c.router, &format!("{here}.router"), ctx)?;
+
+    let bootstrap = ctx
+        .bootstrap_override
+        .map(str::to_string)
+        .or_else(|| {
+            c.kafka
+                .bootstrap_servers
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        })
+        .ok_or_else(|| ConfigError::MissingBootstrap {
+            path: ctx.path.to_path_buf(),
+            connector: c.name.clone(),
+        })?;
+    let mut producer = BTreeMap::new();
+    for (k, v) in c.kafka.producer {
+        if k == "bootstrap.servers" || k == "metadata.broker.list" {
+            return Err(ctx.invalid(
+                format!("{here}.kafka.producer"),
+                format!("`{k}` belongs in kafka.bootstrap_servers, not in kafka.producer"),
+            ));
+        }
+        let v = match v {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            _ => {
+                return Err(ctx.invalid(
+                    format!("{here}.kafka.producer.{k}"),
+                    "librdkafka properties are strings, integers or booleans",
+                ))
+            }
+        };
+        producer.insert(k, v);
+    }
+    let max_record_bytes = c.kafka.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES);
+    if max_record_bytes == 0 {
+        return Err(ctx.invalid(
+            format!("{here}.kafka.max_record_bytes"),
+            "must be greater than 0 (default 16777216 = 16 MiB)",
+        ));
+    }
+
+    let checkpoint = match c.checkpoint {
+        Some(CheckpointConfig::File { path }) if path.as_os_str().is_empty() => {
+            return Err(ctx.invalid(format!("{here}.checkpoint.path"), "must not be empty"))
+        }
+        Some(cp) => cp,
+        None => ctx.default_checkpoint(&c.name),
+    };
+
+    Ok(ConnectorConfig {
+        name: c.name,
+        source,
+        router,
+        kafka: KafkaConfig {
+            bootstrap_servers: bootstrap,
+            producer,
+            max_record_bytes,
+        },
+        checkpoint,
+        tables,
+        ignored_keys: Vec::new(),
+    })
+}
+
+fn source(
+    s: SourceToml,
+    connector: &str,
+    tables: &[TableName],
+    here: &str,
+    ctx: &LoadCtx<'_>,
+) -> Result<SourceConfig, ConfigError> {
+    let password = match (&s.password, &s.password_env, &s.password_file) {
+        (Some(p), None, None) => Secret::new(p.clone()),
+        (None, Some(var), None) => Secret::new((ctx.env)(var).ok_or_else(|| {
+            ctx.invalid(
+                format!("{here}.password_env"),
+                format!(
+                    "environment variable {var} is not set; export it with the database password"
+                ),
+            )
+        })?),
+        (None, None, Some(path)) => {
+            read_secret_file(path).map_err(|m| ctx.invalid(format!("{here}.password_file"), m))?
+        }
+        (None, None, None) => Secret::default(),
+        _ => {
+            return Err(ctx.invalid(
+                here,
+                "set only one of password, password_env, password_file",
+            ))
+        }
+    };
+    if s.host.trim().is_empty() {
+        return Err(ctx.invalid(format!("{here}.host"), "must not be empty"));
+    }
+    let connect_timeout = s.connect_timeout.unwrap_or(Duration::from_secs(10));
+
+    let misplaced = |names: &[(&str, bool)], kind: &str| -> Result<(), ConfigError> {
+        if let Some((n, _)) = names.iter().find(|(_, set)| *set) {
+            return Err(ctx.invalid(
+                format!("{here}.{n}"),
+                format!("does not apply to kind = \"{kind}\"; remove it"),
+            ));
+        }
+        Ok(())
+    };
+
+    match s.kind {
+        SourceKind::Mysql | SourceKind::Mariadb => {
+            let kind = if s.kind == SourceKind::Mysql {
+                "mysql"
+            } else {
+                "mariadb"
+            };
+            misplaced(
+                &[
+                    ("dbname", s.dbname.is_some()),
+                    ("slot_name", s.slot_name.is_some()),
+                    ("publication_name", s.publication_name.is_some()),
+                    ("publication_autocreate", s.publication_autocreate.is_some()),
+                    ("slot_autocreate", s.slot_autocreate.is_some()),
+                    ("message_prefixes", s.message_prefixes.is_some()),
+                    ("status_interval", s.status_interval.is_some()),
+                ],
+                kind,
+            )?;
+            let flavor = match (s.kind, s.flavor) {
+                (SourceKind::Mariadb, None | Some(MysqlFlavor::Mariadb)) => MysqlFlavor::Mariadb,
+                (SourceKind::Mariadb, Some(_)) => return Err(ctx.invalid(
+                    format!("{here}.flavor"),
+                    "kind = \"mariadb\" implies flavor = \"mariadb\"; use kind = \"mysql\" with \
+                         flavor = \"auto\" or \"mysql\" instead",
+                )),
+                (_, f) => f.unwrap_or(MysqlFlavor::Auto),
+            };
+            let server_id = s.server_id.ok_or_else(|| {
+                ctx.invalid(
+                    format!("{here}.server_id"),
+                    "is required: a replica server id unique among the server's replicas \
+                     (Debezium database.server.id), e.g. server_id = 184054",
+                )
+            })?;
+            if server_id == 0 {
+                return Err(ctx.invalid(
+                    format!("{here}.server_id"),
+                    "must not be 0 (the server refuses replicas with server_id 0)",
+                ));
+            }
+            let mut columns = BTreeMap::new();
+            for (t, cols) in s.columns.unwrap_or_default() {
+                let name =
+                    TableName::parse(&t).map_err(|m| ctx.invalid(format!("{here}.columns"), m))?;
+                if !tables.contains(&name) {
+                    return Err(ctx.invalid(
+                        format!("{here}.columns"),
+                        format!("table {name} is not in the connector's tables"),
+                    ));
+                }
+                if cols.is_empty() || cols.iter().any(|c| c.trim().is_empty()) {
+                    return Err(ctx.invalid(
+                        format!("{here}.columns.\"{name}\""),
+                        "list every column name of the table, in table order",
+                    ));
+                }
+                let unique: BTreeSet<&String> = cols.iter().collect();
+                if unique.len() != cols.len() {
+                    return Err(
+                        ctx.invalid(format!("{here}.columns.\"{name}\""), "lists a column twice")
+                    );
+                }
+                columns.insert(name, cols);
+            }
+            Ok(SourceConfig::Mysql(MysqlSourceConfig {
+                flavor,
+                host: s.host,
+                port: s.port.unwrap_or(3306),
+                user: s.user,
+                password,
+                server_id,
+                start: s.start.unwrap_or_default(),
+                position_mode: s.position_mode.unwrap_or_default(),
+                heartbeat_interval: s.heartbeat_interval.unwrap_or(Duration::from_secs(10)),
+                connect_timeout,
+                reconnect_backoff_max: s.reconnect_backoff_max.unwrap_or(Duration::from_secs(30)),
+                columns,
+            }))
+        }
+        SourceKind::Postgres => {
+            misplaced(
+                &[
+                    ("flavor", s.flavor.is_some()),
+                    ("server_id", s.server_id.is_some()),
+                    ("start", s.start.is_some()),
+                    ("position_mode", s.position_mode.is_some()),
+                    ("heartbeat_interval", s.heartbeat_interval.is_some()),
+                    ("reconnect_backoff_max", s.reconnect_backoff_max.is_some()),
+                    ("columns", s.columns.is_some()),
+                ],
+                "postgres",
+            )?;
+            let dbname = s.dbname.filter(|d| !d.trim().is_empty()).ok_or_else(|| {
+                ctx.invalid(
+                    format!("{here}.dbname"),
+                    "is required: the database holding the outbox table (Debezium database.dbname)",
+                )
+            })?;
+            let default_name = default_pg_object_name(connector);
+            let slot_name = s.slot_name.unwrap_or_else(|| default_name.clone());
+            validate_slot_name(&slot_name)
+                .map_err(|m| ctx.invalid(format!("{here}.slot_name"), m))?;
+            let publication_name = s.publication_name.unwrap_or(default_name);
+            if publication_name.is_empty() || publication_name.len() > 63 {
+                return Err(ctx.invalid(
+                    format!("{here}.publication_name"),
+                    "must be 1 to 63 bytes long",
+                ));
+            }
+            let message_prefixes = s.message_prefixes.unwrap_or_default();
+            if message_prefixes.iter().any(|p| p.is_empty()) {
+                return Err(ctx.invalid(
+                    format!("{here}.message_prefixes"),
+                    "a prefix must not be empty",
+                ));
+            }
+            Ok(SourceConfig::Postgres(PostgresSourceConfig {
+                host: s.host,
+                port: s.port.unwrap_or(5432),
+                user: s.user,
+                password,
+                dbname,
+                slot_name,
+                publication_name,
+                publication_autocreate: s
+                    .publication_autocreate
+                    .unwrap_or(PublicationAutocreate::Filtered),
+                slot_autocreate: s.slot_autocreate.unwrap_or(true),
+                message_prefixes,
+                status_interval: s.status_interval.unwrap_or(Duration::from_secs(10)),
+                connect_timeout,
+            }))
+        }
+    }
+}
+
+/// PostgreSQL replication slot names: 1-63 of `a-z`, `0-9`, `_`.
+pub(crate) fn validate_slot_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > 63
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        return Err(format!(
+            "slot name {name:?} must be 1 to 63 characters of a-z, 0-9 and _ (a PostgreSQL rule)"
+        ));
+    }
+    Ok(())
+}
+
+/// The `[connectors.router]` table: every key goes through [`RouterConfig::set_option`]
+/// (snake_case or Debezium names), unknown keys are errors.
+fn router_from_toml(
+    table: &toml::Table,
+    here: &str,
+    ctx: &LoadCtx<'_>,
+) -> Result<RouterConfig, ConfigError> {
+    let mut cfg = RouterConfig::default();
+    let mut seen: BTreeMap<&'static str, &str> = BTreeMap::new();
+    for (key, value) in table {
+        let at = format!("{here}.{key:?}");
+        let text = match value {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Array(items) => {
+                placement_array(items).map_err(|m| ctx.invalid(at.clone(), m))?
+            }
+            _ => {
+                return Err(ctx.invalid(
+                    at,
+                    "expected a string, boolean, or (for additional_placement) an array",
+                ))
+            }
+        };
+        let canonical = RouterConfig::option_names()
+            .find(|(d, s)| d == key || s == key)
+            .map(|(d, _)| d);
+        if let Some(c) = canonical {
+            if let Some(prev) = seen.insert(c, key) {
+                return Err(ctx.invalid(
+                    at,
+                    format!("sets the same option as {prev:?}; keep one of the two names"),
+                ));
+            }
+        }
+        if matches!(value, toml::Value::Array(_))
+            && canonical != Some("table.fields.additional.placement")
+        {
+            return Err(ctx.invalid(at, "only additional_placement takes an array"));
+        }
+        match cfg
+            .set_option(key, &text)
+            .map_err(|m| ctx.invalid(at.clone(), m))?
+        {
+            None => {}
+            Some(UnknownOption::NoEffect(why)) => {
+                return Err(ctx.invalid(
+                    at,
+                    format!("is a Debezium option with no effect in outboxd ({why}); remove it"),
+                ))
+            }
+            Some(UnknownOption::Unknown) => {
+                let known: Vec<String> = RouterConfig::option_names()
+                    .map(|(d, s)| format!("{s} (\"{d}\")"))
+                    .collect();
+                return Err(ctx.invalid(
+                    at,
+                    format!("unknown router option; accepted: {}", known.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+/// `additional_placement` as an array: strings `"col:placement[:alias]"` or tables
+/// `{ column = "..", placement = "..", alias = ".." }`; returned in Debezium's list form.
+fn placement_array(items: &[toml::Value]) -> Result<String, String> {
+    let mut parts = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            toml::Value::String(s) => parts.push(s.clone()),
+            toml::Value::Table(t) => {
+                if let Some(k) = t
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "column" | "placement" | "alias"))
+                {
+                    return Err(format!(
+                        "unknown key `{k}` in a placement; expected column, placement, alias"
+                    ));
+                }
+                let get = |k: &str| t.get(k).and_then(|v| v.as_str());
+                let column = get("column").ok_or("a placement needs column = \"...\"")?;
+                let placement = get("placement").ok_or(
+                    "a placement needs placement = \"header\" | \"envelope\" | \"partition\"",
+                )?;
+                if column.contains([',', ':']) {
+                    return Err(format!("column {column:?} must not contain ',' or ':'"));
+                }
+                match get("alias") {
+                    Some(a) if a.contains([',', ':']) => {
+                        return Err(format!("alias {a:?} must not contain ',' or ':'"))
+                    }
+                    Some(a) => parts.push(format!("{column}:{placement}:{a}")),
+                    None => parts.push(format!("{column}:{placement}")),
+                }
+            }
+            _ => return Err("additional_placement entries are strings or tables".into()),
+        }
+    }
+    Ok(parts.join(","))
+}

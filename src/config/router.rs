@@ -1,0 +1,565 @@
+//! Outbox Event Router settings: the options of Debezium's
+//! `io.debezium.transforms.outbox.EventRouter` SMT, under their Debezium names and outboxd's
+//! snake_case names.
+//!
+//! Both configuration formats funnel every router option through [`RouterConfig::set_option`],
+//! so a TOML file and a Debezium connector JSON that say the same thing give equal
+//! [`RouterConfig`]s (and therefore the same Kafka records).
+
+use std::fmt;
+
+/// What the router does with an UPDATE on an outbox table.
+///
+/// Debezium option `table.op.invalid.behavior` (`warn` | `error` | `fatal`, default `warn`;
+/// Debezium 1.x spelled it `debezium.op.invalid.behavior`). DELETEs are always dropped silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InvalidOpBehavior {
+    /// Log a warning (table name only, never values) and skip the change. Debezium `warn`.
+    #[default]
+    Warn,
+    /// Log an error and skip the change. Debezium `error`.
+    Error,
+    /// Stop the connector with an error. Debezium `fatal`.
+    Fatal,
+}
+
+/// Where an additional outbox column goes in the Kafka record
+/// (the middle part of a `table.fields.additional.placement` entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// A Kafka header named by the alias (or the column name); value = the column as text.
+    Header,
+    /// A field of a JSON envelope `{"payload": ..., "<alias>": ...}` that becomes the value.
+    Envelope,
+    /// The record's partition: the column's integer value. An alias has no effect.
+    Partition,
+}
+
+impl Placement {
+    fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "header" => Some(Placement::Header),
+            "envelope" => Some(Placement::Envelope),
+            "partition" => Some(Placement::Partition),
+            _ => None,
+        }
+    }
+
+    /// The Debezium spelling: `header`, `envelope`, `partition`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Header => "header",
+            Placement::Envelope => "envelope",
+            Placement::Partition => "partition",
+        }
+    }
+}
+
+/// One entry of `table.fields.additional.placement`: `column:placement[:alias]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdditionalField {
+    /// Outbox table column to read.
+    pub column: String,
+    /// Where the value goes.
+    pub placement: Placement,
+    /// Header or envelope field name; `None` means the column name (Debezium's rule).
+    pub alias: Option<String>,
+}
+
+impl AdditionalField {
+    /// The header / envelope field name: the alias, or the column name without one.
+    pub fn name(&self) -> &str {
+        self.alias.as_deref().unwrap_or(&self.column)
+    }
+
+    /// Parses Debezium's comma-separated list, e.g. `"type:header:eventType,seq:envelope,p:partition"`.
+    ///
+    /// Each entry is two or three colon-separated parts (column, placement, optional alias);
+    /// parts are trimmed; empty entries (a trailing comma) are skipped. Errors name the bad
+    /// entry and the expected form.
+    pub fn parse_list(list: &str) -> Result<Vec<AdditionalField>, String> {
+        let mut out = Vec::new();
+        for entry in list.split(',') {
+            if entry.trim().is_empty() {
+                continue;
+            }
+            let parts: Vec<&str> = entry.split(':').map(str::trim).collect();
+            if parts.len() != 2 && parts.len() != 3 {
+                return Err(format!(
+                    "entry {entry:?} is not column:placement or column:placement:alias \
+                     (e.g. \"event_type:header:eventType\")"
+                ));
+            }
+            if parts[0].is_empty() {
+                return Err(format!("entry {entry:?} has an empty column name"));
+            }
+            let placement = Placement::parse(parts[1]).ok_or_else(|| {
+                format!(
+                    "entry {entry:?}: placement {:?} is not one of header, envelope, partition",
+                    parts[1]
+                )
+            })?;
+            let alias = match parts.get(2) {
+                Some(&"") => {
+                    return Err(format!(
+                        "entry {entry:?} has an empty alias; drop the trailing ':' to use the \
+                         column name"
+                    ))
+                }
+                Some(a) => Some((*a).to_string()),
+                None => None,
+            };
+            out.push(AdditionalField {
+                column: parts[0].to_string(),
+                placement,
+                alias,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for AdditionalField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.column, self.placement.as_str())?;
+        if let Some(a) = &self.alias {
+            write!(f, ":{a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What to do when a column named in `table.fields.additional.placement` is not in the row.
+///
+/// Debezium option `table.field.additional.missing` (`error` | `ignore`, default `error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingFieldBehavior {
+    /// The change fails to route (the connector halts).
+    #[default]
+    Error,
+    /// The placement is skipped for that row.
+    Ignore,
+}
+
+/// How `table.expand.json.payload` treats JSON `null` object members.
+///
+/// Debezium option `table.json.payload.null.behavior` (`ignore` | `optional_bytes`, default
+/// `ignore`): with `ignore` a member whose value is `null` is dropped from the expanded payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JsonNullBehavior {
+    /// Drop `null` members (Debezium default).
+    #[default]
+    Ignore,
+    /// Keep them as `null`.
+    OptionalBytes,
+}
+
+/// How `table.expand.json.payload` treats empty JSON arrays in object members.
+///
+/// Debezium option `table.json.payload.empty.array.behavior` (`ignore` | `optional_string`,
+/// default `ignore`): with `ignore` a member whose value is `[]` is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JsonEmptyArrayBehavior {
+    /// Drop `[]` members (Debezium default).
+    #[default]
+    Ignore,
+    /// Keep them as `[]`.
+    OptionalString,
+}
+
+/// Settings of the Outbox Event Router (Debezium `io.debezium.transforms.outbox.EventRouter`).
+///
+/// Column names are exact, case-sensitive outbox table column names. [`RouterConfig::default`]
+/// follows outboxd's outbox schema (`id`, `aggregate_type`, `aggregate_id`, `event_type`,
+/// `payload`); [`RouterConfig::debezium_defaults`] follows Debezium's (`id`, `aggregatetype`,
+/// `aggregateid`, `type`, `payload`) and is the starting point of a Debezium JSON import, so a
+/// migrating user who left options unset gets exactly Debezium's behaviour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterConfig {
+    /// Column with the event id, sent as header `id`. `table.field.event.id`.
+    pub field_event_id: String,
+    /// Column with the record key (the aggregate id). `table.field.event.key`.
+    pub field_event_key: String,
+    /// Column with the event type. `table.field.event.type`. As in Debezium it is not placed in
+    /// the record unless listed in `additional_placement` (e.g. `event_type:header:eventType`).
+    pub field_event_type: String,
+    /// Column with the payload, the record value. `table.field.event.payload`.
+    pub field_event_payload: String,
+    /// Column whose value becomes the record timestamp (epoch milliseconds); `None` uses the
+    /// source commit time. `table.field.event.timestamp`.
+    pub field_event_timestamp: Option<String>,
+    /// Extra columns placed as headers, envelope fields or the partition.
+    /// `table.fields.additional.placement`.
+    pub additional_placement: Vec<AdditionalField>,
+    /// Missing additional column: error or skip. `table.field.additional.missing`.
+    pub additional_field_missing: MissingFieldBehavior,
+    /// Parse the payload as JSON and re-serialise it as Debezium's JsonConverter would write
+    /// the expanded struct. `table.expand.json.payload`.
+    pub expand_json_payload: bool,
+    /// `null` members in an expanded payload. `table.json.payload.null.behavior`.
+    pub json_payload_null_behavior: JsonNullBehavior,
+    /// `[]` members in an expanded payload. `table.json.payload.empty.array.behavior`.
+    pub json_payload_empty_array_behavior: JsonEmptyArrayBehavior,
+    /// Column whose value chooses the topic. `route.by.field`.
+    pub route_by_field: String,
+    /// Java-style regex the `route_by_field` value must match entirely (named groups
+    /// `(?<name>...)`). `route.topic.regex`.
+    pub route_topic_regex: String,
+    /// Topic template with `$1` / `${name}` group references. `route.topic.replacement`.
+    pub route_topic_replacement: String,
+    /// A NULL or blank payload gives a tombstone (null value). `route.tombstone.on.empty.payload`.
+    pub tombstone_on_empty_payload: bool,
+    /// What to do with UPDATEs on the outbox table. `table.op.invalid.behavior`.
+    pub op_invalid_behavior: InvalidOpBehavior,
+}
+
+/// Debezium's default `route.topic.regex`.
+pub const DEFAULT_ROUTE_TOPIC_REGEX: &str = "(?<routedByValue>.*)";
+/// Debezium's default `route.topic.replacement`.
+pub const DEFAULT_ROUTE_TOPIC_REPLACEMENT: &str = "outbox.event.${routedByValue}";
+
+impl Default for RouterConfig {
+    /// outboxd's defaults: the seeds' outbox schema (`id`, `aggregate_type`, `aggregate_id`,
+    /// `event_type`, `payload`); everything else as in Debezium.
+    fn default() -> Self {
+        Self {
+            field_event_id: "id".into(),
+            field_event_key: "aggregate_id".into(),
+            field_event_type: "event_type".into(),
+            field_event_payload: "payload".into(),
+            field_event_timestamp: None,
+            additional_placement: Vec::new(),
+            additional_field_missing: MissingFieldBehavior::Error,
+            expand_json_payload: false,
+            json_payload_null_behavior: JsonNullBehavior::Ignore,
+            json_payload_empty_array_behavior: JsonEmptyArrayBehavior::Ignore,
+            route_by_field: "aggregate_type".into(),
+            route_topic_regex: DEFAULT_ROUTE_TOPIC_REGEX.into(),
+            route_topic_replacement: DEFAULT_ROUTE_TOPIC_REPLACEMENT.into(),
+            tombstone_on_empty_payload: false,
+            op_invalid_behavior: InvalidOpBehavior::Warn,
+        }
+    }
+}
+
+/// The router options: (canonical Debezium name, outboxd snake_case name).
+const OPTIONS: &[(Opt, &str, &str)] = &[
+    (Opt::EventId, "table.field.event.id", "field_event_id"),
+    (Opt::EventKey, "table.field.event.key", "field_event_key"),
+    (Opt::EventType, "table.field.event.type", "field_event_type"),
+    (
+        Opt::EventPayload,
+        "table.field.event.payload",
+        "field_event_payload",
+    ),
+    (
+        Opt::EventTimestamp,
+        "table.field.event.timestamp",
+        "field_event_timestamp",
+    ),
+    (
+        Opt::AdditionalPlacement,
+        "table.fields.additional.placement",
+        "additional_placement",
+    ),
+    (
+        Opt::AdditionalMissing,
+        "table.field.additional.missing",
+        "additional_field_missing",
+    ),
+    (
+        Opt::ExpandJson,
+        "table.expand.json.payload",
+        "expand_json_payload",
+    ),
+    (
+        Opt::JsonNull,
+        "table.json.payload.null.behavior",
+        "json_payload_null_behavior",
+    ),
+    (
+        Opt::JsonEmptyArray,
+        "table.json.payload.empty.array.behavior",
+        "json_payload_empty_array_behavior",
+    ),
+    (Opt::RouteByField, "route.by.field", "route_by_field"),
+    (
+        Opt::RouteTopicRegex,
+        "route.topic.regex",
+        "route_topic_regex",
+    ),
+    (
+        Opt::RouteTopicReplacement,
+        "route.topic.replacement",
+        "route_topic_replacement",
+    ),
+    (
+        Opt::Tombstone,
+        "route.tombstone.on.empty.payload",
+        "tombstone_on_empty_payload",
+    ),
+    (
+        Opt::OpInvalid,
+        "table.op.invalid.behavior",
+        "op_invalid_behavior",
+    ),
+];
+
+/// Older Debezium spellings accepted as aliases.
+const LEGACY_ALIASES: &[(&str, Opt)] = &[
+    // Debezium 1.x names.
+    ("debezium.op.invalid.behavior", Opt::OpInvalid),
+    ("table.field.payload", Opt::EventPayload),
+];
+
+/// Debezium EventRouter options that exist but change nothing in the bytes outboxd writes.
+const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
+    (
+        "table.field.event.schema.version",
+        "only sets the Connect schema version, which is not part of the record bytes written \
+         without a schema converter",
+    ),
+    (
+        "tracing.span.context.field",
+        "OpenTelemetry tracing of the SMT is not supported",
+    ),
+    (
+        "tracing.operation.name",
+        "OpenTelemetry tracing of the SMT is not supported",
+    ),
+    (
+        "tracing.with.context.field.only",
+        "OpenTelemetry tracing of the SMT is not supported",
+    ),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opt {
+    EventId,
+    EventKey,
+    EventType,
+    EventPayload,
+    EventTimestamp,
+    AdditionalPlacement,
+    AdditionalMissing,
+    ExpandJson,
+    JsonNull,
+    JsonEmptyArray,
+    RouteByField,
+    RouteTopicRegex,
+    RouteTopicReplacement,
+    Tombstone,
+    OpInvalid,
+}
+
+/// Result of [`RouterConfig::set_option`] for a name that is not a router option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnknownOption {
+    /// A Debezium EventRouter option with no effect on outboxd's output; the string says why.
+    NoEffect(&'static str),
+    /// Not an EventRouter option at all.
+    Unknown,
+}
+
+impl RouterConfig {
+    /// Debezium's own defaults (`id`, `aggregateid`, `type`, `payload`, `aggregatetype`,
+    /// `(?<routedByValue>.*)`, `outbox.event.${routedByValue}`, no tombstones, `warn`): the
+    /// starting point of a Debezium connector JSON import.
+    pub fn debezium_defaults() -> Self {
+        Self {
+            field_event_key: "aggregateid".into(),
+            field_event_type: "type".into(),
+            route_by_field: "aggregatetype".into(),
+            ..Self::default()
+        }
+    }
+
+    /// Every accepted option name: `(Debezium name, outboxd name)`.
+    pub fn option_names() -> impl Iterator<Item = (&'static str, &'static str)> {
+        OPTIONS.iter().map(|(_, d, s)| (*d, *s))
+    }
+
+    /// Sets one option from its text form, by Debezium name (`route.by.field`), outboxd name
+    /// (`route_by_field`) or a Debezium 1.x alias.
+    ///
+    /// Values are Debezium's text forms: booleans `true`/`false` (any case), enums by their
+    /// Debezium value (`warn`, `ignore`, `optional_bytes`, ...), the additional placement as
+    /// `col:placement[:alias],...`. An empty `table.field.event.timestamp` unsets it.
+    ///
+    /// Returns `Ok(None)` when set, `Ok(Some(UnknownOption))` when `name` is not a router option
+    /// (the caller decides whether that is an error), `Err(message)` for a bad value.
+    pub fn set_option(&mut self, name: &str, value: &str) -> Result<Option<UnknownOption>, String> {
+        let opt = OPTIONS
+            .iter()
+            .find(|(_, d, s)| *d == name || *s == name)
+            .map(|(o, _, _)| *o)
+            .or_else(|| {
+                LEGACY_ALIASES
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, o)| *o)
+            });
+        let Some(opt) = opt else {
+            return Ok(Some(
+                NO_EFFECT_OPTIONS
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, why)| UnknownOption::NoEffect(why))
+                    .unwrap_or(UnknownOption::Unknown),
+            ));
+        };
+        let v = value.trim();
+        let column = |what: &str| -> Result<String, String> {
+            if v.is_empty() {
+                Err(format!("{what} column name must not be empty"))
+            } else {
+                Ok(v.to_string())
+            }
+        };
+        match opt {
+            Opt::EventId => self.field_event_id = column("event id")?,
+            Opt::EventKey => self.field_event_key = column("event key")?,
+            Opt::EventType => self.field_event_type = column("event type")?,
+            Opt::EventPayload => self.field_event_payload = column("payload")?,
+            Opt::EventTimestamp => {
+                self.field_event_timestamp = (!v.is_empty()).then(|| v.to_string())
+            }
+            Opt::AdditionalPlacement => {
+                self.additional_placement = AdditionalField::parse_list(v)?;
+            }
+            Opt::AdditionalMissing => {
+                self.additional_field_missing = match v.to_ascii_lowercase().as_str() {
+                    "error" => MissingFieldBehavior::Error,
+                    "ignore" => MissingFieldBehavior::Ignore,
+                    _ => return Err(format!("{value:?} is not one of error, ignore")),
+                }
+            }
+            Opt::ExpandJson => self.expand_json_payload = parse_bool(v)?,
+            Opt::JsonNull => {
+                self.json_payload_null_behavior = match v.to_ascii_lowercase().as_str() {
+                    "ignore" => JsonNullBehavior::Ignore,
+                    "optional_bytes" => JsonNullBehavior::OptionalBytes,
+                    _ => return Err(format!("{value:?} is not one of ignore, optional_bytes")),
+                }
+            }
+            Opt::JsonEmptyArray => {
+                self.json_payload_empty_array_behavior = match v.to_ascii_lowercase().as_str() {
+                    "ignore" => JsonEmptyArrayBehavior::Ignore,
+                    "optional_string" => JsonEmptyArrayBehavior::OptionalString,
+                    _ => return Err(format!("{value:?} is not one of ignore, optional_string")),
+                }
+            }
+            Opt::RouteByField => self.route_by_field = column("route-by")?,
+            // Regex and replacement are kept verbatim (whitespace may matter).
+            Opt::RouteTopicRegex => self.route_topic_regex = value.to_string(),
+            Opt::RouteTopicReplacement => self.route_topic_replacement = value.to_string(),
+            Opt::Tombstone => self.tombstone_on_empty_payload = parse_bool(v)?,
+            Opt::OpInvalid => {
+                self.op_invalid_behavior = match v.to_ascii_lowercase().as_str() {
+                    "warn" => InvalidOpBehavior::Warn,
+                    "error" => InvalidOpBehavior::Error,
+                    "fatal" => InvalidOpBehavior::Fatal,
+                    _ => return Err(format!("{value:?} is not one of warn, error, fatal")),
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Kafka Connect's boolean parsing: `true` / `false`, case-insensitive.
+pub(crate) fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("{v:?} is not a boolean (true or false)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn additional_placement_parsing() {
+        let f = AdditionalField::parse_list(
+            " event_type:header:eventType, seq:ENVELOPE ,p:partition:ignored,",
+        )
+        .unwrap();
+        assert_eq!(
+            f,
+            vec![
+                AdditionalField {
+                    column: "event_type".into(),
+                    placement: Placement::Header,
+                    alias: Some("eventType".into())
+                },
+                AdditionalField {
+                    column: "seq".into(),
+                    placement: Placement::Envelope,
+                    alias: None
+                },
+                AdditionalField {
+                    column: "p".into(),
+                    placement: Placement::Partition,
+                    alias: Some("ignored".into())
+                },
+            ]
+        );
+        assert_eq!(f[1].name(), "seq");
+        assert_eq!(f[0].to_string(), "event_type:header:eventType");
+        assert!(AdditionalField::parse_list("").unwrap().is_empty());
+
+        let e = AdditionalField::parse_list("a").unwrap_err();
+        assert!(e.contains("column:placement"), "{e}");
+        let e = AdditionalField::parse_list("a:b:c:d").unwrap_err();
+        assert!(e.contains("column:placement"), "{e}");
+        let e = AdditionalField::parse_list("a:body").unwrap_err();
+        assert!(e.contains("header, envelope, partition"), "{e}");
+        let e = AdditionalField::parse_list(":header").unwrap_err();
+        assert!(e.contains("empty column"), "{e}");
+        let e = AdditionalField::parse_list("a:header:").unwrap_err();
+        assert!(e.contains("empty alias"), "{e}");
+    }
+
+    #[test]
+    fn options_by_either_name() {
+        let mut a = RouterConfig::default();
+        let mut b = RouterConfig::default();
+        a.set_option("route.by.field", "kind").unwrap();
+        b.set_option("route_by_field", "kind").unwrap();
+        a.set_option("route.tombstone.on.empty.payload", "TRUE")
+            .unwrap();
+        b.set_option("tombstone_on_empty_payload", "true").unwrap();
+        a.set_option("debezium.op.invalid.behavior", "fatal")
+            .unwrap();
+        b.set_option("op_invalid_behavior", "Fatal").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.op_invalid_behavior, InvalidOpBehavior::Fatal);
+        assert_eq!(
+            a.set_option("table.field.event.schema.version", "v")
+                .unwrap(),
+            Some(UnknownOption::NoEffect(NO_EFFECT_OPTIONS[0].1))
+        );
+        assert_eq!(
+            a.set_option("nope", "x").unwrap(),
+            Some(UnknownOption::Unknown)
+        );
+        assert!(a.set_option("route.by.field", " ").is_err());
+        assert!(a
+            .set_option("table.expand.json.payload", "yes")
+            .unwrap_err()
+            .contains("boolean"));
+        assert!(a.set_option("table.op.invalid.behavior", "skip").is_err());
+    }
+
+    #[test]
+    fn debezium_defaults_differ_only_in_column_names() {
+        let d = RouterConfig::debezium_defaults();
+        assert_eq!(d.field_event_key, "aggregateid");
+        assert_eq!(d.route_by_field, "aggregatetype");
+        assert_eq!(d.field_event_type, "type");
+        assert_eq!(d.field_event_id, "id");
+        assert_eq!(d.route_topic_replacement, "outbox.event.${routedByValue}");
+    }
+}

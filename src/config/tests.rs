@@ -1,0 +1,780 @@
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+use crate::event::{Op, Row, RowChange};
+use crate::router::{EventRouter, Routed};
+use crate::value::ColumnValue;
+
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let m: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k: &str| m.get(k).cloned()
+}
+
+fn parse_with(text: &str, cli: Option<&str>, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    parse(text, Path::new("test.conf"), cli, &env_of(env))
+}
+
+fn one(text: &str, cli: Option<&str>, env: &[(&str, &str)]) -> ConnectorConfig {
+    let mut cfg = parse_with(text, cli, env).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.connectors.len(), 1);
+    cfg.connectors.remove(0)
+}
+
+fn err(text: &str, cli: Option<&str>, env: &[(&str, &str)]) -> String {
+    match parse_with(text, cli, env) {
+        Ok(c) => panic!("expected an error, got {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn ignored<'a>(c: &'a ConnectorConfig, key: &str) -> Option<&'a str> {
+    c.ignored_keys
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, why)| why.as_str())
+}
+
+const FULL_TOML: &str = r#"
+[metrics]
+listen = "127.0.0.1:9187"
+
+[log]
+format = "json"
+
+[[connectors]]
+name = "shop"
+tables = ["shop.outbox_events"]
+
+[connectors.source]
+kind = "mariadb"
+host = "127.0.0.1"
+port = 3306
+user = "outboxd"
+password_env = "OUTBOXD_SHOP_PASSWORD"
+server_id = 184054
+start = "earliest"
+position_mode = "gtid"
+heartbeat_interval = "5s"
+connect_timeout = 2500
+reconnect_backoff_max = "1m"
+columns = { "shop.outbox_events" = ["id", "aggregate_type", "aggregate_id", "event_type", "payload"] }
+
+[connectors.router]
+"route.topic.replacement" = "outbox.event.${routedByValue}"
+"table.fields.additional.placement" = "event_type:header:eventType"
+route_tombstone_on_empty_payload = true
+tombstone_on_empty_payload = true
+"table.op.invalid.behavior" = "error"
+
+[connectors.kafka]
+bootstrap_servers = "127.0.0.1:9092"
+producer = { "compression.type" = "lz4", "linger.ms" = 5 }
+max_record_bytes = 2097152
+
+[connectors.checkpoint]
+store = "file"
+path = "/var/lib/outboxd/shop.json"
+"#;
+
+#[test]
+fn toml_full_example() {
+    // `route_tombstone_on_empty_payload` is not a name: expect that error first.
+    let e = err(FULL_TOML, None, &[("OUTBOXD_SHOP_PASSWORD", "pw")]);
+    assert!(
+        e.contains("route_tombstone_on_empty_payload") && e.contains("unknown router option"),
+        "{e}"
+    );
+
+    let text = FULL_TOML.replace("route_tombstone_on_empty_payload = true\n", "");
+    let cfg = parse_with(&text, None, &[("OUTBOXD_SHOP_PASSWORD", "pw")]).unwrap();
+    assert_eq!(cfg.metrics.listen, Some("127.0.0.1:9187".parse().unwrap()));
+    assert_eq!(cfg.log.format, LogFormat::Json);
+    let c = &cfg.connectors[0];
+    assert_eq!(c.name, "shop");
+    assert_eq!(c.tables, vec![TableName::new("shop", "outbox_events")]);
+    let SourceConfig::Mysql(m) = &c.source else {
+        panic!("mysql expected")
+    };
+    assert_eq!(m.flavor, MysqlFlavor::Mariadb);
+    assert_eq!(
+        (m.host.as_str(), m.port, m.user.as_str()),
+        ("127.0.0.1", 3306, "outboxd")
+    );
+    assert_eq!(m.password.expose(), "pw");
+    assert_eq!(m.server_id, 184054);
+    assert_eq!(m.start, StartPosition::Earliest);
+    assert_eq!(m.position_mode, PositionMode::Gtid);
+    assert_eq!(m.heartbeat_interval, Duration::from_secs(5));
+    assert_eq!(m.connect_timeout, Duration::from_millis(2500));
+    assert_eq!(m.reconnect_backoff_max, Duration::from_secs(60));
+    assert_eq!(m.columns[&TableName::new("shop", "outbox_events")].len(), 5);
+    assert!(c.router.tombstone_on_empty_payload);
+    assert_eq!(c.router.op_invalid_behavior, InvalidOpBehavior::Error);
+    assert_eq!(c.router.route_by_field, "aggregate_type");
+    assert_eq!(c.router.field_event_key, "aggregate_id");
+    assert_eq!(c.router.additional_placement.len(), 1);
+    assert_eq!(c.kafka.bootstrap_servers, "127.0.0.1:9092");
+    assert_eq!(c.kafka.producer["linger.ms"], "5");
+    assert_eq!(c.kafka.max_record_bytes, 2 * 1024 * 1024);
+    assert_eq!(
+        c.checkpoint,
+        CheckpointConfig::File {
+            path: "/var/lib/outboxd/shop.json".into()
+        }
+    );
+    assert!(c.ignored_keys.is_empty());
+    // The secret never shows in Debug output.
+    let dbg = format!("{cfg:?}");
+    assert!(!dbg.contains("\"pw\"") && dbg.contains("***"), "{dbg}");
+}
+
+#[test]
+fn toml_defaults() {
+    let c = one(
+        r#"
+[[connectors]]
+name = "pg.1"
+tables = ["public.outbox_events"]
+source = { kind = "postgres", host = "db", user = "u", password = "p", dbname = "app" }
+"#,
+        Some("k1:9092"),
+        &[("OUTBOXD_STATE_DIR", "/state")],
+    );
+    let SourceConfig::Postgres(p) = &c.source else {
+        panic!("postgres expected")
+    };
+    assert_eq!(p.port, 5432);
+    assert_eq!(p.slot_name, "outboxd_pg_1");
+    assert_eq!(p.publication_name, "outboxd_pg_1");
+    assert_eq!(p.publication_autocreate, PublicationAutocreate::Filtered);
+    assert!(p.slot_autocreate);
+    assert!(p.message_prefixes.is_empty());
+    assert_eq!(p.status_interval, Duration::from_secs(10));
+    assert_eq!(c.router, RouterConfig::default());
+    assert_eq!(c.kafka.max_record_bytes, DEFAULT_MAX_RECORD_BYTES);
+    assert_eq!(
+        c.checkpoint,
+        CheckpointConfig::File {
+            path: "/state/pg.1.checkpoint.json".into()
+        }
+    );
+    assert_eq!(default_pg_object_name(&"X-".repeat(40)).len(), 63);
+}
+
+#[test]
+fn toml_unknown_keys_are_readable_errors() {
+    let base = r#"
+[[connectors]]
+name = "shop"
+tables = ["shop.outbox_events"]
+[connectors.source]
+kind = "mysql"
+hots = "127.0.0.1"
+user = "u"
+server_id = 1
+"#;
+    let e = err(base, Some("k:1"), &[]);
+    assert!(e.contains("unknown field `hots`"), "{e}");
+    assert!(e.contains("line 7"), "{e}");
+    assert!(e.contains("host"), "{e}");
+
+    let e = err(
+        "[[connectors]]\nname = \"a\"\ntables=[]\nfoo = 1\n",
+        None,
+        &[],
+    );
+    assert!(e.contains("unknown field `foo`"), "{e}");
+
+    let pg_key_on_mysql = base
+        .replace("hots", "host")
+        .replace("server_id = 1", "server_id = 1\nslot_name = \"s\"");
+    let e = err(&pg_key_on_mysql, Some("k:1"), &[]);
+    assert!(
+        e.contains("slot_name") && e.contains("does not apply to kind = \"mysql\""),
+        "{e}"
+    );
+
+    let no_server_id = base.replace("hots", "host").replace("server_id = 1\n", "");
+    let e = err(&no_server_id, Some("k:1"), &[]);
+    assert!(e.contains("server_id") && e.contains("required"), "{e}");
+
+    let both_names = base.replace("hots", "host")
+        + "[connectors.router]\nroute_by_field = \"a\"\n\"route.by.field\" = \"b\"\n";
+    let e = err(&both_names, Some("k:1"), &[]);
+    assert!(e.contains("same option"), "{e}");
+
+    let no_effect = base.replace("hots", "host")
+        + "[connectors.router]\n\"table.field.event.schema.version\" = \"v\"\n";
+    let e = err(&no_effect, Some("k:1"), &[]);
+    assert!(e.contains("no effect"), "{e}");
+
+    let bad_placement = base.replace("hots", "host")
+        + "[connectors.router]\nadditional_placement = \"event_type:body\"\n";
+    let e = err(&bad_placement, Some("k:1"), &[]);
+    assert!(e.contains("header, envelope, partition"), "{e}");
+
+    let table_placement = base.replace("hots", "host")
+        + "[connectors.router]\nadditional_placement = [{ column = \"event_type\", placement = \"header\", alias = \"eventType\" }, \"p:partition\"]\n";
+    let c = one(&table_placement, Some("k:1"), &[]);
+    assert_eq!(
+        c.router.additional_placement,
+        AdditionalField::parse_list("event_type:header:eventType,p:partition").unwrap()
+    );
+
+    let bad_regex =
+        base.replace("hots", "host") + "[connectors.router]\nroute_topic_regex = \"(?<=x)\"\n";
+    let e = err(&bad_regex, Some("k:1"), &[]);
+    assert!(e.contains("route.topic.regex"), "{e}");
+
+    let e = err(&base.replace("hots", "host"), None, &[]);
+    assert!(
+        e.contains("--kafka-bootstrap") && e.contains("OUTBOXD_KAFKA_BOOTSTRAP"),
+        "{e}"
+    );
+
+    let e = err(
+        &base
+            .replace("hots", "host")
+            .replace("user = \"u\"", "user = \"u\"\npassword_env = \"NOPE\""),
+        Some("k:1"),
+        &[],
+    );
+    assert!(e.contains("NOPE is not set"), "{e}");
+}
+
+#[test]
+fn bootstrap_precedence() {
+    let text = r#"
+[[connectors]]
+name = "a"
+tables = ["s.t"]
+source = { kind = "mysql", host = "h", user = "u", server_id = 7 }
+kafka = { bootstrap_servers = "file:1" }
+"#;
+    assert_eq!(one(text, None, &[]).kafka.bootstrap_servers, "file:1");
+    assert_eq!(
+        one(text, None, &[(ENV_KAFKA_BOOTSTRAP, "env:1")])
+            .kafka
+            .bootstrap_servers,
+        "env:1"
+    );
+    assert_eq!(
+        one(text, Some("cli:1"), &[(ENV_KAFKA_BOOTSTRAP, "env:1")])
+            .kafka
+            .bootstrap_servers,
+        "cli:1"
+    );
+}
+
+fn seed_004_json() -> String {
+    let seed = std::fs::read_dir("/work/shared/seeds")
+        .ok()
+        .and_then(|d| {
+            d.filter_map(Result::ok)
+                .find(|e| e.file_name().to_string_lossy().starts_with("004_"))
+        })
+        .and_then(|e| std::fs::read_to_string(e.path()).ok());
+    let from_seed = seed.and_then(|text| {
+        let start = text.find("{\n  \"name\": \"outbox-connector\"")?;
+        let end = start + text[start..].find("\n}\n")? + 2;
+        Some(text[start..end].to_string())
+    });
+    // The seed's connector JSON, verbatim (used when the seeds are not on this machine).
+    from_seed.unwrap_or_else(|| {
+        r#"{
+  "name": "outbox-connector",
+  "config": {
+    "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+    "database.hostname": "mysql",
+    "database.port": "3306",
+    "database.user": "debezium",
+    "database.password": "dbz_pass",
+    "database.server.id": "184054",
+    "database.server.name": "outbox_server",
+    "database.include.list": "order_db",
+    "table.include.list": "order_db.outbox_events",
+    "database.history.kafka.bootstrap.servers": "kafka:9092",
+    "database.history.kafka.topic": "schema-changes",
+    "transforms": "outbox",
+    "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+    "transforms.outbox.route.topic.replacement": "order-events",
+    "transforms.outbox.table.field.event.id": "id",
+    "transforms.outbox.table.field.event.key": "aggregate_id",
+    "transforms.outbox.table.field.event.type": "event_type",
+    "transforms.outbox.table.field.event.payload": "payload",
+    "transforms.outbox.table.fields.additional.placement": "status:header:eventStatus"
+  }
+}"#
+        .to_string()
+    })
+}
+
+#[test]
+fn debezium_seed_004_with_bootstrap_given() {
+    let json = seed_004_json();
+    assert!(json.contains("\"outbox-connector\""));
+    let c = one(&json, Some("127.0.0.1:39092"), &[]);
+    assert_eq!(c.name, "outbox-connector");
+    assert_eq!(c.tables, vec![TableName::new("order_db", "outbox_events")]);
+    let SourceConfig::Mysql(m) = &c.source else {
+        panic!("mysql expected")
+    };
+    assert_eq!(m.flavor, MysqlFlavor::Auto);
+    assert_eq!(
+        (m.host.as_str(), m.port, m.user.as_str()),
+        ("mysql", 3306, "debezium")
+    );
+    assert_eq!(m.password.expose(), "dbz_pass");
+    assert_eq!(m.server_id, 184054);
+    assert_eq!(m.start, StartPosition::Current);
+    assert_eq!(c.kafka.bootstrap_servers, "127.0.0.1:39092");
+
+    let r = &c.router;
+    assert_eq!(r.route_topic_replacement, "order-events");
+    assert_eq!(r.field_event_key, "aggregate_id");
+    assert_eq!(r.field_event_type, "event_type");
+    // Not set in the seed: Debezium's default, not outboxd's.
+    assert_eq!(r.route_by_field, "aggregatetype");
+    assert_eq!(r.route_topic_regex, DEFAULT_ROUTE_TOPIC_REGEX);
+    assert_eq!(
+        r.additional_placement,
+        vec![AdditionalField {
+            column: "status".into(),
+            placement: Placement::Header,
+            alias: Some("eventStatus".into())
+        }]
+    );
+
+    for key in [
+        "database.server.name",
+        "database.history.kafka.bootstrap.servers",
+        "database.history.kafka.topic",
+        "snapshot.mode",
+    ] {
+        assert!(
+            ignored(&c, key).is_some(),
+            "{key} should be reported: {:?}",
+            c.ignored_keys
+        );
+    }
+    assert!(ignored(&c, "database.history.kafka.bootstrap.servers")
+        .unwrap()
+        .contains("schema history"));
+    // The consumed keys are not reported.
+    for key in [
+        "database.include.list",
+        "table.include.list",
+        "transforms",
+        "database.password",
+    ] {
+        assert!(ignored(&c, key).is_none(), "{key}");
+    }
+    assert_eq!(
+        c.checkpoint,
+        CheckpointConfig::File {
+            path: "./outboxd-state/outbox-connector.checkpoint.json".into()
+        }
+    );
+    let dbg = format!("{c:?}");
+    assert!(!dbg.contains("dbz_pass"), "{dbg}");
+
+    // Without any bootstrap the history's servers are the last resort, reported loudly.
+    let c = one(&json, None, &[]);
+    assert_eq!(c.kafka.bootstrap_servers, "kafka:9092");
+    assert!(ignored(&c, "database.history.kafka.bootstrap.servers")
+        .unwrap()
+        .starts_with("USED"));
+}
+
+#[test]
+fn debezium_mariadb_and_postgres() {
+    let maria = r#"{
+      "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+      "name": "maria",
+      "database.hostname": "db", "database.port": 3307, "database.user": "u",
+      "database.password": "${env:PW}",
+      "database.server.id": "5",
+      "table.include.list": "shop\\.outbox_events",
+      "snapshot.mode": "initial",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+      "transforms.outbox.route.by.field": "aggregate_type",
+      "transforms.outbox.table.expand.json.payload": "true",
+      "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+      "value.converter.schemas.enable": "false",
+      "some.typo.key": "1"
+    }"#;
+    let c = one(maria, Some("k:9092"), &[("PW", "from-env")]);
+    let SourceConfig::Mysql(m) = &c.source else {
+        panic!("mysql expected")
+    };
+    assert_eq!(m.flavor, MysqlFlavor::Mariadb);
+    assert_eq!(m.port, 3307);
+    assert_eq!(m.password.expose(), "from-env");
+    assert_eq!(c.tables, vec![TableName::new("shop", "outbox_events")]);
+    assert!(c.router.expand_json_payload);
+    assert!(ignored(&c, "some.typo.key")
+        .unwrap()
+        .starts_with("unknown key"));
+    assert!(ignored(&c, "snapshot.mode")
+        .unwrap()
+        .contains("not emitted"));
+
+    let adapter = maria
+        .replace(
+            "io.debezium.connector.mariadb.MariaDbConnector",
+            "io.debezium.connector.mysql.MySqlConnector",
+        )
+        .replace(
+            "\"name\": \"maria\",",
+            "\"name\": \"maria\", \"connector.adapter\": \"mariadb\",",
+        );
+    let c = one(&adapter, Some("k:9092"), &[("PW", "x")]);
+    let SourceConfig::Mysql(m) = &c.source else {
+        panic!("mysql expected")
+    };
+    assert_eq!(m.flavor, MysqlFlavor::Mariadb);
+
+    let pg = r#"{
+      "name": "pg",
+      "config": {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": "pg", "database.user": "u", "database.password": "p",
+        "database.dbname": "app",
+        "plugin.name": "pgoutput",
+        "schema.include.list": "public",
+        "table.include.list": "public.outbox_events",
+        "topic.prefix": "app",
+        "snapshot.mode": "no_data",
+        "status.update.interval.ms": "2000",
+        "transforms": "outbox",
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+        "transforms.outbox.route.tombstone.on.empty.payload": "true",
+        "transforms.outbox.table.field.event.schema.version": "v"
+      },
+      "tasks": []
+    }"#;
+    let c = one(pg, Some("k:9092"), &[]);
+    let SourceConfig::Postgres(p) = &c.source else {
+        panic!("postgres expected")
+    };
+    assert_eq!(
+        (p.host.as_str(), p.port, p.dbname.as_str()),
+        ("pg", 5432, "app")
+    );
+    assert_eq!(p.slot_name, "debezium");
+    assert_eq!(p.publication_name, "dbz_publication");
+    assert_eq!(p.publication_autocreate, PublicationAutocreate::AllTables);
+    assert_eq!(p.status_interval, Duration::from_secs(2));
+    assert!(c.router.tombstone_on_empty_payload);
+    assert_eq!(c.router.route_by_field, "aggregatetype");
+    assert!(ignored(&c, "topic.prefix").is_some());
+    assert!(ignored(&c, "tasks").is_some());
+    assert!(ignored(&c, "transforms.outbox.table.field.event.schema.version").is_some());
+    assert!(ignored(&c, "snapshot.mode").is_none());
+}
+
+#[test]
+fn debezium_settings_outboxd_cannot_reproduce_are_errors() {
+    let base = r#"{
+      "name": "x",
+      "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+      "database.hostname": "h", "database.user": "u", "database.password": "topsecret",
+      "database.server.id": "9",
+      "table.include.list": "s.outbox",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"
+    }"#;
+    let with = |extra: &str| {
+        let mut m: serde_json::Map<String, serde_json::Value> = serde_json::from_str(base).unwrap();
+        let e: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&format!("{{{extra}}}")).unwrap();
+        m.extend(e);
+        serde_json::Value::Object(m).to_string()
+    };
+    let cases: &[(&str, &str)] = &[
+        (
+            r#""value.converter": "org.apache.kafka.connect.json.JsonConverter""#,
+            "schemas",
+        ),
+        (
+            r#""value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false""#,
+            "quoted JSON string",
+        ),
+        (
+            r#""value.converter": "io.confluent.connect.avro.AvroConverter""#,
+            "not supported",
+        ),
+        (
+            r#""key.converter": "org.apache.kafka.connect.json.JsonConverter""#,
+            "UTF-8 text",
+        ),
+        (r#""snapshot.mode": "initial_only""#, "snapshot"),
+        (r#""database.ssl.mode": "required""#, "TLS"),
+        (r#""database.include.list": "other_db""#, "does not include"),
+        (r#""table.include.list": "s.outbox_.*""#, "literal"),
+        (
+            r#""transforms.outbox.table.fields.additional.placement": "a:b:c:d""#,
+            "column:placement",
+        ),
+        (
+            r#""transforms.outbox.route.topic.replacement": "x.${nope}""#,
+            "no group named",
+        ),
+        (
+            r#""connector.class": "io.debezium.connector.sqlserver.SqlServerConnector""#,
+            "not supported",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let text = with(extra);
+        let e = err(&text, Some("k:1"), &[]);
+        assert!(e.contains(needle), "{extra}: {e}");
+        assert!(!e.contains("topsecret"), "{e}");
+    }
+    let chained = base.replace(
+        r#""transforms": "outbox","#,
+        r#""transforms": "outbox,unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState","#,
+    );
+    let e = err(&chained, Some("k:1"), &[]);
+    assert!(
+        e.contains("ExtractNewRecordState") && e.contains("not supported"),
+        "{e}"
+    );
+    let stray = base.replace(
+        r#""transforms": "outbox","#,
+        r#""transforms": "outbox", "transforms.unwrap.type": "x","#,
+    );
+    let c = one(&stray, Some("k:1"), &[]);
+    assert!(
+        ignored(&c, "transforms.unwrap.type")
+            .unwrap()
+            .contains("not listed"),
+        "{:?}",
+        c.ignored_keys
+    );
+    let e = err(
+        &base.replace(r#""transforms": "outbox","#, ""),
+        Some("k:1"),
+        &[],
+    );
+    assert!(e.contains("transforms"), "{e}");
+    let e = err(base, None, &[]);
+    assert!(e.contains("no Kafka bootstrap servers"), "{e}");
+    let pg = base
+        .replace("mysql.MySqlConnector", "postgresql.PostgresConnector")
+        .replacen(
+            '{',
+            r#"{ "database.dbname": "d", "plugin.name": "decoderbufs","#,
+            1,
+        );
+    let e = err(&pg, Some("k:1"), &[]);
+    assert!(e.contains("pgoutput"), "{e}");
+}
+
+fn connector_file(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("connectors")
+        .join(name)
+}
+
+fn example_env() -> impl Fn(&str) -> Option<String> {
+    env_of(&[
+        ("OUTBOXD_MYSQL_PASSWORD", "outboxd-secret"),
+        ("OUTBOXD_PG_PASSWORD", "outboxd-secret"),
+    ])
+}
+
+#[test]
+fn example_connector_files_parse() {
+    let env = example_env();
+    let files = [
+        "shop-mariadb.toml",
+        "shop-mariadb.debezium.json",
+        "shop-postgres.toml",
+    ];
+    for f in files {
+        let cfg = load_many_with_env(&[connector_file(f)], None, &env)
+            .unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert_eq!(cfg.connectors.len(), 1, "{f}");
+    }
+    // Both MariaDB files describe the same connector: loading them together is a name clash.
+    let e = load_many_with_env(
+        &[connector_file(files[0]), connector_file(files[1])],
+        None,
+        &env,
+    )
+    .unwrap_err();
+    assert!(matches!(e, ConfigError::DuplicateConnector { .. }), "{e}");
+    let both = load_many_with_env(
+        &[connector_file(files[0]), connector_file(files[2])],
+        None,
+        &env,
+    )
+    .unwrap();
+    assert_eq!(both.connectors.len(), 2);
+
+    let pg = &both.connectors[1];
+    let SourceConfig::Postgres(p) = &pg.source else {
+        panic!("postgres expected")
+    };
+    assert_eq!(
+        (p.host.as_str(), p.port, p.dbname.as_str()),
+        ("127.0.0.1", 35432, "outboxd")
+    );
+    assert_eq!(
+        (p.slot_name.as_str(), p.publication_name.as_str()),
+        ("outboxd_shop", "outboxd_shop")
+    );
+    assert_eq!(p.message_prefixes, vec!["outbox".to_string()]);
+    assert_eq!(pg.tables, vec![TableName::new("public", "outbox_events")]);
+}
+
+/// Acceptance: the TOML and the Debezium JSON of the demo give equal router settings, and the
+/// router makes identical records from them.
+#[test]
+fn toml_and_debezium_json_route_identically() {
+    let env = example_env();
+    let toml = load_many_with_env(&[connector_file("shop-mariadb.toml")], None, &env).unwrap();
+    let json =
+        load_many_with_env(&[connector_file("shop-mariadb.debezium.json")], None, &env).unwrap();
+    let (t, j) = (&toml.connectors[0], &json.connectors[0]);
+    assert_eq!(t.router, j.router);
+    assert_eq!(t.tables, j.tables);
+    assert_eq!(t.name, j.name);
+    assert_eq!(t.kafka.bootstrap_servers, j.kafka.bootstrap_servers);
+    let (SourceConfig::Mysql(ts), SourceConfig::Mysql(js)) = (&t.source, &j.source) else {
+        panic!("mysql expected")
+    };
+    assert_eq!(
+        (
+            ts.flavor,
+            &ts.host,
+            ts.port,
+            &ts.user,
+            ts.password.expose(),
+            ts.server_id,
+            ts.start
+        ),
+        (
+            js.flavor,
+            &js.host,
+            js.port,
+            &js.user,
+            js.password.expose(),
+            js.server_id,
+            js.start
+        )
+    );
+
+    let cols: Arc<[Arc<str>]> = [
+        "id",
+        "aggregate_type",
+        "aggregate_id",
+        "event_type",
+        "payload",
+        "created_at",
+    ]
+    .into_iter()
+    .map(Arc::<str>::from)
+    .collect();
+    let change = RowChange {
+        table: TableName::new("shop", "outbox_events"),
+        op: Op::Insert,
+        row: Row::new(
+            cols,
+            vec![
+                ColumnValue::Int(1),
+                ColumnValue::Text("Order".into()),
+                ColumnValue::Text("42".into()),
+                ColumnValue::Text("OrderCreated".into()),
+                ColumnValue::Json(r#"{"orderId":42,"note":"😀"}"#.into()),
+                ColumnValue::DateTime(0),
+            ],
+        ),
+        source_ts_ms: 1_700_000_000_000,
+    };
+    let rt = EventRouter::new(&t.router).unwrap().route(&change).unwrap();
+    let rj = EventRouter::new(&j.router).unwrap().route(&change).unwrap();
+    assert_eq!(rt, rj);
+    let Routed::Record(rec) = rt else {
+        panic!("record expected")
+    };
+    assert_eq!(rec.topic, "outbox.event.Order");
+    assert_eq!(rec.key.as_deref(), Some(&b"42"[..]));
+    assert_eq!(
+        rec.headers,
+        vec![
+            ("id".to_string(), b"1".to_vec()),
+            ("eventType".to_string(), b"OrderCreated".to_vec())
+        ]
+    );
+}
+
+#[test]
+fn load_many_rejects_duplicates_and_conflicting_sections() {
+    let dir = std::env::temp_dir().join(format!("outboxd-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conn = |name: &str, extra: &str| {
+        format!(
+            "{extra}\n[[connectors]]\nname = \"{name}\"\ntables = [\"s.t\"]\nsource = {{ kind = \"mysql\", host = \"h\", user = \"u\", server_id = 3 }}\n"
+        )
+    };
+    let a = dir.join("a.toml");
+    let b = dir.join("b.toml");
+    let c = dir.join("c.toml");
+    std::fs::write(&a, conn("one", "[metrics]\nlisten = \"127.0.0.1:1\"")).unwrap();
+    std::fs::write(&b, conn("two", "[metrics]\nlisten = \"127.0.0.1:2\"")).unwrap();
+    std::fs::write(&c, conn("one", "")).unwrap();
+    let env = env_of(&[]);
+    let e = load_many_with_env(&[&a, &b], Some("k:1"), &env).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ConfigError::ConflictingSection {
+                section: "metrics",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = load_many_with_env(&[&a, &c], Some("k:1"), &env).unwrap_err();
+    assert!(e.to_string().contains("defined twice"), "{e}");
+    let ok = load_many_with_env(&[&a, &dir.join("missing.toml")], Some("k:1"), &env).unwrap_err();
+    assert!(ok.to_string().contains("missing.toml"), "{ok}");
+    let empty: [&Path; 0] = [];
+    assert!(matches!(
+        load_many_with_env(&empty, None, &env),
+        Err(ConfigError::NoFiles)
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn password_file_and_exclusivity() {
+    let dir = std::env::temp_dir().join(format!("outboxd-pw-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("pw");
+    std::fs::write(&f, "s3cret\n").unwrap();
+    let text = format!(
+        "[[connectors]]\nname = \"a\"\ntables = [\"s.t\"]\nsource = {{ kind = \"mysql\", host = \"h\", user = \"u\", server_id = 3, password_file = {:?} }}\n",
+        f.display().to_string()
+    );
+    let c = one(&text, Some("k:1"), &[]);
+    let SourceConfig::Mysql(m) = &c.source else {
+        panic!("mysql expected")
+    };
+    assert_eq!(m.password.expose(), "s3cret");
+    let e = err(
+        &text.replace("server_id = 3,", "server_id = 3, password = \"x\","),
+        Some("k:1"),
+        &[],
+    );
+    assert!(e.contains("only one of"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,160 @@
+//! What a source yields: row changes and transaction boundaries, in commit order.
+//!
+//! A source streams a transaction as `Begin`, zero or more `Change`s, then `Commit` carrying
+//! the position *after* the transaction, so memory never has to hold a whole transaction.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::position::SourcePosition;
+use crate::value::ColumnValue;
+
+/// A fully qualified table: MySQL `database.table`, PostgreSQL `schema.table`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableName {
+    /// MySQL database (schema) or PostgreSQL schema name.
+    pub schema: String,
+    /// Table name.
+    pub name: String,
+}
+
+impl TableName {
+    /// Builds a table name from its two parts.
+    pub fn new(schema: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            schema: schema.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Parses `schema.table` (the form of Debezium's `table.include.list` entries).
+    ///
+    /// Errors when there is no dot or either part is empty.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.trim().split_once('.') {
+            Some((schema, name)) if !schema.is_empty() && !name.is_empty() => {
+                Ok(Self::new(schema, name))
+            }
+            _ => Err(format!(
+                "table name {s:?} is not of the form schema.table (e.g. shop.outbox_events)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.schema, self.name)
+    }
+}
+
+/// The kind of row change, as in Debezium's `op` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// INSERT (binlog WRITE_ROWS, pgoutput Insert) or a logical decoding message.
+    Insert,
+    /// UPDATE (binlog UPDATE_ROWS, pgoutput Update).
+    Update,
+    /// DELETE (binlog DELETE_ROWS, pgoutput Delete).
+    Delete,
+}
+
+impl Op {
+    /// Lower-case name used in logs and `binlog decode` output: `insert`, `update`, `delete`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Insert => "insert",
+            Op::Update => "update",
+            Op::Delete => "delete",
+        }
+    }
+}
+
+/// One row image: column names (shared by every row of a table map / relation) and values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    columns: Arc<[Arc<str>]>,
+    values: Vec<ColumnValue>,
+}
+
+impl Row {
+    /// Builds a row. `values` must have one entry per column name.
+    ///
+    /// Panics never: a length mismatch is truncated to the shorter of the two.
+    pub fn new(columns: Arc<[Arc<str>]>, mut values: Vec<ColumnValue>) -> Self {
+        values.truncate(columns.len());
+        Self { columns, values }
+    }
+
+    /// The value of column `name` (exact, case-sensitive match), or `None` when the row has
+    /// no such column.
+    pub fn get(&self, name: &str) -> Option<&ColumnValue> {
+        self.columns
+            .iter()
+            .position(|c| &**c == name)
+            .and_then(|i| self.values.get(i))
+    }
+
+    /// Column names and values in table order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ColumnValue)> {
+        self.columns.iter().map(|c| &**c).zip(self.values.iter())
+    }
+
+    /// Column names in table order.
+    pub fn column_names(&self) -> &[Arc<str>] {
+        &self.columns
+    }
+
+    /// Approximate size in bytes of the values, used for batching and memory accounting.
+    pub fn approx_size(&self) -> usize {
+        self.values
+            .iter()
+            .map(|v| match v {
+                ColumnValue::Text(s)
+                | ColumnValue::Json(s)
+                | ColumnValue::Decimal(s)
+                | ColumnValue::Uuid(s) => s.len(),
+                ColumnValue::Bytes(b) => b.len(),
+                _ => 8,
+            })
+            .sum()
+    }
+}
+
+/// One changed row of one table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowChange {
+    /// The table the row belongs to.
+    pub table: TableName,
+    /// INSERT, UPDATE or DELETE.
+    pub op: Op,
+    /// The row after the change (INSERT, UPDATE) or before it (DELETE).
+    pub row: Row,
+    /// Source timestamp of the change in milliseconds since the Unix epoch (binlog event
+    /// header timestamp, pgoutput commit timestamp), Debezium's `source.ts_ms`.
+    pub source_ts_ms: i64,
+}
+
+/// An item of a source's ordered stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceEvent {
+    /// A source transaction starts.
+    Begin,
+    /// A row change of the current transaction that concerns an outbox table.
+    Change(RowChange),
+    /// The current transaction committed; `position` is the position *after* it, from which a
+    /// restart resumes. `commit_ts_ms` is the commit time in epoch milliseconds.
+    Commit {
+        /// Position after this transaction.
+        position: SourcePosition,
+        /// Commit timestamp, milliseconds since the Unix epoch.
+        commit_ts_ms: i64,
+    },
+    /// The source moved forward with nothing for us (heartbeat, a transaction on other
+    /// tables, rotation). The position may be checkpointed once everything before it is
+    /// delivered, so an idle outbox does not hold the source back.
+    Progress {
+        /// Position the source has reached.
+        position: SourcePosition,
+    },
+}

@@ -1,0 +1,29 @@
+//! outboxd: a CDC relay for the transactional outbox.
+//!
+//! Tails the MySQL/MariaDB ROW binlog and the PostgreSQL logical replication slot (pgoutput),
+//! keeps the INSERTs into the outbox table(s), turns each into a Kafka record the way Debezium's
+//! Outbox Event Router does, delivers it, and checkpoints the source position (GTID set, MariaDB
+//! GTID position, `file:pos` or LSN) only once Kafka has acknowledged everything before it.
+//!
+//! Layout: [`source`] (decoders, sessions, adapters per database) yields
+//! [`event::SourceEvent`]s; [`router`] turns row changes into [`router::KafkaRecord`]s;
+//! [`sink`] delivers them; [`pipeline`] acknowledges in order and [`checkpoint`]s;
+//! [`connector`] supervises one connector; [`commands`] are the CLI's subcommands.
+
+pub mod checkpoint;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod connector;
+pub mod error;
+pub mod event;
+pub mod health;
+pub mod http;
+pub mod metrics;
+pub mod pipeline;
+pub mod position;
+pub mod preflight;
+pub mod router;
+pub mod sink;
+pub mod source;
+pub mod value;

@@ -1,0 +1,39 @@
+//! The `outboxd` binary: parses the command line, sets up logging, and hands over to the
+//! command. Everything else lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use outboxd::cli::{Cli, Command};
+use outboxd::commands;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    commands::init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("outboxd: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => commands::run::run(args).await,
+            Command::Check(args) => commands::check::run(args).await,
+            Command::Status(args) => commands::status::run(args).await,
+            Command::Binlog { command } => commands::decode::run(command),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("outboxd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Metric names and labels, in one place (Prometheus naming: `_total` counters, base units).
+//!
+//! Labels stay low-cardinality: the connector name and a small closed set of kinds. Row
+//! values and payloads are never labels.
+
+/// Label: the connector's name.
+pub const LABEL_CONNECTOR: &str = "connector";
+/// Label: failure kind, `transient` or `definite`.
+pub const LABEL_KIND: &str = "kind";
+/// Label: why an outbox row change made no record (`delete`, `update`, ...).
+pub const LABEL_REASON: &str = "reason";
+
+/// Counter: outbox row changes read from the source.
+pub const EVENTS_READ: &str = "outboxd_events_read_total";
+/// Counter: records Kafka acknowledged.
+pub const EVENTS_PRODUCED: &str = "outboxd_events_produced_total";
+/// Counter: outbox row changes that made no record, by reason.
+pub const EVENTS_SKIPPED: &str = "outboxd_events_skipped_total";
+/// Counter: bytes (key + value + headers) of records Kafka acknowledged.
+pub const BYTES_PRODUCED: &str = "outboxd_bytes_produced_total";
+/// Counter: failures, by kind.
+pub const ERRORS: &str = "outboxd_errors_total";
+/// Counter: checkpoints written.
+pub const CHECKPOINT_WRITES: &str = "outboxd_checkpoint_writes_total";
+/// Gauge: seconds since the checkpointed position last moved forward.
+pub const CHECKPOINT_AGE: &str = "outboxd_checkpoint_age_seconds";
+/// Gauge: seconds between the commit time of the last checkpointed source transaction and
+/// now (how far delivery lags the source).
+pub const CHECKPOINT_LAG: &str = "outboxd_checkpoint_lag_seconds";
+/// Gauge: 1 while the source is connected and streaming, else 0.
+pub const SOURCE_CONNECTED: &str = "outboxd_source_connected";
+/// Counter: connector restarts after transient failures.
+pub const RESTARTS: &str = "outboxd_connector_restarts_total";
+
+/// Registers descriptions so `/metrics` documents each series.
+pub fn describe() {
+    use metrics::{describe_counter, describe_gauge, Unit};
+    describe_counter!(EVENTS_READ, "Outbox row changes read from the source");
+    describe_counter!(EVENTS_PRODUCED, "Records acknowledged by Kafka");
+    describe_counter!(EVENTS_SKIPPED, "Outbox row changes that produced no record");
+    describe_counter!(BYTES_PRODUCED, Unit::Bytes, "Bytes acknowledged by Kafka");
+    describe_counter!(ERRORS, "Connector failures by kind");
+    describe_counter!(CHECKPOINT_WRITES, "Checkpoints written");
+    describe_gauge!(
+        CHECKPOINT_AGE,
+        Unit::Seconds,
+        "Seconds since the checkpoint last advanced"
+    );
+    describe_gauge!(
+        CHECKPOINT_LAG,
+        Unit::Seconds,
+        "Seconds between the last checkpointed commit and now"
+    );
+    describe_gauge!(SOURCE_CONNECTED, "1 while the source is streaming");
+    describe_counter!(RESTARTS, "Connector restarts after transient failures");
+}

@@ -1,0 +1,252 @@
+//! The delivery loop of one connector: source events -> router -> Kafka -> in-order
+//! acknowledgements -> checkpoint.
+//!
+//! Acknowledgements are consumed in the order records were sent (a `FuturesOrdered`), with a
+//! marker for every source transaction boundary queued behind that transaction's records. A
+//! marker is reached only when Kafka acknowledged every record before it, so the checkpoint
+//! can only ever name a position whose whole past was delivered; a failed delivery stops the
+//! loop before any later marker is reached. In-flight records are bounded
+//! ([`PipelineOptions::max_in_flight`]), which is the backpressure that slows the source
+//! reader when Kafka is slow.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use tokio::sync::{mpsc, watch};
+
+use crate::checkpoint::{now_ms, Checkpoint, CheckpointStore};
+use crate::error::Failure;
+use crate::event::SourceEvent;
+use crate::metrics as m;
+use crate::position::SourcePosition;
+use crate::router::{EventRouter, Routed};
+use crate::sink::kafka::{await_delivery, KafkaSink};
+
+/// Tuning of the delivery loop.
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    /// Records sent but not yet acknowledged, at most (default 20,000).
+    pub max_in_flight: usize,
+    /// How often the checkpoint is written while positions advance (default 1 s). A crash
+    /// loses at most this much checkpoint progress: those events are delivered again.
+    pub checkpoint_interval: Duration,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 20_000,
+            checkpoint_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+enum Ack {
+    Record {
+        bytes: usize,
+    },
+    Position {
+        position: SourcePosition,
+        commit_ts_ms: Option<i64>,
+    },
+}
+
+type AckFuture = Pin<Box<dyn Future<Output = Result<Ack, Failure>> + Send>>;
+
+/// Checkpoint bookkeeping: what Kafka acknowledged versus what is durably stored.
+struct Progress<'a> {
+    connector: &'a str,
+    store: &'a mut dyn CheckpointStore,
+    acked: Option<SourcePosition>,
+    acked_commit_ts_ms: Option<i64>,
+    stored: Option<SourcePosition>,
+    last_write: Instant,
+    last_advance: Instant,
+}
+
+impl Progress<'_> {
+    fn advance(&mut self, position: SourcePosition, commit_ts_ms: Option<i64>) {
+        self.acked = Some(position);
+        if commit_ts_ms.is_some() {
+            self.acked_commit_ts_ms = commit_ts_ms;
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), Failure> {
+        let Some(acked) = &self.acked else {
+            return Ok(());
+        };
+        if self.stored.as_ref() == Some(acked) {
+            return Ok(());
+        }
+        let checkpoint = Checkpoint {
+            connector: self.connector.to_string(),
+            position: acked.clone(),
+            updated_at_ms: now_ms(),
+        };
+        self.store.store(&checkpoint)?;
+        self.stored = Some(checkpoint.position);
+        self.last_write = Instant::now();
+        self.last_advance = Instant::now();
+        metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => self.connector.to_string())
+            .increment(1);
+        Ok(())
+    }
+
+    fn report_gauges(&self) {
+        let label = self.connector.to_string();
+        metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label.clone())
+            .set(self.last_advance.elapsed().as_secs_f64());
+        if let Some(ts) = self.acked_commit_ts_ms {
+            let lag = (now_ms() - ts).max(0) as f64 / 1000.0;
+            metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => label).set(lag);
+        }
+    }
+}
+
+/// Runs the delivery loop until the source ends, `shutdown` turns true, or a failure.
+///
+/// `resumed_from` is the position the source started at (already stored). On every exit
+/// the last fully acknowledged position is written to `store` first (a drain on shutdown:
+/// flush the producer, wait for acknowledgements, final checkpoint). Returns the source's or
+/// the sink's failure; a failed delivery never lets a later position be stored.
+pub async fn run(
+    connector: &str,
+    mut events: mpsc::Receiver<Result<SourceEvent, Failure>>,
+    router: &EventRouter,
+    sink: &KafkaSink,
+    store: &mut dyn CheckpointStore,
+    resumed_from: Option<SourcePosition>,
+    opts: &PipelineOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), Failure> {
+    let label = connector.to_string();
+    let mut pending: FuturesOrdered<AckFuture> = FuturesOrdered::new();
+    let mut progress = Progress {
+        connector,
+        store,
+        acked: resumed_from.clone(),
+        acked_commit_ts_ms: None,
+        stored: resumed_from,
+        last_write: Instant::now(),
+        last_advance: Instant::now(),
+    };
+    let mut tick = tokio::time::interval(opts.checkpoint_interval.min(Duration::from_secs(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut source_open = true;
+
+    let outcome: Result<(), Failure> = loop {
+        tokio::select! {
+            biased;
+            changed = shutdown.changed(), if source_open => {
+                if changed.is_err() || *shutdown.borrow() {
+                    tracing::info!(connector, "shutdown: draining in-flight records");
+                    source_open = false;
+                    events.close();
+                }
+            }
+            Some(ack) = pending.next() => {
+                match ack {
+                    Ok(Ack::Record { bytes }) => {
+                        metrics::counter!(m::EVENTS_PRODUCED, m::LABEL_CONNECTOR => label.clone()).increment(1);
+                        metrics::counter!(m::BYTES_PRODUCED, m::LABEL_CONNECTOR => label.clone()).increment(bytes as u64);
+                    }
+                    Ok(Ack::Position { position, commit_ts_ms }) => {
+                        progress.advance(position, commit_ts_ms);
+                        if progress.last_write.elapsed() >= opts.checkpoint_interval {
+                            if let Err(f) = progress.flush() { break Err(f); }
+                        }
+                    }
+                    Err(f) => break Err(f),
+                }
+            }
+            ev = events.recv(), if source_open && pending.len() < opts.max_in_flight => {
+                match ev {
+                    None => { source_open = false; }
+                    Some(Err(f)) => break Err(f),
+                    Some(Ok(ev)) => {
+                        if let Err(f) = handle_event(&label, ev, router, sink, &mut pending).await {
+                            break Err(f);
+                        }
+                    }
+                }
+            }
+            _ = tick.tick() => {
+                if progress.last_write.elapsed() >= opts.checkpoint_interval {
+                    if let Err(f) = progress.flush() { break Err(f); }
+                }
+                progress.report_gauges();
+            }
+        }
+        if !source_open && pending.is_empty() {
+            break Ok(());
+        }
+    };
+
+    // Whatever happened, positions already acknowledged are worth keeping. On a failure, the
+    // records still in flight may or may not land; they are not waited for and nothing after
+    // them is stored.
+    let flushed = progress.flush();
+    progress.report_gauges();
+    outcome.and(flushed)
+}
+
+async fn handle_event(
+    label: &str,
+    ev: SourceEvent,
+    router: &EventRouter,
+    sink: &KafkaSink,
+    pending: &mut FuturesOrdered<AckFuture>,
+) -> Result<(), Failure> {
+    match ev {
+        SourceEvent::Begin => Ok(()),
+        SourceEvent::Change(change) => {
+            metrics::counter!(m::EVENTS_READ, m::LABEL_CONNECTOR => label.to_string()).increment(1);
+            let routed = router.route(&change).map_err(|e| {
+                Failure::definite(format!(
+                    "outbox row in {} could not be routed: {e}",
+                    change.table
+                ))
+            })?;
+            match routed {
+                Routed::Record(record) => {
+                    let bytes = record.approx_size();
+                    let fut = sink.send(&record).await?;
+                    let topic = record.topic;
+                    pending.push_back(Box::pin(async move {
+                        await_delivery(fut, &topic).await?;
+                        Ok(Ack::Record { bytes })
+                    }));
+                }
+                Routed::Skipped(reason) => {
+                    metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => label.to_string(), m::LABEL_REASON => reason.label())
+                        .increment(1);
+                }
+            }
+            Ok(())
+        }
+        SourceEvent::Commit {
+            position,
+            commit_ts_ms,
+        } => {
+            pending.push_back(Box::pin(async move {
+                Ok(Ack::Position {
+                    position,
+                    commit_ts_ms: Some(commit_ts_ms),
+                })
+            }));
+            Ok(())
+        }
+        SourceEvent::Progress { position } => {
+            pending.push_back(Box::pin(async move {
+                Ok(Ack::Position {
+                    position,
+                    commit_ts_ms: None,
+                })
+            }));
+            Ok(())
+        }
+    }
+}

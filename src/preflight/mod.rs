@@ -1,0 +1,59 @@
+//! Preflight checks (`outboxd check`): everything the relay needs from the source and from
+//! Kafka, each as a named check with what to change when it fails. The README's
+//! prerequisites are this list.
+
+pub mod kafka;
+pub mod mysql;
+
+use std::fmt;
+
+/// Outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Satisfied.
+    Pass,
+    /// Works, but not as recommended (does not fail `check`).
+    Warn,
+    /// Not satisfied: the relay will not work.
+    Fail,
+}
+
+/// One preflight check's result.
+#[derive(Debug, Clone)]
+pub struct CheckResult {
+    /// Which connector it is about.
+    pub connector: String,
+    /// Short name, e.g. `binlog_format`.
+    pub name: String,
+    /// Pass / warn / fail.
+    pub status: Status,
+    /// What was found and, unless passed, what to change.
+    pub detail: String,
+}
+
+impl CheckResult {
+    /// Builds a result.
+    pub fn new(connector: &str, name: &str, status: Status, detail: impl Into<String>) -> Self {
+        Self {
+            connector: connector.to_string(),
+            name: name.to_string(),
+            status,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for CheckResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tag = match self.status {
+            Status::Pass => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        write!(
+            f,
+            "[{tag}] {}: {}: {}",
+            self.connector, self.name, self.detail
+        )
+    }
+}

@@ -1,0 +1,219 @@
+//! The Kafka producer (rdkafka over the bundled librdkafka).
+//!
+//! Settings follow what Debezium's Kafka Connect worker gives an outbox connector, tightened
+//! for ordering and durability: `enable.idempotence=true` (so retries never reorder or
+//! duplicate within a partition), `acks=all`, and `partitioner=murmur2_random`, the hash the
+//! Java client uses, so an aggregate lands on the same partition as it did under Debezium.
+
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::ClientConfig;
+
+use crate::config::KafkaConfig;
+use crate::error::Failure;
+use crate::router::KafkaRecord;
+
+/// Where Kafka stored a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    /// Partition the record was appended to.
+    pub partition: i32,
+    /// Offset of the record in that partition.
+    pub offset: i64,
+}
+
+/// An idempotent Kafka producer for one connector.
+pub struct KafkaSink {
+    producer: FutureProducer,
+    max_record_bytes: usize,
+}
+
+/// librdkafka properties outboxd sets; a user's `kafka.producer` map may override the
+/// non-essential ones but not these, which the delivery guarantees rest on.
+const FIXED_PROPERTIES: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("partitioner", "murmur2_random"),
+];
+
+impl KafkaSink {
+    /// Creates the producer. `client_id` names the connector in broker logs.
+    ///
+    /// Errors (definite) when librdkafka rejects a property or a user override tries to
+    /// weaken a fixed property (`enable.idempotence`, `acks`, `partitioner`).
+    pub fn new(cfg: &KafkaConfig, client_id: &str) -> Result<Self, Failure> {
+        let mut cc = ClientConfig::new();
+        cc.set("bootstrap.servers", &cfg.bootstrap_servers)
+            .set("client.id", format!("outboxd-{client_id}"))
+            .set("linger.ms", "5")
+            .set("compression.type", "lz4")
+            .set("message.timeout.ms", "300000")
+            .set("queue.buffering.max.kbytes", "65536")
+            .set(
+                "message.max.bytes",
+                (cfg.max_record_bytes + 64 * 1024).to_string(),
+            );
+        for (k, v) in &cfg.producer {
+            if let Some((_, fixed)) = FIXED_PROPERTIES.iter().find(|(name, _)| name == k) {
+                if v != fixed {
+                    return Err(Failure::definite(format!(
+                        "kafka.producer.{k}={v} would break outboxd's delivery guarantees; \
+                         remove it (outboxd always sets {k}={fixed})"
+                    )));
+                }
+            }
+            cc.set(k, v);
+        }
+        for (k, v) in FIXED_PROPERTIES {
+            cc.set(*k, *v);
+        }
+        let producer: FutureProducer = cc.create().map_err(|e| {
+            Failure::definite(format!(
+                "cannot create the Kafka producer: {e}; check the kafka.producer properties"
+            ))
+        })?;
+        Ok(Self {
+            producer,
+            max_record_bytes: cfg.max_record_bytes,
+        })
+    }
+
+    /// Enqueues a record and returns a future for its acknowledgement.
+    ///
+    /// Waits (backpressure) while librdkafka's local queue is full. Errors (definite) when
+    /// the record is larger than `kafka.max_record_bytes`; the error names the event id
+    /// header but never the payload.
+    pub async fn send(&self, record: &KafkaRecord) -> Result<DeliveryFuture, Failure> {
+        let size = record.approx_size();
+        if size > self.max_record_bytes {
+            return Err(Failure::definite(format!(
+                "outbox event {} for topic {} is {size} bytes, more than \
+                 kafka.max_record_bytes={}; raise kafka.max_record_bytes together with the \
+                 topic's max.message.bytes (and the broker's message.max.bytes), or shrink the \
+                 event",
+                event_id(record),
+                record.topic,
+                self.max_record_bytes
+            )));
+        }
+        loop {
+            let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+            for (k, v) in &record.headers {
+                headers = headers.insert(Header {
+                    key: k,
+                    value: Some(v.as_slice()),
+                });
+            }
+            let mut fr: FutureRecord<'_, [u8], [u8]> =
+                FutureRecord::to(&record.topic).headers(headers);
+            if let Some(k) = &record.key {
+                fr = fr.key(k.as_slice());
+            }
+            if let Some(v) = &record.value {
+                fr = fr.payload(v.as_slice());
+            }
+            if let Some(ts) = record.timestamp_ms {
+                fr = fr.timestamp(ts);
+            }
+            if let Some(p) = record.partition {
+                fr = fr.partition(p);
+            }
+            match self.producer.send_result(fr) {
+                Ok(fut) => return Ok(fut),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((e, _)) => return Err(classify(&e, record)),
+            }
+        }
+    }
+
+    /// Waits for every enqueued record to be acknowledged (or to fail), up to `timeout`.
+    pub fn flush(&self, timeout: Duration) -> Result<(), Failure> {
+        self.producer
+            .flush(timeout)
+            .map_err(|e| Failure::transient(format!("flushing the Kafka producer: {e}")))
+    }
+
+    /// Fetches cluster metadata, proving the brokers are reachable. Used by `check` and at
+    /// startup.
+    pub fn probe(&self, timeout: Duration) -> Result<usize, Failure> {
+        self.producer
+            .client()
+            .fetch_metadata(None, timeout)
+            .map(|m| m.brokers().len())
+            .map_err(|e| Failure::transient(format!("Kafka is not reachable: {e}")))
+    }
+}
+
+/// Resolves a delivery future into where the record went, classifying failures.
+pub async fn await_delivery(fut: DeliveryFuture, topic: &str) -> Result<Delivered, Failure> {
+    match fut.await {
+        Ok(Ok(d)) => Ok(Delivered {
+            partition: d.partition,
+            offset: d.offset,
+        }),
+        Ok(Err((e, _msg))) => Err(classify_delivery(&e, topic)),
+        Err(_) => Err(Failure::transient(
+            "the Kafka producer was dropped before the record was acknowledged",
+        )),
+    }
+}
+
+fn event_id(record: &KafkaRecord) -> String {
+    record
+        .headers
+        .iter()
+        .find(|(k, _)| k == "id")
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_else(|| "(no id)".to_string())
+}
+
+fn classify(e: &KafkaError, record: &KafkaRecord) -> Failure {
+    let code = e.rdkafka_error_code();
+    match code {
+        Some(RDKafkaErrorCode::MessageSizeTooLarge) => Failure::definite(format!(
+            "Kafka refused outbox event {} for topic {}: record too large ({e}); raise the \
+             topic's max.message.bytes and kafka.max_record_bytes",
+            event_id(record),
+            record.topic
+        )),
+        Some(RDKafkaErrorCode::UnknownPartition) => Failure::definite(format!(
+            "outbox event {} names partition {:?} that topic {} does not have ({e}); fix the \
+             partition placement column or add partitions",
+            event_id(record),
+            record.partition,
+            record.topic
+        )),
+        _ => Failure::transient(format!(
+            "enqueuing a record for topic {}: {e}",
+            record.topic
+        )),
+    }
+}
+
+fn classify_delivery(e: &KafkaError, topic: &str) -> Failure {
+    use RDKafkaErrorCode as C;
+    match e.rdkafka_error_code() {
+        Some(
+            C::MessageSizeTooLarge
+            | C::InvalidRecord
+            | C::TopicAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            | C::InvalidTopic
+            | C::UnknownPartition
+            | C::UnsupportedForMessageFormat,
+        ) => Failure::definite(format!(
+            "Kafka refused a record for topic {topic}: {e}; fix the topic or its ACLs/limits, \
+             then restart (nothing after the last delivered event was checkpointed)"
+        )),
+        Some(C::Fatal) => Failure::definite(format!(
+            "fatal Kafka producer error for topic {topic}: {e}; restart the relay (nothing \
+             after the last delivered event was checkpointed)"
+        )),
+        _ => Failure::transient(format!("delivery to topic {topic} failed: {e}")),
+    }
+}

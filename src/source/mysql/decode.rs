@@ -1,0 +1,1247 @@
+//! The pure binlog decoder: `mysql_common` [`Event`]s in, typed [`BinlogMessage`]s out.
+//!
+//! No I/O happens here. The same decoder serves the live session (events from `mysql_async`'s
+//! binlog stream) and `outboxd binlog decode` (events from [`super::framing::BinlogFileReader`]).
+//!
+//! What the decoder adds on top of `mysql_common`:
+//!
+//! * **CRC32 verification** of every event when the FORMAT_DESCRIPTION_EVENT announces CRC32
+//!   (`mysql_common` parses but never checks checksums).
+//! * **MariaDB events** `mysql_common` leaves unparsed: GTID, GTID_LIST, BINLOG_CHECKPOINT,
+//!   ANNOTATE_ROWS; encrypted and compressed MariaDB binlogs are reported as unsupported.
+//! * **Transaction boundaries** made explicit and balanced: every transaction is
+//!   `Begin … Commit` (or `Rollback`), whatever the server wrote — MySQL's GTID + `BEGIN` query +
+//!   XID, MariaDB's GTID event standing in for `BEGIN`, a DDL whose implicit commit is its own
+//!   statement (MySQL GTID without `BEGIN`, MariaDB `FL_STANDALONE`), or old servers with
+//!   neither GTIDs nor `BEGIN` around a DDL.
+//! * **Rows** decoded against the TABLE_MAP into named [`Row`]s of [`ColumnValue`]s, with column
+//!   names from `binlog_row_metadata=FULL`, an explicit column list from the configuration, or
+//!   (offline) positional names `@1, @2, …`.
+//! * **Positions**: the `file:pos` after each event, and the GTID set / MariaDB GTID position
+//!   after each committed transaction.
+//! * **No panics, no unbounded allocations** on bytes from outside: TABLE_MAP and
+//!   PREVIOUS_GTIDS bodies are parsed here with every count checked against the bytes present
+//!   (`mysql_common` sizes vectors from such counts first); every call into `mysql_common` that
+//!   parses event bodies runs under [`std::panic::catch_unwind`], a panic becoming
+//!   [`DecodeError::Malformed`] (the default panic hook is kept quiet for those).
+//!
+//! Events inside a MySQL compressed transaction (TRANSACTION_PAYLOAD_EVENT) are expected to be
+//! fed to [`BinlogDecoder::decode_event`] after the payload event itself, as `mysql_async`'s
+//! stream and [`super::framing::BinlogFileReader`] both do; they are recognised by their
+//! disabled checksum and do not move the `file:pos`.
+//!
+//! [`ColumnValue`]: crate::value::ColumnValue
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Once};
+
+use mysql_common::binlog::consts::{BinlogChecksumAlg, EventFlags, EventType};
+use mysql_common::binlog::events::{
+    Event, EventData, FormatDescriptionEvent, GtidEvent, IncidentEvent, QueryEvent, RotateEvent,
+    RowsEventData, XidEvent,
+};
+
+use super::mariadb_events as mariadb;
+use super::table::{read_image, TableInfo};
+use crate::event::{Op, Row, TableName};
+use crate::position::{BinlogFilePosition, GtidSet, MariadbGtidPosition, SourcePosition, Uuid};
+
+/// Largest table-map cache before it is flushed (table ids are re-announced before every rows
+/// event group, so flushing only costs a re-parse).
+const MAX_CACHED_TABLES: usize = 10_000;
+
+/// Event type of MySQL's HEARTBEAT_LOG_EVENT_V2 (not in `mysql_common`'s enum).
+const HEARTBEAT_LOG_EVENT_V2: u8 = 0x29;
+
+/// The GTID of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TxnGtid {
+    /// MySQL: `uuid:gno` or, tagged (8.4+), `uuid:tag:gno`.
+    Mysql {
+        /// Source server UUID.
+        sid: Uuid,
+        /// GTID tag, lower case.
+        tag: Option<String>,
+        /// Transaction number.
+        gno: u64,
+    },
+    /// MariaDB: `domain-server-seq`.
+    Mariadb {
+        /// Replication domain id.
+        domain: u32,
+        /// Originating server id.
+        server: u32,
+        /// Sequence number.
+        seq: u64,
+    },
+}
+
+impl fmt::Display for TxnGtid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TxnGtid::Mysql {
+                sid,
+                tag: None,
+                gno,
+            } => write!(f, "{sid}:{gno}"),
+            TxnGtid::Mysql {
+                sid,
+                tag: Some(tag),
+                gno,
+            } => write!(f, "{sid}:{tag}:{gno}"),
+            TxnGtid::Mariadb {
+                domain,
+                server,
+                seq,
+            } => write!(f, "{domain}-{server}-{seq}"),
+        }
+    }
+}
+
+/// What one binlog event means, in the order it must be applied.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BinlogMessage {
+    /// FORMAT_DESCRIPTION_EVENT: start of a binlog file (or of a stream).
+    FormatDescription {
+        /// Server version string, e.g. `8.0.40` or `10.11.6-MariaDB-log`.
+        server_version: String,
+        /// True when events carry a CRC32 checksum (which the decoder verifies).
+        checksum: bool,
+    },
+    /// ROTATE_EVENT: continue in `next_file` at `pos` (also sent, "fake", at stream start).
+    Rotate {
+        /// Next binlog file name.
+        next_file: String,
+        /// Position in that file.
+        pos: u64,
+    },
+    /// MySQL PREVIOUS_GTIDS_EVENT: GTIDs executed before this binlog file.
+    PreviousGtids(GtidSet),
+    /// MariaDB GTID_LIST_EVENT: the last GTID of each domain before this binlog file.
+    MariadbGtidList(MariadbGtidPosition),
+    /// A transaction starts: MySQL GTID / anonymous GTID event or `BEGIN`, MariaDB GTID event.
+    Begin {
+        /// The transaction's GTID; `None` for anonymous transactions (GTIDs off).
+        gtid: Option<TxnGtid>,
+        /// True when the group is known up front to be a single statement with an implicit
+        /// commit (MariaDB `FL_STANDALONE`, or a statement outside `BEGIN` on old servers). A
+        /// MySQL GTID group that turns out to be a DDL is closed by `Ddl` then `Commit`.
+        standalone: bool,
+        /// Event timestamp (commit time when the server records it), epoch milliseconds.
+        ts_ms: i64,
+    },
+    /// Rows of one rows event: after images for INSERT/UPDATE, before images for DELETE.
+    Rows {
+        /// The table.
+        table: TableName,
+        /// INSERT, UPDATE or DELETE.
+        op: Op,
+        /// The rows, each with its column names.
+        rows: Vec<Row>,
+        /// Event timestamp, epoch milliseconds.
+        ts_ms: i64,
+    },
+    /// The transaction committed: XID_EVENT, `COMMIT` query, the implicit commit of a DDL, or
+    /// an XA PREPARE (whose rows are final in the binlog).
+    Commit {
+        /// XID of an XID_EVENT.
+        xid: Option<u64>,
+        /// Event timestamp, epoch milliseconds.
+        ts_ms: i64,
+    },
+    /// The transaction ended with `ROLLBACK` (non-transactional changes were logged), or was
+    /// cut short (a new transaction or file started before it ended).
+    Rollback,
+    /// A statement other than BEGIN/COMMIT/ROLLBACK: DDL, SAVEPOINT, or statement-based DML.
+    /// Only its length is kept (statements may hold row values).
+    Ddl {
+        /// Default database of the statement.
+        database: String,
+        /// Length of the statement text in bytes.
+        query_len: usize,
+    },
+    /// Heartbeat (the source is alive and has nothing new).
+    Heartbeat,
+    /// INCIDENT_EVENT: the server says events may be missing from the binlog here.
+    Incident {
+        /// The server's message.
+        message: String,
+    },
+    /// Any other event (TABLE_MAP, INTVAR, ROWS_QUERY, ANNOTATE_ROWS, STOP, …), or a rows event
+    /// of a table outside the decoder's table filter.
+    Other {
+        /// Raw event type.
+        event_type: u8,
+    },
+}
+
+/// Why an event could not be decoded. Every variant is definite: the same bytes give the same
+/// error, so a relay must stop rather than retry.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Reading a binlog file failed.
+    #[error("cannot read {file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing decoded output failed.
+    #[error("cannot write decoded output: {0}")]
+    Output(#[source] std::io::Error),
+    /// The file does not start with the binlog magic bytes.
+    #[error("{file} is not a binlog file (it does not start with the bytes fe 62 69 6e)")]
+    NotABinlog {
+        /// The file.
+        file: String,
+    },
+    /// The input ends in the middle of an event, or an event's size field is impossible.
+    #[error("truncated or damaged binlog at {at}: {detail}")]
+    Truncated {
+        /// Where the event starts.
+        at: BinlogFilePosition,
+        /// What is missing.
+        detail: String,
+    },
+    /// The event's CRC32 does not match its bytes.
+    #[error(
+        "checksum mismatch at {at}: the event says {stored:08x}, its bytes give {computed:08x}"
+    )]
+    Checksum {
+        /// Where the event starts.
+        at: BinlogFilePosition,
+        /// CRC32 stored in the event.
+        stored: u32,
+        /// CRC32 computed over the event.
+        computed: u32,
+    },
+    /// An event body could not be parsed.
+    #[error("malformed {what} at {at}: {detail}")]
+    Malformed {
+        /// The kind of event or structure.
+        what: String,
+        /// Where the event starts.
+        at: BinlogFilePosition,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A feature of the binlog this decoder does not support.
+    #[error("unsupported {what} at {at}")]
+    Unsupported {
+        /// What it is, and what to change.
+        what: String,
+        /// Where the event starts.
+        at: BinlogFilePosition,
+    },
+    /// A rows event refers to a table id with no TABLE_MAP_EVENT before it.
+    #[error(
+        "rows event at {at} refers to table id {table_id}, which no TABLE_MAP_EVENT announced \
+         (did decoding start in the middle of a transaction?)"
+    )]
+    UnknownTableId {
+        /// The table id.
+        table_id: u64,
+        /// Where the rows event starts.
+        at: BinlogFilePosition,
+    },
+    /// Column names are needed but neither the binlog nor the configuration has them.
+    #[error(
+        "table {table} has no column names in the binlog; set binlog_row_metadata=FULL on the \
+         server (SET GLOBAL binlog_row_metadata=FULL) or list the columns in the connector \
+         config (columns.<table> = [...])"
+    )]
+    MissingColumnNames {
+        /// The table.
+        table: TableName,
+    },
+    /// The configured column list does not match the binlog's column count.
+    #[error(
+        "the connector config lists {configured} columns for {table} but its binlog rows have \
+         {actual}; list every column in table order, invisible ones included"
+    )]
+    ColumnCountMismatch {
+        /// The table.
+        table: TableName,
+        /// Columns in the configuration.
+        configured: usize,
+        /// Columns in the TABLE_MAP_EVENT.
+        actual: usize,
+    },
+}
+
+/// What to do when a table's rows must be decoded and the binlog has no column names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingColumnNames {
+    /// Fail with [`DecodeError::MissingColumnNames`] (the relay: outbox columns are looked up by
+    /// name, guessing would route garbage).
+    #[default]
+    Error,
+    /// Name columns `@1, @2, …` and record a note (offline decoding).
+    Positional,
+}
+
+/// Which kind of position [`BinlogDecoder::current_position`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PositionKind {
+    /// MySQL GTID set.
+    MysqlGtidSet,
+    /// MariaDB GTID position.
+    MariadbGtid,
+    /// `file:pos`.
+    BinlogFile,
+}
+
+/// Where the decoder is inside a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxnState {
+    /// Between transactions.
+    Idle,
+    /// After a MySQL (anonymous) GTID event: a `BEGIN` query or a single DDL follows.
+    AfterGtid,
+    /// A single-statement group (MariaDB `FL_STANDALONE`): the next statement commits.
+    Standalone,
+    /// Inside `BEGIN … COMMIT` (or a MariaDB transactional group).
+    Open,
+}
+
+/// Decodes binlog events into [`BinlogMessage`]s; holds the table-map cache, the transaction
+/// state and the positions.
+#[derive(Debug)]
+pub struct BinlogDecoder {
+    position: BinlogFilePosition,
+    /// `position` as of the last event that left no transaction open.
+    idle_position: BinlogFilePosition,
+    tables: HashMap<u64, TableInfo>,
+    columns: BTreeMap<TableName, Vec<String>>,
+    missing_names: MissingColumnNames,
+    table_filter: Option<BTreeSet<TableName>>,
+    verify_checksums: bool,
+    server_version: Option<String>,
+    txn: TxnState,
+    txn_gtid: Option<TxnGtid>,
+    txn_commit_ts_ms: Option<i64>,
+    gtid_set: GtidSet,
+    mariadb_position: MariadbGtidPosition,
+    position_kind: Option<PositionKind>,
+    last_committed_gtid: Option<TxnGtid>,
+    notes: Vec<String>,
+    noted_tables: BTreeSet<TableName>,
+}
+
+impl Default for BinlogDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BinlogDecoder {
+    /// A decoder at the start of an unnamed binlog, decoding every table, failing on missing
+    /// column names, verifying checksums.
+    pub fn new() -> Self {
+        Self {
+            position: BinlogFilePosition::new("", 4),
+            idle_position: BinlogFilePosition::new("", 4),
+            tables: HashMap::new(),
+            columns: BTreeMap::new(),
+            missing_names: MissingColumnNames::Error,
+            table_filter: None,
+            verify_checksums: true,
+            server_version: None,
+            txn: TxnState::Idle,
+            txn_gtid: None,
+            txn_commit_ts_ms: None,
+            gtid_set: GtidSet::new(),
+            mariadb_position: MariadbGtidPosition::new(),
+            position_kind: None,
+            last_committed_gtid: None,
+            notes: Vec::new(),
+            noted_tables: BTreeSet::new(),
+        }
+    }
+
+    /// Explicit column lists (`columns.<table>` in the connector config), used for tables whose
+    /// TABLE_MAP has no COLUMN_NAME metadata.
+    pub fn with_columns(mut self, columns: BTreeMap<TableName, Vec<String>>) -> Self {
+        self.columns = columns;
+        self
+    }
+
+    /// What to do about tables without column names.
+    pub fn with_missing_names(mut self, policy: MissingColumnNames) -> Self {
+        self.missing_names = policy;
+        self
+    }
+
+    /// Decode rows of these tables only; rows events of other tables become
+    /// [`BinlogMessage::Other`] without their rows being read (`None`: all tables).
+    pub fn with_table_filter(mut self, tables: Option<BTreeSet<TableName>>) -> Self {
+        self.table_filter = tables;
+        self
+    }
+
+    /// Turns CRC32 verification off (only for input already verified elsewhere).
+    pub fn with_checksum_verification(mut self, verify: bool) -> Self {
+        self.verify_checksums = verify;
+        self
+    }
+
+    /// Starts from a checkpoint: seeds the GTID set / MariaDB position / `file:pos` and makes
+    /// [`current_position`](Self::current_position) report that kind.
+    pub fn with_start(mut self, start: &SourcePosition) -> Self {
+        match start {
+            SourcePosition::MysqlGtidSet(set) => {
+                self.gtid_set = set.clone();
+                self.position_kind = Some(PositionKind::MysqlGtidSet);
+            }
+            SourcePosition::MariadbGtid(pos) => {
+                self.mariadb_position = pos.clone();
+                self.position_kind = Some(PositionKind::MariadbGtid);
+            }
+            SourcePosition::BinlogFile(fp) => {
+                self.position = fp.clone();
+                self.idle_position = fp.clone();
+                self.position_kind = Some(PositionKind::BinlogFile);
+            }
+            SourcePosition::Lsn(_) => {}
+        }
+        self
+    }
+
+    /// Sets the current binlog file and position (offline decoding of a named file; the live
+    /// stream learns it from the first, fake, ROTATE_EVENT).
+    pub fn set_file(&mut self, file: impl Into<String>, pos: u64) {
+        self.position = BinlogFilePosition::new(file, pos);
+        if self.txn == TxnState::Idle {
+            self.idle_position = self.position.clone();
+        }
+    }
+
+    /// The `file:pos` after the last decoded event (events inside a compressed transaction do
+    /// not move it; the payload event already did).
+    pub fn position(&self) -> &BinlogFilePosition {
+        &self.position
+    }
+
+    /// GTIDs of all transactions committed so far (seeded by [`with_start`](Self::with_start)
+    /// or PREVIOUS_GTIDS).
+    pub fn gtid_set(&self) -> &GtidSet {
+        &self.gtid_set
+    }
+
+    /// MariaDB GTID position after the last committed transaction.
+    pub fn mariadb_position(&self) -> &MariadbGtidPosition {
+        &self.mariadb_position
+    }
+
+    /// The GTID of the transaction being decoded, if any.
+    pub fn current_gtid(&self) -> Option<&TxnGtid> {
+        self.txn_gtid.as_ref()
+    }
+
+    /// The GTID of the last committed transaction.
+    pub fn last_committed_gtid(&self) -> Option<&TxnGtid> {
+        self.last_committed_gtid.as_ref()
+    }
+
+    /// Server version from the last FORMAT_DESCRIPTION_EVENT.
+    pub fn server_version(&self) -> Option<&str> {
+        self.server_version.as_deref()
+    }
+
+    /// True while inside a transaction.
+    pub fn in_transaction(&self) -> bool {
+        self.txn != TxnState::Idle
+    }
+
+    /// The position to checkpoint: where a restart resumes without losing or repeating a
+    /// transaction, i.e. the state after the last transaction that ended (never a point inside
+    /// an open one). Its kind is the one given to [`with_start`](Self::with_start), else
+    /// MariaDB GTID when MariaDB GTIDs were seen, MySQL GTID set when MySQL GTIDs were seen,
+    /// otherwise `file:pos`.
+    pub fn current_position(&self) -> SourcePosition {
+        let kind = self.position_kind.unwrap_or_else(|| {
+            if !self.mariadb_position.is_empty() {
+                PositionKind::MariadbGtid
+            } else if !self.gtid_set.is_empty() {
+                PositionKind::MysqlGtidSet
+            } else {
+                PositionKind::BinlogFile
+            }
+        });
+        match kind {
+            PositionKind::MysqlGtidSet => SourcePosition::MysqlGtidSet(self.gtid_set.clone()),
+            PositionKind::MariadbGtid => SourcePosition::MariadbGtid(self.mariadb_position.clone()),
+            PositionKind::BinlogFile => SourcePosition::BinlogFile(self.idle_position.clone()),
+        }
+    }
+
+    /// Notes collected since the last call (e.g. tables shown with positional column names).
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Decodes one event.
+    pub fn decode_event(&mut self, event: &Event) -> Result<Vec<BinlogMessage>, DecodeError> {
+        let mut out = Vec::new();
+        self.decode_event_into(event, None, &mut out)?;
+        Ok(out)
+    }
+
+    /// Decodes one event, appending its messages to `out`.
+    ///
+    /// `at` is where the event starts in the file it was read from, when known (file decoding;
+    /// for events inside a compressed transaction, the payload event's position): errors name
+    /// it and the position after the event is `at + size` in that file. Without it (the live
+    /// stream) the position comes from the event header's `log_pos` in the file named by the
+    /// last ROTATE_EVENT.
+    pub fn decode_event_into(
+        &mut self,
+        event: &Event,
+        at_in_file: Option<&BinlogFilePosition>,
+        out: &mut Vec<BinlogMessage>,
+    ) -> Result<(), DecodeError> {
+        let header = event.header();
+        let inner = !event.footer().get_checksum_enabled();
+        let size = u64::from(header.event_size());
+        let log_pos = u64::from(header.log_pos());
+        let from_file = at_in_file.is_some();
+        let at = match at_in_file {
+            Some(at) => at.clone(),
+            None => BinlogFilePosition::new(
+                self.position.file.clone(),
+                if log_pos >= size {
+                    log_pos - size
+                } else {
+                    self.position.pos
+                },
+            ),
+        };
+        let physical = at.clone();
+        let ts_ms = i64::from(header.timestamp()) * 1000;
+        let event_type = header.event_type_raw();
+
+        self.verify_checksum(event, &at)?;
+
+        // Position after this event, applied unless the event sets it itself (ROTATE).
+        let artificial = header.flags().contains(EventFlags::LOG_EVENT_ARTIFICIAL_F);
+        let next_pos = if inner {
+            None
+        } else if from_file {
+            Some(BinlogFilePosition::new(physical.file, physical.pos + size))
+        } else if log_pos != 0 && !artificial {
+            Some(BinlogFilePosition::new(self.position.file.clone(), log_pos))
+        } else {
+            None
+        };
+        let mut set_pos = true;
+
+        match event_type {
+            t if t == EventType::FORMAT_DESCRIPTION_EVENT as u8 => {
+                let fde: FormatDescriptionEvent<'_> =
+                    guarded("FORMAT_DESCRIPTION_EVENT", &at, || event.read_event())?;
+                let server_version = fde.server_version().trim_end_matches('\0').to_owned();
+                let checksum = matches!(
+                    event.footer().get_checksum_alg(),
+                    Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32))
+                );
+                // A new file (or server restart) cannot continue an open transaction; a
+                // stream's artificial FDE (log_pos 0) can.
+                if self.txn != TxnState::Idle && log_pos != 0 {
+                    self.abort_txn(out);
+                }
+                self.server_version = Some(server_version.clone());
+                out.push(BinlogMessage::FormatDescription {
+                    server_version,
+                    checksum,
+                });
+            }
+            t if t == EventType::ROTATE_EVENT as u8 => {
+                let rotate: RotateEvent<'_> = guarded("ROTATE_EVENT", &at, || event.read_event())?;
+                let next_file = rotate_file_name(event, rotate.name_raw());
+                let pos = rotate.position();
+                if !(log_pos == 0 || artificial) {
+                    // A real rotation: table ids of the old file are gone.
+                    self.tables.clear();
+                }
+                if !inner {
+                    self.position = BinlogFilePosition::new(next_file.clone(), pos);
+                    set_pos = false;
+                }
+                out.push(BinlogMessage::Rotate { next_file, pos });
+            }
+            t if t == EventType::PREVIOUS_GTIDS_EVENT as u8 => {
+                let set = guarded("PREVIOUS_GTIDS_EVENT", &at, || {
+                    parse_previous_gtids(event.data())
+                })?;
+                self.gtid_set.union_with(&set);
+                out.push(BinlogMessage::PreviousGtids(set));
+            }
+            t if t == EventType::GTID_EVENT as u8
+                || t == EventType::GTID_TAGGED_LOG_EVENT as u8 =>
+            {
+                let gtid: GtidEvent = guarded("GTID_EVENT", &at, || event.read_event())?;
+                let txn_gtid = TxnGtid::Mysql {
+                    sid: Uuid(gtid.sid()),
+                    tag: gtid.tag().map(|t| t.as_str().to_ascii_lowercase()),
+                    gno: gtid.gno(),
+                };
+                let commit_ts = commit_ts_ms(gtid.immediate_commit_timestamp());
+                self.begin(Some(txn_gtid), TxnState::AfterGtid, ts_ms, commit_ts, out);
+            }
+            t if t == EventType::ANONYMOUS_GTID_EVENT as u8 => {
+                let commit_ts = guarded("ANONYMOUS_GTID_EVENT", &at, || {
+                    event.read_event::<GtidEvent>()
+                })?;
+                let commit_ts = commit_ts_ms(commit_ts.immediate_commit_timestamp());
+                // Anonymous transactions: GTIDs are off, `file:pos` is the position to keep.
+                self.position_kind.get_or_insert(PositionKind::BinlogFile);
+                self.begin(None, TxnState::AfterGtid, ts_ms, commit_ts, out);
+            }
+            t if t == EventType::QUERY_EVENT as u8 => {
+                let query: QueryEvent<'_> = guarded("QUERY_EVENT", &at, || event.read_event())?;
+                self.on_query(&query, ts_ms, out);
+            }
+            t if t == EventType::XID_EVENT as u8 => {
+                let xid: XidEvent = guarded("XID_EVENT", &at, || event.read_event())?;
+                self.commit(Some(xid.xid), ts_ms, out);
+            }
+            t if t == EventType::XA_PREPARE_LOG_EVENT as u8 => {
+                self.commit(None, ts_ms, out);
+            }
+            t if t == EventType::TABLE_MAP_EVENT as u8 => {
+                self.on_table_map(event, &at)?;
+                out.push(BinlogMessage::Other { event_type });
+            }
+            t if (EventType::WRITE_ROWS_EVENT_V1 as u8..=EventType::DELETE_ROWS_EVENT_V1 as u8)
+                .contains(&t)
+                || (EventType::WRITE_ROWS_EVENT as u8..=EventType::DELETE_ROWS_EVENT as u8)
+                    .contains(&t)
+                || t == EventType::PARTIAL_UPDATE_ROWS_EVENT as u8 =>
+            {
+                self.on_rows(event, &at, ts_ms, out)?;
+            }
+            t if (EventType::PRE_GA_WRITE_ROWS_EVENT as u8
+                ..=EventType::PRE_GA_DELETE_ROWS_EVENT as u8)
+                .contains(&t) =>
+            {
+                return Err(DecodeError::Unsupported {
+                    what: format!(
+                        "pre-GA rows event (type {t}) written by a MySQL 5.1 development \
+                         release; only rows events v1 and v2 are decoded"
+                    ),
+                    at,
+                });
+            }
+            t if t == EventType::HEARTBEAT_EVENT as u8 || t == HEARTBEAT_LOG_EVENT_V2 => {
+                // Heartbeats repeat the position already reached; do not move it.
+                set_pos = false;
+                out.push(BinlogMessage::Heartbeat);
+            }
+            t if t == EventType::INCIDENT_EVENT as u8 => {
+                let incident: IncidentEvent<'_> =
+                    guarded("INCIDENT_EVENT", &at, || event.read_event())?;
+                out.push(BinlogMessage::Incident {
+                    message: incident.message().into_owned(),
+                });
+            }
+            mariadb::GTID_EVENT => {
+                let g = mariadb::parse_gtid_event(event.data(), header.server_id())
+                    .map_err(|e| malformed("MariaDB GTID_EVENT", &at, e))?;
+                let gtid = TxnGtid::Mariadb {
+                    domain: g.domain_id,
+                    server: g.server_id,
+                    seq: g.seq_no,
+                };
+                let state = if g.is_standalone() {
+                    TxnState::Standalone
+                } else {
+                    TxnState::Open
+                };
+                self.begin(Some(gtid), state, ts_ms, None, out);
+            }
+            mariadb::GTID_LIST_EVENT => {
+                let list = mariadb::parse_gtid_list_event(event.data())
+                    .map_err(|e| malformed("MariaDB GTID_LIST_EVENT", &at, e))?;
+                for g in list.iter() {
+                    self.mariadb_position.advance(g.domain, g.server, g.seq);
+                }
+                out.push(BinlogMessage::MariadbGtidList(list));
+            }
+            mariadb::BINLOG_CHECKPOINT_EVENT => {
+                mariadb::parse_binlog_checkpoint_event(event.data())
+                    .map_err(|e| malformed("MariaDB BINLOG_CHECKPOINT_EVENT", &at, e))?;
+                out.push(BinlogMessage::Other { event_type });
+            }
+            mariadb::START_ENCRYPTION_EVENT => {
+                return Err(DecodeError::Unsupported {
+                    what: "encrypted binlog (MariaDB START_ENCRYPTION_EVENT): outboxd reads \
+                           unencrypted binlogs only; set encrypt_binlog=OFF"
+                        .to_owned(),
+                    at,
+                });
+            }
+            t if (mariadb::QUERY_COMPRESSED_EVENT..=mariadb::DELETE_ROWS_COMPRESSED_EVENT)
+                .contains(&t) =>
+            {
+                return Err(DecodeError::Unsupported {
+                    what: format!(
+                        "compressed MariaDB binlog event (type {t}): set log_bin_compress=OFF \
+                         on the server"
+                    ),
+                    at,
+                });
+            }
+            _ => out.push(BinlogMessage::Other { event_type }),
+        }
+
+        if set_pos {
+            if let Some(p) = next_pos {
+                self.position = p;
+            }
+        }
+        if self.txn == TxnState::Idle {
+            if self.idle_position.file != self.position.file {
+                self.idle_position.file.clone_from(&self.position.file);
+            }
+            self.idle_position.pos = self.position.pos;
+        }
+        Ok(())
+    }
+
+    /// Verifies the event's CRC32 when the stream is checksummed.
+    fn verify_checksum(&self, event: &Event, at: &BinlogFilePosition) -> Result<(), DecodeError> {
+        let footer = event.footer();
+        // Events inside a TRANSACTION_PAYLOAD_EVENT carry no checksum (WL#3549).
+        if !self.verify_checksums || !footer.get_checksum_enabled() {
+            return Ok(());
+        }
+        let is_fde = event.header().event_type_raw() == EventType::FORMAT_DESCRIPTION_EVENT as u8;
+        let alg = match footer.get_checksum_alg() {
+            Ok(Some(alg)) => alg,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                return Err(DecodeError::Unsupported {
+                    what: format!("binlog checksum algorithm {}", e.0),
+                    at: at.clone(),
+                })
+            }
+        };
+        // With binlog_checksum=NONE only the FORMAT_DESCRIPTION_EVENT carries a checksum.
+        if alg == BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_OFF && !is_fde {
+            return Ok(());
+        }
+        let Some(stored) = event.checksum() else {
+            return Ok(());
+        };
+        let stored = u32::from_le_bytes(stored);
+        let computed = event.calc_checksum(alg);
+        if stored != computed {
+            // MySQL writes the FDE of a checksum-less binlog with a zero checksum.
+            if is_fde && alg == BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_OFF && stored == 0 {
+                return Ok(());
+            }
+            return Err(DecodeError::Checksum {
+                at: at.clone(),
+                stored,
+                computed,
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts a transaction. `commit_ts_ms` is the commit time when the server recorded it
+    /// (MySQL 8 GTID events), used for the `Begin` and `Commit` timestamps.
+    fn begin(
+        &mut self,
+        gtid: Option<TxnGtid>,
+        state: TxnState,
+        ts_ms: i64,
+        commit_ts_ms: Option<i64>,
+        out: &mut Vec<BinlogMessage>,
+    ) {
+        if self.txn != TxnState::Idle {
+            self.abort_txn(out);
+        }
+        if let Some(TxnGtid::Mysql { .. }) = gtid {
+            self.position_kind.get_or_insert(PositionKind::MysqlGtidSet);
+        }
+        if let Some(TxnGtid::Mariadb { .. }) = gtid {
+            self.position_kind.get_or_insert(PositionKind::MariadbGtid);
+        }
+        self.txn = state;
+        self.txn_gtid = gtid.clone();
+        self.txn_commit_ts_ms = commit_ts_ms;
+        out.push(BinlogMessage::Begin {
+            gtid,
+            standalone: state == TxnState::Standalone,
+            ts_ms: commit_ts_ms.unwrap_or(ts_ms),
+        });
+    }
+
+    /// Ends the transaction normally: its GTID is now executed. A terminator with no open
+    /// transaction (decoding started mid-transaction) gets a `Begin` first, so messages always
+    /// come in balanced pairs.
+    fn commit(&mut self, xid: Option<u64>, ts_ms: i64, out: &mut Vec<BinlogMessage>) {
+        if self.txn == TxnState::Idle {
+            self.begin(None, TxnState::Open, ts_ms, None, out);
+        }
+        let ts_ms = self.txn_commit_ts_ms.unwrap_or(ts_ms);
+        self.finish_txn();
+        out.push(BinlogMessage::Commit { xid, ts_ms });
+    }
+
+    /// Marks the transaction's GTID executed and returns to idle.
+    fn finish_txn(&mut self) {
+        if let Some(gtid) = self.txn_gtid.take() {
+            match &gtid {
+                TxnGtid::Mysql { sid, tag, gno } => {
+                    // Only fails for GNO 0 / invalid tags, which the server never logs.
+                    let _ = self.gtid_set.add(*sid, tag.as_deref(), *gno);
+                }
+                TxnGtid::Mariadb {
+                    domain,
+                    server,
+                    seq,
+                } => self.mariadb_position.update(*domain, *server, *seq),
+            }
+            self.last_committed_gtid = Some(gtid);
+        }
+        self.txn = TxnState::Idle;
+        self.txn_commit_ts_ms = None;
+    }
+
+    /// The open transaction can never complete (cut short): roll it back, GTID not executed.
+    fn abort_txn(&mut self, out: &mut Vec<BinlogMessage>) {
+        self.txn = TxnState::Idle;
+        self.txn_gtid = None;
+        self.txn_commit_ts_ms = None;
+        out.push(BinlogMessage::Rollback);
+    }
+
+    fn on_query(&mut self, query: &QueryEvent<'_>, ts_ms: i64, out: &mut Vec<BinlogMessage>) {
+        let text = query.query_raw();
+        let trimmed = trim_statement(text);
+        let is = |kw: &[u8]| trimmed.eq_ignore_ascii_case(kw);
+        let starts =
+            |kw: &[u8]| trimmed.len() >= kw.len() && trimmed[..kw.len()].eq_ignore_ascii_case(kw);
+
+        if is(b"BEGIN") || starts(b"XA START") {
+            match self.txn {
+                TxnState::AfterGtid | TxnState::Standalone => self.txn = TxnState::Open,
+                TxnState::Open => {}
+                TxnState::Idle => self.begin(None, TxnState::Open, ts_ms, None, out),
+            }
+            return;
+        }
+        if is(b"COMMIT") {
+            self.commit(None, ts_ms, out);
+            return;
+        }
+        if is(b"ROLLBACK") {
+            if self.txn == TxnState::Idle {
+                self.begin(None, TxnState::Open, ts_ms, None, out);
+            }
+            // Logged because non-transactional tables changed; the GTID is consumed.
+            self.finish_txn();
+            out.push(BinlogMessage::Rollback);
+            return;
+        }
+
+        let ddl = BinlogMessage::Ddl {
+            database: query.schema().into_owned(),
+            query_len: text.len(),
+        };
+        match self.txn {
+            TxnState::Open => out.push(ddl),
+            TxnState::AfterGtid | TxnState::Standalone => {
+                // The statement is the whole group: it commits implicitly.
+                out.push(ddl);
+                self.commit(None, ts_ms, out);
+            }
+            TxnState::Idle => {
+                // Old servers: a statement outside BEGIN/COMMIT is its own transaction.
+                self.begin(None, TxnState::Standalone, ts_ms, None, out);
+                out.push(ddl);
+                self.commit(None, ts_ms, out);
+            }
+        }
+    }
+
+    fn on_table_map(&mut self, event: &Event, at: &BinlogFilePosition) -> Result<(), DecodeError> {
+        let data = event.data();
+        // Servers before 5.1.4 wrote a 4-byte table id (TABLE_MAP post-header of 6 bytes).
+        let table_id_len = if event
+            .fde()
+            .get_event_type_header_length(EventType::TABLE_MAP_EVENT)
+            == 6
+        {
+            4
+        } else {
+            6
+        };
+        let (table_id, info) = guarded("TABLE_MAP_EVENT", at, || {
+            TableInfo::parse(data, table_id_len)
+        })?;
+        if let Some(existing) = self.tables.get(&table_id) {
+            if existing.raw == data {
+                return Ok(());
+            }
+        }
+        if self.tables.len() >= MAX_CACHED_TABLES {
+            self.tables.clear();
+        }
+        self.tables.insert(table_id, info);
+        Ok(())
+    }
+
+    fn on_rows(
+        &mut self,
+        event: &Event,
+        at: &BinlogFilePosition,
+        ts_ms: i64,
+        out: &mut Vec<BinlogMessage>,
+    ) -> Result<(), DecodeError> {
+        let event_type = event.header().event_type_raw();
+        let data = guarded("rows event", at, || event.read_data())?;
+        let Some(EventData::RowsEvent(rows)) = data else {
+            return Err(malformed("rows event", at, "not a rows event"));
+        };
+        let table_id = rows.table_id();
+        // MySQL's dummy rows event that only closes a statement.
+        if table_id == 0x00ff_ffff {
+            out.push(BinlogMessage::Other { event_type });
+            return Ok(());
+        }
+        if self.txn == TxnState::Idle {
+            // Rows outside BEGIN (decoding started mid-transaction): open one.
+            self.begin(None, TxnState::Open, ts_ms, None, out);
+        }
+
+        let Some(info) = self.tables.get(&table_id) else {
+            return Err(DecodeError::UnknownTableId {
+                table_id,
+                at: at.clone(),
+            });
+        };
+        if let Some(filter) = &self.table_filter {
+            if !filter.contains(&info.table) {
+                out.push(BinlogMessage::Other { event_type });
+                return Ok(());
+            }
+        }
+        if let Some(e) = &info.metadata_error {
+            return Err(malformed("TABLE_MAP_EVENT", at, e));
+        }
+        let names = self.resolve_names(table_id)?;
+        let Some(info) = self.tables.get(&table_id) else {
+            return Err(DecodeError::UnknownTableId {
+                table_id,
+                at: at.clone(),
+            });
+        };
+
+        let (op, what) = match &rows {
+            RowsEventData::WriteRowsEventV1(_) | RowsEventData::WriteRowsEvent(_) => {
+                (Op::Insert, "WRITE_ROWS_EVENT")
+            }
+            RowsEventData::UpdateRowsEventV1(_)
+            | RowsEventData::UpdateRowsEvent(_)
+            | RowsEventData::PartialUpdateRowsEvent(_) => (Op::Update, "UPDATE_ROWS_EVENT"),
+            RowsEventData::DeleteRowsEventV1(_) | RowsEventData::DeleteRowsEvent(_) => {
+                (Op::Delete, "DELETE_ROWS_EVENT")
+            }
+        };
+        let partial = matches!(rows, RowsEventData::PartialUpdateRowsEvent(_));
+        let n = usize::try_from(rows.num_columns()).unwrap_or(usize::MAX);
+        if n != info.columns.len() {
+            return Err(malformed(
+                what,
+                at,
+                format!(
+                    "the event has {n} columns but the TABLE_MAP_EVENT of {} has {}",
+                    info.table,
+                    info.columns.len()
+                ),
+            ));
+        }
+        let before: Option<Vec<bool>> = rows
+            .columns_before_image()
+            .map(|b| (0..n).map(|i| b.get(i).is_some_and(|x| *x)).collect());
+        let after: Option<Vec<bool>> = rows
+            .columns_after_image()
+            .map(|b| (0..n).map(|i| b.get(i).is_some_and(|x| *x)).collect());
+        let (kept, kept_is_after) = match op {
+            Op::Delete => (before.as_ref(), false),
+            _ => (after.as_ref(), true),
+        };
+        let Some(kept) = kept else {
+            return Err(malformed(what, at, "no column bitmap for the row image"));
+        };
+        let kept_count = kept.iter().filter(|b| **b).count();
+        let columns: Arc<[Arc<str>]> = if kept_count == names.len() {
+            names
+        } else {
+            kept.iter()
+                .zip(names.iter())
+                .filter(|(k, _)| **k)
+                .map(|(_, name)| name.clone())
+                .collect()
+        };
+
+        let result = guarded(what, at, || {
+            let mut data = rows.rows_data();
+            let mut out_rows = Vec::new();
+            while !data.is_empty() {
+                let start_len = data.len();
+                let mut kept_values = None;
+                if let Some(b) = &before {
+                    let count = b.iter().filter(|x| **x).count();
+                    let (vals, rest) = read_image(info, data, b, count, false, !kept_is_after)?;
+                    data = rest;
+                    if !kept_is_after {
+                        kept_values = Some(vals);
+                    }
+                }
+                if let Some(a) = &after {
+                    let count = a.iter().filter(|x| **x).count();
+                    let (vals, rest) = read_image(info, data, a, count, partial, kept_is_after)?;
+                    data = rest;
+                    if kept_is_after {
+                        kept_values = Some(vals);
+                    }
+                }
+                if data.len() >= start_len {
+                    return Err("a row image without any bytes".to_owned());
+                }
+                out_rows.push(Row::new(columns.clone(), kept_values.unwrap_or_default()));
+            }
+            Ok(out_rows)
+        })?;
+        out.push(BinlogMessage::Rows {
+            table: info.table.clone(),
+            op,
+            rows: result,
+            ts_ms,
+        });
+        Ok(())
+    }
+
+    /// Column names for a table: binlog metadata, else the configured list, else positional
+    /// names (offline) or an error.
+    fn resolve_names(&mut self, table_id: u64) -> Result<Arc<[Arc<str>]>, DecodeError> {
+        let Some(info) = self.tables.get_mut(&table_id) else {
+            return Err(DecodeError::UnknownTableId {
+                table_id,
+                at: self.position.clone(),
+            });
+        };
+        if let Some(names) = &info.resolved_names {
+            return Ok(names.clone());
+        }
+        let names: Vec<String> = if let Some(names) = &info.binlog_names {
+            names.clone()
+        } else if let Some(configured) = self.columns.get(&info.table) {
+            if configured.len() != info.columns.len() {
+                return Err(DecodeError::ColumnCountMismatch {
+                    table: info.table.clone(),
+                    configured: configured.len(),
+                    actual: info.columns.len(),
+                });
+            }
+            configured.clone()
+        } else {
+            match self.missing_names {
+                MissingColumnNames::Error => {
+                    return Err(DecodeError::MissingColumnNames {
+                        table: info.table.clone(),
+                    })
+                }
+                MissingColumnNames::Positional => {
+                    if self.noted_tables.insert(info.table.clone()) {
+                        self.notes.push(format!(
+                            "table {} has no column names in the binlog \
+                             (binlog_row_metadata=MINIMAL or an older server); its columns are \
+                             shown as @1..@{}",
+                            info.table,
+                            info.columns.len()
+                        ));
+                    }
+                    info.positional_names()
+                }
+            }
+        };
+        let names: Arc<[Arc<str>]> = names.into_iter().map(Arc::from).collect();
+        info.resolved_names = Some(names.clone());
+        Ok(names)
+    }
+}
+
+/// Statement text without surrounding whitespace, `;` and comments-free prefix.
+fn trim_statement(q: &[u8]) -> &[u8] {
+    let mut s = q;
+    while let [first, rest @ ..] = s {
+        if first.is_ascii_whitespace() {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = s {
+        if last.is_ascii_whitespace() || *last == b';' || *last == 0 {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+/// MySQL 8 GTID events carry the commit time in microseconds.
+fn commit_ts_ms(micros: u64) -> Option<i64> {
+    (micros != 0).then(|| i64::try_from(micros / 1000).unwrap_or(i64::MAX))
+}
+
+/// The next file name of a ROTATE_EVENT. Before the first FORMAT_DESCRIPTION_EVENT of a stream
+/// `mysql_common` does not know the checksum setting and leaves the 4 CRC bytes in the name;
+/// they are dropped when they are exactly the event's CRC32.
+fn rotate_file_name(event: &Event, name: &[u8]) -> String {
+    if event.checksum().is_none() && name.len() > 4 {
+        let (head, crc) = name.split_at(name.len() - 4);
+        let mut hasher = crc32fast::Hasher::new();
+        let mut header = Vec::with_capacity(19);
+        let h = event.header();
+        header.extend_from_slice(&h.timestamp().to_le_bytes());
+        header.push(h.event_type_raw());
+        header.extend_from_slice(&h.server_id().to_le_bytes());
+        header.extend_from_slice(&h.event_size().to_le_bytes());
+        header.extend_from_slice(&h.log_pos().to_le_bytes());
+        header.extend_from_slice(&h.flags_raw().to_le_bytes());
+        hasher.update(&header);
+        let data = event.data();
+        hasher.update(&data[..data.len() - 4]);
+        if hasher.finalize().to_le_bytes() == crc {
+            return String::from_utf8_lossy(head).into_owned();
+        }
+    }
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// Parses a PREVIOUS_GTIDS_EVENT body (untagged, or MySQL 8.4's tagged format) into a set.
+///
+/// Read here rather than by `mysql_common`, which sizes vectors from the counts in the event
+/// before checking them against its length.
+fn parse_previous_gtids(data: &[u8]) -> Result<GtidSet, String> {
+    let mut buf = mysql_common::io::ParseBuf(data);
+    let take = |buf: &mut mysql_common::io::ParseBuf<'_>, n: usize, what: &str| {
+        if buf.0.len() < n {
+            return Err(format!("ends inside the {what}"));
+        }
+        let (head, tail) = buf.0.split_at(n);
+        buf.0 = tail;
+        Ok::<_, String>(head.to_vec())
+    };
+    let u64_of = |b: &[u8]| {
+        b.iter()
+            .rev()
+            .fold(0u64, |acc, x| (acc << 8) | u64::from(*x))
+    };
+    let header = u64_of(&take(&mut buf, 8, "header")?);
+    let tagged = header >> 56 != 0;
+    let n_sids = if tagged {
+        (header >> 8) & ((1 << 48) - 1)
+    } else {
+        header & ((1 << 56) - 1)
+    };
+    let mut set = GtidSet::new();
+    for _ in 0..n_sids {
+        let uuid_bytes = take(&mut buf, 16, "source UUID")?;
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(&uuid_bytes);
+        let tag = if tagged {
+            let len = mysql_common::misc::read_varlen_uint(&mut buf).map_err(|e| e.to_string())?;
+            let len = usize::try_from(len).map_err(|_| "tag length out of range".to_owned())?;
+            let tag = take(&mut buf, len, "tag")?;
+            let tag = String::from_utf8(tag).map_err(|_| "tag is not UTF-8".to_owned())?;
+            (!tag.is_empty()).then_some(tag)
+        } else {
+            None
+        };
+        let n_intervals = u64_of(&take(&mut buf, 8, "interval count")?);
+        if n_intervals.saturating_mul(16) > buf.0.len() as u64 {
+            return Err(format!(
+                "{n_intervals} intervals announced, {} bytes left",
+                buf.0.len()
+            ));
+        }
+        for _ in 0..n_intervals {
+            let iv = take(&mut buf, 16, "interval")?;
+            let (start, end) = (u64_of(&iv[..8]), u64_of(&iv[8..]));
+            if end <= start {
+                return Err(format!("empty interval [{start}, {end})"));
+            }
+            set.add_range(Uuid(uuid), tag.as_deref(), start, end - 1)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    if !buf.0.is_empty() {
+        return Err(format!("{} bytes after the last GTID", buf.0.len()));
+    }
+    Ok(set)
+}
+
+fn malformed(what: &str, at: &BinlogFilePosition, detail: impl fmt::Display) -> DecodeError {
+    DecodeError::Malformed {
+        what: what.to_owned(),
+        at: at.clone(),
+        detail: detail.to_string(),
+    }
+}
+
+thread_local! {
+    /// Set while [`guarded`] runs, so the panic hook stays quiet for panics it turns into errors.
+    static IN_GUARD: Cell<u32> = const { Cell::new(0) };
+}
+
+static QUIET_HOOK: Once = Once::new();
+
+/// Installs (once) a panic hook that is silent for panics inside [`guarded`] and delegates to
+/// the previous hook otherwise.
+fn install_quiet_hook() {
+    QUIET_HOOK.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if IN_GUARD.with(|g| g.get()) == 0 {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs a parse of untrusted bytes; an error or a panic becomes [`DecodeError::Malformed`].
+pub(crate) fn guarded<T, E: fmt::Display>(
+    what: &str,
+    at: &BinlogFilePosition,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<T, DecodeError> {
+    install_quiet_hook();
+    IN_GUARD.with(|g| g.set(g.get() + 1));
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    IN_GUARD.with(|g| g.set(g.get().saturating_sub(1)));
+    match result {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(malformed(what, at, e)),
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "parser panicked".to_owned());
+            Err(malformed(what, at, format!("invalid data ({msg})")))
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Reading what the relay produced, with a real Kafka consumer.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// A record as a consumer sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consumed {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub timestamp_ms: Option<i64>,
+}
+
+impl Consumed {
+    /// The value of header `name`, as UTF-8.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    }
+
+    /// The key as UTF-8.
+    pub fn key_str(&self) -> Option<String> {
+        self.key
+            .as_ref()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+    }
+
+    /// The value as UTF-8.
+    pub fn value_str(&self) -> Option<String> {
+        self.value
+            .as_ref()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+    }
+}
+
+fn consumer() -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", super::kafka_bootstrap())
+        .set("group.id", super::unique("test_reader"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "false")
+        .create()
+        .expect("kafka consumer")
+}
+
+/// Reads every record of `topics` from the beginning until `expected` records have arrived
+/// and then `settle` passes with nothing new, or `timeout` runs out. Topics that do not
+/// exist yet are waited for.
+pub fn read_topics(
+    topics: &[String],
+    expected: usize,
+    timeout: Duration,
+    settle: Duration,
+) -> Vec<Consumed> {
+    let consumer = consumer();
+    let deadline = Instant::now() + timeout;
+    let mut assigned: HashMap<String, bool> = topics.iter().map(|t| (t.clone(), false)).collect();
+    let mut out = Vec::new();
+    let mut last_new = Instant::now();
+    loop {
+        if assigned.values().any(|v| !v) {
+            let mut tpl = consumer
+                .assignment()
+                .unwrap_or_else(|_| TopicPartitionList::new());
+            let mut changed = false;
+            for (topic, done) in assigned.iter_mut().filter(|(_, d)| !**d) {
+                if let Ok(md) = consumer.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+                    if let Some(t) = md.topics().first() {
+                        if t.error().is_none() && !t.partitions().is_empty() {
+                            for p in t.partitions() {
+                                tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
+                                    .unwrap();
+                            }
+                            *done = true;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if changed {
+                consumer.assign(&tpl).expect("assign");
+            }
+        }
+        if let Some(msg) = consumer.poll(Duration::from_millis(200)) {
+            let msg = msg.expect("kafka consume");
+            let headers = msg
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| {
+                            (
+                                h.key.to_string(),
+                                h.value.map(|v| v.to_vec()).unwrap_or_default(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(Consumed {
+                topic: msg.topic().to_string(),
+                partition: msg.partition(),
+                offset: msg.offset(),
+                key: msg.key().map(|k| k.to_vec()),
+                value: msg.payload().map(|v| v.to_vec()),
+                headers,
+                timestamp_ms: msg.timestamp().to_millis(),
+            });
+            last_new = Instant::now();
+            continue;
+        }
+        if out.len() >= expected && last_new.elapsed() >= settle {
+            break;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    out
+}
+
+/// Like [`read_topics`] with a 60 s timeout and a 2 s settle time (to catch extras).
+pub fn read_expecting(topics: &[String], expected: usize) -> Vec<Consumed> {
+    read_topics(
+        topics,
+        expected,
+        Duration::from_secs(90),
+        Duration::from_secs(2),
+    )
+}

@@ -1,0 +1,85 @@
+//! Test harness shared by the integration suites: service settings, unique names, the
+//! outboxd binary as a child process, and a Kafka reader.
+//!
+//! Services are the real ones started by `scripts/services.sh up`; their settings come from
+//! the same `OUTBOXD_TEST_*` variables that script prints, with its defaults.
+
+#![allow(dead_code)]
+
+pub mod kafka;
+pub mod mariadb;
+pub mod relay;
+pub mod suite;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Kafka bootstrap servers of the test broker.
+pub fn kafka_bootstrap() -> String {
+    std::env::var("OUTBOXD_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:39092".into())
+}
+
+/// A name unique to this test process and call: `<prefix>_<pid>_<n>`, lower-case, safe as a
+/// database, table, slot or topic name.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let salt: u32 = rand::random::<u32>() % 10_000;
+    format!("{prefix}_{}_{n}_{salt}", std::process::id()).to_lowercase()
+}
+
+/// A replica server id unique to this test: two replicas with one server_id would
+/// disconnect each other.
+pub fn unique_server_id() -> u32 {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    1_000_000
+        + (std::process::id() % 100_000) * 100
+        + n % 100
+        + rand::random::<u32>() % 7 * 10_000_000
+}
+
+/// One outbox event as a test writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxEvent {
+    /// Event id (a UUID string).
+    pub id: String,
+    /// Routes the event to `<prefix>.<aggregate_type>`.
+    pub aggregate_type: String,
+    /// Kafka key.
+    pub aggregate_id: String,
+    /// Goes to the `eventType` header in the tests' connector config.
+    pub event_type: String,
+    /// JSON text or NULL.
+    pub payload: Option<String>,
+}
+
+impl OutboxEvent {
+    /// An event with a fresh random id.
+    pub fn new(
+        aggregate_type: &str,
+        aggregate_id: &str,
+        event_type: &str,
+        payload: Option<&str>,
+    ) -> Self {
+        Self {
+            id: new_uuid(),
+            aggregate_type: aggregate_type.into(),
+            aggregate_id: aggregate_id.into(),
+            event_type: event_type.into(),
+            payload: payload.map(str::to_string),
+        }
+    }
+}
+
+/// A random v4-shaped UUID string.
+pub fn new_uuid() -> String {
+    let b: [u8; 16] = rand::random();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+        u16::from_be_bytes([b[4], b[5]]),
+        u16::from_be_bytes([b[6], b[7]]) & 0x0fff,
+        u16::from_be_bytes([b[8], b[9]]) & 0x0fff,
+        u64::from_be_bytes([0, 0, b[10], b[11], b[12], b[13], b[14], b[15]])
+    )
+}

@@ -1,0 +1,456 @@
+//! The acceptance cases every source must pass, written once against [`SourceDb`] and run
+//! by each source's integration test file.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::kafka::{read_expecting, read_topics, Consumed};
+use super::relay::{free_port, test_dir, Relay};
+use super::OutboxEvent;
+
+/// What the shared cases need from a source database.
+#[allow(async_fn_in_trait)]
+pub trait SourceDb {
+    /// A short name unique to this test (used for topic names and files).
+    fn name(&self) -> &str;
+    /// The `[connectors.source]` table body of a connector config, plus `tables = [...]`
+    /// lines, for outbox table `table` (fully qualified).
+    fn source_toml(&self, table: &str) -> String;
+    /// The default outbox table, fully qualified.
+    fn outbox_table(&self) -> String;
+    /// Inserts `events` in one transaction, committed unless `rollback`.
+    async fn insert(&self, events: &[OutboxEvent], rollback: bool);
+    /// The seeds' CreateOrderWithOutbox: an order, its items and the outbox rows in one
+    /// transaction.
+    async fn create_order_with_outbox(
+        &self,
+        customer_id: i64,
+        items: &[(&str, i32, i64)],
+        events: &[OutboxEvent],
+    );
+    /// `UPDATE outbox SET event_type = 'Changed' WHERE id = ?`.
+    async fn update_event(&self, id: &str);
+    /// `DELETE FROM outbox WHERE id = ?`.
+    async fn delete_event(&self, id: &str);
+}
+
+/// Topic the tests' router sends aggregate type `agg` to.
+pub fn topic<S: SourceDb>(db: &S, agg: &str) -> String {
+    format!("{}.{agg}", db.name())
+}
+
+/// Writes a TOML connector config for `db` and returns (path, metrics port).
+/// `router_extra` adds lines to `[connectors.router]`.
+pub fn write_config<S: SourceDb>(db: &S, table: &str, router_extra: &str) -> (PathBuf, u16) {
+    let dir = test_dir(db.name());
+    let port = free_port();
+    let checkpoint = dir.join("checkpoint.json");
+    let cfg = format!(
+        r#"[metrics]
+listen = "127.0.0.1:{port}"
+
+[[connectors]]
+name = "{name}"
+{source}
+
+[connectors.router]
+"route.topic.replacement" = "{name}.${{routedByValue}}"
+"table.fields.additional.placement" = "event_type:header:eventType"
+{router_extra}
+
+[connectors.kafka]
+bootstrap_servers = "{bootstrap}"
+
+[connectors.checkpoint]
+store = "file"
+path = "{checkpoint}"
+"#,
+        name = db.name(),
+        source = db.source_toml(table),
+        bootstrap = super::kafka_bootstrap(),
+        checkpoint = checkpoint.display(),
+    );
+    let path = dir.join("connector.toml");
+    std::fs::write(&path, cfg).unwrap();
+    (path, port)
+}
+
+/// Starts a relay on `db`'s default outbox table with the tests' standard routing.
+pub fn start_relay<S: SourceDb>(db: &S, router_extra: &str) -> Relay {
+    let (path, port) = write_config(db, &db.outbox_table(), router_extra);
+    Relay::start(path, port)
+}
+
+fn payload_of(e: &OutboxEvent) -> Option<Vec<u8>> {
+    e.payload.as_ref().map(|p| p.as_bytes().to_vec())
+}
+
+/// Asserts that `got` holds exactly `events`, each once, with the record contract
+/// (topic, key, value bytes, `id` and `eventType` headers).
+pub fn assert_records<S: SourceDb>(db: &S, events: &[OutboxEvent], got: &[Consumed]) {
+    let by_id: HashMap<String, &Consumed> = got
+        .iter()
+        .map(|r| (r.header("id").unwrap_or_default(), r))
+        .collect();
+    assert_eq!(
+        got.len(),
+        events.len(),
+        "record count; ids: {:?}",
+        got.iter().map(|r| r.header("id")).collect::<Vec<_>>()
+    );
+    for e in events {
+        let r = by_id
+            .get(&e.id)
+            .unwrap_or_else(|| panic!("event {} not delivered", e.id));
+        assert_eq!(r.topic, topic(db, &e.aggregate_type));
+        assert_eq!(r.key_str().as_deref(), Some(e.aggregate_id.as_str()));
+        assert_eq!(r.value, payload_of(e), "value of {}", e.id);
+        assert_eq!(
+            r.header("eventType").as_deref(),
+            Some(e.event_type.as_str())
+        );
+        assert!(
+            r.timestamp_ms.unwrap_or(0) > 1_600_000_000_000,
+            "record timestamp set"
+        );
+    }
+}
+
+/// Asserts that, per key, records arrive in the order of the `seq` field of their payloads.
+pub fn assert_per_key_order(got: &[Consumed]) {
+    let mut last: HashMap<(String, Option<String>), i64> = HashMap::new();
+    let mut sorted: Vec<&Consumed> = got.iter().collect();
+    sorted.sort_by_key(|r| (r.topic.clone(), r.partition, r.offset));
+    for r in sorted {
+        let v: serde_json::Value = serde_json::from_slice(r.value.as_ref().unwrap()).unwrap();
+        let seq = v["seq"].as_i64().unwrap();
+        let k = (r.topic.clone(), r.key_str());
+        if let Some(prev) = last.get(&k) {
+            assert!(seq > *prev, "key {k:?}: seq {seq} after {prev}");
+        }
+        last.insert(k, seq);
+    }
+}
+
+/// Events for `n` sequenced changes spread over `aggregates` aggregates of type `agg`.
+pub fn sequenced_events(agg: &str, aggregates: usize, n: usize, pad: usize) -> Vec<OutboxEvent> {
+    let filler = "x".repeat(pad);
+    (0..n)
+        .map(|i| {
+            let a = i % aggregates;
+            OutboxEvent::new(
+                agg,
+                &format!("{agg}-{a}"),
+                "Changed",
+                Some(&format!(
+                    r#"{{"seq":{i},"aggregate":{a},"pad":"{filler}"}}"#
+                )),
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- cases
+
+/// One INSERT becomes one record with the Debezium EventRouter contract.
+pub async fn single_insert<S: SourceDb>(db: &S) {
+    let relay = start_relay(db, "");
+    let e = OutboxEvent::new(
+        "Order",
+        "order-1",
+        "OrderCreated",
+        Some(r#"{"orderId":1,"total":"12.50"}"#),
+    );
+    db.insert(std::slice::from_ref(&e), false).await;
+    let got = read_expecting(&[topic(db, "Order")], 1);
+    assert_records(db, &[e], &got);
+    let metrics = relay.metrics();
+    assert!(
+        metrics.contains("outboxd_events_produced_total"),
+        "metrics:\n{metrics}"
+    );
+}
+
+/// The seeds' order flow: order + items + OrderCreated in one transaction, then the saga's
+/// steps and, on a failed shipment, its compensations, in order per aggregate.
+pub async fn order_saga_flow<S: SourceDb>(db: &S) {
+    let _relay = start_relay(db, "");
+    let created = OutboxEvent::new(
+        "Order",
+        "1001",
+        "OrderCreated",
+        Some(r#"{"orderId":1001,"items":[{"sku":"A-1","qty":2}]}"#),
+    );
+    db.create_order_with_outbox(
+        42,
+        &[("A-1", 2, 1250), ("B-7", 1, 999)],
+        std::slice::from_ref(&created),
+    )
+    .await;
+    let steps = [
+        ("Inventory", "StockReserved"),
+        ("Payment", "PaymentCharged"),
+        ("Shipment", "ShipmentCreated"),
+        ("Payment", "PaymentRefunded"),
+        ("Inventory", "StockReleased"),
+    ];
+    let mut all = vec![created];
+    for (agg, ty) in steps {
+        let e = OutboxEvent::new(
+            agg,
+            "1001",
+            ty,
+            Some(&format!(r#"{{"orderId":1001,"step":"{ty}"}}"#)),
+        );
+        db.insert(std::slice::from_ref(&e), false).await;
+        all.push(e);
+    }
+    let topics: Vec<String> = ["Order", "Inventory", "Payment", "Shipment"]
+        .iter()
+        .map(|a| topic(db, a))
+        .collect();
+    let got = read_expecting(&topics, all.len());
+    assert_records(db, &all, &got);
+    let payment: Vec<String> = got
+        .iter()
+        .filter(|r| r.topic == topic(db, "Payment"))
+        .map(|r| r.header("eventType").unwrap())
+        .collect();
+    assert_eq!(payment, ["PaymentCharged", "PaymentRefunded"]);
+    let inventory: Vec<String> = got
+        .iter()
+        .filter(|r| r.topic == topic(db, "Inventory"))
+        .map(|r| r.header("eventType").unwrap())
+        .collect();
+    assert_eq!(inventory, ["StockReserved", "StockReleased"]);
+}
+
+/// A rolled-back transaction emits nothing; the committed one after it does.
+pub async fn rolled_back_emits_nothing<S: SourceDb>(db: &S) {
+    let _relay = start_relay(db, "");
+    let lost = OutboxEvent::new(
+        "Order",
+        "o-rb",
+        "OrderCreated",
+        Some(r#"{"rolledBack":true}"#),
+    );
+    db.insert(std::slice::from_ref(&lost), true).await;
+    let kept = OutboxEvent::new(
+        "Order",
+        "o-ok",
+        "OrderCreated",
+        Some(r#"{"rolledBack":false}"#),
+    );
+    db.insert(std::slice::from_ref(&kept), false).await;
+    let got = read_expecting(&[topic(db, "Order")], 1);
+    assert_records(db, &[kept], &got);
+}
+
+/// Several transactions with several rows each: every aggregate type reaches its own topic.
+pub async fn aggregate_types_get_own_topics<S: SourceDb>(db: &S) {
+    let _relay = start_relay(db, "");
+    let mut all = Vec::new();
+    for round in 0..3 {
+        let tx: Vec<OutboxEvent> = ["Order", "Customer", "Payment"]
+            .iter()
+            .map(|agg| {
+                OutboxEvent::new(
+                    agg,
+                    &format!("{agg}-{round}"),
+                    &format!("{agg}Changed"),
+                    Some(&format!(r#"{{"round":{round}}}"#)),
+                )
+            })
+            .collect();
+        db.insert(&tx, false).await;
+        all.extend(tx);
+    }
+    let topics: Vec<String> = ["Order", "Customer", "Payment"]
+        .iter()
+        .map(|a| topic(db, a))
+        .collect();
+    let got = read_expecting(&topics, all.len());
+    assert_records(db, &all, &got);
+}
+
+/// 10,000 events over 100 aggregates, in transactions of 50: all delivered once, per
+/// aggregate in commit order.
+pub async fn ten_thousand_keep_order<S: SourceDb>(db: &S) {
+    let _relay = start_relay(db, "");
+    let events = sequenced_events("Account", 100, 10_000, 0);
+    for chunk in events.chunks(50) {
+        db.insert(chunk, false).await;
+    }
+    let got = read_topics(
+        &[topic(db, "Account")],
+        events.len(),
+        Duration::from_secs(180),
+        Duration::from_secs(2),
+    );
+    assert_records(db, &events, &got);
+    assert_per_key_order(&got);
+}
+
+/// Stop (SIGTERM) and kill -9 the relay while a writer keeps inserting; after restarts every
+/// event is delivered (at-least-once: duplicates allowed, losses not) and per-key order of
+/// first deliveries holds.
+pub async fn restart_mid_stream_loses_nothing<S: SourceDb>(db: &S) {
+    let mut relay = start_relay(db, "");
+    let events = sequenced_events("Ledger", 20, 3_000, 200);
+    let chunks: Vec<Vec<OutboxEvent>> = events.chunks(10).map(|c| c.to_vec()).collect();
+    for (i, chunk) in chunks.iter().enumerate() {
+        db.insert(chunk, false).await;
+        if i == 100 {
+            assert_eq!(
+                relay.stop(),
+                Some(0),
+                "clean stop; log:\n{}",
+                relay.log_text()
+            );
+        }
+        if i == 130 {
+            relay.spawn();
+            relay.wait_ready(Duration::from_secs(60));
+        }
+        if i == 200 {
+            relay.kill9();
+            relay.spawn();
+            relay.wait_ready(Duration::from_secs(60));
+        }
+    }
+    let got = read_topics(
+        &[topic(db, "Ledger")],
+        events.len(),
+        Duration::from_secs(180),
+        Duration::from_secs(3),
+    );
+    let ids: HashSet<String> = got.iter().filter_map(|r| r.header("id")).collect();
+    let missing: Vec<&str> = events
+        .iter()
+        .filter(|e| !ids.contains(&e.id))
+        .map(|e| e.id.as_str())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} events lost, e.g. {:?}; log:\n{}",
+        missing.len(),
+        &missing[..missing.len().min(5)],
+        relay.log_text()
+    );
+    // First delivery of each event per key is in commit order.
+    let mut seen = HashSet::new();
+    let mut first: Vec<Consumed> = Vec::new();
+    let mut sorted = got.clone();
+    sorted.sort_by_key(|r| (r.partition, r.offset));
+    for r in sorted {
+        if seen.insert(r.header("id").unwrap()) {
+            first.push(r);
+        }
+    }
+    assert_per_key_order(&first);
+}
+
+/// DELETEs on the outbox are dropped silently; UPDATEs warn (default
+/// `table.op.invalid.behavior=warn`) and make no record.
+pub async fn delete_and_update_make_no_records<S: SourceDb>(db: &S) {
+    let relay = start_relay(db, "");
+    let a = OutboxEvent::new("Order", "o-a", "OrderCreated", Some(r#"{"n":1}"#));
+    db.insert(std::slice::from_ref(&a), false).await;
+    db.update_event(&a.id).await;
+    db.delete_event(&a.id).await;
+    let b = OutboxEvent::new("Order", "o-b", "OrderCreated", Some(r#"{"n":2}"#));
+    db.insert(std::slice::from_ref(&b), false).await;
+    let got = read_expecting(&[topic(db, "Order")], 2);
+    assert_records(db, &[a, b], &got);
+    std::thread::sleep(Duration::from_millis(500));
+    let log = relay.log_text();
+    assert!(
+        log.contains("UPDATE") || log.contains("update"),
+        "the update is warned about; log:\n{log}"
+    );
+}
+
+/// `table.op.invalid.behavior=fatal`: an UPDATE stops the relay with a clear error, and
+/// the checkpoint stays before it.
+pub async fn update_with_fatal_behavior_stops<S: SourceDb>(db: &S) {
+    let mut relay = start_relay(db, r#""table.op.invalid.behavior" = "fatal""#);
+    let a = OutboxEvent::new("Order", "o-f", "OrderCreated", Some(r#"{"n":1}"#));
+    db.insert(std::slice::from_ref(&a), false).await;
+    db.update_event(&a.id).await;
+    let code = relay.wait_exit(Duration::from_secs(60));
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "relay must stop with an error; log:\n{}",
+        relay.log_text()
+    );
+    let log = relay.log_text();
+    assert!(
+        log.contains("table.op.invalid.behavior"),
+        "error names the option; log:\n{log}"
+    );
+    let got = read_expecting(&[topic(db, "Order")], 1);
+    assert_records(db, &[a], &got);
+}
+
+/// NULL payload: with `route.tombstone.on.empty.payload=true` a tombstone (null value)
+/// keyed by the aggregate id.
+pub async fn null_payload_tombstone<S: SourceDb>(db: &S) {
+    let _relay = start_relay(db, r#""route.tombstone.on.empty.payload" = true"#);
+    let e = OutboxEvent::new("Order", "o-del", "OrderDeleted", None);
+    db.insert(std::slice::from_ref(&e), false).await;
+    let got = read_expecting(&[topic(db, "Order")], 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].value, None, "tombstone");
+    assert_eq!(got[0].key_str().as_deref(), Some("o-del"));
+}
+
+/// 4-byte UTF-8 (emoji, CJK extension B) and a 1 MiB payload arrive byte-identical.
+pub async fn utf8_and_large_payloads<S: SourceDb>(db: &S) {
+    let _relay = start_relay(db, "");
+    let emoji = OutboxEvent::new(
+        "Order",
+        "заказ-😀",
+        "OrderCreated",
+        Some(r#"{"note":"😀 𠜎 ü 中","k":"𝄞"}"#),
+    );
+    let big_text = "é".repeat(512 * 1024); // 1 MiB of UTF-8
+    let big = OutboxEvent::new(
+        "Order",
+        "o-big",
+        "OrderCreated",
+        Some(&format!(r#"{{"blob":"{big_text}"}}"#)),
+    );
+    db.insert(std::slice::from_ref(&emoji), false).await;
+    db.insert(std::slice::from_ref(&big), false).await;
+    let got = read_expecting(&[topic(db, "Order")], 2);
+    assert_records(db, &[emoji, big], &got);
+}
+
+/// Checks that two record sets are the same records modulo topic prefix.
+pub fn same_records(a: &[Consumed], b: &[Consumed]) {
+    let norm = |rs: &[Consumed]| -> BTreeMap<
+        String,
+        (
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            Vec<(String, Vec<u8>)>,
+            i32,
+        ),
+    > {
+        rs.iter()
+            .map(|r| {
+                (
+                    r.header("id").unwrap(),
+                    (
+                        r.key.clone(),
+                        r.value.clone(),
+                        r.headers.clone(),
+                        r.partition,
+                    ),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(norm(a), norm(b));
+}

@@ -1,0 +1,297 @@
+//! MariaDB binlog -> Kafka, end to end through the real `outboxd` binary, against the real
+//! MariaDB 10.11 and Kafka started by `scripts/services.sh up`.
+//!
+//! The shared acceptance cases live in `common/suite.rs`; MariaDB-only cases (binlog
+//! rotation, BLACKHOLE outbox, config import) are here.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::kafka::{read_expecting, read_topics};
+use common::mariadb::MariaDb;
+use common::relay::{free_port, run_cli, test_dir, Relay};
+use common::suite::{self, start_relay, topic, SourceDb};
+use common::OutboxEvent;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn single_insert() {
+    suite::single_insert(&MariaDb::new("it_single").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn order_saga_flow() {
+    suite::order_saga_flow(&MariaDb::new("it_saga").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rolled_back_emits_nothing() {
+    suite::rolled_back_emits_nothing(&MariaDb::new("it_rollback").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aggregate_types_get_own_topics() {
+    suite::aggregate_types_get_own_topics(&MariaDb::new("it_aggs").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ten_thousand_keep_order() {
+    suite::ten_thousand_keep_order(&MariaDb::new("it_10k").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restart_mid_stream_loses_nothing() {
+    suite::restart_mid_stream_loses_nothing(&MariaDb::new("it_restart").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delete_and_update_make_no_records() {
+    suite::delete_and_update_make_no_records(&MariaDb::new("it_delupd").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn update_with_fatal_behavior_stops() {
+    suite::update_with_fatal_behavior_stops(&MariaDb::new("it_fatal").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn null_payload_tombstone() {
+    suite::null_payload_tombstone(&MariaDb::new("it_tomb").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn utf8_and_large_payloads() {
+    suite::utf8_and_large_payloads(&MariaDb::new("it_utf8").await).await;
+}
+
+/// FLUSH BINARY LOGS between (and while) transactions loses nothing and the relay keeps
+/// streaming into the new file.
+#[tokio::test(flavor = "multi_thread")]
+async fn binlog_rotation_mid_stream() {
+    let db = MariaDb::new("it_rotate").await;
+    let _relay = start_relay(&db, "");
+    let events = suite::sequenced_events("Order", 5, 300, 0);
+    for (i, chunk) in events.chunks(10).enumerate() {
+        db.insert(chunk, false).await;
+        if i % 7 == 3 {
+            db.exec("FLUSH BINARY LOGS").await;
+        }
+    }
+    let got = read_topics(
+        &[topic(&db, "Order")],
+        events.len(),
+        Duration::from_secs(120),
+        Duration::from_secs(2),
+    );
+    suite::assert_records(&db, &events, &got);
+    suite::assert_per_key_order(&got);
+}
+
+/// An `ENGINE=BLACKHOLE` outbox (rows go only to the binlog) works like an InnoDB one.
+#[tokio::test(flavor = "multi_thread")]
+async fn blackhole_outbox() {
+    let db = MariaDb::new("it_blackhole").await;
+    db.exec(
+        "CREATE TABLE outbox_bh (id CHAR(36) NOT NULL, aggregate_type VARCHAR(64) NOT NULL, \
+         aggregate_id VARCHAR(255) NOT NULL, event_type VARCHAR(128) NOT NULL, payload JSON NULL, \
+         idempotency_key VARCHAR(255) NULL, created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=BLACKHOLE",
+    )
+    .await;
+    let table = format!("{}.outbox_bh", db.db);
+    let (path, port) = suite::write_config(&db, &table, "");
+    let _relay = Relay::start(path, port);
+    let events: Vec<OutboxEvent> = (0..5)
+        .map(|i| {
+            OutboxEvent::new(
+                "Order",
+                &format!("bh-{i}"),
+                "OrderCreated",
+                Some(&format!(r#"{{"i":{i}}}"#)),
+            )
+        })
+        .collect();
+    db.insert_into(&table, &events[..2], false).await;
+    db.insert_into(&table, &events[2..], false).await;
+    let mut c = db.pool.get_conn().await.unwrap();
+    let n: Option<i64> =
+        mysql_async::prelude::Queryable::query_first(&mut c, "SELECT COUNT(*) FROM outbox_bh")
+            .await
+            .unwrap();
+    assert_eq!(n, Some(0), "BLACKHOLE keeps no rows");
+    let got = read_expecting(&[topic(&db, "Order")], events.len());
+    suite::assert_records(&db, &events, &got);
+}
+
+/// The same routing written as outboxd TOML and as a Debezium MariaDbConnector JSON gives the
+/// same records (keys, values, headers, partitions).
+#[tokio::test(flavor = "multi_thread")]
+async fn debezium_json_and_toml_give_same_records() {
+    let db = MariaDb::new("it_dbzjson").await;
+    let (host, port, user, password) = common::mariadb::replication_user();
+    // TOML relay routes to <db>.toml.<aggregate>, the Debezium JSON one to <db>.dbz.<aggregate>.
+    let dir = test_dir(&db.db);
+    let toml_port = free_port();
+    let toml = format!(
+        r#"[metrics]
+listen = "127.0.0.1:{toml_port}"
+
+[[connectors]]
+name = "{db}_toml"
+tables = ["{db}.outbox_events"]
+
+[connectors.source]
+kind = "mariadb"
+host = "{host}"
+port = {port}
+user = "{user}"
+password = "{password}"
+server_id = {sid}
+
+[connectors.router]
+route_by_field = "aggregate_type"
+"route.topic.replacement" = "{db}.toml.${{routedByValue}}"
+"table.field.event.key" = "aggregate_id"
+"table.fields.additional.placement" = "event_type:header:eventType,status:header:eventStatus"
+
+[connectors.checkpoint]
+store = "file"
+path = "{dir}/toml.checkpoint.json"
+"#,
+        db = db.db,
+        sid = common::unique_server_id(),
+        dir = dir.display(),
+    );
+    let toml_path = dir.join("same.toml");
+    std::fs::write(&toml_path, toml).unwrap();
+    let dbz_port = free_port();
+    let json = serde_json::json!({
+        "name": format!("{}_dbz", db.db),
+        "config": {
+            "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+            "database.hostname": host,
+            "database.port": port.to_string(),
+            "database.user": user,
+            "database.password": password,
+            "database.server.id": common::unique_server_id().to_string(),
+            "topic.prefix": "outbox_server",
+            "table.include.list": format!("{}.outbox_events", db.db),
+            "snapshot.mode": "no_data",
+            "transforms": "outbox",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.by.field": "aggregate_type",
+            "transforms.outbox.route.topic.replacement": format!("{}.dbz.${{routedByValue}}", db.db),
+            "transforms.outbox.table.field.event.id": "id",
+            "transforms.outbox.table.field.event.key": "aggregate_id",
+            "transforms.outbox.table.field.event.type": "event_type",
+            "transforms.outbox.table.field.event.payload": "payload",
+            "transforms.outbox.table.fields.additional.placement": "event_type:header:eventType,status:header:eventStatus"
+        }
+    });
+    let json_path = dir.join("same.debezium.json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+    // The Debezium JSON has no metrics endpoint; run each config in its own process, the
+    // JSON one alongside a tiny TOML that only sets metrics.listen.
+    let metrics_only = dir.join("metrics.toml");
+    std::fs::write(
+        &metrics_only,
+        format!("[metrics]\nlisten = \"127.0.0.1:{dbz_port}\"\n"),
+    )
+    .unwrap();
+    let _a = Relay::start(toml_path, toml_port);
+    let mut b = Relay::start_with_args(
+        &[json_path.to_str().unwrap(), metrics_only.to_str().unwrap()],
+        dbz_port,
+        dir.join("dbz.log"),
+    );
+    let events: Vec<OutboxEvent> = (0..12)
+        .map(|i| {
+            OutboxEvent::new(
+                ["Order", "Payment"][i % 2],
+                &format!("agg-{}", i % 4),
+                "Happened",
+                Some(&format!(r#"{{"i":{i},"s":"ü😀"}}"#)),
+            )
+        })
+        .collect();
+    db.insert(&events[..6], false).await;
+    db.insert(&events[6..], false).await;
+    let t = |kind: &str| {
+        vec![
+            format!("{}.{kind}.Order", db.db),
+            format!("{}.{kind}.Payment", db.db),
+        ]
+    };
+    let got_toml = read_expecting(&t("toml"), events.len());
+    let got_dbz = read_expecting(&t("dbz"), events.len());
+    assert_eq!(got_toml.len(), events.len());
+    suite::same_records(&got_toml, &got_dbz);
+    assert!(got_dbz
+        .iter()
+        .all(|r| r.header("eventStatus").as_deref() == Some("PENDING")));
+    b.stop();
+}
+
+/// `outboxd check` passes against the test services, and names the fix when the outbox
+/// table is missing.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_preflight() {
+    let db = MariaDb::new("it_check").await;
+    let (path, _) = suite::write_config(&db, &db.outbox_table(), "");
+    let (code, out, err) = run_cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "check should pass:\n{out}\n{err}");
+    assert!(
+        out.contains("binlog_format") && out.contains("all checks passed"),
+        "{out}"
+    );
+    let (bad, _) = suite::write_config(&db, &format!("{}.no_such_outbox", db.db), "");
+    let (code, out, _) = run_cli(&["check", "--config", bad.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        out.contains("no_such_outbox") && out.contains("not found"),
+        "{out}"
+    );
+}
+
+/// A checkpoint file is written after delivery and a restarted relay resumes from it
+/// without re-delivering (clean stop = final checkpoint).
+#[tokio::test(flavor = "multi_thread")]
+async fn clean_restart_resumes_without_duplicates() {
+    let db = MariaDb::new("it_resume").await;
+    let mut relay = start_relay(&db, "");
+    let first: Vec<OutboxEvent> = (0..20)
+        .map(|i| {
+            OutboxEvent::new(
+                "Order",
+                &format!("r-{}", i % 3),
+                "E",
+                Some(&format!(r#"{{"seq":{i}}}"#)),
+            )
+        })
+        .collect();
+    db.insert(&first, false).await;
+    let got = read_expecting(&[topic(&db, "Order")], first.len());
+    assert_eq!(got.len(), first.len());
+    assert_eq!(relay.stop(), Some(0));
+    let checkpoint = std::fs::read_to_string(test_dir(&db.db).join("checkpoint.json")).unwrap();
+    assert!(checkpoint.contains("mariadb_gtid"), "{checkpoint}");
+    let second: Vec<OutboxEvent> = (20..40)
+        .map(|i| {
+            OutboxEvent::new(
+                "Order",
+                &format!("r-{}", i % 3),
+                "E",
+                Some(&format!(r#"{{"seq":{i}}}"#)),
+            )
+        })
+        .collect();
+    db.insert(&second, false).await;
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let all: Vec<OutboxEvent> = first.into_iter().chain(second).collect();
+    let got = read_expecting(&[topic(&db, "Order")], all.len());
+    let ids: HashSet<String> = got.iter().filter_map(|r| r.header("id")).collect();
+    assert_eq!(ids.len(), all.len());
+    suite::assert_records(&db, &all, &got);
+    suite::assert_per_key_order(&got);
+}
