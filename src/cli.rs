@@ -52,6 +52,10 @@ pub struct ConfigArgs {
     /// Kafka bootstrap servers (HOST:PORT[,HOST:PORT]); overrides the config files.
     #[arg(long, env = "OUTBOXD_KAFKA_BOOTSTRAP")]
     pub kafka_bootstrap: Option<String>,
+    /// Address for /metrics, /health and /ready (e.g. 127.0.0.1:9187); overrides the config
+    /// files' `metrics.listen` (a Debezium JSON has no place for it).
+    #[arg(long, env = "OUTBOXD_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// `outboxd binlog ...`

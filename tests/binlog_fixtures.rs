@@ -1011,6 +1011,51 @@ fn mariadb_standalone_ddl_gtid_list_and_unsupported_events() {
 }
 
 #[test]
+fn live_stream_positions_follow_the_server() {
+    // As mysql_async delivers them: a fake ROTATE before any FORMAT_DESCRIPTION_EVENT (its CRC
+    // still attached, since the reader does not know yet that events are checksummed), then
+    // the file's events; positions come from the headers.
+    let Some(bytes) = fixture_bytes("mariadb-bin.000001") else {
+        return;
+    };
+    let mut fake_rotate_body = 4u64.to_le_bytes().to_vec();
+    fake_rotate_body.extend_from_slice(b"mariadb-bin.000001");
+    let fake_rotate = encode_event(0, 4, 1, 0x20, &fake_rotate_body, 0, true);
+
+    let mut reader = mysql_common::binlog::EventStreamReader::new(
+        mysql_common::binlog::consts::BinlogVersion::Version4,
+    );
+    let mut decoder = BinlogDecoder::new();
+    let ev = reader.read(&fake_rotate[..]).unwrap().unwrap();
+    let messages = decoder.decode_event(&ev).unwrap();
+    assert_eq!(
+        messages,
+        [BinlogMessage::Rotate {
+            next_file: "mariadb-bin.000001".into(),
+            pos: 4
+        }]
+    );
+    assert_eq!(decoder.position().to_string(), "mariadb-bin.000001:4");
+
+    let mut pos = 4;
+    while pos < bytes.len() {
+        let size = u32::from_le_bytes(bytes[pos + 9..pos + 13].try_into().unwrap()) as usize;
+        let ev = reader.read(&bytes[pos..pos + size]).unwrap().unwrap();
+        decoder.decode_event(&ev).unwrap();
+        pos += size;
+        assert_eq!(decoder.position().pos, ev.header().log_pos() as u64);
+    }
+    assert_eq!(decoder.current_position().to_string(), "mariadb_gtid:0-1-2");
+    assert_eq!(
+        decoder
+            .last_committed_gtid()
+            .map(|g| g.to_string())
+            .as_deref(),
+        Some("0-1-2")
+    );
+}
+
+#[test]
 fn not_a_binlog() {
     let (_, r) = decode_bytes(b"hello world", BinlogDecoder::new());
     assert!(matches!(r, Err(DecodeError::NotABinlog { .. })), "{r:?}");

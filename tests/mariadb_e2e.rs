@@ -190,17 +190,11 @@ path = "{dir}/toml.checkpoint.json"
     });
     let json_path = dir.join("same.debezium.json");
     std::fs::write(&json_path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
-    // The Debezium JSON has no metrics endpoint; run each config in its own process, the
-    // JSON one alongside a tiny TOML that only sets metrics.listen.
-    let metrics_only = dir.join("metrics.toml");
-    std::fs::write(
-        &metrics_only,
-        format!("[metrics]\nlisten = \"127.0.0.1:{dbz_port}\"\n"),
-    )
-    .unwrap();
+    // A Debezium JSON has no place for the metrics endpoint: --metrics-listen gives it.
     let _a = Relay::start(toml_path, toml_port);
+    let listen = format!("127.0.0.1:{dbz_port}");
     let mut b = Relay::start_with_args(
-        &[json_path.to_str().unwrap(), metrics_only.to_str().unwrap()],
+        &[json_path.to_str().unwrap(), "--metrics-listen", &listen],
         dbz_port,
         dir.join("dbz.log"),
     );

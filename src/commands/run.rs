@@ -21,7 +21,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         .context("installing the Prometheus recorder")?;
     crate::metrics::describe();
     let health = Health::default();
-    if let Some(listen) = cfg.metrics.listen {
+    if let Some(listen) = args.metrics_listen.or(cfg.metrics.listen) {
         let (p, h) = (prometheus.clone(), health.clone());
         tokio::spawn(async move {
             if let Err(e) = crate::http::serve(listen, p, h).await {

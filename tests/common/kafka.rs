@@ -71,10 +71,7 @@ pub fn read_topics(
     let mut last_new = Instant::now();
     loop {
         if assigned.values().any(|v| !v) {
-            let mut tpl = consumer
-                .assignment()
-                .unwrap_or_else(|_| TopicPartitionList::new());
-            let mut changed = false;
+            let mut tpl = TopicPartitionList::new();
             for (topic, done) in assigned.iter_mut().filter(|(_, d)| !**d) {
                 if let Ok(md) = consumer.fetch_metadata(Some(topic), Duration::from_secs(2)) {
                     if let Some(t) = md.topics().first() {
@@ -84,13 +81,13 @@ pub fn read_topics(
                                     .unwrap();
                             }
                             *done = true;
-                            changed = true;
                         }
                     }
                 }
             }
-            if changed {
-                consumer.assign(&tpl).expect("assign");
+            if tpl.count() > 0 {
+                // Incremental: partitions already being read keep their positions.
+                consumer.incremental_assign(&tpl).expect("assign");
             }
         }
         if let Some(msg) = consumer.poll(Duration::from_millis(200)) {

@@ -43,9 +43,10 @@ impl Relay {
         Self::start_with_args(&[config.to_str().unwrap()], metrics_port, log)
     }
 
-    /// Starts `outboxd run` with one `--config` per entry of `configs`, logging to `log`.
-    pub fn start_with_args(configs: &[&str], metrics_port: u16, log: PathBuf) -> Relay {
-        let configs = configs.iter().map(PathBuf::from).collect();
+    /// Starts `outboxd run` with one `--config` per config file in `args` (entries starting
+    /// with `--` and the one after them are passed as they are), logging to `log`.
+    pub fn start_with_args(args: &[&str], metrics_port: u16, log: PathBuf) -> Relay {
+        let configs = args.iter().map(PathBuf::from).collect();
         let mut r = Relay {
             child: None,
             configs,
@@ -69,8 +70,15 @@ impl Relay {
             .expect("relay log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_outboxd"));
         cmd.arg("run");
+        let mut raw = false;
         for c in &self.configs {
-            cmd.arg("--config").arg(c);
+            let s = c.to_string_lossy();
+            if raw || s.starts_with("--") {
+                cmd.arg(c);
+                raw = s.starts_with("--");
+            } else {
+                cmd.arg("--config").arg(c);
+            }
         }
         let child = cmd
             .env("RUST_LOG", "info,outboxd=debug")

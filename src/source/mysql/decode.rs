@@ -521,24 +521,16 @@ impl BinlogDecoder {
                 },
             ),
         };
-        let physical = at.clone();
         let ts_ms = i64::from(header.timestamp()) * 1000;
         let event_type = header.event_type_raw();
 
         self.verify_checksum(event, &at)?;
 
-        // Position after this event, applied unless the event sets it itself (ROTATE).
+        // The position after this event is applied at the end, unless the event sets it itself
+        // (ROTATE) or does not move it (heartbeats; events inside a compressed transaction,
+        // whose payload event already moved it; artificial events).
         let artificial = header.flags().contains(EventFlags::LOG_EVENT_ARTIFICIAL_F);
-        let next_pos = if inner {
-            None
-        } else if from_file {
-            Some(BinlogFilePosition::new(physical.file, physical.pos + size))
-        } else if log_pos != 0 && !artificial {
-            Some(BinlogFilePosition::new(self.position.file.clone(), log_pos))
-        } else {
-            None
-        };
-        let mut set_pos = true;
+        let mut set_pos = !inner && (from_file || (log_pos != 0 && !artificial));
 
         match event_type {
             t if t == EventType::FORMAT_DESCRIPTION_EVENT as u8 => {
@@ -700,8 +692,13 @@ impl BinlogDecoder {
         }
 
         if set_pos {
-            if let Some(p) = next_pos {
-                self.position = p;
+            if from_file {
+                if self.position.file != at.file {
+                    self.position.file.clone_from(&at.file);
+                }
+                self.position.pos = at.pos + size;
+            } else {
+                self.position.pos = log_pos;
             }
         }
         if self.txn == TxnState::Idle {

@@ -1,12 +1,15 @@
 //! TABLE_MAP information and row images.
 //!
-//! A TABLE_MAP_EVENT is turned once into a [`TableInfo`] (column types, type metadata, optional
+//! A TABLE_MAP_EVENT is parsed once into a [`TableInfo`] (column types, type metadata, optional
 //! metadata: names, signedness, charsets, ENUM/SET labels); rows events are then decoded against
 //! it without re-reading the optional metadata for every row.
 //!
-//! The row image loop is ours (so allocations stay per value, not per column header); each cell
-//! is decoded by `mysql_common`'s `BinlogValue` after the column's metadata has been checked,
-//! so malformed input errors instead of indexing out of bounds.
+//! The TABLE_MAP body is parsed here, with every count checked against the bytes present
+//! (`mysql_common` reserves vectors from such counts before checking them, and recomputes
+//! metadata offsets from the first column for every column). The row image loop is ours too
+//! (allocations stay per value, not per column header); each cell is decoded by
+//! `mysql_common`'s `BinlogValue` once the column's metadata has been checked, so malformed
+//! input errors instead of indexing out of bounds.
 
 use std::sync::Arc;
 
