@@ -441,10 +441,14 @@ kafka_started() {
     tail -c +"$((offset + 1))" "$KAFKA_DIR/kafka.log" | grep -q -F 'Kafka Server started'
 }
 
+kafka_listening() { port_open "$KAFKA_PORT"; }
+
 kafka_up() {
   local pid; pid="$(read_pid kafka)"
   if pid_alive "$pid"; then
-    wait_until "kafka" "$pid" "$KAFKA_DIR/kafka.log" kafka_started
+    # Started (and found ready) by an earlier `up`; its log may have rolled since, so only
+    # the listener is checked here.
+    wait_until "kafka" "$pid" "$KAFKA_DIR/kafka.log" kafka_listening
     log "kafka: already running (pid $pid)"
     return 0
   fi

@@ -112,6 +112,9 @@ async fn run_once(
     }
     let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?;
     let (tx, rx) = mpsc::channel(4096);
+    // Positions durably checkpointed, for sources that confirm them to the server
+    // (PostgreSQL's flush LSN).
+    let (checkpointed, _checkpointed_rx) = watch::channel(resume.clone());
     let source_task = match &cfg.source {
         SourceConfig::Mysql(src) => tokio::spawn(source::mysql::session::run(
             cfg.name.clone(),
@@ -122,14 +125,29 @@ async fn run_once(
             health.clone(),
             shutdown.clone(),
         )),
-        SourceConfig::Postgres(_) => {
-            return Err(Failure::definite(format!(
-                "connector {}: PostgreSQL sources are not available in this build yet",
-                cfg.name
-            )))
-        }
+        SourceConfig::Postgres(src) => tokio::spawn(source::postgres::session::run(
+            cfg.name.clone(),
+            src.clone(),
+            cfg.tables.clone(),
+            resume.clone(),
+            tx,
+            health.clone(),
+            shutdown.clone(),
+            checkpointed.subscribe(),
+        )),
     };
-    let result = pipeline::run(&cfg.name, rx, router, &sink, store, resume, opts, shutdown).await;
+    let result = pipeline::run(
+        &cfg.name,
+        rx,
+        router,
+        &sink,
+        store,
+        resume,
+        Some(&checkpointed),
+        opts,
+        shutdown,
+    )
+    .await;
     source_task.abort();
     let _ = source_task.await;
     let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(10)));

@@ -59,6 +59,7 @@ type AckFuture = Pin<Box<dyn Future<Output = Result<Ack, Failure>> + Send>>;
 struct Progress<'a> {
     connector: &'a str,
     store: &'a mut dyn CheckpointStore,
+    checkpointed: Option<&'a watch::Sender<Option<SourcePosition>>>,
     acked: Option<SourcePosition>,
     acked_commit_ts_ms: Option<i64>,
     stored: Option<SourcePosition>,
@@ -87,6 +88,9 @@ impl Progress<'_> {
             updated_at_ms: now_ms(),
         };
         self.store.store(&checkpoint)?;
+        if let Some(tx) = self.checkpointed {
+            tx.send_replace(Some(checkpoint.position.clone()));
+        }
         self.stored = Some(checkpoint.position);
         self.last_write = Instant::now();
         self.last_advance = Instant::now();
@@ -108,10 +112,13 @@ impl Progress<'_> {
 
 /// Runs the delivery loop until the source ends, `shutdown` turns true, or a failure.
 ///
-/// `resumed_from` is the position the source started at (already stored). On every exit
+/// `resumed_from` is the position the source started at (already stored). Every position
+/// durably stored is published on `checkpointed` (if given), which is how a PostgreSQL source
+/// learns what it may confirm to the server as flushed. On every exit
 /// the last fully acknowledged position is written to `store` first (a drain on shutdown:
 /// flush the producer, wait for acknowledgements, final checkpoint). Returns the source's or
 /// the sink's failure; a failed delivery never lets a later position be stored.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     connector: &str,
     mut events: mpsc::Receiver<Result<SourceEvent, Failure>>,
@@ -119,14 +126,19 @@ pub async fn run(
     sink: &KafkaSink,
     store: &mut dyn CheckpointStore,
     resumed_from: Option<SourcePosition>,
+    checkpointed: Option<&watch::Sender<Option<SourcePosition>>>,
     opts: &PipelineOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Failure> {
+    if let Some(tx) = checkpointed {
+        tx.send_replace(resumed_from.clone());
+    }
     let label = connector.to_string();
     let mut pending: FuturesOrdered<AckFuture> = FuturesOrdered::new();
     let mut progress = Progress {
         connector,
         store,
+        checkpointed,
         acked: resumed_from.clone(),
         acked_commit_ts_ms: None,
         stored: resumed_from,

@@ -44,20 +44,23 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             _ = term.recv() => Ok(()),
         }
     };
+    // A connector that stops on a definite failure stops alone (it logged why); the process
+    // ends when all have stopped, or on a signal after draining them.
+    let mut signal = std::pin::pin!(signal);
     let mut failed = false;
-    tokio::select! {
-        r = signal => {
-            r.context("waiting for signals")?;
-            tracing::info!("signal received: draining and writing final checkpoints");
+    let mut signalled = false;
+    while !tasks.is_empty() {
+        tokio::select! {
+            r = &mut signal, if !signalled => {
+                r.context("waiting for signals")?;
+                tracing::info!("signal received: draining and writing final checkpoints");
+                signalled = true;
+                let _ = shutdown_tx.send(true);
+            }
+            Some(joined) = tasks.join_next() => {
+                failed |= !matches!(joined, Ok(Ok(())));
+            }
         }
-        Some(joined) = tasks.join_next() => {
-            // A connector ended on its own: a definite failure (shutdown was not asked).
-            failed |= !matches!(joined, Ok(Ok(())));
-        }
-    }
-    let _ = shutdown_tx.send(true);
-    while let Some(joined) = tasks.join_next().await {
-        failed |= !matches!(joined, Ok(Ok(())));
     }
     Ok(if failed {
         ExitCode::FAILURE

@@ -5,3 +5,4 @@
 //! outbox rows and maps them to [`crate::event::SourceEvent`]s).
 
 pub mod mysql;
+pub mod postgres;

@@ -427,28 +427,26 @@ pub async fn utf8_and_large_payloads<S: SourceDb>(db: &S) {
     assert_records(db, &[emoji, big], &got);
 }
 
+/// A record without its topic and offset: what must match between two relays.
+type RecordBody = (
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Vec<u8>)>,
+    i32,
+);
+
 /// Checks that two record sets are the same records modulo topic prefix.
 pub fn same_records(a: &[Consumed], b: &[Consumed]) {
-    let norm = |rs: &[Consumed]| -> BTreeMap<
-        String,
-        (
-            Option<Vec<u8>>,
-            Option<Vec<u8>>,
-            Vec<(String, Vec<u8>)>,
-            i32,
-        ),
-    > {
+    let norm = |rs: &[Consumed]| -> BTreeMap<String, RecordBody> {
         rs.iter()
             .map(|r| {
-                (
-                    r.header("id").unwrap(),
-                    (
-                        r.key.clone(),
-                        r.value.clone(),
-                        r.headers.clone(),
-                        r.partition,
-                    ),
-                )
+                let body = (
+                    r.key.clone(),
+                    r.value.clone(),
+                    r.headers.clone(),
+                    r.partition,
+                );
+                (r.header("id").unwrap(), body)
             })
             .collect()
     };

@@ -1,0 +1,827 @@
+//! The pgoutput adapter: from decoded pgoutput messages to outbox [`SourceEvent`]s.
+//!
+//! * Keeps a relation cache (OID -> table, column names, type OIDs) fed by Relation messages.
+//! * Keeps the changes of the configured outbox tables (INSERTs; UPDATEs and DELETEs too when
+//!   the publication sends them, for the router's `table.op.invalid.behavior`), decoding their
+//!   values with [`super::values`]. Rows of other tables are not even decoded.
+//! * Turns logical decoding messages whose prefix is configured into an INSERT of a pseudo
+//!   table `pg_logical_emit_message.<prefix>` whose columns are the fields of the message's
+//!   JSON object ([`message_row`]), so the same router applies. Transactional messages are
+//!   part of their transaction, in order with its rows; a non-transactional one is a
+//!   transaction of its own, positioned just after its WAL record (`lsn + 1`).
+//! * Frames transactions: `Begin` before the first kept change, `Commit` at the commit's
+//!   `end_lsn` (the position after the transaction). Transactions with nothing kept, and
+//!   keepalives while between transactions, become [`SourceEvent::Progress`] so the
+//!   checkpoint — and with it the slot's `confirmed_flush_lsn` — follows an idle or filtered
+//!   outbox.
+//! * Skips what was delivered before a restart: a transaction whose commit record starts
+//!   before the resume position (its `end_lsn` is at or before it), and non-transactional
+//!   messages before it. The server skips them too (it starts decoding at
+//!   `max(start, confirmed_flush)`); this is the guard for a slot that replays.
+//!
+//! Positions handed on never go backwards.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::pgoutput::{pg_micros_to_unix_ms, PgOutputMessage, Relation, TupleData, TupleValue};
+use super::values::{self, ValueError};
+use crate::event::{Op, Row, RowChange, SourceEvent, TableName};
+use crate::position::{Lsn, SourcePosition};
+use crate::value::ColumnValue;
+
+/// Schema of the pseudo table logical decoding messages are routed as.
+pub const MESSAGE_SCHEMA: &str = "pg_logical_emit_message";
+
+/// Filtered transactions between two progress reports, at most.
+const PROGRESS_EVERY: u64 = 100;
+
+/// Why the stream cannot be turned into events. All of them are definite: the same bytes
+/// would fail again after a restart.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdapterError {
+    /// Messages arrived in an order the protocol does not allow.
+    #[error("pgoutput protocol violation: {0}")]
+    Protocol(String),
+    /// A change names a relation no Relation message described.
+    #[error("pgoutput {message} for relation oid {oid} before any Relation message for it")]
+    UnknownRelation {
+        /// Message kind.
+        message: &'static str,
+        /// Relation OID.
+        oid: u32,
+    },
+    /// A row has a different number of columns than its relation.
+    #[error("outbox table {table}: a row has {found} column(s) but the relation has {expected}")]
+    ColumnCount {
+        /// Table.
+        table: TableName,
+        /// Columns in the Relation message.
+        expected: usize,
+        /// Columns in the row.
+        found: usize,
+    },
+    /// A value does not decode as its column's type.
+    #[error("outbox table {table}, column {column}: {source}")]
+    Value {
+        /// Table.
+        table: TableName,
+        /// Column.
+        column: String,
+        /// Why.
+        source: ValueError,
+    },
+    /// A value arrived in a form an INSERT never has (unchanged TOAST, binary).
+    #[error("outbox table {table}, column {column}: unexpected {what} value in a row")]
+    UnexpectedValue {
+        /// Table.
+        table: TableName,
+        /// Column.
+        column: String,
+        /// What arrived.
+        what: &'static str,
+    },
+    /// A logical decoding message with a configured prefix is not a JSON object.
+    #[error("logical decoding message with prefix {prefix:?} at LSN {lsn}: {reason}; such messages must carry a JSON object with the outbox fields (id, aggregate_type, aggregate_id, event_type, payload, ...)")]
+    MessageJson {
+        /// Prefix.
+        prefix: String,
+        /// LSN of the message.
+        lsn: Lsn,
+        /// What is wrong (never the content).
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+struct CachedRelation {
+    table: TableName,
+    outbox: bool,
+    columns: Arc<[Arc<str>]>,
+    type_oids: Vec<u32>,
+}
+
+#[derive(Debug)]
+struct OpenTxn {
+    final_lsn: Lsn,
+    commit_ts_ms: i64,
+    /// Changes handed on.
+    rows: u64,
+    /// Delivered before the resume position: drop everything.
+    skip: bool,
+}
+
+/// Filter, relation cache and framing state between pgoutput messages.
+#[derive(Debug)]
+pub struct PgOutboxAdapter {
+    tables: HashSet<TableName>,
+    prefixes: Vec<String>,
+    relations: HashMap<u32, CachedRelation>,
+    txn: Option<OpenTxn>,
+    resume_after: Lsn,
+    last_position: Lsn,
+    filtered_since_progress: u64,
+}
+
+impl PgOutboxAdapter {
+    /// An adapter keeping the changes of outbox `tables` and the messages with one of
+    /// `prefixes`, that skips what lies before `resume_after` (the checkpoint, or the slot's
+    /// `confirmed_flush_lsn` without one).
+    pub fn new(tables: HashSet<TableName>, prefixes: Vec<String>, resume_after: Lsn) -> Self {
+        Self {
+            tables,
+            prefixes,
+            relations: HashMap::new(),
+            txn: None,
+            resume_after,
+            last_position: resume_after,
+            filtered_since_progress: 0,
+        }
+    }
+
+    /// Moves the resume point after a reconnect to the last position handed on (nothing
+    /// before it may be handed on again). Keeps the relation cache: the server resends
+    /// Relation messages on a new session anyway.
+    pub fn resume_at(&mut self, position: Lsn) {
+        self.txn = None;
+        self.resume_after = self.resume_after.max(position);
+        self.last_position = self.last_position.max(position);
+    }
+
+    /// True between a Begin and its Commit.
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    /// The last position handed on (or the resume position).
+    pub fn last_position(&self) -> Lsn {
+        self.last_position
+    }
+
+    /// A server keepalive: everything before `wal_end` has been sent. Between transactions it
+    /// is progress.
+    pub fn on_keepalive(&mut self, wal_end: Lsn, out: &mut Vec<SourceEvent>) {
+        if self.txn.is_none() && wal_end > self.last_position {
+            self.progress(wal_end, out);
+        }
+    }
+
+    fn progress(&mut self, position: Lsn, out: &mut Vec<SourceEvent>) {
+        self.filtered_since_progress = 0;
+        self.last_position = position;
+        out.push(SourceEvent::Progress {
+            position: SourcePosition::Lsn(position),
+        });
+    }
+
+    fn open(&mut self, message: &'static str) -> Result<&mut OpenTxn, AdapterError> {
+        self.txn
+            .as_mut()
+            .ok_or_else(|| AdapterError::Protocol(format!("{message} outside a transaction")))
+    }
+
+    /// Feeds one decoded message; kept changes and boundaries are appended to `out`.
+    pub fn on_message(
+        &mut self,
+        msg: PgOutputMessage,
+        out: &mut Vec<SourceEvent>,
+    ) -> Result<(), AdapterError> {
+        match msg {
+            PgOutputMessage::Begin(b) => {
+                if self.txn.is_some() {
+                    return Err(AdapterError::Protocol(
+                        "Begin inside an open transaction".into(),
+                    ));
+                }
+                self.txn = Some(OpenTxn {
+                    final_lsn: b.final_lsn,
+                    commit_ts_ms: pg_micros_to_unix_ms(b.commit_ts),
+                    rows: 0,
+                    skip: b.final_lsn < self.resume_after,
+                });
+            }
+            PgOutputMessage::Commit(c) => {
+                let txn = self
+                    .txn
+                    .take()
+                    .ok_or_else(|| AdapterError::Protocol("Commit without Begin".into()))?;
+                if txn.final_lsn != c.commit_lsn {
+                    return Err(AdapterError::Protocol(format!(
+                        "Commit at {} for a transaction that began with final_lsn {}",
+                        c.commit_lsn, txn.final_lsn
+                    )));
+                }
+                if txn.skip || c.end_lsn <= self.resume_after {
+                    // Delivered before the restart.
+                } else if txn.rows > 0 {
+                    self.filtered_since_progress = 0;
+                    self.last_position = self.last_position.max(c.end_lsn);
+                    out.push(SourceEvent::Commit {
+                        position: SourcePosition::Lsn(c.end_lsn),
+                        commit_ts_ms: pg_micros_to_unix_ms(c.commit_ts),
+                    });
+                } else {
+                    self.filtered_since_progress += 1;
+                    if self.filtered_since_progress >= PROGRESS_EVERY
+                        && c.end_lsn > self.last_position
+                    {
+                        self.progress(c.end_lsn, out);
+                    }
+                }
+            }
+            PgOutputMessage::Relation(r) => self.cache_relation(r),
+            PgOutputMessage::Insert(i) => {
+                self.change("Insert", i.relation_oid, Op::Insert, &i.new, out)?
+            }
+            PgOutputMessage::Update(u) => {
+                self.change("Update", u.relation_oid, Op::Update, &u.new, out)?
+            }
+            PgOutputMessage::Delete(d) => {
+                self.change("Delete", d.relation_oid, Op::Delete, &d.old.1, out)?
+            }
+            PgOutputMessage::Truncate(t) => {
+                self.open("Truncate")?;
+                for oid in t.relation_oids {
+                    if let Some(rel) = self.relations.get(&oid).filter(|r| r.outbox) {
+                        tracing::info!(table = %rel.table, "TRUNCATE of an outbox table: nothing to deliver");
+                    }
+                }
+            }
+            PgOutputMessage::Message(m) => {
+                if !self.prefixes.iter().any(|p| *p == m.prefix) {
+                    if m.transactional {
+                        self.open("transactional Message")?;
+                    }
+                    return Ok(());
+                }
+                let table = TableName::new(MESSAGE_SCHEMA, m.prefix.clone());
+                let row = message_row(&m.content).map_err(|reason| AdapterError::MessageJson {
+                    prefix: m.prefix.clone(),
+                    lsn: m.lsn,
+                    reason,
+                })?;
+                if m.transactional {
+                    let txn = self.open("transactional Message")?;
+                    if txn.skip {
+                        return Ok(());
+                    }
+                    let ts = txn.commit_ts_ms;
+                    if txn.rows == 0 {
+                        out.push(SourceEvent::Begin);
+                    }
+                    txn.rows += 1;
+                    out.push(SourceEvent::Change(RowChange {
+                        table,
+                        op: Op::Insert,
+                        row,
+                        source_ts_ms: ts,
+                    }));
+                } else {
+                    if self.txn.is_some() {
+                        return Err(AdapterError::Protocol(
+                            "non-transactional Message inside a transaction".into(),
+                        ));
+                    }
+                    // The position after the message's record: a restart from it does not
+                    // decode the message again (the server skips records starting before
+                    // the start point), and every later record starts after it.
+                    let after = Lsn(m.lsn.0.saturating_add(1));
+                    if after <= self.resume_after || after <= self.last_position {
+                        return Ok(());
+                    }
+                    let ts = crate::checkpoint::now_ms();
+                    self.filtered_since_progress = 0;
+                    self.last_position = after;
+                    out.push(SourceEvent::Begin);
+                    out.push(SourceEvent::Change(RowChange {
+                        table,
+                        op: Op::Insert,
+                        row,
+                        source_ts_ms: ts,
+                    }));
+                    out.push(SourceEvent::Commit {
+                        position: SourcePosition::Lsn(after),
+                        commit_ts_ms: ts,
+                    });
+                }
+            }
+            PgOutputMessage::Type(_) | PgOutputMessage::Origin(_) => {}
+        }
+        Ok(())
+    }
+
+    fn cache_relation(&mut self, r: Relation) {
+        // pgoutput sends pg_catalog as the empty namespace.
+        let schema = if r.namespace.is_empty() {
+            "pg_catalog".to_string()
+        } else {
+            r.namespace
+        };
+        let table = TableName::new(schema, r.name);
+        let outbox = self.tables.contains(&table);
+        let columns: Arc<[Arc<str>]> = r
+            .columns
+            .iter()
+            .map(|c| Arc::<str>::from(c.name.as_str()))
+            .collect();
+        let type_oids = r.columns.iter().map(|c| c.type_oid).collect();
+        self.relations.insert(
+            r.oid,
+            CachedRelation {
+                table,
+                outbox,
+                columns,
+                type_oids,
+            },
+        );
+    }
+
+    fn change(
+        &mut self,
+        message: &'static str,
+        oid: u32,
+        op: Op,
+        tuple: &TupleData,
+        out: &mut Vec<SourceEvent>,
+    ) -> Result<(), AdapterError> {
+        let txn = self
+            .txn
+            .as_mut()
+            .ok_or_else(|| AdapterError::Protocol(format!("{message} outside a transaction")))?;
+        let rel = self
+            .relations
+            .get(&oid)
+            .ok_or(AdapterError::UnknownRelation { message, oid })?;
+        if !rel.outbox || txn.skip {
+            return Ok(());
+        }
+        if tuple.0.len() != rel.columns.len() {
+            return Err(AdapterError::ColumnCount {
+                table: rel.table.clone(),
+                expected: rel.columns.len(),
+                found: tuple.0.len(),
+            });
+        }
+        let mut values = Vec::with_capacity(tuple.0.len());
+        for ((v, name), type_oid) in tuple.0.iter().zip(rel.columns.iter()).zip(&rel.type_oids) {
+            let value = match v {
+                TupleValue::Null => ColumnValue::Null,
+                // Only an UPDATE's new row leaves out unchanged TOASTed values; the router
+                // does not read UPDATE rows.
+                TupleValue::UnchangedToast if op == Op::Update => ColumnValue::Null,
+                TupleValue::UnchangedToast => {
+                    return Err(AdapterError::UnexpectedValue {
+                        table: rel.table.clone(),
+                        column: name.to_string(),
+                        what: "unchanged-TOAST",
+                    })
+                }
+                TupleValue::Binary(_) => {
+                    return Err(AdapterError::UnexpectedValue {
+                        table: rel.table.clone(),
+                        column: name.to_string(),
+                        what: "binary-format",
+                    })
+                }
+                TupleValue::Text(raw) => {
+                    values::decode_text(*type_oid, raw).map_err(|source| AdapterError::Value {
+                        table: rel.table.clone(),
+                        column: name.to_string(),
+                        source,
+                    })?
+                }
+            };
+            values.push(value);
+        }
+        if txn.rows == 0 {
+            out.push(SourceEvent::Begin);
+        }
+        txn.rows += 1;
+        out.push(SourceEvent::Change(RowChange {
+            table: rel.table.clone(),
+            op,
+            row: Row::new(rel.columns.clone(), values),
+            source_ts_ms: txn.commit_ts_ms,
+        }));
+        Ok(())
+    }
+}
+
+/// The top-level fields of a JSON object, in order, as raw JSON text.
+struct RawFields(Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for RawFields {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawFields;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawFields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
+                    fields.push((k, v));
+                }
+                Ok(RawFields(fields))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A logical decoding message's content (a JSON object) as a row: one column per field.
+///
+/// Field values become: strings `Text` (a `payload` given as a string is its text), objects
+/// and arrays `Json` with their text exactly as written in the message, integers `Int`, other
+/// numbers `Decimal` (their text), booleans `Bool`, `null` `Null`.
+///
+/// Errors say what is wrong and where, never what the content is.
+pub fn message_row(content: &[u8]) -> Result<Row, String> {
+    let fields: RawFields = serde_json::from_slice(content).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => "the content is JSON but not an object".to_string(),
+        serde_json::error::Category::Eof => "the content is truncated JSON".to_string(),
+        _ => format!(
+            "the content is not valid JSON (error at line {} column {})",
+            e.line(),
+            e.column()
+        ),
+    })?;
+    let mut names: Vec<Arc<str>> = Vec::with_capacity(fields.0.len());
+    let mut values = Vec::with_capacity(fields.0.len());
+    for (name, raw) in fields.0 {
+        if names.iter().any(|n| **n == *name) {
+            return Err(format!("field {name:?} appears more than once"));
+        }
+        let text = raw.get();
+        let value = match text.as_bytes().first() {
+            Some(b'"') => ColumnValue::Text(
+                serde_json::from_str::<String>(text)
+                    .map_err(|_| format!("field {name:?} is not a valid JSON string"))?,
+            ),
+            Some(b'{' | b'[') => ColumnValue::Json(text.to_owned()),
+            Some(b't') => ColumnValue::Bool(true),
+            Some(b'f') => ColumnValue::Bool(false),
+            Some(b'n') => ColumnValue::Null,
+            _ => match text.parse::<i64>() {
+                Ok(i) => ColumnValue::Int(i),
+                Err(_) => ColumnValue::Decimal(text.to_owned()),
+            },
+        };
+        names.push(Arc::from(name.as_str()));
+        values.push(value);
+    }
+    Ok(Row::new(names.into(), values))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::pgoutput::decode;
+    use super::super::pgoutput::tests::{begin, commit, insert, message, relation, Msg};
+    use super::super::values::oid;
+    use super::*;
+
+    fn outbox() -> TableName {
+        TableName::new("public", "outbox_events")
+    }
+
+    fn adapter(resume: u64) -> PgOutboxAdapter {
+        PgOutboxAdapter::new(
+            [outbox()].into_iter().collect(),
+            vec!["outbox".into()],
+            Lsn(resume),
+        )
+    }
+
+    fn feed(a: &mut PgOutboxAdapter, msgs: &[bytes::Bytes]) -> Vec<SourceEvent> {
+        let mut out = Vec::new();
+        for m in msgs {
+            a.on_message(decode(m).unwrap(), &mut out).unwrap();
+        }
+        out
+    }
+
+    fn rel() -> bytes::Bytes {
+        relation(
+            100,
+            "public",
+            "outbox_events",
+            &[
+                ("id", oid::UUID as i32),
+                ("aggregate_type", oid::VARCHAR as i32),
+                ("payload", oid::JSONB as i32),
+                ("created_at", oid::TIMESTAMPTZ as i32),
+            ],
+        )
+    }
+
+    fn row(n: u8) -> bytes::Bytes {
+        let id = format!("00000000-0000-0000-0000-0000000000{n:02}");
+        insert(
+            100,
+            &[
+                Some(id.as_bytes()),
+                Some(b"Order"),
+                Some(br#"{"n": 1}"#),
+                Some(b"2024-01-01 00:00:00+00"),
+            ],
+        )
+    }
+
+    fn changes(out: &[SourceEvent]) -> Vec<&RowChange> {
+        out.iter()
+            .filter_map(|e| match e {
+                SourceEvent::Change(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn outbox_insert_becomes_a_transaction() {
+        let mut a = adapter(0);
+        let other = relation(200, "public", "orders", &[("id", oid::INT8 as i32)]);
+        let out = feed(
+            &mut a,
+            &[
+                rel(),
+                other,
+                begin(0x500, 0, 7),
+                insert(200, &[Some(b"not-even-a-number")]),
+                row(1),
+                row(2),
+                commit(0x500, 0x540, 0),
+            ],
+        );
+        assert_eq!(out.len(), 4, "{out:?}");
+        assert_eq!(out[0], SourceEvent::Begin);
+        let c = changes(&out);
+        assert_eq!(c[0].table, outbox());
+        assert_eq!(c[0].op, Op::Insert);
+        assert_eq!(
+            c[0].row.get("id"),
+            Some(&ColumnValue::Uuid(
+                "00000000-0000-0000-0000-000000000001".into()
+            ))
+        );
+        assert_eq!(
+            c[0].row.get("payload"),
+            Some(&ColumnValue::Json(r#"{"n": 1}"#.into()))
+        );
+        assert_eq!(
+            c[0].row.get("created_at"),
+            Some(&ColumnValue::Timestamp(1_704_067_200_000_000))
+        );
+        assert_eq!(c[0].source_ts_ms, 946_684_800_000);
+        assert_eq!(
+            out[3],
+            SourceEvent::Commit {
+                position: SourcePosition::Lsn(Lsn(0x540)),
+                commit_ts_ms: 946_684_800_000
+            }
+        );
+        assert_eq!(a.last_position(), Lsn(0x540));
+    }
+
+    #[test]
+    fn filtered_transactions_and_keepalives_are_progress() {
+        let mut a = adapter(0x10);
+        let mut out = Vec::new();
+        a.on_keepalive(Lsn(0x8), &mut out);
+        assert!(out.is_empty(), "never behind the resume point");
+        a.on_keepalive(Lsn(0x20), &mut out);
+        assert_eq!(
+            out,
+            vec![SourceEvent::Progress {
+                position: SourcePosition::Lsn(Lsn(0x20))
+            }]
+        );
+        out.clear();
+        a.on_keepalive(Lsn(0x20), &mut out);
+        assert!(out.is_empty(), "no repeat");
+        // Inside a transaction keepalives are not progress.
+        a.on_message(decode(&begin(0x30, 0, 1)).unwrap(), &mut out)
+            .unwrap();
+        a.on_keepalive(Lsn(0x40), &mut out);
+        assert!(out.is_empty());
+        a.on_message(decode(&commit(0x30, 0x38, 0)).unwrap(), &mut out)
+            .unwrap();
+        assert!(out.is_empty(), "one empty transaction is not reported");
+        let mut msgs = Vec::new();
+        for i in 0..PROGRESS_EVERY {
+            let l = 0x100 + i * 0x10;
+            msgs.push(begin(l, 0, 1));
+            msgs.push(message(true, l - 1, "other", b"not json"));
+            msgs.push(commit(l, l + 8, 0));
+        }
+        let out = feed(&mut a, &msgs);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(matches!(out[0], SourceEvent::Progress { .. }));
+    }
+
+    #[test]
+    fn replayed_transactions_are_skipped() {
+        let mut a = adapter(0x540);
+        let out = feed(
+            &mut a,
+            &[
+                rel(),
+                begin(0x500, 0, 7),
+                row(1),
+                message(true, 0x510, "outbox", br#"{"id":"x"}"#),
+                commit(0x500, 0x540, 0),
+                message(false, 0x530, "outbox", br#"{"id":"y"}"#),
+                begin(0x540, 0, 8),
+                row(2),
+                commit(0x540, 0x580, 0),
+            ],
+        );
+        let c = changes(&out);
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].row.get("id"),
+            Some(&ColumnValue::Uuid(
+                "00000000-0000-0000-0000-000000000002".into()
+            ))
+        );
+        // After a reconnect the last handed-on position is the resume point.
+        a.resume_at(Lsn(0x580));
+        let out = feed(
+            &mut a,
+            &[begin(0x540, 0, 8), row(2), commit(0x540, 0x580, 0)],
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn messages_keep_their_place_in_the_transaction() {
+        let mut a = adapter(0);
+        let out = feed(
+            &mut a,
+            &[
+                rel(),
+                begin(0x900, 0, 7),
+                row(1),
+                message(
+                    true,
+                    0x880,
+                    "outbox",
+                    br#"{"id":"m1","aggregate_type":"Order","aggregate_id":"o-1","event_type":"E","payload":{"a":1,  "b":[1,2]},"seq":3,"f":1.50,"ok":true,"none":null}"#,
+                ),
+                message(true, 0x890, "ignored", b"garbage"),
+                row(2),
+                commit(0x900, 0x940, 0),
+            ],
+        );
+        let c = changes(&out);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].table, outbox());
+        assert_eq!(
+            c[1].table,
+            TableName::new(MESSAGE_SCHEMA, "outbox".to_string())
+        );
+        assert_eq!(c[2].table, outbox());
+        let m = &c[1].row;
+        assert_eq!(m.get("id"), Some(&ColumnValue::Text("m1".into())));
+        assert_eq!(
+            m.get("payload"),
+            Some(&ColumnValue::Json(r#"{"a":1,  "b":[1,2]}"#.into())),
+            "payload text kept exactly"
+        );
+        assert_eq!(m.get("seq"), Some(&ColumnValue::Int(3)));
+        assert_eq!(m.get("f"), Some(&ColumnValue::Decimal("1.50".into())));
+        assert_eq!(m.get("ok"), Some(&ColumnValue::Bool(true)));
+        assert_eq!(m.get("none"), Some(&ColumnValue::Null));
+        assert_eq!(c[1].source_ts_ms, c[0].source_ts_ms);
+    }
+
+    #[test]
+    fn non_transactional_message_is_its_own_transaction() {
+        let mut a = adapter(0);
+        let out = feed(
+            &mut a,
+            &[message(
+                false,
+                0x700,
+                "outbox",
+                br#"{"id":"n","payload":"{\"s\":1}"}"#,
+            )],
+        );
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0], SourceEvent::Begin);
+        let c = changes(&out);
+        assert_eq!(
+            c[0].row.get("payload"),
+            Some(&ColumnValue::Text(r#"{"s":1}"#.into()))
+        );
+        assert!(matches!(
+            &out[2],
+            SourceEvent::Commit { position: SourcePosition::Lsn(l), .. } if *l == Lsn(0x701)
+        ));
+        // Replayed after a restart at that position: skipped.
+        let mut b = adapter(0x701);
+        assert!(feed(&mut b, &[message(false, 0x700, "outbox", b"{}")]).is_empty());
+    }
+
+    #[test]
+    fn malformed_message_names_the_lsn_not_the_content() {
+        for (content, want) in [
+            (&b"{\"id\": secret-value"[..], "not valid JSON"),
+            (b"[\"secret-value\"]", "not an object"),
+            (b"\"secret-value\"", "not an object"),
+            (b"{\"id\":\"secret-value\"", "truncated"),
+            (b"{\"a\":1,\"a\":2}", "more than once"),
+        ] {
+            let mut a = adapter(0);
+            let mut out = Vec::new();
+            let err = a
+                .on_message(
+                    decode(&message(false, 0x16_B374_D848, "outbox", content)).unwrap(),
+                    &mut out,
+                )
+                .unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains("16/B374D848"), "{text}");
+            assert!(text.contains(want), "{text}");
+            assert!(!text.contains("secret-value"), "{text}");
+        }
+    }
+
+    #[test]
+    fn protocol_errors() {
+        let mut a = adapter(0);
+        let mut out = Vec::new();
+        assert!(a.on_message(decode(&row(1)).unwrap(), &mut out).is_err());
+        assert!(a
+            .on_message(decode(&commit(1, 2, 0)).unwrap(), &mut out)
+            .is_err());
+        a.on_message(decode(&begin(1, 0, 1)).unwrap(), &mut out)
+            .unwrap();
+        assert!(matches!(
+            a.on_message(decode(&row(1)).unwrap(), &mut out),
+            Err(AdapterError::UnknownRelation { oid: 100, .. })
+        ));
+        assert!(a
+            .on_message(decode(&begin(1, 0, 1)).unwrap(), &mut out)
+            .is_err());
+        assert!(a
+            .on_message(
+                decode(&message(false, 1, "outbox", b"{}")).unwrap(),
+                &mut out
+            )
+            .is_err());
+        assert!(a
+            .on_message(decode(&commit(9, 10, 0)).unwrap(), &mut out)
+            .is_err());
+    }
+
+    #[test]
+    fn bad_values_name_table_column_and_type() {
+        let mut a = adapter(0);
+        let mut out = Vec::new();
+        for m in [rel(), begin(1, 0, 1)] {
+            a.on_message(decode(&m).unwrap(), &mut out).unwrap();
+        }
+        let bad = insert(
+            100,
+            &[
+                Some(b"secret"),
+                Some(b"Order"),
+                None,
+                Some(b"2024-01-01 00:00:00+00"),
+            ],
+        );
+        let err = a
+            .on_message(decode(&bad).unwrap(), &mut out)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("outbox_events") && err.contains("column id") && err.contains("uuid"),
+            "{err}"
+        );
+        assert!(!err.contains("secret"), "{err}");
+        let short = insert(100, &[None]);
+        assert!(matches!(
+            a.on_message(decode(&short).unwrap(), &mut out),
+            Err(AdapterError::ColumnCount { .. })
+        ));
+        let toast = Msg::tag(b'I')
+            .i32(100)
+            .u8(b'N')
+            .i16(4)
+            .u8(b'u')
+            .u8(b'n')
+            .u8(b'n')
+            .u8(b'n')
+            .bytes();
+        assert!(matches!(
+            a.on_message(decode(&toast).unwrap(), &mut out),
+            Err(AdapterError::UnexpectedValue { .. })
+        ));
+    }
+}
