@@ -8,6 +8,7 @@
 
 pub mod kafka;
 pub mod mariadb;
+pub mod postgres;
 pub mod relay;
 pub mod suite;
 
@@ -82,4 +83,71 @@ pub fn new_uuid() -> String {
         u16::from_be_bytes([b[8], b[9]]) & 0x0fff,
         u64::from_be_bytes([0, 0, b[10], b[11], b[12], b[13], b[14], b[15]])
     )
+}
+
+/// Kafka's Java `Utils.murmur2` (the hash of the default partitioner and of librdkafka's
+/// `murmur2_random` for keyed records).
+pub fn java_murmur2(data: &[u8]) -> i32 {
+    let seed: u32 = 0x9747_b28c;
+    let m: u32 = 0x5bd1_e995;
+    let r = 24;
+    let len = data.len();
+    let mut h: u32 = seed ^ (len as u32);
+    let chunks = len / 4;
+    for i in 0..chunks {
+        let mut k = u32::from_le_bytes([
+            data[4 * i],
+            data[4 * i + 1],
+            data[4 * i + 2],
+            data[4 * i + 3],
+        ]);
+        k = k.wrapping_mul(m);
+        k ^= k >> r;
+        k = k.wrapping_mul(m);
+        h = h.wrapping_mul(m);
+        h ^= k;
+    }
+    let tail = &data[chunks * 4..];
+    if tail.len() >= 3 {
+        h ^= u32::from(tail[2]) << 16;
+    }
+    if tail.len() >= 2 {
+        h ^= u32::from(tail[1]) << 8;
+    }
+    if !tail.is_empty() {
+        h ^= u32::from(tail[0]);
+        h = h.wrapping_mul(m);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(m);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// The partition the Java producer's default partitioner picks for `key` among `partitions`.
+pub fn java_partition(key: &[u8], partitions: i32) -> i32 {
+    (java_murmur2(key) & 0x7fff_ffff) % partitions
+}
+
+#[cfg(test)]
+mod murmur_tests {
+    /// Vectors from Kafka's own UtilsTest.
+    #[test]
+    fn matches_kafka_vectors() {
+        assert_eq!(super::java_murmur2(b"21"), -973_932_308);
+        assert_eq!(super::java_murmur2(b"foobar"), -790_332_482);
+        assert_eq!(
+            super::java_murmur2(b"a-little-bit-long-string"),
+            -985_981_536
+        );
+        assert_eq!(
+            super::java_murmur2(b"a-little-bit-longer-string"),
+            -1_486_304_829
+        );
+        assert_eq!(
+            super::java_murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
+            -58_897_971
+        );
+        assert_eq!(super::java_murmur2(b"abc"), 479_470_107);
+    }
 }

@@ -114,6 +114,14 @@ pub fn assert_records<S: SourceDb>(db: &S, events: &[OutboxEvent], got: &[Consum
             r.timestamp_ms.unwrap_or(0) > 1_600_000_000_000,
             "record timestamp set"
         );
+        // The test topics are auto-created with 3 partitions: the key must land where the
+        // Java client (and so Debezium) would put it.
+        assert_eq!(
+            r.partition,
+            super::java_partition(e.aggregate_id.as_bytes(), 3),
+            "partition of key {}",
+            e.aggregate_id
+        );
     }
 }
 
