@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::checkpoint::{CheckpointStore, FileCheckpointStore};
-use crate::config::{CheckpointConfig, ConnectorConfig, SourceConfig};
+use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore};
+use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode, SourceConfig};
 use crate::error::Failure;
 use crate::health::{ConnectorState, Health};
 use crate::metrics as m;
+use crate::pipeline::transactional::{self, BatchOptions};
 use crate::pipeline::{self, PipelineOptions};
+use crate::position::SourcePosition;
 use crate::router::EventRouter;
 use crate::sink::KafkaSink;
 use crate::source;
@@ -21,10 +23,52 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A run that lasted this long resets the backoff.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
 
-/// Opens the checkpoint store a connector is configured with.
+/// Opens the checkpoint store a connector is configured with (for reading it, e.g. by
+/// `status`; the delivery loops write it).
 pub fn open_store(cfg: &ConnectorConfig) -> Box<dyn CheckpointStore> {
     match &cfg.checkpoint {
         CheckpointConfig::File { path } => Box::new(FileCheckpointStore::new(path.clone())),
+        CheckpointConfig::Kafka { topic, .. } => Box::new(KafkaCheckpointStore::new(
+            &cfg.kafka.bootstrap_servers,
+            topic,
+            &cfg.name,
+        )),
+    }
+}
+
+/// How a connector delivers: records acknowledged then checkpointed (at-least-once), or
+/// records and checkpoint in one Kafka transaction (exactly-once).
+enum Delivery {
+    Acked(Box<dyn CheckpointStore>),
+    Transactional {
+        store: KafkaCheckpointStore,
+        transactional_id: String,
+        batch: BatchOptions,
+    },
+}
+
+fn delivery(cfg: &ConnectorConfig) -> Delivery {
+    match &cfg.checkpoint {
+        CheckpointConfig::Kafka {
+            topic,
+            delivery: DeliveryMode::ExactlyOnce,
+            transactional_id,
+            batch_max_events,
+            batch_max_bytes,
+            batch_max_ms,
+        } => Delivery::Transactional {
+            store: KafkaCheckpointStore::new(&cfg.kafka.bootstrap_servers, topic, &cfg.name),
+            transactional_id: transactional_id
+                .clone()
+                .unwrap_or_else(|| format!("outboxd-{}", cfg.name)),
+            batch: BatchOptions {
+                max_events: *batch_max_events,
+                max_bytes: *batch_max_bytes,
+                max_wait: Duration::from_millis(*batch_max_ms),
+                ..BatchOptions::default()
+            },
+        },
+        _ => Delivery::Acked(open_store(cfg)),
     }
 }
 
@@ -56,22 +100,33 @@ async fn supervise(
     health.set(name, ConnectorState::Starting);
     let router = EventRouter::new(&cfg.router)
         .map_err(|e| Failure::definite(format!("connector {name}: {e}")))?;
-    let mut store = open_store(cfg);
-    let opts = PipelineOptions::default();
+    let mut delivery = delivery(cfg);
     let mut backoff = Duration::from_secs(1);
     loop {
         let started = Instant::now();
-        let outcome = run_once(
-            cfg,
-            &router,
-            store.as_mut(),
-            &opts,
-            health,
-            shutdown.clone(),
-        )
-        .await;
+        let outcome = match &mut delivery {
+            Delivery::Acked(store) => {
+                run_acked(cfg, &router, store.as_mut(), health, shutdown.clone()).await
+            }
+            Delivery::Transactional {
+                store,
+                transactional_id,
+                batch,
+            } => {
+                run_transactional(
+                    cfg,
+                    &router,
+                    store,
+                    transactional_id,
+                    batch,
+                    health,
+                    shutdown.clone(),
+                )
+                .await
+            }
+        };
         if *shutdown.borrow() {
-            return Ok(());
+            return outcome;
         }
         match outcome {
             Ok(()) => return Ok(()),
@@ -95,47 +150,82 @@ async fn supervise(
     }
 }
 
-async fn run_once(
-    cfg: &ConnectorConfig,
-    router: &EventRouter,
-    store: &mut dyn CheckpointStore,
-    opts: &PipelineOptions,
-    health: &Health,
-    shutdown: watch::Receiver<bool>,
-) -> Result<(), Failure> {
-    let resume = store.load()?.map(|c| c.position);
-    match &resume {
-        Some(p) => tracing::info!(connector = %cfg.name, position = %p, "resuming from checkpoint"),
+fn log_resume(cfg: &ConnectorConfig, resume: &Option<Checkpoint>) {
+    match resume {
+        Some(c) if c.skip > 0 => {
+            tracing::info!(connector = %cfg.name, position = %c.position, skip = c.skip, "resuming from checkpoint, inside a split source transaction")
+        }
+        Some(c) => {
+            tracing::info!(connector = %cfg.name, position = %c.position, "resuming from checkpoint")
+        }
         None => {
             tracing::info!(connector = %cfg.name, "no checkpoint yet: starting at the configured start position")
         }
     }
-    let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?;
-    let (tx, rx) = mpsc::channel(4096);
-    // Positions durably checkpointed, for sources that confirm them to the server
-    // (PostgreSQL's flush LSN).
-    let (checkpointed, _checkpointed_rx) = watch::channel(resume.clone());
-    let source_task = match &cfg.source {
+}
+
+/// Starts the connector's source at `resume`, streaming into `tx`.
+fn spawn_source(
+    cfg: &ConnectorConfig,
+    resume: Option<SourcePosition>,
+    tx: mpsc::Sender<Result<crate::event::SourceEvent, Failure>>,
+    health: &Health,
+    shutdown: watch::Receiver<bool>,
+    checkpointed: watch::Receiver<Option<SourcePosition>>,
+) -> tokio::task::JoinHandle<()> {
+    match &cfg.source {
         SourceConfig::Mysql(src) => tokio::spawn(source::mysql::session::run(
             cfg.name.clone(),
             src.clone(),
             cfg.tables.clone(),
-            resume.clone(),
+            resume,
             tx,
             health.clone(),
-            shutdown.clone(),
+            shutdown,
+            checkpointed,
         )),
         SourceConfig::Postgres(src) => tokio::spawn(source::postgres::session::run(
             cfg.name.clone(),
             src.clone(),
             cfg.tables.clone(),
-            resume.clone(),
+            resume,
             tx,
             health.clone(),
-            shutdown.clone(),
-            checkpointed.subscribe(),
+            shutdown,
+            checkpointed,
         )),
-    };
+    }
+}
+
+async fn run_acked(
+    cfg: &ConnectorConfig,
+    router: &EventRouter,
+    store: &mut dyn CheckpointStore,
+    health: &Health,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), Failure> {
+    if let CheckpointConfig::Kafka { topic, .. } = &cfg.checkpoint {
+        KafkaCheckpointStore::new(&cfg.kafka.bootstrap_servers, topic, &cfg.name)
+            .ensure_topic()
+            .await?;
+    }
+    let resume_cp = tokio::task::block_in_place(|| store.load())?;
+    log_resume(cfg, &resume_cp);
+    let resume = resume_cp.map(|c| c.position);
+    let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?;
+    let (tx, rx) = mpsc::channel(4096);
+    // Positions durably checkpointed, for sources that confirm them to the server
+    // (PostgreSQL's flush LSN).
+    let (checkpointed, checkpointed_rx) = watch::channel(resume.clone());
+    let source_task = spawn_source(
+        cfg,
+        resume.clone(),
+        tx,
+        health,
+        shutdown.clone(),
+        checkpointed_rx,
+    );
+    let opts = PipelineOptions::default();
     let result = pipeline::run(
         &cfg.name,
         rx,
@@ -144,7 +234,7 @@ async fn run_once(
         store,
         resume,
         Some(&checkpointed),
-        opts,
+        &opts,
         shutdown,
     )
     .await;
@@ -152,4 +242,41 @@ async fn run_once(
     let _ = source_task.await;
     let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(10)));
     result.and(flushed)
+}
+
+async fn run_transactional(
+    cfg: &ConnectorConfig,
+    router: &EventRouter,
+    store: &KafkaCheckpointStore,
+    transactional_id: &str,
+    batch: &BatchOptions,
+    health: &Health,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), Failure> {
+    let sink = KafkaSink::new_transactional(&cfg.kafka, &cfg.name, transactional_id)?;
+    // Fence older instances first: their open transaction is aborted, so the checkpoint
+    // read next is the last one anybody will ever commit before us.
+    sink.init_transactions()?;
+    store.ensure_topic().await?;
+    let resume = tokio::task::block_in_place(|| store.load())?;
+    log_resume(cfg, &resume);
+    let (tx, rx) = mpsc::channel(4096);
+    let position = resume.as_ref().map(|c| c.position.clone());
+    let (checkpointed, checkpointed_rx) = watch::channel(position.clone());
+    let source_task = spawn_source(cfg, position, tx, health, shutdown.clone(), checkpointed_rx);
+    let result = transactional::run(
+        &cfg.name,
+        rx,
+        router,
+        &sink,
+        store,
+        resume,
+        Some(&checkpointed),
+        batch,
+        shutdown,
+    )
+    .await;
+    source_task.abort();
+    let _ = source_task.await;
+    result
 }

@@ -99,6 +99,7 @@ mod tests {
             let c = Checkpoint {
                 connector: "c".into(),
                 position: SourcePosition::Lsn(Lsn(lsn)),
+                skip: 0,
                 updated_at_ms: 7,
             };
             store.store(&c).unwrap();

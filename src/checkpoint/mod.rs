@@ -5,9 +5,12 @@
 //! ```json
 //! {"connector":"shop","position":{"kind":"mariadb_gtid","value":"0-1-42"},"updated_at_ms":1764440000000}
 //! ```
+//! plus `"skip": N` when a huge source transaction was split across Kafka transactions and
+//! its first N outbox rows are already delivered.
 //! `position` is a [`SourcePosition`] in its serde form (see `crate::position`).
 
 pub mod file;
+pub mod kafka;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,14 +18,21 @@ use crate::error::Failure;
 use crate::position::SourcePosition;
 
 pub use file::FileCheckpointStore;
+pub use kafka::KafkaCheckpointStore;
 
 /// One stored checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// The connector's name (one checkpoint per connector).
     pub connector: String,
-    /// The position after the last source transaction whose every record Kafka acknowledged.
+    /// The position after the last source transaction whose every record Kafka acknowledged
+    /// — or, when `skip` > 0, the position *before* a source transaction that was split
+    /// across Kafka transactions.
     pub position: SourcePosition,
+    /// Outbox rows of the source transaction after `position` that were already delivered
+    /// (a huge transaction split across Kafka transactions); 0 at a transaction boundary.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skip: u64,
     /// Wall-clock time the checkpoint was written, milliseconds since the Unix epoch.
     pub updated_at_ms: i64,
 }
@@ -33,6 +43,10 @@ pub trait CheckpointStore: Send {
     fn load(&self) -> Result<Option<Checkpoint>, Failure>;
     /// Durably replaces the stored checkpoint. Returns only once it would survive a crash.
     fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), Failure>;
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Current wall-clock time in milliseconds since the Unix epoch.

@@ -24,12 +24,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         }
         match &c.source {
             SourceConfig::Mysql(src) => results.extend(preflight::mysql::check(c, src).await),
-            SourceConfig::Postgres(_) => results.push(CheckResult::new(
-                &c.name,
-                "source",
-                Status::Fail,
-                "PostgreSQL sources are not available in this build yet",
-            )),
+            SourceConfig::Postgres(src) => results.extend(preflight::postgres::check(c, src).await),
         }
         let c2 = c.clone();
         results.extend(tokio::task::spawn_blocking(move || preflight::kafka::check(&c2)).await?);

@@ -30,6 +30,8 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
+        // PostgreSQL: the slot's figures (confirmed_flush_lsn, restart_lsn, lag in bytes).
+        let mut slot: Option<serde_json::Value> = None;
         let current = match &c.source {
             SourceConfig::Mysql(src) => match source_position(src).await {
                 Ok(p) => Some(p),
@@ -39,22 +41,33 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                     continue;
                 }
             },
-            SourceConfig::Postgres(_) => None,
+            SourceConfig::Postgres(src) => match crate::preflight::postgres::status(src).await {
+                Ok((p, s)) => {
+                    slot = Some(s);
+                    Some(p)
+                }
+                Err(e) => {
+                    ok = false;
+                    println!("{}", serde_json::json!({"connector": c.name, "error": e}));
+                    continue;
+                }
+            },
         };
         let behind = match (&checkpoint, &current) {
             (Some(cp), Some(cur)) => behind(&cp.position, cur),
             _ => None,
         };
-        println!(
-            "{}",
-            serde_json::json!({
-                "connector": c.name,
-                "checkpoint": checkpoint.as_ref().map(|cp| cp.position.to_string()),
-                "checkpoint_updated_at_ms": checkpoint.as_ref().map(|cp| cp.updated_at_ms),
-                "source": current.as_ref().map(|p| p.to_string()),
-                "behind": behind,
-            })
-        );
+        let mut line = serde_json::json!({
+            "connector": c.name,
+            "checkpoint": checkpoint.as_ref().map(|cp| cp.position.to_string()),
+            "checkpoint_updated_at_ms": checkpoint.as_ref().map(|cp| cp.updated_at_ms),
+            "source": current.as_ref().map(|p| p.to_string()),
+            "behind": behind,
+        });
+        if let (Some(s), Some(obj)) = (slot, line.as_object_mut()) {
+            obj.insert("slot".into(), s);
+        }
+        println!("{line}");
     }
     Ok(if ok {
         ExitCode::SUCCESS
@@ -99,6 +112,9 @@ fn behind(checkpoint: &SourcePosition, current: &SourcePosition) -> Option<Strin
         }
         (SourcePosition::BinlogFile(a), SourcePosition::BinlogFile(b)) => {
             Some(format!("from {} to {}", a, b))
+        }
+        (SourcePosition::Lsn(a), SourcePosition::Lsn(b)) => {
+            Some(format!("{} byte(s)", b.0.saturating_sub(a.0)))
         }
         _ => None,
     }

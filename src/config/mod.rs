@@ -27,13 +27,13 @@
 //! `schema.history.internal.kafka.bootstrap.servers` / `database.history.kafka.bootstrap.servers`,
 //! which in practice points at the same cluster Kafka Connect writes to). None of them: error.
 //!
-//! # Checkpoint files
+//! # Checkpoints
 //!
 //! A Debezium JSON has no place for outboxd's checkpoint, and a TOML connector may omit
-//! `[connectors.checkpoint]`: both default to a file store at
-//! `<state dir>/<connector name>.checkpoint.json`, the state dir being `$OUTBOXD_STATE_DIR` or
-//! `./outboxd-state`. Relative paths (checkpoint, `password_file`) are relative to the working
-//! directory of the process.
+//! `[connectors.checkpoint]`: both default to the Kafka store (topic `outboxd.checkpoints`,
+//! key = connector name) in exactly-once mode, so the relay keeps no local state. A file store
+//! (`store = "file"`) is at-least-once. Relative paths (checkpoint, `password_file`) are
+//! relative to the working directory of the process.
 
 mod debezium;
 pub mod duration;
@@ -60,10 +60,6 @@ pub use secret::Secret;
 
 /// Environment variable overriding every connector's Kafka bootstrap servers (below the CLI flag).
 pub const ENV_KAFKA_BOOTSTRAP: &str = "OUTBOXD_KAFKA_BOOTSTRAP";
-/// Environment variable naming the directory for default checkpoint files.
-pub const ENV_STATE_DIR: &str = "OUTBOXD_STATE_DIR";
-/// State directory used when [`ENV_STATE_DIR`] is unset.
-pub const DEFAULT_STATE_DIR: &str = "./outboxd-state";
 /// Default [`KafkaConfig::max_record_bytes`]: 16 MiB.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
@@ -283,6 +279,77 @@ pub enum CheckpointConfig {
         /// File path (relative to the working directory).
         path: PathBuf,
     },
+    /// A compacted Kafka topic, one key per connector (the default). With
+    /// `delivery = "exactly_once"` each Kafka transaction holds a batch of records and the
+    /// checkpoint for the position after them, so a restart never re-delivers what a
+    /// `read_committed` consumer saw; the relay keeps no local state.
+    /// TOML `store = "kafka"`, `topic = "..."`, `delivery = "..."`, batch bounds.
+    Kafka {
+        /// Checkpoint topic, created with `cleanup.policy=compact` if missing; default
+        /// `outboxd.checkpoints` (Kafka Connect's analogue is `offset.storage.topic`).
+        #[serde(default = "default_checkpoint_topic")]
+        topic: String,
+        /// `exactly_once` (default) or `at_least_once`.
+        #[serde(default)]
+        delivery: DeliveryMode,
+        /// Producer `transactional.id`; default `outboxd-<connector name>`. A second
+        /// instance with the same id fences the first.
+        #[serde(default)]
+        transactional_id: Option<String>,
+        /// Most records in one Kafka transaction (default 10,000).
+        #[serde(default = "default_batch_max_events")]
+        batch_max_events: usize,
+        /// Most record bytes in one Kafka transaction (default 8 MiB).
+        #[serde(default = "default_batch_max_bytes")]
+        batch_max_bytes: usize,
+        /// Longest a Kafka transaction stays open collecting records, milliseconds
+        /// (default 100).
+        #[serde(default = "default_batch_max_ms")]
+        batch_max_ms: u64,
+    },
+}
+
+/// How records and checkpoints reach Kafka.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryMode {
+    /// Records and the checkpoint in one Kafka transaction (`transactional.id` per
+    /// connector): `read_committed` consumers see every event once.
+    #[default]
+    ExactlyOnce,
+    /// Idempotent producer, checkpoint written after the acknowledgements: nothing lost,
+    /// a crash may deliver the last events again.
+    AtLeastOnce,
+}
+
+/// Default checkpoint topic.
+pub const DEFAULT_CHECKPOINT_TOPIC: &str = "outboxd.checkpoints";
+
+fn default_checkpoint_topic() -> String {
+    DEFAULT_CHECKPOINT_TOPIC.to_string()
+}
+fn default_batch_max_events() -> usize {
+    10_000
+}
+fn default_batch_max_bytes() -> usize {
+    8 * 1024 * 1024
+}
+fn default_batch_max_ms() -> u64 {
+    100
+}
+
+impl CheckpointConfig {
+    /// The default store: the Kafka topic, exactly-once.
+    pub fn kafka_default() -> Self {
+        CheckpointConfig::Kafka {
+            topic: default_checkpoint_topic(),
+            delivery: DeliveryMode::ExactlyOnce,
+            transactional_id: None,
+            batch_max_events: default_batch_max_events(),
+            batch_max_bytes: default_batch_max_bytes(),
+            batch_max_ms: default_batch_max_ms(),
+        }
+    }
 }
 
 /// Why a configuration could not be loaded. Every message names the file and the setting and
@@ -535,14 +602,9 @@ impl LoadCtx<'_> {
         }
     }
 
-    /// Default checkpoint: `<state dir>/<name>.checkpoint.json`.
-    pub(crate) fn default_checkpoint(&self, connector: &str) -> CheckpointConfig {
-        let dir = (self.env)(ENV_STATE_DIR)
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_STATE_DIR.to_string());
-        CheckpointConfig::File {
-            path: PathBuf::from(dir).join(format!("{connector}.checkpoint.json")),
-        }
+    /// Default checkpoint store: the Kafka topic, exactly-once (no local state).
+    pub(crate) fn default_checkpoint(&self, _connector: &str) -> CheckpointConfig {
+        CheckpointConfig::kafka_default()
     }
 }
 

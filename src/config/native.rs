@@ -204,6 +204,23 @@ fn connector(
         Some(CheckpointConfig::File { path }) if path.as_os_str().is_empty() => {
             return Err(ctx.invalid(format!("{here}.checkpoint.path"), "must not be empty"))
         }
+        Some(CheckpointConfig::Kafka {
+            ref topic,
+            batch_max_events,
+            batch_max_bytes,
+            batch_max_ms,
+            ..
+        }) if topic.trim().is_empty()
+            || batch_max_events == 0
+            || batch_max_bytes == 0
+            || batch_max_ms == 0 =>
+        {
+            return Err(ctx.invalid(
+                format!("{here}.checkpoint"),
+                "topic must not be empty and batch_max_events, batch_max_bytes, batch_max_ms \
+                 must be greater than 0",
+            ))
+        }
         Some(cp) => cp,
         None => ctx.default_checkpoint(&c.name),
     };

@@ -157,13 +157,53 @@ source = { kind = "postgres", host = "db", user = "u", password = "p", dbname = 
     assert_eq!(p.status_interval, Duration::from_secs(10));
     assert_eq!(c.router, RouterConfig::default());
     assert_eq!(c.kafka.max_record_bytes, DEFAULT_MAX_RECORD_BYTES);
-    assert_eq!(
-        c.checkpoint,
-        CheckpointConfig::File {
-            path: "/state/pg.1.checkpoint.json".into()
-        }
-    );
+    assert_eq!(c.checkpoint, CheckpointConfig::kafka_default());
     assert_eq!(default_pg_object_name(&"X-".repeat(40)).len(), 63);
+}
+
+#[test]
+fn kafka_checkpoint_store_options() {
+    let text = r#"
+[[connectors]]
+name = "k"
+tables = ["shop.outbox_events"]
+[connectors.source]
+kind = "mariadb"
+host = "h"
+user = "u"
+password = "p"
+server_id = 5
+[connectors.kafka]
+bootstrap_servers = "b:9092"
+[connectors.checkpoint]
+store = "kafka"
+topic = "ops.checkpoints"
+delivery = "at_least_once"
+batch_max_events = 500
+"#;
+    let cfg = parse(text, Path::new("k.toml"), None, &|_: &str| None).unwrap();
+    match &cfg.connectors[0].checkpoint {
+        CheckpointConfig::Kafka {
+            topic,
+            delivery,
+            batch_max_events,
+            batch_max_bytes,
+            ..
+        } => {
+            assert_eq!(topic, "ops.checkpoints");
+            assert_eq!(*delivery, crate::config::DeliveryMode::AtLeastOnce);
+            assert_eq!(*batch_max_events, 500);
+            assert_eq!(*batch_max_bytes, 8 * 1024 * 1024);
+        }
+        other => panic!("{other:?}"),
+    }
+    let bad = text.replace("batch_max_events = 500", "batch_max_events = 0");
+    let err = parse(&bad, Path::new("k.toml"), None, &|_: &str| None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("batch_max_events"), "{err}");
+    let typo = text.replace("delivery = \"at_least_once\"", "delivery = \"once\"");
+    assert!(parse(&typo, Path::new("k.toml"), None, &|_: &str| None).is_err());
 }
 
 #[test]
@@ -374,12 +414,7 @@ fn debezium_seed_004_with_bootstrap_given() {
     ] {
         assert!(ignored(&c, key).is_none(), "{key}");
     }
-    assert_eq!(
-        c.checkpoint,
-        CheckpointConfig::File {
-            path: "./outboxd-state/outbox-connector.checkpoint.json".into()
-        }
-    );
+    assert_eq!(c.checkpoint, CheckpointConfig::kafka_default());
     let dbg = format!("{c:?}");
     assert!(!dbg.contains("dbz_pass"), "{dbg}");
 

@@ -4,6 +4,7 @@
 
 pub mod kafka;
 pub mod mysql;
+pub mod postgres;
 
 use std::fmt;
 

@@ -45,6 +45,25 @@ impl KafkaSink {
     /// Errors (definite) when librdkafka rejects a property or a user override tries to
     /// weaken a fixed property (`enable.idempotence`, `acks`, `partitioner`).
     pub fn new(cfg: &KafkaConfig, client_id: &str) -> Result<Self, Failure> {
+        Self::build(cfg, client_id, None)
+    }
+
+    /// Creates a transactional producer with `transactional.id` = `transactional_id`
+    /// (Kafka's exactly-once producer): call [`init_transactions`](Self::init_transactions)
+    /// before the first [`begin`](Self::begin).
+    pub fn new_transactional(
+        cfg: &KafkaConfig,
+        client_id: &str,
+        transactional_id: &str,
+    ) -> Result<Self, Failure> {
+        Self::build(cfg, client_id, Some(transactional_id))
+    }
+
+    fn build(
+        cfg: &KafkaConfig,
+        client_id: &str,
+        transactional_id: Option<&str>,
+    ) -> Result<Self, Failure> {
         let mut cc = ClientConfig::new();
         cc.set("bootstrap.servers", &cfg.bootstrap_servers)
             .set("client.id", format!("outboxd-{client_id}"))
@@ -69,6 +88,12 @@ impl KafkaSink {
         }
         for (k, v) in FIXED_PROPERTIES {
             cc.set(*k, *v);
+        }
+        if let Some(id) = transactional_id {
+            // A transaction's records must be delivered within its timeout.
+            cc.set("transactional.id", id)
+                .set("transaction.timeout.ms", "60000")
+                .set("message.timeout.ms", "55000");
         }
         let producer: FutureProducer = cc.create().map_err(|e| {
             Failure::definite(format!(
@@ -147,6 +172,86 @@ impl KafkaSink {
             .map(|m| m.brokers().len())
             .map_err(|e| Failure::transient(format!("Kafka is not reachable: {e}")))
     }
+}
+
+impl KafkaSink {
+    /// The producer's fatal error, if it had one (e.g. it was fenced), as a definite failure.
+    /// After a fatal error librdkafka purges queued records, which then report as failed
+    /// deliveries: this tells the real cause.
+    pub fn fatal(&self) -> Option<Failure> {
+        let (code, reason) = self.producer.client().fatal_error()?;
+        Some(
+            if matches!(
+                code,
+                RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced
+            ) {
+                fenced_failure("producing", &reason)
+            } else {
+                Failure::definite(format!(
+                    "fatal Kafka producer error ({code}): {reason}; restart the relay (the last \
+                 committed checkpoint is intact)"
+                ))
+            },
+        )
+    }
+
+    /// Registers the `transactional.id` with the cluster: fences any older producer with the
+    /// same id (its open transaction is aborted) — Kafka's zombie fencing.
+    pub fn init_transactions(&self) -> Result<(), Failure> {
+        tokio::task::block_in_place(|| self.producer.init_transactions(TXN_TIMEOUT))
+            .map_err(|e| classify_txn("initialising transactions", &e))
+    }
+
+    /// Opens a Kafka transaction.
+    pub fn begin(&self) -> Result<(), Failure> {
+        self.producer
+            .begin_transaction()
+            .map_err(|e| classify_txn("beginning a transaction", &e))
+    }
+
+    /// Commits the open transaction: flushes its records and makes them (and the checkpoint
+    /// record in it) visible to `read_committed` consumers, atomically.
+    pub fn commit(&self) -> Result<(), Failure> {
+        tokio::task::block_in_place(|| self.producer.commit_transaction(TXN_TIMEOUT))
+            .map_err(|e| classify_txn("committing a transaction", &e))
+    }
+
+    /// Aborts the open transaction (best effort: the transaction times out on the broker
+    /// anyway, and a restart's `init_transactions` aborts it too).
+    pub fn abort(&self) {
+        let _ = tokio::task::block_in_place(|| self.producer.abort_transaction(TXN_TIMEOUT));
+    }
+}
+
+/// Timeout of the blocking transactional calls.
+const TXN_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn fenced_failure(what: &str, detail: &dyn std::fmt::Display) -> Failure {
+    Failure::definite(format!(
+        "{what}: this instance was fenced: another outboxd instance with the same \
+         transactional.id took over the connector ({detail}); this one stops without writing \
+         anything more (run one instance per connector)"
+    ))
+}
+
+fn classify_txn(what: &str, e: &KafkaError) -> Failure {
+    let code = e.rdkafka_error_code();
+    if matches!(
+        code,
+        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced)
+    ) || e.to_string().to_ascii_lowercase().contains("fenced")
+    {
+        return fenced_failure(what, e);
+    }
+    if let KafkaError::Transaction(rd) = e {
+        if rd.is_fatal() {
+            return Failure::definite(format!(
+                "{what}: fatal Kafka transaction error: {e}; restart the relay (the last \
+                 committed checkpoint is intact)"
+            ));
+        }
+    }
+    Failure::transient(format!("{what}: {e}"))
 }
 
 /// Resolves a delivery future into where the record went, classifying failures.

@@ -159,6 +159,11 @@ impl Relay {
         None
     }
 
+    /// The running process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// `/metrics` text.
     pub fn metrics(&self) -> String {
         http_get(self.metrics_port, "/metrics")

@@ -40,12 +40,30 @@ pub fn topic<S: SourceDb>(db: &S, agg: &str) -> String {
     format!("{}.{agg}", db.name())
 }
 
+/// `[connectors.checkpoint]` body: the Kafka store, exactly-once (the default store).
+pub const EXACTLY_ONCE: &str = "store = \"kafka\"\ndelivery = \"exactly_once\"";
+/// `[connectors.checkpoint]` body: the Kafka store without transactions.
+pub const AT_LEAST_ONCE_KAFKA: &str = "store = \"kafka\"\ndelivery = \"at_least_once\"";
+
 /// Writes a TOML connector config for `db` and returns (path, metrics port).
-/// `router_extra` adds lines to `[connectors.router]`.
+/// `router_extra` adds lines to `[connectors.router]`. The checkpoint is a file store.
 pub fn write_config<S: SourceDb>(db: &S, table: &str, router_extra: &str) -> (PathBuf, u16) {
+    let checkpoint = test_dir(db.name()).join("checkpoint.json");
+    let store = format!("store = \"file\"\npath = \"{}\"", checkpoint.display());
+    write_config_with(db, table, router_extra, &store, "connector.toml")
+}
+
+/// Like [`write_config`] with `checkpoint` as the `[connectors.checkpoint]` body, written to
+/// `file_name` in the test's directory (a fresh source `server_id` each time).
+pub fn write_config_with<S: SourceDb>(
+    db: &S,
+    table: &str,
+    router_extra: &str,
+    checkpoint: &str,
+    file_name: &str,
+) -> (PathBuf, u16) {
     let dir = test_dir(db.name());
     let port = free_port();
-    let checkpoint = dir.join("checkpoint.json");
     let cfg = format!(
         r#"[metrics]
 listen = "127.0.0.1:{port}"
@@ -63,15 +81,13 @@ name = "{name}"
 bootstrap_servers = "{bootstrap}"
 
 [connectors.checkpoint]
-store = "file"
-path = "{checkpoint}"
+{checkpoint}
 "#,
         name = db.name(),
         source = db.source_toml(table),
         bootstrap = super::kafka_bootstrap(),
-        checkpoint = checkpoint.display(),
     );
-    let path = dir.join("connector.toml");
+    let path = dir.join(file_name);
     std::fs::write(&path, cfg).unwrap();
     (path, port)
 }
@@ -459,4 +475,197 @@ pub fn same_records(a: &[Consumed], b: &[Consumed]) {
             .collect()
     };
     assert_eq!(norm(a), norm(b));
+}
+
+// ---------------------------------------------------------------- delivery guarantees
+
+/// Asserts that every event of `events` was delivered exactly once (by `id` header) and,
+/// per key, in commit order.
+pub fn assert_exactly_once(events: &[OutboxEvent], got: &[Consumed], log: &str) {
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for r in got {
+        *count.entry(r.header("id").unwrap_or_default()).or_default() += 1;
+    }
+    let missing: Vec<&str> = events
+        .iter()
+        .filter(|e| !count.contains_key(&e.id))
+        .map(|e| e.id.as_str())
+        .collect();
+    let dups: Vec<(&String, &usize)> = count.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        missing.is_empty() && dups.is_empty(),
+        "{} of {} events missing (e.g. {:?}), {} duplicated (e.g. {:?}); {} records; log tail:\n{}",
+        missing.len(),
+        events.len(),
+        &missing[..missing.len().min(3)],
+        dups.len(),
+        &dups[..dups.len().min(3)],
+        got.len(),
+        &log[log.len().saturating_sub(6000)..]
+    );
+    assert_eq!(got.len(), events.len());
+    assert_per_key_order(got);
+}
+
+/// Writes `events` in transactions of 1..=`max_txn` rows with short pauses.
+pub async fn write_in_random_transactions<S: SourceDb>(
+    db: &S,
+    events: &[OutboxEvent],
+    max_txn: usize,
+) {
+    let mut i = 0;
+    while i < events.len() {
+        let n = 1 + rand::random::<u32>() as usize % max_txn;
+        let end = (i + n).min(events.len());
+        db.insert(&events[i..end], false).await;
+        i = end;
+        tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 15)).await;
+    }
+}
+
+/// kill -9 the relay at `kills` random moments while a writer inserts (several aggregates,
+/// multi-row transactions). With `exactly_once`, a read_committed consumer must see each
+/// event once, in per-aggregate order; otherwise (at-least-once) nothing may be lost.
+pub async fn crash_loop<S: SourceDb>(db: &S, checkpoint: &str, exactly_once: bool, kills: usize) {
+    let (path, port) = write_config_with(db, &db.outbox_table(), "", checkpoint, "connector.toml");
+    let relay = Relay::start(path, port);
+    let events = sequenced_events("Wallet", 10, 4_000, 50);
+    let killer = tokio::task::spawn_blocking(move || {
+        let mut relay = relay;
+        for _ in 0..kills {
+            std::thread::sleep(Duration::from_millis(150 + rand::random::<u64>() % 600));
+            relay.kill9();
+            relay.spawn();
+            relay.wait_ready(Duration::from_secs(60));
+        }
+        relay
+    });
+    let (_, relay) = tokio::join!(write_in_random_transactions(db, &events, 12), killer);
+    let relay = relay.unwrap();
+    let got = read_topics(
+        &[topic(db, "Wallet")],
+        events.len(),
+        Duration::from_secs(180),
+        Duration::from_secs(4),
+    );
+    let log = relay.log_text();
+    if exactly_once {
+        assert_exactly_once(&events, &got, &log);
+    } else {
+        let ids: HashSet<String> = got.iter().filter_map(|r| r.header("id")).collect();
+        let missing = events.iter().filter(|e| !ids.contains(&e.id)).count();
+        assert_eq!(
+            missing,
+            0,
+            "{missing} events lost; log:\n{}",
+            &log[log.len().saturating_sub(6000)..]
+        );
+        println!(
+            "at-least-once: {} records for {} events ({} duplicates)",
+            got.len(),
+            events.len(),
+            got.len() - events.len()
+        );
+    }
+}
+
+/// A second instance of the same connector (same transactional.id) fences the first: the
+/// first stops with a clear message and never writes again; every event arrives once.
+pub async fn second_instance_fences_first<S: SourceDb>(db: &S) {
+    let (path_a, port_a) = write_config_with(db, &db.outbox_table(), "", EXACTLY_ONCE, "a.toml");
+    let mut a = Relay::start(path_a, port_a);
+    let first: Vec<OutboxEvent> = (0..10)
+        .map(|i| {
+            OutboxEvent::new(
+                "Order",
+                &format!("f-{}", i % 3),
+                "E",
+                Some(&format!(r#"{{"seq":{i}}}"#)),
+            )
+        })
+        .collect();
+    db.insert(&first, false).await;
+    let got = read_expecting(&[topic(db, "Order")], first.len());
+    assert_eq!(got.len(), first.len());
+    let (path_b, port_b) = write_config_with(db, &db.outbox_table(), "", EXACTLY_ONCE, "b.toml");
+    let mut b = Relay::start(path_b, port_b);
+    let second: Vec<OutboxEvent> = (10..20)
+        .map(|i| {
+            OutboxEvent::new(
+                "Order",
+                &format!("f-{}", i % 3),
+                "E",
+                Some(&format!(r#"{{"seq":{i}}}"#)),
+            )
+        })
+        .collect();
+    db.insert(&second, false).await;
+    let code = a.wait_exit(Duration::from_secs(90));
+    let log_a = a.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "the fenced instance must stop with an error; log:\n{log_a}"
+    );
+    assert!(
+        log_a.contains("fenced"),
+        "the message says it was fenced; log:\n{log_a}"
+    );
+    let all: Vec<OutboxEvent> = first.into_iter().chain(second).collect();
+    let got = read_expecting(&[topic(db, "Order")], all.len());
+    assert_exactly_once(&all, &got, &b.log_text());
+    b.stop();
+}
+
+/// Peak resident memory of a process in KiB (`VmHWM`).
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// One source transaction of `rows` outbox rows is delivered exactly once, split across
+/// Kafka transactions, even with a kill -9 in the middle of its delivery; prints the
+/// relay's peak memory.
+pub async fn huge_transaction_exactly_once<S: SourceDb>(db: &S, rows: usize) {
+    let (path, port) =
+        write_config_with(db, &db.outbox_table(), "", EXACTLY_ONCE, "connector.toml");
+    let mut relay = Relay::start(path, port);
+    let events = sequenced_events("Bulk", 50, rows, 20);
+    db.insert(&events, false).await;
+    // Let part of it through, then crash in the middle.
+    let partial = read_topics(
+        &[topic(db, "Bulk")],
+        rows / 4,
+        Duration::from_secs(300),
+        Duration::from_millis(1),
+    );
+    let before = relay.pid().and_then(peak_rss_kib);
+    relay.kill9();
+    println!(
+        "killed after {} of {rows} rows were visible; peak RSS so far {before:?} KiB",
+        partial.len()
+    );
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(120));
+    let got = read_topics(
+        &[topic(db, "Bulk")],
+        rows,
+        Duration::from_secs(600),
+        Duration::from_secs(4),
+    );
+    let peak = relay.pid().and_then(peak_rss_kib).unwrap_or(0);
+    println!(
+        "huge transaction: {rows} rows delivered; relay peak RSS {} MiB",
+        peak / 1024
+    );
+    assert_exactly_once(&events, &got, &relay.log_text());
+    assert!(
+        peak < 1024 * 1024,
+        "relay memory must stay bounded: peak {peak} KiB"
+    );
 }

@@ -287,6 +287,7 @@ pub async fn run(
     tx: mpsc::Sender<Result<SourceEvent, Failure>>,
     health: Health,
     shutdown: watch::Receiver<bool>,
+    checkpointed: watch::Receiver<Option<SourcePosition>>,
 ) {
     let mut position = resume;
     let mut backoff = Duration::from_secs(1);
@@ -301,6 +302,7 @@ pub async fn run(
             &tx,
             &health,
             &mut streamed,
+            checkpointed.clone(),
         )
         .await;
         metrics::gauge!(m::SOURCE_CONNECTED, m::LABEL_CONNECTOR => connector.clone()).set(0.0);
@@ -324,6 +326,7 @@ pub async fn run(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn stream_once(
     connector: &str,
     cfg: &MysqlSourceConfig,
@@ -332,6 +335,7 @@ async fn stream_once(
     tx: &mpsc::Sender<Result<SourceEvent, Failure>>,
     health: &Health,
     streamed: &mut bool,
+    mut checkpointed: watch::Receiver<Option<SourcePosition>>,
 ) -> Result<(), Failure> {
     let mut conn = connect(cfg).await?;
     let info = server_info(&mut conn, cfg).await?;
@@ -352,6 +356,30 @@ async fn stream_once(
         },
     };
     check_position_fits(&start, mode)?;
+    if position.is_none() && from_file.is_none() {
+        // First start: checkpoint the start position before streaming, so that a crash
+        // from here on resumes here rather than at a later "current" position.
+        if tx
+            .send(Ok(SourceEvent::Progress {
+                position: start.clone(),
+            }))
+            .await
+            .is_err()
+        {
+            return Ok(());
+        }
+        let stored = tokio::time::timeout(
+            Duration::from_secs(120),
+            checkpointed.wait_for(|p| p.is_some()),
+        )
+        .await;
+        if !matches!(stored, Ok(Ok(_))) {
+            return Err(Failure::transient(
+                "the initial checkpoint could not be written within 120 s",
+            ));
+        }
+        *position = Some(start.clone());
+    }
     tracing::info!(connector, server = %info.version, position = %start, "requesting the binlog");
 
     let hb_ns = cfg

@@ -253,7 +253,7 @@ impl PgOutboxAdapter {
                 }
             }
             PgOutputMessage::Message(m) => {
-                if !self.prefixes.iter().any(|p| *p == m.prefix) {
+                if !self.prefixes.contains(&m.prefix) {
                     if m.transactional {
                         self.open("transactional Message")?;
                     }

@@ -475,7 +475,7 @@ pub async fn slot_info(
 pub async fn describe_pid(client: &tokio_postgres::Client, pid: i32) -> String {
     let row = client
         .query_opt(
-            "SELECT application_name, client_addr::text, usename::text FROM pg_stat_activity \
+            "SELECT application_name, host(client_addr), usename::text FROM pg_stat_activity \
              WHERE pid = $1",
             &[&pid],
         )
@@ -681,6 +681,7 @@ pub async fn run(
     let mut backoff = Duration::from_secs(1);
     loop {
         let mut streamed = false;
+        let mut open_txn = false;
         let result = stream_once(
             &connector,
             &cfg,
@@ -690,11 +691,19 @@ pub async fn run(
             &health,
             &mut checkpointed,
             &mut streamed,
+            &mut open_txn,
         )
         .await;
         metrics::gauge!(m::SOURCE_CONNECTED, m::LABEL_CONNECTOR => connector.clone()).set(0.0);
         match result {
             Ok(()) => return,
+            // Part of a transaction was handed on: a new session would send it again whole,
+            // after the part. The pipeline fails instead, and the connector restarts from its
+            // checkpoint (aborting what it had started).
+            Err(f) if open_txn => {
+                let _ = tx.send(Err(f)).await;
+                return;
+            }
             Err(f) if f.is_transient() && !*shutdown.borrow() => {
                 if streamed {
                     backoff = Duration::from_secs(1);
@@ -741,6 +750,7 @@ async fn stream_once(
     health: &Health,
     checkpointed: &mut watch::Receiver<Option<SourcePosition>>,
     streamed: &mut bool,
+    open_txn: &mut bool,
 ) -> Result<(), Failure> {
     let sql = connect(cfg).await?;
     let info = server_info(&sql, cfg).await?;
@@ -827,15 +837,19 @@ async fn stream_once(
             }
         }
         for ev in out.drain(..) {
-            if let SourceEvent::Commit {
-                position: SourcePosition::Lsn(p),
-                ..
-            }
-            | SourceEvent::Progress {
-                position: SourcePosition::Lsn(p),
-            } = &ev
-            {
-                *position = Some(*p);
+            match &ev {
+                SourceEvent::Commit {
+                    position: SourcePosition::Lsn(p),
+                    ..
+                }
+                | SourceEvent::Progress {
+                    position: SourcePosition::Lsn(p),
+                } => {
+                    *position = Some(*p);
+                    *open_txn = false;
+                }
+                SourceEvent::Begin => *open_txn = true,
+                _ => {}
             }
             *streamed = true;
             // Wait for room in the pipeline, confirming checkpoints meanwhile.

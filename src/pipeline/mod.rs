@@ -85,6 +85,7 @@ impl Progress<'_> {
         let checkpoint = Checkpoint {
             connector: self.connector.to_string(),
             position: acked.clone(),
+            skip: 0,
             updated_at_ms: now_ms(),
         };
         self.store.store(&checkpoint)?;
@@ -167,7 +168,9 @@ pub async fn run(
                     }
                     Ok(Ack::Position { position, commit_ts_ms }) => {
                         progress.advance(position, commit_ts_ms);
-                        if progress.last_write.elapsed() >= opts.checkpoint_interval {
+                        // The very first checkpoint is written at once: until it exists a
+                        // crash would restart at the server's *current* position.
+                        if progress.stored.is_none() || progress.last_write.elapsed() >= opts.checkpoint_interval {
                             if let Err(f) = progress.flush() { break Err(f); }
                         }
                     }
@@ -262,3 +265,4 @@ async fn handle_event(
         }
     }
 }
+pub mod transactional;

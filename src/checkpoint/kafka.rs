@@ -1,0 +1,249 @@
+//! The `kafka` checkpoint store: a compacted topic, one key per connector.
+//!
+//! The topic (default `outboxd.checkpoints`, Kafka Connect's `offset.storage.topic` in
+//! spirit) is created if missing with `cleanup.policy=compact`, so it keeps the last
+//! checkpoint of every connector forever. Record key: the connector name (UTF-8); value: the
+//! [`Checkpoint`] JSON (see the module above). In exactly-once mode the checkpoint record is
+//! written inside the same Kafka transaction as the records it covers; the store is read with
+//! `isolation.level=read_committed`, so an aborted transaction's checkpoint is never seen.
+//! In at-least-once mode it is produced after the records were acknowledged.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+use super::{Checkpoint, CheckpointStore};
+use crate::error::Failure;
+use crate::router::KafkaRecord;
+
+/// How long one metadata / watermark / produce round trip may take.
+const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connector's checkpoint in a compacted Kafka topic.
+pub struct KafkaCheckpointStore {
+    bootstrap: String,
+    topic: String,
+    connector: String,
+    producer: Option<FutureProducer>,
+}
+
+impl KafkaCheckpointStore {
+    /// A store for `connector` in `topic` on the cluster at `bootstrap`. Nothing is contacted
+    /// until [`ensure_topic`](Self::ensure_topic), `load` or `store`.
+    pub fn new(bootstrap: &str, topic: &str, connector: &str) -> Self {
+        Self {
+            bootstrap: bootstrap.to_string(),
+            topic: topic.to_string(),
+            connector: connector.to_string(),
+            producer: None,
+        }
+    }
+
+    /// The checkpoint topic's name.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The record that stores `checkpoint`: key = connector name, value = JSON.
+    pub fn record(&self, checkpoint: &Checkpoint) -> Result<KafkaRecord, Failure> {
+        let value = serde_json::to_vec(checkpoint)
+            .map_err(|e| Failure::definite(format!("cannot serialise checkpoint: {e}")))?;
+        Ok(KafkaRecord {
+            topic: self.topic.clone(),
+            key: Some(self.connector.clone().into_bytes()),
+            value: Some(value),
+            headers: Vec::new(),
+            timestamp_ms: None,
+            partition: None,
+        })
+    }
+
+    /// Creates the topic (1 partition, `cleanup.policy=compact`, the broker's default
+    /// replication factor) unless it exists.
+    ///
+    /// Errors: transient when the cluster is unreachable; definite when creation is refused
+    /// (e.g. no ACL): then create it by hand with `cleanup.policy=compact`.
+    pub async fn ensure_topic(&self) -> Result<(), Failure> {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .map_err(|e| Failure::definite(format!("cannot create a Kafka admin client: {e}")))?;
+        let topic = NewTopic::new(&self.topic, 1, TopicReplication::Fixed(-1))
+            .set("cleanup.policy", "compact");
+        let opts = AdminOptions::new().operation_timeout(Some(KAFKA_TIMEOUT));
+        let results = tokio::time::timeout(KAFKA_TIMEOUT, admin.create_topics([&topic], &opts))
+            .await
+            .map_err(|_| Failure::transient("Kafka did not answer a CreateTopics request"))?
+            .map_err(|e| {
+                Failure::transient(format!("creating checkpoint topic {}: {e}", self.topic))
+            })?;
+        for r in results {
+            match r {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((t, code))
+                    if matches!(
+                        code,
+                        RDKafkaErrorCode::TopicAuthorizationFailed
+                            | RDKafkaErrorCode::ClusterAuthorizationFailed
+                            | RDKafkaErrorCode::PolicyViolation
+                            | RDKafkaErrorCode::InvalidConfig
+                    ) =>
+                {
+                    return Err(Failure::definite(format!(
+                        "Kafka refused to create checkpoint topic {t} ({code}); create it with \
+                         cleanup.policy=compact or grant CREATE on it"
+                    )))
+                }
+                Err((t, code)) => {
+                    return Err(Failure::transient(format!(
+                        "creating checkpoint topic {t}: {code}"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_last(&self) -> Result<Option<Checkpoint>, Failure> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set(
+                "group.id",
+                format!("outboxd-checkpoint-reader-{}", self.connector),
+            )
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "false")
+            .create()
+            .map_err(|e| Failure::definite(format!("cannot create a Kafka consumer: {e}")))?;
+        let md = consumer
+            .fetch_metadata(Some(&self.topic), KAFKA_TIMEOUT)
+            .map_err(|e| Failure::transient(format!("reading checkpoint topic metadata: {e}")))?;
+        let partitions: Vec<i32> = md
+            .topics()
+            .iter()
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect();
+        let mut tpl = TopicPartitionList::new();
+        let mut ends = Vec::new();
+        for p in partitions {
+            // With read_committed the high watermark is the last stable offset's bound.
+            let (low, high) = consumer
+                .fetch_watermarks(&self.topic, p, KAFKA_TIMEOUT)
+                .map_err(|e| {
+                    Failure::transient(format!("reading checkpoint topic offsets: {e}"))
+                })?;
+            if high > low {
+                tpl.add_partition_offset(&self.topic, p, Offset::Beginning)
+                    .map_err(|e| Failure::definite(e.to_string()))?;
+                ends.push((p, high));
+            }
+        }
+        if ends.is_empty() {
+            return Ok(None);
+        }
+        consumer
+            .assign(&tpl)
+            .map_err(|e| Failure::transient(format!("reading checkpoint topic: {e}")))?;
+        let mut last: Option<Checkpoint> = None;
+        let deadline = Instant::now() + KAFKA_TIMEOUT * 4;
+        let mut done: Vec<i32> = Vec::new();
+        while done.len() < ends.len() {
+            if Instant::now() > deadline {
+                return Err(Failure::transient(format!(
+                    "timed out reading checkpoint topic {}",
+                    self.topic
+                )));
+            }
+            // Partitions whose position reached the end are done (control records of
+            // transactions advance the position without being returned).
+            if let Ok(pos) = consumer.position() {
+                for (p, high) in &ends {
+                    if done.contains(p) {
+                        continue;
+                    }
+                    if let Some(e) = pos.find_partition(&self.topic, *p) {
+                        if let Offset::Offset(o) = e.offset() {
+                            if o >= *high {
+                                done.push(*p);
+                            }
+                        }
+                    }
+                }
+            }
+            let Some(msg) = consumer.poll(Duration::from_millis(200)) else {
+                continue;
+            };
+            let msg =
+                msg.map_err(|e| Failure::transient(format!("reading checkpoint topic: {e}")))?;
+            if msg.key() != Some(self.connector.as_bytes()) {
+                continue;
+            }
+            last = match msg.payload() {
+                None => None,
+                Some(bytes) => Some(serde_json::from_slice(bytes).map_err(|e| {
+                    Failure::definite(format!(
+                        "the checkpoint of connector {} in topic {} (offset {}) is not valid \
+                         outboxd checkpoint JSON ({e}); produce a corrected one or a tombstone \
+                         for key {:?}",
+                        self.connector,
+                        self.topic,
+                        msg.offset(),
+                        self.connector
+                    ))
+                })?),
+            };
+        }
+        Ok(last)
+    }
+
+    fn producer(&mut self) -> Result<&FutureProducer, Failure> {
+        if self.producer.is_none() {
+            let p: FutureProducer = ClientConfig::new()
+                .set("bootstrap.servers", &self.bootstrap)
+                .set("enable.idempotence", "true")
+                .set("acks", "all")
+                .set("linger.ms", "0")
+                .create()
+                .map_err(|e| Failure::definite(format!("cannot create a Kafka producer: {e}")))?;
+            self.producer = Some(p);
+        }
+        Ok(self.producer.as_ref().expect("set above"))
+    }
+}
+
+impl CheckpointStore for KafkaCheckpointStore {
+    fn load(&self) -> Result<Option<Checkpoint>, Failure> {
+        self.read_last()
+    }
+
+    /// Produces the checkpoint record and waits until Kafka acknowledged it (at-least-once
+    /// mode; exactly-once writes [`record`](Self::record) inside its transactions instead).
+    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), Failure> {
+        let record = self.record(checkpoint)?;
+        let producer = self.producer()?.clone();
+        let key = record.key.unwrap_or_default();
+        let value = record.value.unwrap_or_default();
+        let delivery = async move {
+            producer
+                .send(
+                    FutureRecord::<[u8], [u8]>::to(&record.topic)
+                        .key(&key)
+                        .payload(&value),
+                    KAFKA_TIMEOUT,
+                )
+                .await
+                .map(|_| ())
+                .map_err(|(e, _)| Failure::transient(format!("writing the checkpoint: {e}")))
+        };
+        // The store trait is synchronous (the file store fsyncs); the pipeline runs on the
+        // multi-threaded runtime, where blocking this worker for one round trip is allowed.
+        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(delivery))
+    }
+}

@@ -1,0 +1,268 @@
+//! The exactly-once delivery loop: records and their checkpoint in one Kafka transaction.
+//!
+//! Source events are routed and sent inside an open Kafka transaction until a bound is
+//! reached ([`BatchOptions`]: records, bytes, time). Then the checkpoint record for the
+//! position reached goes into the same transaction and the transaction commits: a
+//! `read_committed` consumer sees the records and the checkpoint together, or neither. After a
+//! crash the relay reads the last committed checkpoint and resumes the source there, so the
+//! records of an aborted (or never committed) transaction are produced again exactly once.
+//!
+//! A source transaction larger than the bounds is split across Kafka transactions: the
+//! checkpoint then names the position *before* that source transaction plus `skip`, the
+//! number of its outbox rows already delivered, and on resume those rows are dropped.
+//! Memory stays bounded by the batch bounds however large the source transaction.
+//!
+//! Only after a commit is the checkpointed position published (for PostgreSQL's flush LSN).
+
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
+use crate::error::Failure;
+use crate::event::SourceEvent;
+use crate::metrics as m;
+use crate::position::SourcePosition;
+use crate::router::{EventRouter, Routed};
+use crate::sink::kafka::{await_delivery, Delivered, KafkaSink};
+
+/// Bounds of one Kafka transaction.
+#[derive(Debug, Clone)]
+pub struct BatchOptions {
+    /// Most records per transaction.
+    pub max_events: usize,
+    /// Most record bytes per transaction.
+    pub max_bytes: usize,
+    /// Longest a transaction collects records before it commits.
+    pub max_wait: Duration,
+    /// While only the position moves (heartbeats, other tables), how often a checkpoint-only
+    /// transaction records it.
+    pub idle_checkpoint_interval: Duration,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        Self {
+            max_events: 10_000,
+            max_bytes: 8 * 1024 * 1024,
+            max_wait: Duration::from_millis(100),
+            idle_checkpoint_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Where the loop stands in the source stream.
+struct Cursor {
+    /// Position after the last complete source transaction (or the resume position).
+    position: Option<SourcePosition>,
+    /// Outbox rows of the current, unfinished source transaction seen so far (including
+    /// rows skipped because an earlier run delivered them).
+    txn_rows: u64,
+    /// Rows of the first source transaction to drop on resume.
+    skip: u64,
+    /// Commit time of the last complete source transaction, epoch ms.
+    commit_ts_ms: Option<i64>,
+}
+
+impl Cursor {
+    fn checkpoint(&self, connector: &str) -> Option<Checkpoint> {
+        self.position.clone().map(|position| Checkpoint {
+            connector: connector.to_string(),
+            position,
+            skip: self.txn_rows,
+            updated_at_ms: now_ms(),
+        })
+    }
+}
+
+/// Ends the open transaction after `f` and returns the failure to report: the producer's
+/// fatal error (fencing) if it has one — then nothing more is sent, not even an abort —
+/// else `f` after aborting.
+fn fail(sink: &KafkaSink, open: bool, f: Failure) -> Failure {
+    if let Some(fatal) = sink.fatal() {
+        return fatal;
+    }
+    if open {
+        sink.abort();
+    }
+    f
+}
+
+/// Runs the exactly-once loop until the source ends, `shutdown`, or a failure.
+///
+/// `sink` must be transactional and initialised ([`KafkaSink::init_transactions`]);
+/// `resume` is the last committed checkpoint. On shutdown the open batch is committed first.
+/// Failures abort the open transaction: nothing of it becomes visible and the checkpoint
+/// stays at the last commit.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    connector: &str,
+    mut events: mpsc::Receiver<Result<SourceEvent, Failure>>,
+    router: &EventRouter,
+    sink: &KafkaSink,
+    store: &KafkaCheckpointStore,
+    resume: Option<Checkpoint>,
+    checkpointed: Option<&watch::Sender<Option<SourcePosition>>>,
+    opts: &BatchOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), Failure> {
+    let label = connector.to_string();
+    let mut cursor = Cursor {
+        position: resume.as_ref().map(|c| c.position.clone()),
+        txn_rows: 0,
+        skip: resume.as_ref().map_or(0, |c| c.skip),
+        commit_ts_ms: None,
+    };
+    if let Some(tx) = checkpointed {
+        tx.send_replace(cursor.position.clone());
+    }
+    let mut committed_position = cursor.position.clone();
+    let mut last_commit = Instant::now();
+    let mut stopping = false;
+    loop {
+        // ---- collect one batch
+        let mut open = false;
+        let mut deliveries: FuturesUnordered<_> = FuturesUnordered::new();
+        let (mut records, mut bytes) = (0usize, 0usize);
+        let mut deadline: Option<Instant> = None;
+        while !stopping {
+            let sleep_until =
+                deadline.unwrap_or_else(|| Instant::now() + opts.idle_checkpoint_interval);
+            tokio::select! {
+                biased;
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        tracing::info!(connector, "shutdown: committing the open batch");
+                        stopping = true;
+                    }
+                }
+                ev = events.recv() => match ev {
+                    None => stopping = true,
+                    Some(Err(f)) => return Err(fail(sink, open, f)),
+                    Some(Ok(SourceEvent::Begin)) => {}
+                    Some(Ok(SourceEvent::Change(change))) => {
+                        cursor.txn_rows += 1;
+                        metrics::counter!(m::EVENTS_READ, m::LABEL_CONNECTOR => label.clone()).increment(1);
+                        if cursor.txn_rows <= cursor.skip {
+                            continue; // delivered by an earlier run
+                        }
+                        let routed = router.route(&change).map_err(|e| {
+                            Failure::definite(format!("outbox row in {} could not be routed: {e}", change.table))
+                        });
+                        let routed = match routed {
+                            Ok(r) => r,
+                            Err(f) => return Err(fail(sink, open, f)),
+                        };
+                        match routed {
+                            Routed::Record(record) => {
+                                if !open {
+                                    sink.begin().map_err(|f| fail(sink, false, f))?;
+                                    open = true;
+                                }
+                                let size = record.approx_size();
+                                let fut = match sink.send(&record).await {
+                                    Ok(f) => f,
+                                    Err(f) => return Err(fail(sink, true, f)),
+                                };
+                                let topic = record.topic;
+                                deliveries.push(async move { await_delivery(fut, &topic).await });
+                                records += 1;
+                                bytes += size;
+                                deadline.get_or_insert_with(|| Instant::now() + opts.max_wait);
+                            }
+                            Routed::Skipped(reason) => {
+                                metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => label.clone(), m::LABEL_REASON => reason.label()).increment(1);
+                            }
+                        }
+                    }
+                    Some(Ok(SourceEvent::Commit { position, commit_ts_ms })) => {
+                        cursor.position = Some(position);
+                        cursor.txn_rows = 0;
+                        cursor.skip = 0;
+                        cursor.commit_ts_ms = Some(commit_ts_ms);
+                        if records > 0 {
+                            deadline.get_or_insert_with(|| Instant::now() + opts.max_wait);
+                        }
+                    }
+                    Some(Ok(SourceEvent::Progress { position })) => {
+                        if cursor.txn_rows == 0 {
+                            cursor.position = Some(position);
+                            if committed_position.is_none() {
+                                break; // commit the first checkpoint now
+                            }
+                        }
+                    }
+                },
+                _ = tokio::time::sleep_until(sleep_until) => break,
+            }
+            if records >= opts.max_events || bytes >= opts.max_bytes {
+                break;
+            }
+        }
+
+        // ---- commit it (records + checkpoint), or nothing if nothing moved
+        let moved = cursor.position != committed_position || cursor.txn_rows > cursor.skip;
+        // The very first checkpoint is committed at once: until it exists a crash would
+        // restart at the server's *current* position.
+        let idle_due =
+            committed_position.is_none() || last_commit.elapsed() >= opts.idle_checkpoint_interval;
+        if records == 0 && (!moved || (!idle_due && !stopping)) {
+            if open {
+                sink.abort();
+            }
+            if stopping {
+                return Ok(());
+            }
+            continue;
+        }
+        let Some(checkpoint) = cursor.checkpoint(connector) else {
+            // No position known yet (e.g. before the first GTID list): nothing to commit.
+            if open {
+                sink.abort();
+            }
+            if stopping {
+                return Ok(());
+            }
+            continue;
+        };
+        if !open {
+            sink.begin().map_err(|f| fail(sink, false, f))?;
+        }
+        let mut delivered: Vec<Delivered> = Vec::with_capacity(records);
+        while let Some(d) = deliveries.next().await {
+            match d {
+                Ok(d) => delivered.push(d),
+                Err(f) => return Err(fail(sink, true, f)),
+            }
+        }
+        let record = store.record(&checkpoint)?;
+        if let Err(f) = sink.send(&record).await {
+            return Err(fail(sink, true, f));
+        }
+        if let Err(f) = sink.commit() {
+            return Err(fail(sink, true, f));
+        }
+        last_commit = Instant::now();
+        committed_position = Some(checkpoint.position.clone());
+        cursor.skip = cursor.txn_rows;
+        metrics::counter!(m::EVENTS_PRODUCED, m::LABEL_CONNECTOR => label.clone())
+            .increment(records as u64);
+        metrics::counter!(m::BYTES_PRODUCED, m::LABEL_CONNECTOR => label.clone())
+            .increment(bytes as u64);
+        metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => label.clone()).increment(1);
+        metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label.clone()).set(0.0);
+        if let Some(ts) = cursor.commit_ts_ms {
+            metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => label.clone())
+                .set((now_ms() - ts).max(0) as f64 / 1000.0);
+        }
+        if let Some(tx) = checkpointed {
+            tx.send_replace(Some(checkpoint.position.clone()));
+        }
+        tracing::debug!(connector, records, position = %checkpoint.position, skip = checkpoint.skip, "committed");
+        if stopping {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,513 @@
+//! PostgreSQL preflight: `wal_level`, replication slots and senders, the role's
+//! `REPLICATION` attribute, the publication, the slot and the outbox tables; and the slot
+//! figures `outboxd status` reports.
+//!
+//! Checks only read: a missing publication or slot that the connector would create is a
+//! warning that says so (with whether the role may create it), not a failure.
+
+use super::{CheckResult, Status};
+use crate::config::{ConnectorConfig, PostgresSourceConfig, PublicationAutocreate};
+use crate::position::{Lsn, SourcePosition};
+use crate::source::postgres::session::{self, quote_ident};
+
+/// Runs every PostgreSQL check for connector `cfg` with source `src`.
+pub async fn check(cfg: &ConnectorConfig, src: &PostgresSourceConfig) -> Vec<CheckResult> {
+    let name = cfg.name.as_str();
+    let mut out = Vec::new();
+    let client = match session::connect(src).await {
+        Ok(c) => {
+            out.push(CheckResult::new(
+                name,
+                "connect",
+                Status::Pass,
+                format!("{}:{}/{} as {}", src.host, src.port, src.dbname, src.user),
+            ));
+            c
+        }
+        Err(f) => {
+            out.push(CheckResult::new(name, "connect", Status::Fail, f.message));
+            return out;
+        }
+    };
+    let info = match session::server_info(&client, src).await {
+        Ok(i) => i,
+        Err(f) => {
+            out.push(CheckResult::new(
+                name,
+                "server settings",
+                Status::Fail,
+                f.message,
+            ));
+            return out;
+        }
+    };
+    out.push(CheckResult::new(
+        name,
+        "server",
+        Status::Pass,
+        info.version.clone(),
+    ));
+    if info.version_num < 100_000 {
+        out.push(CheckResult::new(
+            name,
+            "server version",
+            Status::Fail,
+            "pgoutput needs PostgreSQL 10 or later (logical decoding messages: 14 or later)",
+        ));
+    } else if info.version_num < 140_000 && !src.message_prefixes.is_empty() {
+        out.push(CheckResult::new(
+            name,
+            "server version",
+            Status::Fail,
+            "message_prefixes needs PostgreSQL 14 or later (pgoutput sends logical decoding messages from 14 on)",
+        ));
+    }
+    out.push(if info.wal_level == "logical" {
+        CheckResult::new(name, "wal_level", Status::Pass, "logical")
+    } else {
+        CheckResult::new(
+            name,
+            "wal_level",
+            Status::Fail,
+            format!(
+                "{}; set wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart)",
+                info.wal_level
+            ),
+        )
+    });
+    out.push(if info.rolreplication || info.rolsuper {
+        CheckResult::new(
+            name,
+            "role REPLICATION",
+            Status::Pass,
+            format!(
+                "{} has {}",
+                info.user,
+                if info.rolsuper {
+                    "SUPERUSER"
+                } else {
+                    "REPLICATION"
+                }
+            ),
+        )
+    } else {
+        CheckResult::new(
+            name,
+            "role REPLICATION",
+            Status::Fail,
+            format!(
+                "{} lacks REPLICATION; run ALTER ROLE {} REPLICATION",
+                info.user,
+                quote_ident(&info.user)
+            ),
+        )
+    });
+    out.extend(slot(name, &client, src, &info).await);
+    out.extend(publication(name, &client, cfg, src).await);
+    out.extend(tables(name, &client, cfg, src).await);
+    if !src.message_prefixes.is_empty() {
+        out.push(CheckResult::new(
+            name,
+            "message prefixes",
+            Status::Pass,
+            format!(
+                "pg_logical_emit_message with prefix {} is routed as an outbox event",
+                src.message_prefixes.join(", ")
+            ),
+        ));
+    }
+    out
+}
+
+async fn slot(
+    name: &str,
+    client: &tokio_postgres::Client,
+    src: &PostgresSourceConfig,
+    info: &session::ServerInfo,
+) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    let slot = match session::slot_info(client, src, &src.slot_name).await {
+        Ok(s) => s,
+        Err(f) => {
+            return vec![CheckResult::new(
+                name,
+                "replication slot",
+                Status::Fail,
+                f.message,
+            )]
+        }
+    };
+    let free = info.max_replication_slots - info.slots_used;
+    out.push(match (&slot, free) {
+        (Some(_), _) => CheckResult::new(
+            name,
+            "replication slots",
+            Status::Pass,
+            format!(
+                "{} of max_replication_slots = {} in use (this connector's included)",
+                info.slots_used, info.max_replication_slots
+            ),
+        ),
+        (None, f) if f > 0 => CheckResult::new(
+            name,
+            "replication slots",
+            Status::Pass,
+            format!(
+                "{f} free of max_replication_slots = {}",
+                info.max_replication_slots
+            ),
+        ),
+        (None, _) => CheckResult::new(
+            name,
+            "replication slots",
+            Status::Fail,
+            format!(
+                "all max_replication_slots = {} are in use: drop an unused slot \
+                 (pg_drop_replication_slot) or raise max_replication_slots (needs a restart)",
+                info.max_replication_slots
+            ),
+        ),
+    });
+    let label = format!("slot {}", src.slot_name);
+    out.push(match slot {
+        None if src.slot_autocreate => CheckResult::new(
+            name,
+            &label,
+            Status::Pass,
+            "does not exist yet; the connector creates it at its first start (events from then on are delivered)",
+        ),
+        None => CheckResult::new(
+            name,
+            &label,
+            Status::Fail,
+            format!(
+                "does not exist and slot_autocreate is off; SELECT \
+                 pg_create_logical_replication_slot('{}', 'pgoutput')",
+                src.slot_name
+            ),
+        ),
+        Some(s) if s.plugin.as_deref() != Some("pgoutput") => CheckResult::new(
+            name,
+            &label,
+            Status::Fail,
+            format!(
+                "is a {} slot for plugin {}; outboxd needs a logical pgoutput slot",
+                s.slot_type,
+                s.plugin.as_deref().unwrap_or("none")
+            ),
+        ),
+        Some(s) if s.database.as_deref() != Some(src.dbname.as_str()) => CheckResult::new(
+            name,
+            &label,
+            Status::Fail,
+            format!(
+                "belongs to database {}, not {}",
+                s.database.as_deref().unwrap_or("?"),
+                src.dbname
+            ),
+        ),
+        Some(s) if s.wal_status.as_deref() == Some("lost") => CheckResult::new(
+            name,
+            &label,
+            Status::Fail,
+            "has lost WAL it needed (wal_status = lost): drop and recreate it, and delete the checkpoint",
+        ),
+        Some(s) => {
+            let at = format!(
+                "pgoutput, confirmed_flush_lsn {}, restart_lsn {}",
+                s.confirmed_flush_lsn
+                    .map(|l| l.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                s.restart_lsn
+                    .map(|l| l.to_string())
+                    .unwrap_or_else(|| "-".into())
+            );
+            match s.active_pid {
+                Some(pid) => CheckResult::new(
+                    name,
+                    &label,
+                    Status::Warn,
+                    format!(
+                        "{at}; in use by {} (fine if that is this connector running)",
+                        session::describe_pid(client, pid).await
+                    ),
+                ),
+                None => CheckResult::new(name, &label, Status::Pass, at),
+            }
+        }
+    });
+    out
+}
+
+async fn publication(
+    name: &str,
+    client: &tokio_postgres::Client,
+    cfg: &ConnectorConfig,
+    src: &PostgresSourceConfig,
+) -> Vec<CheckResult> {
+    let label = format!("publication {}", src.publication_name);
+    let info = match session::publication_info(client, src, &src.publication_name).await {
+        Ok(i) => i,
+        Err(f) => return vec![CheckResult::new(name, &label, Status::Fail, f.message)],
+    };
+    // Can the role create (or extend) a FOR TABLE publication: CREATE on the database and
+    // ownership (membership in the owner role) of every outbox table.
+    let may_create = async {
+        let mut ok = client
+            .query_one(
+                "SELECT has_database_privilege(current_database(), 'CREATE')",
+                &[],
+            )
+            .await
+            .map(|r| r.get::<_, bool>(0))
+            .unwrap_or(false);
+        for t in &cfg.tables {
+            let owns = client
+                .query_opt(
+                    "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c \
+                     JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE n.nspname = $1 AND c.relname = $2",
+                    &[&t.schema, &t.name],
+                )
+                .await
+                .ok()
+                .flatten()
+                .map(|r| r.get::<_, bool>(0))
+                .unwrap_or(false);
+            ok &= owns;
+        }
+        ok
+    };
+    let sql = session::create_publication_sql(src, &cfg.tables, false);
+    match info {
+        None => match src.publication_autocreate {
+            PublicationAutocreate::Disabled => vec![CheckResult::new(
+                name,
+                &label,
+                Status::Fail,
+                format!("does not exist and publication_autocreate is disabled; run `{sql}`"),
+            )],
+            PublicationAutocreate::AllTables => vec![CheckResult::new(
+                name,
+                &label,
+                Status::Warn,
+                "does not exist; the connector creates it FOR ALL TABLES (needs a superuser)",
+            )],
+            PublicationAutocreate::Filtered => {
+                if may_create.await {
+                    vec![CheckResult::new(
+                        name,
+                        &label,
+                        Status::Pass,
+                        format!("does not exist yet; the connector creates it: {sql}"),
+                    )]
+                } else {
+                    vec![CheckResult::new(
+                        name,
+                        &label,
+                        Status::Fail,
+                        format!(
+                            "does not exist and {} may not create it (FOR TABLE needs CREATE on \
+                             the database and ownership of the tables); have the owner run \
+                             `{sql}`",
+                            src.user
+                        ),
+                    )]
+                }
+            }
+        },
+        Some(p) => {
+            let mut out = Vec::new();
+            if !p.pubinsert {
+                out.push(CheckResult::new(
+                    name,
+                    &label,
+                    Status::Fail,
+                    format!(
+                        "does not publish INSERTs; ALTER PUBLICATION {} SET (publish = 'insert')",
+                        quote_ident(&src.publication_name)
+                    ),
+                ));
+                return out;
+            }
+            let missing: Vec<String> = cfg
+                .tables
+                .iter()
+                .filter(|t| !p.all_tables && !p.tables.contains(t))
+                .map(|t| t.to_string())
+                .collect();
+            let ops: Vec<&str> = [
+                ("insert", p.pubinsert),
+                ("update", p.pubupdate),
+                ("delete", p.pubdelete),
+            ]
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(op, _)| *op)
+            .collect();
+            if missing.is_empty() {
+                out.push(CheckResult::new(
+                    name,
+                    &label,
+                    Status::Pass,
+                    format!(
+                        "covers {} (publish = '{}')",
+                        if p.all_tables {
+                            "all tables".to_string()
+                        } else {
+                            cfg.tables
+                                .iter()
+                                .map(|t| t.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        },
+                        ops.join(", ")
+                    ),
+                ));
+            } else if src.publication_autocreate == PublicationAutocreate::Filtered
+                && may_create.await
+            {
+                out.push(CheckResult::new(
+                    name,
+                    &label,
+                    Status::Warn,
+                    format!(
+                        "does not cover {}; the connector adds them (ALTER PUBLICATION .. ADD TABLE)",
+                        missing.join(", ")
+                    ),
+                ));
+            } else {
+                out.push(CheckResult::new(
+                    name,
+                    &label,
+                    Status::Fail,
+                    format!(
+                        "does not cover {}; ALTER PUBLICATION {} ADD TABLE {}",
+                        missing.join(", "),
+                        quote_ident(&src.publication_name),
+                        missing.join(", ")
+                    ),
+                ));
+            }
+            out
+        }
+    }
+}
+
+async fn tables(
+    name: &str,
+    client: &tokio_postgres::Client,
+    cfg: &ConnectorConfig,
+    src: &PostgresSourceConfig,
+) -> Vec<CheckResult> {
+    let r = &cfg.router;
+    let mut needed: Vec<&str> = vec![
+        r.field_event_id.as_str(),
+        r.field_event_key.as_str(),
+        r.field_event_payload.as_str(),
+        r.route_by_field.as_str(),
+    ];
+    if let Some(ts) = &r.field_event_timestamp {
+        needed.push(ts);
+    }
+    for f in &r.additional_placement {
+        needed.push(f.column.as_str());
+    }
+    let mut out = Vec::new();
+    for t in &cfg.tables {
+        let label = format!("table {t}");
+        let cols = client
+            .query(
+                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
+                 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') \
+                   AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                &[&t.schema, &t.name],
+            )
+            .await;
+        let cols: Vec<(String, String)> = match cols {
+            Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            Err(e) => {
+                out.push(CheckResult::new(
+                    name,
+                    &label,
+                    Status::Fail,
+                    session::classify_sql(&e, src).message,
+                ));
+                continue;
+            }
+        };
+        if cols.is_empty() {
+            out.push(CheckResult::new(
+                name,
+                &label,
+                Status::Fail,
+                format!(
+                    "not found in database {}; create it (migrations/postgres) or fix `tables` / \
+                     table.include.list",
+                    src.dbname
+                ),
+            ));
+            continue;
+        }
+        let missing: Vec<&str> = needed
+            .iter()
+            .copied()
+            .filter(|c| !cols.iter().any(|(n, _)| n == c))
+            .collect();
+        if !missing.is_empty() {
+            out.push(CheckResult::new(name, &label, Status::Fail, format!(
+                "lacks column(s) {} that the router reads; add them or set the table.field.event.* / route.by.field options",
+                missing.join(", ")
+            )));
+            continue;
+        }
+        let payload_type = cols
+            .iter()
+            .find(|(n, _)| *n == r.field_event_payload)
+            .map(|(_, t)| t.as_str())
+            .unwrap_or("?");
+        let note = if payload_type == "jsonb" {
+            " (jsonb: record values are jsonb's normalised text; use json or text to keep the bytes as written)"
+        } else {
+            ""
+        };
+        out.push(CheckResult::new(
+            name,
+            &label,
+            Status::Pass,
+            format!("{} columns, payload {payload_type}{note}", cols.len()),
+        ));
+    }
+    out
+}
+
+/// What `outboxd status` shows for a PostgreSQL connector: the server's current WAL position
+/// and the slot's figures (`confirmed_flush_lsn`, `restart_lsn`, lag in bytes, holder).
+pub async fn status(
+    src: &PostgresSourceConfig,
+) -> Result<(SourcePosition, serde_json::Value), String> {
+    let client = session::connect(src).await.map_err(|f| f.message)?;
+    let current = session::current_wal_lsn(&client, src)
+        .await
+        .map_err(|f| f.message)?;
+    let slot = session::slot_info(&client, src, &src.slot_name)
+        .await
+        .map_err(|f| f.message)?;
+    let lag = |l: Option<Lsn>| l.map(|l| current.0.saturating_sub(l.0));
+    let slot_json = match slot {
+        None => serde_json::json!({"name": src.slot_name, "exists": false}),
+        Some(s) => serde_json::json!({
+            "name": src.slot_name,
+            "exists": true,
+            "active_pid": s.active_pid,
+            "confirmed_flush_lsn": s.confirmed_flush_lsn.map(|l| l.to_string()),
+            "restart_lsn": s.restart_lsn.map(|l| l.to_string()),
+            "wal_status": s.wal_status,
+            "lag_bytes": lag(s.confirmed_flush_lsn),
+            "retained_bytes": lag(s.restart_lsn),
+        }),
+    };
+    Ok((SourcePosition::Lsn(current), slot_json))
+}
