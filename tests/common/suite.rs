@@ -669,3 +669,42 @@ pub async fn huge_transaction_exactly_once<S: SourceDb>(db: &S, rows: usize) {
         "relay memory must stay bounded: peak {peak} KiB"
     );
 }
+
+/// Runs `scripts/services.sh <args>` (e.g. `stop kafka`), panicking on failure.
+pub fn services(args: &[&str]) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/services.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run services.sh");
+    assert!(
+        out.status.success(),
+        "services.sh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Kafka stops for a while mid-stream (the broker process is stopped and started again):
+/// in exactly-once mode nothing is lost and nothing duplicated.
+pub async fn kafka_outage_mid_stream<S: SourceDb>(db: &S) {
+    let (path, port) =
+        write_config_with(db, &db.outbox_table(), "", EXACTLY_ONCE, "connector.toml");
+    let relay = Relay::start(path, port);
+    let events = sequenced_events("Invoice", 10, 2_000, 100);
+    let outage = tokio::task::spawn_blocking(|| {
+        std::thread::sleep(Duration::from_secs(2));
+        services(&["stop", "kafka"]);
+        std::thread::sleep(Duration::from_secs(10));
+        services(&["start", "kafka"]);
+    });
+    let (_, o) = tokio::join!(write_in_random_transactions(db, &events, 8), outage);
+    o.unwrap();
+    let got = read_topics(
+        &[topic(db, "Invoice")],
+        events.len(),
+        Duration::from_secs(300),
+        Duration::from_secs(4),
+    );
+    assert_exactly_once(&events, &got, &relay.log_text());
+}
