@@ -47,19 +47,13 @@ pub async fn check(cfg: &ConnectorConfig, src: &PostgresSourceConfig) -> Vec<Che
         Status::Pass,
         info.version.clone(),
     ));
-    if info.version_num < 100_000 {
+    if info.version_num < 140_000 {
         out.push(CheckResult::new(
             name,
             "server version",
             Status::Fail,
-            "pgoutput needs PostgreSQL 10 or later (logical decoding messages: 14 or later)",
-        ));
-    } else if info.version_num < 140_000 && !src.message_prefixes.is_empty() {
-        out.push(CheckResult::new(
-            name,
-            "server version",
-            Status::Fail,
-            "message_prefixes needs PostgreSQL 14 or later (pgoutput sends logical decoding messages from 14 on)",
+            "outboxd needs PostgreSQL 14 or later (it asks pgoutput for logical decoding \
+             messages, an option PostgreSQL 14 introduced)",
         ));
     }
     out.push(if info.wal_level == "logical" {

@@ -33,6 +33,12 @@ impl OutboxAdapter {
         }
     }
 
+    /// True while outbox rows of an unfinished source transaction have been handed on: a
+    /// reconnect now would replay them, so the caller must restart from the checkpoint.
+    pub fn mid_transaction(&self) -> bool {
+        self.txn_rows > 0
+    }
+
     /// Feeds one decoded message. `position` gives the position after the last committed
     /// transaction (called only when it is needed).
     pub fn on_message(

@@ -294,6 +294,11 @@ pub async fn run(
     let tables: HashSet<TableName> = tables.into_iter().collect();
     loop {
         let mut streamed = false;
+        // Set while rows of an unfinished transaction were handed on: reconnecting inside
+        // the session would replay them after the partial copy, so such a failure goes to
+        // the pipeline, which restarts the connector from its checkpoint (exactly-once
+        // aborts the open Kafka transaction).
+        let mut mid_txn = false;
         let result = stream_once(
             &connector,
             &cfg,
@@ -302,13 +307,14 @@ pub async fn run(
             &tx,
             &health,
             &mut streamed,
+            &mut mid_txn,
             checkpointed.clone(),
         )
         .await;
         metrics::gauge!(m::SOURCE_CONNECTED, m::LABEL_CONNECTOR => connector.clone()).set(0.0);
         match result {
             Ok(()) => return,
-            Err(f) if f.is_transient() && !*shutdown.borrow() => {
+            Err(f) if f.is_transient() && !*shutdown.borrow() && !mid_txn => {
                 if streamed {
                     backoff = Duration::from_secs(1);
                 }
@@ -335,6 +341,7 @@ async fn stream_once(
     tx: &mpsc::Sender<Result<SourceEvent, Failure>>,
     health: &Health,
     streamed: &mut bool,
+    mid_txn: &mut bool,
     mut checkpointed: watch::Receiver<Option<SourcePosition>>,
 ) -> Result<(), Failure> {
     let mut conn = connect(cfg).await?;
@@ -462,6 +469,7 @@ async fn stream_once(
             }
             adapter.on_message(msg, || decoder.current_position(), &mut out);
         }
+        *mid_txn = adapter.mid_transaction();
         for ev in out.drain(..) {
             if let SourceEvent::Commit { position: p, .. } | SourceEvent::Progress { position: p } =
                 &ev

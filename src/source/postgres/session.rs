@@ -34,6 +34,20 @@
 //! transactions, into [`crate::event::SourceEvent::Progress`]; once checkpointed they are
 //! confirmed, so WAL written to other tables does not stay pinned by an idle outbox.
 //!
+//! # Publication: INSERTs only
+//!
+//! A publication outboxd creates publishes INSERTs only (`WITH (publish = 'insert')`), in
+//! `filtered` mode for the outbox tables only: UPDATEs and DELETEs of outbox rows never reach
+//! outboxd, so `table.op.invalid.behavior` has nothing to act on (the insert-then-delete
+//! cleanup pattern costs nothing). A publication the operator created that also publishes
+//! UPDATE/DELETE works too: those changes then go to the router, which drops DELETEs and
+//! applies `table.op.invalid.behavior` to UPDATEs, as on MySQL.
+//!
+//! # Server version
+//!
+//! PostgreSQL 14 or later: pgwire-replication always asks pgoutput for logical decoding
+//! messages (`messages 'true'`), an option PostgreSQL 14 introduced.
+//!
 //! # Errors
 //!
 //! Transient (reconnect with backoff from the last handed-on position): connection lost,
