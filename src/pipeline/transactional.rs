@@ -40,6 +40,11 @@ pub struct BatchOptions {
     /// While only the position moves (heartbeats, other tables), how often a checkpoint-only
     /// transaction records it.
     pub idle_checkpoint_interval: Duration,
+    /// While nothing moves at all, how often the checkpoint is re-committed anyway. This
+    /// keeps the producer's transactional session exercised, so an instance fenced by a
+    /// newer one notices within this interval and releases the source (a PostgreSQL slot,
+    /// which the newer instance is waiting for).
+    pub keepalive_interval: Duration,
 }
 
 impl Default for BatchOptions {
@@ -49,6 +54,7 @@ impl Default for BatchOptions {
             max_bytes: 8 * 1024 * 1024,
             max_wait: Duration::from_millis(100),
             idle_checkpoint_interval: Duration::from_secs(1),
+            keepalive_interval: Duration::from_secs(3),
         }
     }
 }
@@ -208,7 +214,9 @@ pub async fn run(
         // restart at the server's *current* position.
         let idle_due =
             committed_position.is_none() || last_commit.elapsed() >= opts.idle_checkpoint_interval;
-        if records == 0 && (!moved || (!idle_due && !stopping)) {
+        let keepalive_due =
+            committed_position.is_some() && last_commit.elapsed() >= opts.keepalive_interval;
+        if records == 0 && !keepalive_due && (!moved || (!idle_due && !stopping)) {
             if open {
                 sink.abort();
             }

@@ -1,0 +1,29 @@
+//! Exactly-once and at-least-once delivery from PostgreSQL through the Kafka checkpoint
+//! store, against the real services: crash loops, fencing, a huge source transaction.
+
+mod common;
+
+use common::postgres::Postgres;
+use common::suite;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill9_twenty_times_exactly_once() {
+    let db = Postgres::new("pg_eos_kill").await;
+    suite::crash_loop(&db, suite::EXACTLY_ONCE, true, 20).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill9_twenty_times_at_least_once() {
+    let db = Postgres::new("pg_alo_kill").await;
+    suite::crash_loop(&db, suite::AT_LEAST_ONCE_KAFKA, false, 20).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn second_instance_fences_first() {
+    suite::second_instance_fences_first(&Postgres::new("pg_eos_fence").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn huge_transaction_200k_rows_exactly_once() {
+    suite::huge_transaction_exactly_once(&Postgres::new("pg_eos_huge").await, 200_000).await;
+}
