@@ -362,6 +362,22 @@ pub enum UnknownOption {
 }
 
 impl RouterConfig {
+    /// Every outbox column the router reads (event id, key, payload, route-by, timestamp and
+    /// additional placements), for preflight checks that the outbox table has them.
+    pub fn columns_read(&self) -> Vec<&str> {
+        let mut cols = vec![
+            self.field_event_id.as_str(),
+            self.field_event_key.as_str(),
+            self.field_event_payload.as_str(),
+            self.route_by_field.as_str(),
+        ];
+        if let Some(ts) = &self.field_event_timestamp {
+            cols.push(ts);
+        }
+        cols.extend(self.additional_placement.iter().map(|f| f.column.as_str()));
+        cols
+    }
+
     /// Debezium's own defaults (`id`, `aggregateid`, `type`, `payload`, `aggregatetype`,
     /// `(?<routedByValue>.*)`, `outbox.event.${routedByValue}`, no tombstones, `warn`): the
     /// starting point of a Debezium connector JSON import.

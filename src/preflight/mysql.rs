@@ -192,19 +192,7 @@ async fn tables(
     conn: &mut mysql_async::Conn,
     cfg: &ConnectorConfig,
 ) -> Vec<CheckResult> {
-    let r = &cfg.router;
-    let mut needed: Vec<&str> = vec![
-        r.field_event_id.as_str(),
-        r.field_event_key.as_str(),
-        r.field_event_payload.as_str(),
-        r.route_by_field.as_str(),
-    ];
-    if let Some(ts) = &r.field_event_timestamp {
-        needed.push(ts);
-    }
-    for f in &r.additional_placement {
-        needed.push(f.column.as_str());
-    }
+    let needed = cfg.router.columns_read();
     let mut out = Vec::new();
     for t in &cfg.tables {
         let cols: Vec<(String, String)> = match conn

@@ -394,19 +394,7 @@ async fn tables(
     cfg: &ConnectorConfig,
     src: &PostgresSourceConfig,
 ) -> Vec<CheckResult> {
-    let r = &cfg.router;
-    let mut needed: Vec<&str> = vec![
-        r.field_event_id.as_str(),
-        r.field_event_key.as_str(),
-        r.field_event_payload.as_str(),
-        r.route_by_field.as_str(),
-    ];
-    if let Some(ts) = &r.field_event_timestamp {
-        needed.push(ts);
-    }
-    for f in &r.additional_placement {
-        needed.push(f.column.as_str());
-    }
+    let needed = cfg.router.columns_read();
     let mut out = Vec::new();
     for t in &cfg.tables {
         let label = format!("table {t}");
@@ -459,7 +447,7 @@ async fn tables(
         }
         let payload_type = cols
             .iter()
-            .find(|(n, _)| *n == r.field_event_payload)
+            .find(|(n, _)| *n == cfg.router.field_event_payload)
             .map(|(_, t)| t.as_str())
             .unwrap_or("?");
         let note = if payload_type == "jsonb" {
