@@ -126,7 +126,13 @@ async fn supervise(
             }
         };
         if *shutdown.borrow() {
-            return outcome;
+            return match outcome {
+                Err(f) if f.is_transient() => {
+                    tracing::warn!(connector = name, "stopped during shutdown: {f}");
+                    Ok(())
+                }
+                other => other,
+            };
         }
         match outcome {
             Ok(()) => return Ok(()),
@@ -240,7 +246,7 @@ async fn run_acked(
     .await;
     source_task.abort();
     let _ = source_task.await;
-    let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(10)));
+    let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)));
     result.and(flushed)
 }
 

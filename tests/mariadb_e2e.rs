@@ -401,3 +401,129 @@ server_id = 99
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// XA: `XA COMMIT ... ONE PHASE` is an ordinary commit and is delivered; a prepared XA
+/// transaction with outbox rows (whose fate is decided later) stops the relay with a clear
+/// message before anything of it is published, even when it is then rolled back.
+#[tokio::test(flavor = "multi_thread")]
+async fn xa_transactions() {
+    use mysql_async::prelude::Queryable;
+    let db = MariaDb::new("it_xa").await;
+    let mut relay = start_relay(&db, "");
+    let ok = OutboxEvent::new("Order", "xa-1", "OnePhase", Some(r#"{"xa":"one phase"}"#));
+    let mut c = db.pool.get_conn().await.unwrap();
+    c.query_drop("XA START 'op1'").await.unwrap();
+    common::mariadb::insert_events(&mut c, "outbox_events", std::slice::from_ref(&ok)).await;
+    c.query_drop("XA END 'op1'").await.unwrap();
+    c.query_drop("XA COMMIT 'op1' ONE PHASE").await.unwrap();
+    let got = read_expecting(&[topic(&db, "Order")], 1);
+    suite::assert_records(&db, std::slice::from_ref(&ok), &got);
+
+    let prepared = OutboxEvent::new("Order", "xa-2", "Prepared", Some(r#"{"xa":"prepared"}"#));
+    c.query_drop("XA START 'tp1'").await.unwrap();
+    common::mariadb::insert_events(&mut c, "outbox_events", std::slice::from_ref(&prepared)).await;
+    c.query_drop("XA END 'tp1'").await.unwrap();
+    c.query_drop("XA PREPARE 'tp1'").await.unwrap();
+    c.query_drop("XA ROLLBACK 'tp1'").await.unwrap();
+    let code = relay.wait_exit(Duration::from_secs(60));
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "log:\n{}",
+        relay.log_text()
+    );
+    assert!(
+        relay.log_text().contains("XA transaction"),
+        "log:\n{}",
+        relay.log_text()
+    );
+    let got = read_expecting(&[topic(&db, "Order")], 1);
+    assert_eq!(got.len(), 1, "the rolled-back XA row was not published");
+}
+
+/// SIGTERM while Kafka is unreachable: the relay stops within its drain bound instead of
+/// waiting out the delivery timeout, checkpoints nothing undelivered, and a restart against
+/// the real broker delivers the event.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_with_kafka_down_stops_promptly_and_loses_nothing() {
+    let db = MariaDb::new("it_termdown").await;
+    let (path, port) = suite::write_config(&db, &db.outbox_table(), "");
+    let dead = format!("127.0.0.1:{}", free_port());
+    let log = test_dir(&db.db).join("dead.log");
+    let mut relay = Relay::start_with_args(
+        &[path.to_str().unwrap(), "--kafka-bootstrap", &dead],
+        port,
+        log,
+    );
+    let e = OutboxEvent::new("Order", "td-1", "Stuck", Some(r#"{"n":1}"#));
+    db.insert(std::slice::from_ref(&e), false).await;
+    std::thread::sleep(Duration::from_secs(2));
+    let started = std::time::Instant::now();
+    assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "stopped after {:?}",
+        started.elapsed()
+    );
+    drop(relay);
+    let _relay = Relay::start(path, port);
+    let got = read_expecting(&[topic(&db, "Order")], 1);
+    suite::assert_records(&db, &[e], &got);
+}
+
+/// Two connectors registering with the same replica server_id keep disconnecting each
+/// other; after a few rounds one stops with a message naming the setting.
+#[tokio::test(flavor = "multi_thread")]
+async fn duplicate_server_id_stops_with_clear_error() {
+    let db = MariaDb::new("it_sameid").await;
+    let (path_a, port_a) = suite::write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        "store = \"file\"\npath = \"a.json\"",
+        "a.toml",
+    );
+    let (path_b, port_b) = suite::write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        "store = \"file\"\npath = \"b.json\"",
+        "b.toml",
+    );
+    let a_text = std::fs::read_to_string(&path_a).unwrap();
+    let sid = a_text
+        .lines()
+        .find(|l| l.starts_with("server_id"))
+        .unwrap()
+        .to_string();
+    let b_text = std::fs::read_to_string(&path_b).unwrap();
+    let b_sid = b_text
+        .lines()
+        .find(|l| l.starts_with("server_id"))
+        .unwrap()
+        .to_string();
+    let b_text = b_text.replace(&b_sid, &sid).replace(
+        &format!("name = \"{}\"", db.db),
+        &format!("name = \"{}_twin\"", db.db),
+    );
+    std::fs::write(&path_b, b_text).unwrap();
+    let mut a = Relay::start(path_a, port_a);
+    let mut b = Relay::start(path_b, port_b);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let ea = a.wait_exit(Duration::from_millis(500));
+        let eb = b.wait_exit(Duration::from_millis(500));
+        if ea.is_some() || eb.is_some() {
+            let log = format!("{}\n{}", a.log_text(), b.log_text());
+            assert!(
+                log.contains("give every connector its own server_id"),
+                "{log}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "neither relay stopped:\n{}",
+            a.log_text()
+        );
+    }
+}

@@ -66,11 +66,11 @@ pub fn run(command: BinlogCommand) -> anyhow::Result<ExitCode> {
         match decode_file_to_json(file, &mut out, &columns, Some(&mut on_row)) {
             Ok(summary) => {
                 let _ = out.flush();
-                eprintln!("{}: {summary:?}", file.display());
+                eprintln!("{}: {summary}", file.display());
             }
             Err(e) => {
                 let _ = out.flush();
-                eprintln!("outboxd: {}: {e}", file.display());
+                eprintln!("outboxd: {e}");
                 failed += 1;
             }
         }

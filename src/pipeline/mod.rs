@@ -24,6 +24,31 @@ use crate::position::SourcePosition;
 use crate::router::{EventRouter, Routed};
 use crate::sink::kafka::{await_delivery, KafkaSink};
 
+/// The definite failure for an outbox row the router cannot turn into a record: names the
+/// table and the event id (never the payload) and says what happens to the checkpoint.
+pub fn route_failure(
+    router: &EventRouter,
+    change: &crate::event::RowChange,
+    e: &crate::router::RouteError,
+) -> Failure {
+    let id = change
+        .row
+        .get(&router.config().field_event_id)
+        .and_then(|v| v.as_text().map(|t| t.into_owned()))
+        .unwrap_or_else(|| "(none)".into());
+    Failure::definite(format!(
+        "outbox row in {} with event id {id} could not be routed: {e}. The checkpoint stays at \
+         the last delivered transaction: fix the routing options and restart; a row already \
+         in the log cannot be changed, so if it must be dropped, set the checkpoint past its \
+         transaction (`outboxd status` shows positions)",
+        change.table
+    ))
+}
+
+/// Longest a shutdown waits for Kafka to acknowledge in-flight records (within the usual 30 s
+/// grace period of process supervisors).
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(20);
+
 /// Tuning of the delivery loop.
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
@@ -149,6 +174,7 @@ pub async fn run(
     let mut tick = tokio::time::interval(opts.checkpoint_interval.min(Duration::from_secs(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut source_open = true;
+    let mut drain_deadline: Option<Instant> = None;
 
     let outcome: Result<(), Failure> = loop {
         tokio::select! {
@@ -158,6 +184,7 @@ pub async fn run(
                     tracing::info!(connector, "shutdown: draining in-flight records");
                     source_open = false;
                     events.close();
+                    drain_deadline = Some(Instant::now() + SHUTDOWN_DRAIN);
                 }
             }
             Some(ack) = pending.next() => {
@@ -198,6 +225,13 @@ pub async fn run(
         if !source_open && pending.is_empty() {
             break Ok(());
         }
+        if drain_deadline.is_some_and(|d| Instant::now() >= d) {
+            // Kafka does not acknowledge (unreachable?): stop anyway, before an orchestrator
+            // kills us. The unacknowledged records are not checkpointed, so a restart
+            // delivers them again.
+            tracing::warn!(connector, unacknowledged = pending.len(), "shutdown: Kafka did not acknowledge in-flight records within {SHUTDOWN_DRAIN:?}; stopping without checkpointing them");
+            break Ok(());
+        }
     };
 
     // Whatever happened, positions already acknowledged are worth keeping. On a failure, the
@@ -219,12 +253,9 @@ async fn handle_event(
         SourceEvent::Begin => Ok(()),
         SourceEvent::Change(change) => {
             metrics::counter!(m::EVENTS_READ, m::LABEL_CONNECTOR => label.to_string()).increment(1);
-            let routed = router.route(&change).map_err(|e| {
-                Failure::definite(format!(
-                    "outbox row in {} could not be routed: {e}",
-                    change.table
-                ))
-            })?;
+            let routed = router
+                .route(&change)
+                .map_err(|e| route_failure(router, &change, &e))?;
             match routed {
                 Routed::Record(record) => {
                     let bytes = record.approx_size();

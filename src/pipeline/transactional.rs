@@ -28,6 +28,9 @@ use crate::position::SourcePosition;
 use crate::router::{EventRouter, Routed};
 use crate::sink::kafka::{await_delivery, Delivered, KafkaSink};
 
+/// Longest a shutdown waits for the open batch to be acknowledged and committed.
+const SHUTDOWN_COMMIT: Duration = Duration::from_secs(15);
+
 /// Bounds of one Kafka transaction.
 #[derive(Debug, Clone)]
 pub struct BatchOptions {
@@ -154,9 +157,9 @@ pub async fn run(
                         if cursor.txn_rows <= cursor.skip {
                             continue; // delivered by an earlier run
                         }
-                        let routed = router.route(&change).map_err(|e| {
-                            Failure::definite(format!("outbox row in {} could not be routed: {e}", change.table))
-                        });
+                        let routed = router
+                            .route(&change)
+                            .map_err(|e| super::route_failure(router, &change, &e));
                         let routed = match routed {
                             Ok(r) => r,
                             Err(f) => return Err(fail(sink, open, f)),
@@ -239,17 +242,41 @@ pub async fn run(
             sink.begin().map_err(|f| fail(sink, false, f))?;
         }
         let mut delivered: Vec<Delivered> = Vec::with_capacity(records);
-        while let Some(d) = deliveries.next().await {
-            match d {
-                Ok(d) => delivered.push(d),
-                Err(f) => return Err(fail(sink, true, f)),
+        let wait = if stopping {
+            SHUTDOWN_COMMIT
+        } else {
+            Duration::MAX
+        };
+        let all = async {
+            while let Some(d) = deliveries.next().await {
+                delivered.push(d?);
+            }
+            Ok::<(), Failure>(())
+        };
+        match tokio::time::timeout(wait, all).await {
+            Ok(Ok(())) => {}
+            Ok(Err(f)) => return Err(fail(sink, true, f)),
+            Err(_) => {
+                return Err(fail(
+                    sink,
+                    true,
+                    Failure::transient(format!(
+                        "shutdown: Kafka did not acknowledge the open batch within \
+                         {SHUTDOWN_COMMIT:?}; it was aborted and will be delivered after restart"
+                    )),
+                ))
             }
         }
         let record = store.record(&checkpoint)?;
         if let Err(f) = sink.send(&record).await {
             return Err(fail(sink, true, f));
         }
-        if let Err(f) = sink.commit() {
+        let committed = if stopping {
+            sink.commit_within(SHUTDOWN_COMMIT)
+        } else {
+            sink.commit()
+        };
+        if let Err(f) = committed {
             return Err(fail(sink, true, f));
         }
         last_commit = Instant::now();

@@ -212,14 +212,21 @@ impl KafkaSink {
     /// Commits the open transaction: flushes its records and makes them (and the checkpoint
     /// record in it) visible to `read_committed` consumers, atomically.
     pub fn commit(&self) -> Result<(), Failure> {
-        tokio::task::block_in_place(|| self.producer.commit_transaction(TXN_TIMEOUT))
+        self.commit_within(TXN_TIMEOUT)
+    }
+
+    /// [`commit`](Self::commit) waiting at most `timeout` (used on shutdown).
+    pub fn commit_within(&self, timeout: Duration) -> Result<(), Failure> {
+        tokio::task::block_in_place(|| self.producer.commit_transaction(timeout))
             .map_err(|e| classify_txn("committing a transaction", &e))
     }
 
     /// Aborts the open transaction (best effort: the transaction times out on the broker
     /// anyway, and a restart's `init_transactions` aborts it too).
     pub fn abort(&self) {
-        let _ = tokio::task::block_in_place(|| self.producer.abort_transaction(TXN_TIMEOUT));
+        let _ = tokio::task::block_in_place(|| {
+            self.producer.abort_transaction(Duration::from_secs(10))
+        });
     }
 }
 

@@ -12,6 +12,20 @@ use super::decode::BinlogMessage;
 use crate::event::{RowChange, SourceEvent, TableName};
 use crate::position::SourcePosition;
 
+/// An XA transaction wrote outbox rows: whether it commits is only decided by a later
+/// `XA COMMIT` / `XA ROLLBACK`, so its rows can be neither published nor dropped yet.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "an XA transaction writes outbox rows to {table}: whether it commits is decided only by a \
+     later XA COMMIT / XA ROLLBACK, so outboxd stops rather than publish events that may never \
+     happen (nothing of it is published and nothing after it is checkpointed); write outbox \
+     rows in ordinary transactions (XA COMMIT ... ONE PHASE is fine)"
+)]
+pub struct XaOutboxRows {
+    /// The outbox table written.
+    pub table: TableName,
+}
+
 /// Filtered transactions between two progress reports, at most.
 const PROGRESS_EVERY: u64 = 1000;
 
@@ -21,6 +35,8 @@ pub struct OutboxAdapter {
     tables: HashSet<TableName>,
     txn_rows: u64,
     filtered_since_progress: u64,
+    /// The open transaction is an XA transaction.
+    xa: bool,
 }
 
 impl OutboxAdapter {
@@ -30,6 +46,7 @@ impl OutboxAdapter {
             tables,
             txn_rows: 0,
             filtered_since_progress: 0,
+            xa: false,
         }
     }
 
@@ -41,14 +58,26 @@ impl OutboxAdapter {
 
     /// Feeds one decoded message. `position` gives the position after the last committed
     /// transaction (called only when it is needed).
+    ///
+    /// Errors when an XA transaction writes outbox rows ([`XaOutboxRows`]), before any of
+    /// them is handed on.
     pub fn on_message(
         &mut self,
         msg: BinlogMessage,
         position: impl FnOnce() -> SourcePosition,
         out: &mut Vec<SourceEvent>,
-    ) {
+    ) -> Result<(), XaOutboxRows> {
         match msg {
-            BinlogMessage::Begin { .. } => self.txn_rows = 0,
+            BinlogMessage::XaStart => self.xa = true,
+            BinlogMessage::XaPrepare { ts_ms } => {
+                // Nothing of ours in it (rows would have stopped us): like a filtered commit.
+                self.xa = false;
+                return self.on_message(BinlogMessage::Commit { xid: None, ts_ms }, position, out);
+            }
+            BinlogMessage::Begin { .. } => {
+                self.txn_rows = 0;
+                self.xa = false;
+            }
             BinlogMessage::Rows {
                 table,
                 op,
@@ -56,7 +85,10 @@ impl OutboxAdapter {
                 ts_ms,
             } => {
                 if !self.tables.contains(&table) {
-                    return;
+                    return Ok(());
+                }
+                if self.xa {
+                    return Err(XaOutboxRows { table });
                 }
                 if self.txn_rows == 0 {
                     out.push(SourceEvent::Begin);
@@ -114,5 +146,6 @@ impl OutboxAdapter {
             | BinlogMessage::Incident { .. }
             | BinlogMessage::Other { .. } => {}
         }
+        Ok(())
     }
 }

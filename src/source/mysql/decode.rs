@@ -144,11 +144,19 @@ pub enum BinlogMessage {
         /// Event timestamp, epoch milliseconds.
         ts_ms: i64,
     },
-    /// The transaction committed: XID_EVENT, `COMMIT` query, the implicit commit of a DDL, or
-    /// an XA PREPARE (whose rows are final in the binlog).
+    /// The transaction committed: XID_EVENT, `COMMIT` query, or the implicit commit of a DDL.
     Commit {
         /// XID of an XID_EVENT.
         xid: Option<u64>,
+        /// Event timestamp, epoch milliseconds.
+        ts_ms: i64,
+    },
+    /// The open transaction is an XA transaction (MySQL `XA START` query, MariaDB GTID event
+    /// with FL_PREPARED_XA): it will end in [`BinlogMessage::XaPrepare`].
+    XaStart,
+    /// XA_PREPARE_LOG_EVENT: an XA transaction was prepared. Its rows are in the binlog, but
+    /// it commits or rolls back only at a later `XA COMMIT` / `XA ROLLBACK` group.
+    XaPrepare {
         /// Event timestamp, epoch milliseconds.
         ts_ms: i64,
     },
@@ -603,7 +611,15 @@ impl BinlogDecoder {
                 self.commit(Some(xid.xid), ts_ms, out);
             }
             t if t == EventType::XA_PREPARE_LOG_EVENT as u8 => {
-                self.commit(None, ts_ms, out);
+                // The prepared group is final in the binlog (its GTID is executed), but
+                // whether it commits is decided later by an `XA COMMIT` / `XA ROLLBACK`
+                // group of its own.
+                if self.txn == TxnState::Idle {
+                    self.begin(None, TxnState::Open, ts_ms, None, out);
+                }
+                let ts_ms = self.txn_commit_ts_ms.unwrap_or(ts_ms);
+                self.finish_txn();
+                out.push(BinlogMessage::XaPrepare { ts_ms });
             }
             t if t == EventType::TABLE_MAP_EVENT as u8 => {
                 self.on_table_map(event, &at)?;
@@ -655,6 +671,9 @@ impl BinlogDecoder {
                     TxnState::Open
                 };
                 self.begin(Some(gtid), state, ts_ms, None, out);
+                if g.flags & mariadb::FL_PREPARED_XA != 0 {
+                    out.push(BinlogMessage::XaStart);
+                }
             }
             mariadb::GTID_LIST_EVENT => {
                 let list = mariadb::parse_gtid_list_event(event.data())
@@ -832,6 +851,9 @@ impl BinlogDecoder {
                 TxnState::AfterGtid | TxnState::Standalone => self.txn = TxnState::Open,
                 TxnState::Open => {}
                 TxnState::Idle => self.begin(None, TxnState::Open, ts_ms, None, out),
+            }
+            if starts(b"XA START") {
+                out.push(BinlogMessage::XaStart);
             }
             return;
         }

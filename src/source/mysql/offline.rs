@@ -61,6 +61,31 @@ pub struct DecodeSummary {
     pub notes: Vec<String>,
 }
 
+/// One line for the operator: `N events, N rows in N transactions (server ...), last GTID ...,
+/// ends at ...`, then the notes.
+impl std::fmt::Display for DecodeSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} events, {} rows in {} transactions",
+            self.events, self.rows, self.transactions
+        )?;
+        if let Some(v) = &self.server_version {
+            write!(f, " (server {v})")?;
+        }
+        if let Some(g) = &self.last_gtid {
+            write!(f, ", last GTID {g}")?;
+        }
+        if let Some(p) = &self.end_position {
+            write!(f, ", ends at {p}")?;
+        }
+        for n in &self.notes {
+            write!(f, "\n  note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Decodes one binlog file, writing one JSON line per row change to `out`.
 ///
 /// `columns` are explicit column lists for tables whose binlog has no column names. `on_row` is

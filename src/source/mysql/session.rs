@@ -86,6 +86,11 @@ pub async fn connect(cfg: &MysqlSourceConfig) -> Result<Conn, Failure> {
     }
 }
 
+/// Start of the message of a failure caused by another replica with our `server_id`.
+const SAME_SERVER_ID: &str = "another replica with the same server_id is connected";
+/// That many such failures in a row make it definite: two relays are fighting over an id.
+const SAME_SERVER_ID_LIMIT: u32 = 5;
+
 /// Classifies a mysql_async error; never includes the password.
 pub fn classify(e: &mysql_async::Error, cfg: &MysqlSourceConfig) -> Failure {
     match e {
@@ -100,6 +105,9 @@ pub fn classify(e: &mysql_async::Error, cfg: &MysqlSourceConfig) -> Failure {
                  (MariaDB: also BINLOG MONITOR) to it",
                 cfg.user, se.message
             )),
+            4052 | 1236 if se.message.contains("same server_uuid/server_id") => {
+                Failure::transient(format!("{SAME_SERVER_ID}: {}", se.message))
+            }
             1236 => Failure::definite(format!(
                 "the server cannot send the binlog from the requested position: {}; if the \
                  binlogs were purged, delete the connector's checkpoint and restart from the \
@@ -292,6 +300,7 @@ pub async fn run(
     let mut position = resume;
     let mut backoff = Duration::from_secs(1);
     let tables: HashSet<TableName> = tables.into_iter().collect();
+    let mut same_id_failures = 0;
     loop {
         let mut streamed = false;
         // Set while rows of an unfinished transaction were handed on: reconnecting inside
@@ -312,6 +321,27 @@ pub async fn run(
         )
         .await;
         metrics::gauge!(m::SOURCE_CONNECTED, m::LABEL_CONNECTOR => connector.clone()).set(0.0);
+        let result = match result {
+            Err(f) if f.message.starts_with(SAME_SERVER_ID) => {
+                same_id_failures += 1;
+                if same_id_failures >= SAME_SERVER_ID_LIMIT {
+                    Err(Failure::definite(format!(
+                        "{f}; {same_id_failures} times in a row: another replica (another \
+                         outboxd or Debezium connector?) uses database.server.id {}; give every \
+                         connector its own server_id",
+                        cfg.server_id
+                    )))
+                } else {
+                    Err(f)
+                }
+            }
+            other => {
+                if other.is_err() {
+                    same_id_failures = 0;
+                }
+                other
+            }
+        };
         match result {
             Ok(()) => return,
             Err(f) if f.is_transient() && !*shutdown.borrow() && !mid_txn => {
@@ -467,7 +497,17 @@ async fn stream_once(
             if let BinlogMessage::Incident { message } = &msg {
                 tracing::error!(connector, incident = %message, "the server logged an INCIDENT: events may be missing from the binlog here");
             }
-            adapter.on_message(msg, || decoder.current_position(), &mut out);
+            if let Err(e) = adapter.on_message(msg, || decoder.current_position(), &mut out) {
+                // Hand on what came before, then stop: the pipeline checkpoints up to the
+                // last complete transaction and never past this one.
+                for ev in out.drain(..) {
+                    let _ = tx.send(Ok(ev)).await;
+                }
+                return Err(Failure::definite(format!(
+                    "{e} (binlog position {})",
+                    decoder.position()
+                )));
+            }
         }
         *mid_txn = adapter.mid_transaction();
         for ev in out.drain(..) {
