@@ -253,32 +253,14 @@ async fn check_preflight() {
 async fn clean_restart_resumes_without_duplicates() {
     let db = MariaDb::new("it_resume").await;
     let mut relay = start_relay(&db, "");
-    let first: Vec<OutboxEvent> = (0..20)
-        .map(|i| {
-            OutboxEvent::new(
-                "Order",
-                &format!("r-{}", i % 3),
-                "E",
-                Some(&format!(r#"{{"seq":{i}}}"#)),
-            )
-        })
-        .collect();
+    let first = suite::sequenced_range("Order", 3, 0..20, 0);
     db.insert(&first, false).await;
     let got = read_expecting(&[topic(&db, "Order")], first.len());
     assert_eq!(got.len(), first.len());
     assert_eq!(relay.stop(), Some(0));
     let checkpoint = std::fs::read_to_string(test_dir(&db.db).join("checkpoint.json")).unwrap();
     assert!(checkpoint.contains("mariadb_gtid"), "{checkpoint}");
-    let second: Vec<OutboxEvent> = (20..40)
-        .map(|i| {
-            OutboxEvent::new(
-                "Order",
-                &format!("r-{}", i % 3),
-                "E",
-                Some(&format!(r#"{{"seq":{i}}}"#)),
-            )
-        })
-        .collect();
+    let second = suite::sequenced_range("Order", 3, 20..40, 0);
     db.insert(&second, false).await;
     relay.spawn();
     relay.wait_ready(Duration::from_secs(60));

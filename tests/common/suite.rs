@@ -159,20 +159,29 @@ pub fn assert_per_key_order(got: &[Consumed]) {
 
 /// Events for `n` sequenced changes spread over `aggregates` aggregates of type `agg`.
 pub fn sequenced_events(agg: &str, aggregates: usize, n: usize, pad: usize) -> Vec<OutboxEvent> {
+    sequenced_range(agg, aggregates, 0..n, pad)
+}
+
+/// Like [`sequenced_events`] for sequence numbers `seqs` (to continue an earlier batch).
+pub fn sequenced_range(
+    agg: &str,
+    aggregates: usize,
+    seqs: std::ops::Range<usize>,
+    pad: usize,
+) -> Vec<OutboxEvent> {
     let filler = "x".repeat(pad);
-    (0..n)
-        .map(|i| {
-            let a = i % aggregates;
-            OutboxEvent::new(
-                agg,
-                &format!("{agg}-{a}"),
-                "Changed",
-                Some(&format!(
-                    r#"{{"seq":{i},"aggregate":{a},"pad":"{filler}"}}"#
-                )),
-            )
-        })
-        .collect()
+    seqs.map(|i| {
+        let a = i % aggregates;
+        OutboxEvent::new(
+            agg,
+            &format!("{agg}-{a}"),
+            "Changed",
+            Some(&format!(
+                r#"{{"seq":{i},"aggregate":{a},"pad":"{filler}"}}"#
+            )),
+        )
+    })
+    .collect()
 }
 
 // ---------------------------------------------------------------- cases
@@ -574,31 +583,13 @@ pub async fn crash_loop<S: SourceDb>(db: &S, checkpoint: &str, exactly_once: boo
 pub async fn second_instance_fences_first<S: SourceDb>(db: &S) {
     let (path_a, port_a) = write_config_with(db, &db.outbox_table(), "", EXACTLY_ONCE, "a.toml");
     let mut a = Relay::start(path_a, port_a);
-    let first: Vec<OutboxEvent> = (0..10)
-        .map(|i| {
-            OutboxEvent::new(
-                "Order",
-                &format!("f-{}", i % 3),
-                "E",
-                Some(&format!(r#"{{"seq":{i}}}"#)),
-            )
-        })
-        .collect();
+    let first = sequenced_range("Order", 3, 0..10, 0);
     db.insert(&first, false).await;
     let got = read_expecting(&[topic(db, "Order")], first.len());
     assert_eq!(got.len(), first.len());
     let (path_b, port_b) = write_config_with(db, &db.outbox_table(), "", EXACTLY_ONCE, "b.toml");
     let mut b = Relay::start(path_b, port_b);
-    let second: Vec<OutboxEvent> = (10..20)
-        .map(|i| {
-            OutboxEvent::new(
-                "Order",
-                &format!("f-{}", i % 3),
-                "E",
-                Some(&format!(r#"{{"seq":{i}}}"#)),
-            )
-        })
-        .collect();
+    let second = sequenced_range("Order", 3, 10..20, 0);
     db.insert(&second, false).await;
     let code = a.wait_exit(Duration::from_secs(90));
     let log_a = a.log_text();
