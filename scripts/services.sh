@@ -438,7 +438,9 @@ KAFKA_JAVA=(java "${KAFKA_HEAP[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.
 kafka_started() {
   local offset; offset="$(cat "$KAFKA_DIR/log-offset" 2>/dev/null || echo 0)"
   port_open "$KAFKA_PORT" &&
-    tail -c +"$((offset + 1))" "$KAFKA_DIR/kafka.log" | grep -q -F 'Kafka Server started'
+    # No `grep -q`: it would exit at the first match and, under pipefail, tail's SIGPIPE
+    # would make the whole check fail once the log has grown past a pipe buffer.
+    tail -c +"$((offset + 1))" "$KAFKA_DIR/kafka.log" | grep -F 'Kafka Server started' >/dev/null
 }
 
 kafka_listening() { port_open "$KAFKA_PORT"; }

@@ -7,4 +7,5 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 eval "$(bash scripts/services.sh up)"
-cargo test "$@"
+# --no-fail-fast: one failing test binary must not hide the results of the others.
+cargo test --no-fail-fast "$@"

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::collections::HashSet;
+
 use common::mariadb::MariaDb;
 use common::suite::{self, SourceDb};
 
@@ -102,4 +104,63 @@ async fn binlog_connection_killed_mid_stream() {
         std::time::Duration::from_secs(4),
     );
     suite::assert_exactly_once(&all, &got, &relay.log_text());
+}
+
+/// A checkpoint topic shared by several connectors: another producer's open Kafka
+/// transaction on it holds back the topic's last stable offset, and a restart must still find
+/// its own, later, committed checkpoint (waiting for that transaction to end) rather than
+/// resuming at the server's current position.
+#[tokio::test(flavor = "multi_thread")]
+async fn shared_checkpoint_topic_with_an_open_transaction() {
+    use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+    let db = MariaDb::new("alo_shared").await;
+    let shared = common::unique("shared_ckpt");
+    // A zombie: a transaction on the shared topic that is never committed (the broker aborts
+    // it after its 15 s timeout).
+    let zombie: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", common::kafka_bootstrap())
+        .set("transactional.id", common::unique("zombie"))
+        .set("transaction.timeout.ms", "15000")
+        .create()
+        .unwrap();
+    zombie
+        .init_transactions(std::time::Duration::from_secs(30))
+        .unwrap();
+    zombie.begin_transaction().unwrap();
+    zombie
+        .send(
+            FutureRecord::<str, str>::to(&shared)
+                .key("someone-else")
+                .payload("{}"),
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    let alo = format!("store = \"kafka\"\ntopic = \"{shared}\"\ndelivery = \"at_least_once\"");
+    let (path, port) = suite::write_config_with(&db, &db.outbox_table(), "", &alo, "b.toml");
+    let mut relay = common::relay::Relay::start(path, port);
+    let first = suite::sequenced_range("Order", 3, 0..10, 0);
+    db.insert(&first, false).await;
+    let got = common::kafka::read_expecting(&[suite::topic(&db, "Order")], first.len());
+    assert_eq!(got.len(), first.len());
+    assert_eq!(relay.stop(), Some(0));
+    // Written while the relay is down: lost if the restart missed its checkpoint.
+    let second = suite::sequenced_range("Order", 3, 10..20, 0);
+    db.insert(&second, false).await;
+    relay.spawn();
+    relay.wait_ready(std::time::Duration::from_secs(150));
+    let all: Vec<common::OutboxEvent> = first.into_iter().chain(second).collect();
+    let got = common::kafka::read_expecting(&[suite::topic(&db, "Order")], all.len());
+    let log = relay.log_text();
+    assert_eq!(
+        log.matches("no checkpoint yet").count(),
+        1,
+        "the restart found no checkpoint:\n{log}"
+    );
+    let ids: HashSet<String> = got.iter().filter_map(|r| r.header("id")).collect();
+    assert!(
+        all.iter().all(|e| ids.contains(&e.id)),
+        "events lost; log:\n{log}"
+    );
+    drop(zombie);
 }

@@ -461,14 +461,20 @@ async fn duplicate_server_id_stops_with_clear_error() {
         &db,
         &db.outbox_table(),
         "",
-        "store = \"file\"\npath = \"a.json\"",
+        &format!(
+            "store = \"file\"\npath = \"{}\"",
+            test_dir(&db.db).join("a.json").display()
+        ),
         "a.toml",
     );
     let (path_b, port_b) = suite::write_config_with(
         &db,
         &db.outbox_table(),
         "",
-        "store = \"file\"\npath = \"b.json\"",
+        &format!(
+            "store = \"file\"\npath = \"{}\"",
+            test_dir(&db.db).join("b.json").display()
+        ),
         "b.toml",
     );
     let a_text = std::fs::read_to_string(&path_a).unwrap();

@@ -130,11 +130,24 @@ impl KafkaCheckpointStore {
             .iter()
             .flat_map(|t| t.partitions().iter().map(|p| p.id()))
             .collect();
+        // The end to read up to is the true high watermark: with read_committed the broker
+        // reports the last stable offset instead, which another producer's open transaction
+        // holds back, so checkpoints committed after it would go unseen. Reading on with
+        // read_committed until the position reaches the true end waits for such
+        // transactions to end (at most their transaction.timeout.ms).
+        let watermarks: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set(
+                "group.id",
+                format!("outboxd-checkpoint-reader-{}", self.connector),
+            )
+            .set("isolation.level", "read_uncommitted")
+            .create()
+            .map_err(|e| Failure::definite(format!("cannot create a Kafka consumer: {e}")))?;
         let mut tpl = TopicPartitionList::new();
         let mut ends = Vec::new();
         for p in partitions {
-            // With read_committed the high watermark is the last stable offset's bound.
-            let (low, high) = consumer
+            let (low, high) = watermarks
                 .fetch_watermarks(&self.topic, p, KAFKA_TIMEOUT)
                 .map_err(|e| {
                     Failure::transient(format!("reading checkpoint topic offsets: {e}"))
@@ -157,7 +170,8 @@ impl KafkaCheckpointStore {
         while done.len() < ends.len() {
             if Instant::now() > deadline {
                 return Err(Failure::transient(format!(
-                    "timed out reading checkpoint topic {}",
+                    "timed out reading checkpoint topic {} to its end (is another producer's \
+                     transaction on it still open?)",
                     self.topic
                 )));
             }

@@ -286,8 +286,12 @@ pub enum CheckpointConfig {
     /// TOML `store = "kafka"`, `topic = "..."`, `delivery = "..."`, batch bounds.
     Kafka {
         /// Checkpoint topic, created with `cleanup.policy=compact` if missing; default
-        /// `outboxd.checkpoints` (Kafka Connect's analogue is `offset.storage.topic`).
-        #[serde(default = "default_checkpoint_topic")]
+        /// `outboxd.checkpoints.<connector name>` (Kafka Connect's analogue is
+        /// `offset.storage.topic`). A topic of its own per connector means no other
+        /// producer's open transaction can hold back what `read_committed` sees of it; a
+        /// shared topic works too, but a restart may then wait for other connectors' open
+        /// transactions to end.
+        #[serde(default)]
         topic: String,
         /// `exactly_once` (default) or `at_least_once`.
         #[serde(default)]
@@ -322,11 +326,12 @@ pub enum DeliveryMode {
     AtLeastOnce,
 }
 
-/// Default checkpoint topic.
-pub const DEFAULT_CHECKPOINT_TOPIC: &str = "outboxd.checkpoints";
+/// Prefix of the default checkpoint topic, `outboxd.checkpoints.<connector name>`.
+pub const DEFAULT_CHECKPOINT_TOPIC_PREFIX: &str = "outboxd.checkpoints";
 
-fn default_checkpoint_topic() -> String {
-    DEFAULT_CHECKPOINT_TOPIC.to_string()
+/// The default checkpoint topic of connector `name`.
+pub fn default_checkpoint_topic(name: &str) -> String {
+    format!("{DEFAULT_CHECKPOINT_TOPIC_PREFIX}.{name}")
 }
 fn default_batch_max_events() -> usize {
     10_000
@@ -339,10 +344,10 @@ fn default_batch_max_ms() -> u64 {
 }
 
 impl CheckpointConfig {
-    /// The default store: the Kafka topic, exactly-once.
-    pub fn kafka_default() -> Self {
+    /// The default store of connector `name`: its Kafka topic, exactly-once.
+    pub fn kafka_default(name: &str) -> Self {
         CheckpointConfig::Kafka {
-            topic: default_checkpoint_topic(),
+            topic: default_checkpoint_topic(name),
             delivery: DeliveryMode::ExactlyOnce,
             transactional_id: None,
             batch_max_events: default_batch_max_events(),
@@ -603,8 +608,8 @@ impl LoadCtx<'_> {
     }
 
     /// Default checkpoint store: the Kafka topic, exactly-once (no local state).
-    pub(crate) fn default_checkpoint(&self, _connector: &str) -> CheckpointConfig {
-        CheckpointConfig::kafka_default()
+    pub(crate) fn default_checkpoint(&self, connector: &str) -> CheckpointConfig {
+        CheckpointConfig::kafka_default(connector)
     }
 }
 

@@ -205,22 +205,35 @@ fn connector(
             return Err(ctx.invalid(format!("{here}.checkpoint.path"), "must not be empty"))
         }
         Some(CheckpointConfig::Kafka {
-            ref topic,
             batch_max_events,
             batch_max_bytes,
             batch_max_ms,
             ..
-        }) if topic.trim().is_empty()
-            || batch_max_events == 0
-            || batch_max_bytes == 0
-            || batch_max_ms == 0 =>
-        {
+        }) if batch_max_events == 0 || batch_max_bytes == 0 || batch_max_ms == 0 => {
             return Err(ctx.invalid(
                 format!("{here}.checkpoint"),
-                "topic must not be empty and batch_max_events, batch_max_bytes, batch_max_ms \
-                 must be greater than 0",
+                "batch_max_events, batch_max_bytes and batch_max_ms must be greater than 0",
             ))
         }
+        Some(CheckpointConfig::Kafka {
+            topic,
+            delivery,
+            transactional_id,
+            batch_max_events,
+            batch_max_bytes,
+            batch_max_ms,
+        }) => CheckpointConfig::Kafka {
+            topic: if topic.trim().is_empty() {
+                super::default_checkpoint_topic(&c.name)
+            } else {
+                topic
+            },
+            delivery,
+            transactional_id,
+            batch_max_events,
+            batch_max_bytes,
+            batch_max_ms,
+        },
         Some(cp) => cp,
         None => ctx.default_checkpoint(&c.name),
     };

@@ -157,7 +157,7 @@ source = { kind = "postgres", host = "db", user = "u", password = "p", dbname = 
     assert_eq!(p.status_interval, Duration::from_secs(10));
     assert_eq!(c.router, RouterConfig::default());
     assert_eq!(c.kafka.max_record_bytes, DEFAULT_MAX_RECORD_BYTES);
-    assert_eq!(c.checkpoint, CheckpointConfig::kafka_default());
+    assert_eq!(c.checkpoint, CheckpointConfig::kafka_default(&c.name));
     assert_eq!(default_pg_object_name(&"X-".repeat(40)).len(), 63);
 }
 
@@ -414,7 +414,7 @@ fn debezium_seed_004_with_bootstrap_given() {
     ] {
         assert!(ignored(&c, key).is_none(), "{key}");
     }
-    assert_eq!(c.checkpoint, CheckpointConfig::kafka_default());
+    assert_eq!(c.checkpoint, CheckpointConfig::kafka_default(&c.name));
     let dbg = format!("{c:?}");
     assert!(!dbg.contains("dbz_pass"), "{dbg}");
 
