@@ -79,6 +79,24 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), Failure> {
     let name = cfg.name.clone();
+    // Every series exists from the start (at 0), so dashboards and alerts see them before
+    // the first event or failure.
+    for kind in ["transient", "definite"] {
+        metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.clone(), m::LABEL_KIND => kind)
+            .increment(0);
+    }
+    for reason in ["delete", "update"] {
+        metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => name.clone(), m::LABEL_REASON => reason).increment(0);
+    }
+    for counter in [
+        m::EVENTS_READ,
+        m::EVENTS_PRODUCED,
+        m::BYTES_PRODUCED,
+        m::CHECKPOINT_WRITES,
+        m::RESTARTS,
+    ] {
+        metrics::counter!(counter, m::LABEL_CONNECTOR => name.clone()).increment(0);
+    }
     let result = supervise(&cfg, &health, shutdown).await;
     match &result {
         Ok(()) => health.set(&name, ConnectorState::Stopped),

@@ -1,6 +1,6 @@
-//! The `kafka` checkpoint store: a compacted topic, one key per connector.
+//! The `kafka` checkpoint store: a compacted topic, keyed by connector name.
 //!
-//! The topic (default `outboxd.checkpoints`, Kafka Connect's `offset.storage.topic` in
+//! The topic (default `outboxd.checkpoints.<connector>`, Kafka Connect's `offset.storage.topic` in
 //! spirit) is created if missing with `cleanup.policy=compact`, so it keeps the last
 //! checkpoint of every connector forever. Record key: the connector name (UTF-8); value: the
 //! [`Checkpoint`] JSON (see the module above). In exactly-once mode the checkpoint record is

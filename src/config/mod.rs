@@ -30,7 +30,7 @@
 //! # Checkpoints
 //!
 //! A Debezium JSON has no place for outboxd's checkpoint, and a TOML connector may omit
-//! `[connectors.checkpoint]`: both default to the Kafka store (topic `outboxd.checkpoints`,
+//! `[connectors.checkpoint]`: both default to the Kafka store (topic `outboxd.checkpoints.<name>`,
 //! key = connector name) in exactly-once mode, so the relay keeps no local state. A file store
 //! (`store = "file"`) is at-least-once. Relative paths (checkpoint, `password_file`) are
 //! relative to the working directory of the process.
