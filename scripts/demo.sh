@@ -8,7 +8,8 @@
 #      and an OrderCreated outbox row; then the saga's StockReserved, PaymentCharged,
 #      ShipmentCreated — and for every third order a failed shipment, compensated by
 #      PaymentRefunded and StockReleased;
-#   5. prints the Kafka records the relay produced for this run (topic, key, headers, value),
+#   5. prints the Kafka records the relay produced for this run (partition, headers, key,
+#      value),
 #      stops the relay (SIGTERM: drain + final checkpoint) and shows the checkpoint.
 #
 # Usage: scripts/demo.sh [ORDERS]      (default 6)

@@ -133,8 +133,8 @@ fn settings(
     });
     let mode = session::tracking_mode(info, src);
     out.push(match (info.mariadb, info.gtid_mode.as_deref(), src.position_mode) {
-        (true, _, _) => CheckResult::new(name, "gtid", Status::Pass, format!("MariaDB GTIDs; positions tracked as {mode:?}")),
-        (false, Some(m), _) if m.eq_ignore_ascii_case("ON") => CheckResult::new(name, "gtid", Status::Pass, format!("gtid_mode=ON; positions tracked as {mode:?}")),
+        (true, _, _) => CheckResult::new(name, "gtid", Status::Pass, format!("MariaDB GTIDs; positions tracked as {}", mode.as_str())),
+        (false, Some(m), _) if m.eq_ignore_ascii_case("ON") => CheckResult::new(name, "gtid", Status::Pass, format!("gtid_mode=ON; positions tracked as {}", mode.as_str())),
         (false, m, PositionMode::Gtid) => CheckResult::new(name, "gtid", Status::Fail, format!("gtid_mode={}; set gtid_mode=ON or position_mode=\"file\"", m.unwrap_or("unknown"))),
         (false, m, _) => CheckResult::new(name, "gtid", Status::Warn, format!("gtid_mode={}; positions are file:pos, which do not survive a failover (set gtid_mode=ON)", m.unwrap_or("unknown"))),
     });

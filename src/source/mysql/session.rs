@@ -44,6 +44,18 @@ pub enum TrackingMode {
     File,
 }
 
+impl TrackingMode {
+    /// The checkpoint's position kind for this mode: `mariadb_gtid`, `mysql_gtid_set`,
+    /// `binlog_file`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrackingMode::MariadbGtid => "mariadb_gtid",
+            TrackingMode::MysqlGtid => "mysql_gtid_set",
+            TrackingMode::File => "binlog_file",
+        }
+    }
+}
+
 /// What the server told us about itself at connect time.
 #[derive(Debug, Clone)]
 pub struct ServerInfo {
@@ -536,7 +548,8 @@ fn check_position_fits(start: &SourcePosition, mode: TrackingMode) -> Result<(),
     } else {
         Err(Failure::definite(format!(
             "the checkpoint position {start} does not match the server's position tracking \
-             ({mode:?}); was the checkpoint written for another server or position_mode?"
+             ({}); was the checkpoint written for another server or position_mode?",
+            mode.as_str()
         )))
     }
 }
