@@ -35,6 +35,13 @@ pub enum Command {
     Check(ConfigArgs),
     /// Print each connector's checkpoint position and how far the source is ahead of it.
     Status(ConfigArgs),
+    /// Show or set a connector's checkpoint (e.g. to step past an outbox row that cannot be
+    /// routed). Stop the connector first: a running one overwrites the checkpoint.
+    Checkpoint {
+        /// Checkpoint subcommand.
+        #[command(subcommand)]
+        command: CheckpointCommand,
+    },
     /// Offline binlog tools.
     Binlog {
         /// Binlog subcommand.
@@ -70,5 +77,26 @@ pub enum BinlogCommand {
         /// A connector config: its outbox tables are routed and their records printed.
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
+    },
+}
+
+/// `outboxd checkpoint ...`
+#[derive(Debug, Subcommand)]
+pub enum CheckpointCommand {
+    /// Print the stored checkpoint of each connector (JSON lines).
+    Show(ConfigArgs),
+    /// Replace a connector's checkpoint: the next start resumes after `--position`.
+    Set {
+        /// Where the connector's config comes from.
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// The connector (required when the files define several).
+        #[arg(long)]
+        connector: Option<String>,
+        /// The position in `kind:value` form, as `status` prints it: `mariadb_gtid:0-1-42`,
+        /// `mysql_gtid_set:<uuid>:1-42`, `binlog_file:mariadb-bin.000003:1234`,
+        /// `lsn:16/B374D848`. The connector resumes after this position.
+        #[arg(long)]
+        position: String,
     },
 }

@@ -26,6 +26,7 @@ fn main() -> ExitCode {
             Command::Run(args) => commands::run::run(args).await,
             Command::Check(args) => commands::check::run(args).await,
             Command::Status(args) => commands::status::run(args).await,
+            Command::Checkpoint { command } => commands::checkpoint::run(command).await,
             Command::Binlog { command } => commands::decode::run(command),
         }
     });

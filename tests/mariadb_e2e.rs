@@ -515,3 +515,47 @@ async fn duplicate_server_id_stops_with_clear_error() {
         );
     }
 }
+
+/// An outbox row that cannot be routed (NULL route-by value) stops the relay and stays in the
+/// binlog; `outboxd checkpoint set` moves the checkpoint past it, and the restarted relay
+/// delivers what follows.
+#[tokio::test(flavor = "multi_thread")]
+async fn checkpoint_set_steps_past_a_poisoned_row() {
+    use mysql_async::prelude::Queryable;
+    let db = MariaDb::new("it_poison").await;
+    let mut relay = start_relay(&db, "");
+    let mut c = db.pool.get_conn().await.unwrap();
+    c.query_drop("ALTER TABLE outbox_events MODIFY aggregate_type VARCHAR(64) NULL")
+        .await
+        .unwrap();
+    c.query_drop(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload) \
+         VALUES ('poison-1', NULL, 'p', 'Bad', '{}')",
+    )
+    .await
+    .unwrap();
+    let after_poison: Option<String> = c.query_first("SELECT @@gtid_binlog_pos").await.unwrap();
+    let code = relay.wait_exit(Duration::from_secs(60));
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "log:\n{}",
+        relay.log_text()
+    );
+    assert!(
+        relay.log_text().contains("poison-1"),
+        "the error names the event id"
+    );
+    let cfg = relay.configs[0].to_str().unwrap().to_string();
+    let pos = format!("mariadb_gtid:{}", after_poison.unwrap());
+    let (code, out, err) = run_cli(&["checkpoint", "set", "--config", &cfg, "--position", &pos]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, _) = run_cli(&["checkpoint", "show", "--config", &cfg]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&pos[pos.find(':').unwrap() + 1..]), "{out}");
+    let good = OutboxEvent::new("Order", "g-1", "Good", Some(r#"{"ok":true}"#));
+    db.insert(std::slice::from_ref(&good), false).await;
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let got = read_expecting(&[topic(&db, "Order")], 1);
+    suite::assert_records(&db, &[good], &got);
+}

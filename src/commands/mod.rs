@@ -1,6 +1,7 @@
 //! The subcommands behind the CLI.
 
 pub mod check;
+pub mod checkpoint;
 pub mod decode;
 pub mod run;
 pub mod status;
