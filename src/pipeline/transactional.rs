@@ -26,7 +26,7 @@ use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
 use crate::router::{EventRouter, Routed};
-use crate::sink::kafka::{await_delivery, Delivered, KafkaSink};
+use crate::sink::kafka::{await_delivery, KafkaSink};
 
 /// Longest a shutdown waits for the open batch to be acknowledged and committed.
 const SHUTDOWN_COMMIT: Duration = Duration::from_secs(15);
@@ -241,7 +241,6 @@ pub async fn run(
         if !open {
             sink.begin().map_err(|f| fail(sink, false, f))?;
         }
-        let mut delivered: Vec<Delivered> = Vec::with_capacity(records);
         let wait = if stopping {
             SHUTDOWN_COMMIT
         } else {
@@ -249,7 +248,7 @@ pub async fn run(
         };
         let all = async {
             while let Some(d) = deliveries.next().await {
-                delivered.push(d?);
+                d?;
             }
             Ok::<(), Failure>(())
         };
