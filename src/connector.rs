@@ -235,6 +235,7 @@ async fn run_acked(
     }
     let resume_cp = tokio::task::block_in_place(|| store.load())?;
     log_resume(cfg, &resume_cp);
+    tokio::task::block_in_place(|| store.prepare())?;
     let resume = resume_cp.map(|c| c.position);
     let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?;
     let (tx, rx) = mpsc::channel(4096);

@@ -43,6 +43,12 @@ pub trait CheckpointStore: Send {
     fn load(&self) -> Result<Option<Checkpoint>, Failure>;
     /// Durably replaces the stored checkpoint. Returns only once it would survive a crash.
     fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), Failure>;
+    /// Connects whatever [`store`](Self::store) needs, so that the first checkpoint written
+    /// while events stream does not stall the pipeline for a connection set-up. Blocking;
+    /// call once before streaming. The default does nothing.
+    fn prepare(&mut self) -> Result<(), Failure> {
+        Ok(())
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
