@@ -267,7 +267,22 @@ pub async fn run(
             }
         }
         let record = store.record(&checkpoint)?;
-        if let Err(f) = sink.send(&record).await {
+        let checkpoint_sent = match sink.send(&record).await {
+            Ok(fut) => fut,
+            Err(f) => return Err(fail(sink, true, f)),
+        };
+        // Wait for the checkpoint's acknowledgement here rather than in commit():
+        // rust-rdkafka's commit_transaction flushes first, and its flush polls in 100 ms
+        // steps while anything is in flight, which added 100 ms to every commit
+        // (benches/results/e2e.md, steady-state visible latency).
+        if let Err(f) = tokio::time::timeout(wait, await_delivery(checkpoint_sent, &record.topic))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::transient(
+                    "shutdown: Kafka did not acknowledge the checkpoint record in time".to_string(),
+                ))
+            })
+        {
             return Err(fail(sink, true, f));
         }
         let committed = if stopping {
