@@ -1,0 +1,217 @@
+//! outboxd against Debezium on Kafka Connect, same databases, same Kafka, one run.
+//!
+//! For each source (MariaDB, PostgreSQL) and each peer (outboxd exactly-once, outboxd
+//! at-least-once, Debezium 3.6.1 with the EventRouter SMT in Kafka Connect standalone), one
+//! *lane*: its own database with the `migrations/` outbox schema, its own topics (created
+//! with LogAppendTime), its own slot/server id. In a lane:
+//!
+//! 1. start the peer, write one event, wait for it (the peer now has a position), stop it;
+//! 2. backlog drain, per payload size: write N events while the peer is down, start it, and
+//!    time the drain (events/s between the first and the last append), the time from
+//!    process start to the first record, peak RSS (VmHWM) and CPU seconds per 100k events;
+//! 3. steady state, per rate: write at a fixed rate for a while; latency from the source
+//!    COMMIT returning to the broker's append time (and to a read_committed consumer seeing
+//!    the record), p50/p99/max.
+//!
+//! Plus the ceiling: a plain rdkafka producer writing the same records with no database.
+//! Results: `<out>/e2e.md` (tables with ratios), `<out>/e2e.json`, `<out>/e2e.png`.
+//!
+//! Run with `scripts/bench.sh` (services, Connect classpath, then
+//! `cargo bench --bench e2e -- ARGS`); `--help` lists the knobs.
+
+mod ceiling;
+mod chart;
+mod clock;
+mod collector;
+mod env;
+mod lane;
+mod peers;
+mod procstat;
+mod report;
+mod workload;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use peers::Peer;
+
+/// A source database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    MariaDb,
+    Postgres,
+}
+
+impl Source {
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::MariaDb => "mariadb",
+            Source::Postgres => "postgres",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Source> {
+        Ok(match s {
+            "mariadb" | "mysql" => Source::MariaDb,
+            "postgres" | "postgresql" => Source::Postgres,
+            other => bail!("unknown source {other:?} (mariadb, postgres)"),
+        })
+    }
+
+    /// (user, password, host, port) of the replication user outboxd runs as.
+    pub fn relay_login(self) -> Result<(String, String, String, u16)> {
+        match self {
+            Source::MariaDb => env::url_parts(
+                &std::env::var("OUTBOXD_TEST_MYSQL_URL")
+                    .unwrap_or_else(|_| "mysql://outboxd:outboxd-secret@127.0.0.1:33306".into()),
+            ),
+            Source::Postgres => {
+                env::url_parts(&std::env::var("OUTBOXD_TEST_PG_URL").unwrap_or_else(|_| {
+                    "postgres://outboxd:outboxd-secret@127.0.0.1:35432/outboxd".into()
+                }))
+            }
+        }
+    }
+
+    /// (user, password, host, port) of the admin (Debezium runs as the admin: its
+    /// snapshot and schema reads need more than the replication privileges).
+    pub fn admin_login(self) -> Result<(String, String, String, u16)> {
+        match self {
+            Source::MariaDb => env::url_parts(&env::mariadb_admin_url()),
+            Source::Postgres => env::url_parts(&env::pg_admin_url()),
+        }
+    }
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Command-line options (after `cargo bench --bench e2e --`).
+#[derive(Parser, Debug, Clone)]
+#[command(
+    about = "outboxd vs Debezium on Kafka Connect: backlog drain, steady-state latency, resources"
+)]
+pub struct Options {
+    /// Events per backlog drain.
+    #[arg(long, default_value_t = 100_000)]
+    pub events: u64,
+    /// Payload sizes in bytes for the backlog drain (JSON).
+    #[arg(long, value_delimiter = ',', default_value = "1024,200")]
+    pub payloads: Vec<usize>,
+    /// Events per source transaction in the backlog.
+    #[arg(long, default_value_t = 100)]
+    pub txn_size: u64,
+    /// Steady-state rates, events/s.
+    #[arg(long, value_delimiter = ',', default_value = "1000,5000,20000")]
+    pub rates: Vec<u64>,
+    /// Seconds each steady-state rate runs.
+    #[arg(long, default_value_t = 20)]
+    pub steady_secs: u64,
+    /// Events per source transaction in the steady state.
+    #[arg(long, default_value_t = 10)]
+    pub steady_txn_size: u64,
+    /// Payload size of the steady-state events.
+    #[arg(long, default_value_t = 1024)]
+    pub steady_payload: usize,
+    /// Concurrent writer connections.
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+    /// Sources.
+    #[arg(long, value_delimiter = ',', default_value = "mariadb,postgres")]
+    pub sources: Vec<String>,
+    /// Peers.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "outboxd,outboxd-alo,debezium"
+    )]
+    pub peers: Vec<String>,
+    /// Skip the plain-producer ceiling.
+    #[arg(long)]
+    pub no_ceiling: bool,
+    /// Where e2e.md / e2e.json / e2e.png go.
+    #[arg(long, default_value = "benches/results")]
+    pub out: PathBuf,
+    /// Scratch directory for configs, logs and offsets.
+    #[arg(long, default_value = ".state/bench")]
+    pub work: PathBuf,
+    /// Shown in the results as the command that produced them.
+    #[arg(long, default_value = "cargo bench --bench e2e")]
+    pub command_label: String,
+    /// Internal: run as the ceiling producer (`ceiling:<prefix>:<first>:<count>:<payload>`).
+    #[arg(long, hide = true)]
+    pub role: Option<String>,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    pub bench: bool,
+}
+
+fn main() -> Result<()> {
+    let mut opts = Options::parse();
+    if let Some(role) = &opts.role {
+        return run_ceiling_role(role);
+    }
+    let root = peers::repo_root();
+    opts.out = root.join(&opts.out);
+    opts.work = root.join(&opts.work);
+    let sources = opts
+        .sources
+        .iter()
+        .map(|s| Source::parse(s))
+        .collect::<Result<Vec<_>>>()?;
+    let peers = opts
+        .peers
+        .iter()
+        .map(|p| Peer::parse(p))
+        .collect::<Result<Vec<_>>>()?;
+    let run = format!("{}", clock::now_us() / 1_000_000 % 1_000_000);
+    std::fs::create_dir_all(&opts.out)?;
+    std::fs::create_dir_all(&opts.work)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let mut results = report::Results::new(&opts, &rt)?;
+    if !opts.no_ceiling {
+        for &payload in &opts.payloads {
+            eprintln!("[bench] ceiling, {payload} B payload");
+            results
+                .drains
+                .push(rt.block_on(lane::ceiling(&opts, &run, payload))?);
+        }
+    }
+    for &source in &sources {
+        for &peer in &peers {
+            eprintln!("[bench] {} / {}", source.name(), peer.name());
+            let (drains, steadies) = rt
+                .block_on(lane::run(&opts, &run, source, peer))
+                .with_context(|| format!("lane {} / {}", source.name(), peer.name()))?;
+            results.drains.extend(drains);
+            results.steadies.extend(steadies);
+            // Written after every lane, so a failure later keeps what was measured.
+            results.write(&opts.out)?;
+        }
+    }
+    results.write(&opts.out)?;
+    eprintln!("[bench] results: {}", opts.out.join("e2e.md").display());
+    Ok(())
+}
+
+fn run_ceiling_role(role: &str) -> Result<()> {
+    let parts: Vec<&str> = role.split(':').collect();
+    let [kind, prefix, first, count, payload] = parts[..] else {
+        bail!("bad --role {role}");
+    };
+    if kind != "ceiling" {
+        bail!("bad --role {role}");
+    }
+    ceiling::run(prefix, first.parse()?, count.parse()?, payload.parse()?)?;
+    // Stay until the harness has sampled us (it closes our stdin).
+    let mut sink = String::new();
+    let _ = std::io::stdin().read_line(&mut sink);
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! Resource use of a child process from Linux `/proc` (proc(5)): resident set size and
+//! CPU time, summed over all its threads.
+
+/// `/proc/<pid>/stat` reports CPU time in clock ticks of USER_HZ, which is 100 on Linux.
+const USER_HZ: f64 = 100.0;
+
+/// A sample of one process.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sample {
+    /// Peak resident set size so far (VmHWM), in KiB.
+    pub hwm_kib: u64,
+    /// Resident set size now (VmRSS), in KiB.
+    pub rss_kib: u64,
+    /// User + system CPU time so far, in seconds.
+    pub cpu_s: f64,
+}
+
+/// Reads the sample of `pid`; `None` when the process is gone.
+pub fn sample(pid: u32) -> Option<Sample> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces:
+    // state is field 3, utime field 14, stime field 15.
+    let after = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i - 3).and_then(|v| v.parse::<f64>().ok());
+    Some(Sample {
+        hwm_kib: kib("VmHWM:"),
+        rss_kib: kib("VmRSS:"),
+        cpu_s: (ticks(14)? + ticks(15)?) / USER_HZ,
+    })
+}

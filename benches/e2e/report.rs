@@ -1,0 +1,250 @@
+//! The results: `e2e.json` (every figure), `e2e.md` (tables with the ratios the goals are
+//! stated in) and `e2e.png` (a chart of drain rates and steady-state latency).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use mysql_async::prelude::Queryable;
+use serde::Serialize;
+
+use crate::Options;
+
+/// One backlog drain (or the ceiling run).
+#[derive(Debug, Clone, Serialize)]
+pub struct Drain {
+    pub source: String,
+    pub peer: String,
+    /// Payload bytes per event.
+    pub payload: usize,
+    pub events: u64,
+    /// Events per second between the first and the last record's append time.
+    pub events_per_s: f64,
+    /// Seconds from the process start to the first record's append time.
+    pub first_record_s: f64,
+    /// Seconds from the first to the last append.
+    pub drain_s: f64,
+    /// Peak resident set size (VmHWM) at the end of the drain, MiB.
+    pub peak_rss_mib: f64,
+    /// CPU seconds (user + system) spent from the first record to the last, per 100k events.
+    pub cpu_s_per_100k: f64,
+    /// Records delivered more than once.
+    pub duplicates: u64,
+}
+
+/// One steady-state rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Steady {
+    pub source: String,
+    pub peer: String,
+    pub target_rate: u64,
+    /// Events per second the writers committed.
+    pub achieved_rate: f64,
+    pub events: u64,
+    /// Source COMMIT returned → broker append (LogAppendTime), ms.
+    pub append_p50_ms: f64,
+    pub append_p99_ms: f64,
+    pub append_max_ms: f64,
+    /// Source COMMIT returned → a read_committed consumer received it, ms.
+    pub visible_p50_ms: f64,
+    pub visible_p99_ms: f64,
+    pub visible_max_ms: f64,
+    /// Highest RSS sampled during the rate, MiB.
+    pub max_rss_mib: f64,
+    /// CPU seconds per 100k events during the rate.
+    pub cpu_s_per_100k: f64,
+    pub duplicates: u64,
+}
+
+/// Everything one run measured, and what it ran on.
+#[derive(Debug, Serialize)]
+pub struct Results {
+    pub command: String,
+    pub date: String,
+    pub machine: String,
+    pub versions: Vec<(String, String)>,
+    pub options: String,
+    pub drains: Vec<Drain>,
+    pub steadies: Vec<Steady>,
+}
+
+fn sh(cmd: &str) -> String {
+    std::process::Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+impl Results {
+    /// Empty results with the run's environment filled in.
+    pub fn new(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Results> {
+        let mariadb: String = rt.block_on(async {
+            let mut c = crate::env::mariadb_connect().await?;
+            let v: Option<String> = c.query_first("SELECT VERSION()").await?;
+            anyhow::Ok(v.unwrap_or_default())
+        })?;
+        let postgres: String = rt.block_on(async {
+            let c = crate::env::pg_connect("outboxd").await?;
+            let row = c.query_one("SHOW server_version", &[]).await?;
+            anyhow::Ok(row.get::<_, String>(0))
+        })?;
+        Ok(Results {
+            command: opts.command_label.clone(),
+            date: sh("date -u '+%Y-%m-%d %H:%M UTC'"),
+            machine: format!(
+                "{} CPUs ({}), {} GiB RAM, {}",
+                sh("nproc"),
+                sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").trim(),
+                sh("awk '/MemTotal/ {printf \"%.0f\", $2/1048576}' /proc/meminfo"),
+                sh("uname -sr")
+            ),
+            versions: vec![
+                (
+                    "outboxd".into(),
+                    format!(
+                        "{} ({})",
+                        env!("CARGO_PKG_VERSION"),
+                        sh("git rev-parse --short HEAD")
+                    ),
+                ),
+                ("MariaDB".into(), mariadb),
+                ("PostgreSQL".into(), postgres),
+                ("Kafka broker".into(), "4.1.1 (KRaft, single node)".into()),
+                (
+                    "Debezium".into(),
+                    "3.6.1.Final (PostgresConnector) and 3.5.0.Final (MariaDbConnector: no 3.6 \
+                     release of it is on Maven Central, and the 3.6.1 MySqlConnector refuses \
+                     MariaDB 10.11), EventRouter SMT, in Kafka Connect 4.1.1 standalone \
+                     (-Xms256M -Xmx2G, plugin.discovery=service_load)"
+                        .into(),
+                ),
+                ("Java".into(), sh("java -version 2>&1 | head -1")),
+            ],
+            options: format!(
+                "events={} payloads={:?} txn_size={} rates={:?} steady_secs={} steady_txn_size={} \
+                 steady_payload={} writers={}",
+                opts.events,
+                opts.payloads,
+                opts.txn_size,
+                opts.rates,
+                opts.steady_secs,
+                opts.steady_txn_size,
+                opts.steady_payload,
+                opts.writers
+            ),
+            drains: Vec::new(),
+            steadies: Vec::new(),
+        })
+    }
+
+    /// Writes `e2e.json`, `e2e.md` and `e2e.png` into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        std::fs::write(dir.join("e2e.json"), serde_json::to_string_pretty(self)?)?;
+        std::fs::write(dir.join("e2e.md"), self.markdown())?;
+        crate::chart::draw(self, &dir.join("e2e.png")).context("drawing e2e.png")?;
+        Ok(())
+    }
+
+    fn drain_of(&self, source: &str, peer: &str, payload: usize) -> Option<&Drain> {
+        self.drains
+            .iter()
+            .find(|d| d.source == source && d.peer == peer && d.payload == payload)
+    }
+
+    fn markdown(&self) -> String {
+        let mut m = String::new();
+        let _ = writeln!(m, "# outboxd vs Debezium: end-to-end benchmark\n");
+        let _ = writeln!(m, "Produced by `{}` on {}.\n", self.command, self.date);
+        let _ = writeln!(m, "- Machine: {}", self.machine);
+        for (k, v) in &self.versions {
+            let _ = writeln!(m, "- {k}: {v}");
+        }
+        let _ = writeln!(m, "- Options: {}", self.options);
+        let _ = writeln!(
+            m,
+            "- Peers: `outboxd` = exactly-once (default), `outboxd-alo` = at-least-once, \
+             `debezium` = Debezium + EventRouter in Kafka Connect standalone with stock \
+             settings, `ceiling` = a plain rdkafka producer writing the same records with no \
+             database. All against the same servers and broker, one at a time.\n"
+        );
+        let _ = writeln!(m, "![chart](e2e.png)\n");
+
+        let _ = writeln!(m, "## Backlog drain\n");
+        let _ = writeln!(
+            m,
+            "N events written while the relay is stopped, then the relay is started. events/s \
+             counts from the first record's append to the last's; first record = process \
+             start to first append; peak RSS = VmHWM; CPU = user+system seconds from the \
+             first record to the last, per 100k events.\n"
+        );
+        let _ = writeln!(
+            m,
+            "| source | payload | peer | events/s | first record (s) | peak RSS (MiB) | CPU s / 100k | dup | ×Debezium events/s | Debezium RSS ÷ this | ÷ ceiling |"
+        );
+        let _ = writeln!(m, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for d in &self.drains {
+            let dbz = self.drain_of(&d.source, "debezium", d.payload);
+            let ceiling = self.drain_of("none", "ceiling", d.payload);
+            let ratio = |num: Option<f64>, den: Option<f64>| match (num, den) {
+                (Some(a), Some(b)) if b > 0.0 && d.peer != "debezium" => format!("{:.1}", a / b),
+                _ => "".into(),
+            };
+            let _ = writeln!(
+                m,
+                "| {} | {} B | {} | {:.0} | {:.2} | {:.0} | {:.2} | {} | {} | {} | {} |",
+                d.source,
+                d.payload,
+                d.peer,
+                d.events_per_s,
+                d.first_record_s,
+                d.peak_rss_mib,
+                d.cpu_s_per_100k,
+                d.duplicates,
+                ratio(Some(d.events_per_s), dbz.map(|x| x.events_per_s)),
+                ratio(dbz.map(|x| x.peak_rss_mib), Some(d.peak_rss_mib)),
+                if d.peer == "ceiling" {
+                    String::new()
+                } else {
+                    ceiling
+                        .map(|c| format!("{:.0}%", 100.0 * d.events_per_s / c.events_per_s))
+                        .unwrap_or_default()
+                },
+            );
+        }
+
+        let _ = writeln!(m, "\n## Steady state\n");
+        let _ = writeln!(
+            m,
+            "Writers commit at the target rate; latency runs from the source COMMIT returning \
+             to the broker's LogAppendTime (append), and to a read_committed consumer \
+             receiving the record (visible; for exactly-once this includes the Kafka \
+             transaction commit). Append times are whole milliseconds.\n"
+        );
+        let _ = writeln!(
+            m,
+            "| source | peer | target/s | achieved/s | append p50 / p99 / max (ms) | visible p50 / p99 / max (ms) | RSS (MiB) | CPU s / 100k | dup |"
+        );
+        let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        for s in &self.steadies {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {:.0} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} | {:.0} | {:.2} | {} |",
+                s.source,
+                s.peer,
+                s.target_rate,
+                s.achieved_rate,
+                s.append_p50_ms,
+                s.append_p99_ms,
+                s.append_max_ms,
+                s.visible_p50_ms,
+                s.visible_p99_ms,
+                s.visible_max_ms,
+                s.max_rss_mib,
+                s.cpu_s_per_100k,
+                s.duplicates
+            );
+        }
+        m
+    }
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# scripts/bench.sh — outboxd vs Debezium on Kafka Connect, one command (benches/README.md).
+#
+#   scripts/bench.sh [full|smoke] [ARGS...]
+#
+#   full (default)  the full run; results go to benches/results/e2e.{md,json,png}
+#   smoke           a tiny run of every scenario and peer (CI); results go to .state/bench-smoke/
+#   ARGS            passed to the harness, e.g. --sources postgres --peers outboxd,debezium
+#                   (`scripts/bench.sh full --help` lists them)
+#
+# It starts the services (scripts/services.sh up), resolves Kafka Connect + Debezium from
+# Maven Central into .state/connect/libs{,-mariadb} once per change of benches/peers/pom.xml,
+# installs the chart's font if missing, builds, and runs `cargo bench --bench e2e`.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+mode="${1:-full}"
+case "$mode" in
+  full | smoke) shift || true ;;
+  -*) mode=full ;;
+  *) echo "usage: scripts/bench.sh [full|smoke] [ARGS...]" >&2; exit 2 ;;
+esac
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+# --- services --------------------------------------------------------------------------
+eval "$(bash scripts/services.sh up)"
+
+# --- Kafka Connect + Debezium classpath ------------------------------------------------
+# Two flat classpaths: Debezium 3.6.1 PostgreSQL (default profile) and 3.5.0 MariaDB (profile
+# mariadb); see benches/peers/README.md for why.
+POM_HASH="$(sha256sum benches/peers/pom.xml | cut -c1-16)"
+resolve() { # resolve PROFILE DIR
+  local profile="$1" dir="$2"
+  if [[ ! -f "$dir/.resolved-$POM_HASH" ]]; then
+    log "resolving Kafka Connect + Debezium ($profile) from Maven Central into $dir"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    mvn -q -B -f benches/peers/pom.xml -P "$profile" dependency:copy-dependencies \
+      -DoutputDirectory="$dir" -DincludeScope=runtime
+    touch "$dir/.resolved-$POM_HASH"
+  fi
+}
+resolve postgres "$ROOT/.state/connect/libs"
+resolve mariadb "$ROOT/.state/connect/libs-mariadb"
+
+# --- the chart's font (Debian fonts-dejavu-core) ----------------------------------------
+if [[ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]]; then
+  log "installing fonts-dejavu-core (for benches/results/e2e.png)"
+  if [[ $(id -u) -eq 0 ]]; then
+    apt-get install -y -q fonts-dejavu-core >&2 || { apt-get update -q >&2 && apt-get install -y -q fonts-dejavu-core >&2; }
+  else
+    sudo apt-get install -y -q fonts-dejavu-core >&2
+  fi
+fi
+
+# --- run -------------------------------------------------------------------------------
+args=(--command-label "$(echo "scripts/bench.sh $mode $*" | sed 's/ *$//')")
+if [[ "$mode" == smoke ]]; then
+  args+=(--events 2000 --payloads 1024,200 --rates 500 --steady-secs 3 --out .state/bench-smoke)
+fi
+exec cargo bench --bench e2e -- "${args[@]}" "$@"
