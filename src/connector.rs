@@ -238,7 +238,7 @@ async fn run_acked(
     tokio::task::block_in_place(|| store.prepare())?;
     let resume = resume_cp.map(|c| c.position);
     let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?;
-    let (tx, rx) = mpsc::channel(4096);
+    let (tx, rx) = mpsc::channel(1024);
     // Positions durably checkpointed, for sources that confirm them to the server
     // (PostgreSQL's flush LSN).
     let (checkpointed, checkpointed_rx) = watch::channel(resume.clone());
@@ -285,7 +285,7 @@ async fn run_transactional(
     store.ensure_topic().await?;
     let resume = tokio::task::block_in_place(|| store.load())?;
     log_resume(cfg, &resume);
-    let (tx, rx) = mpsc::channel(4096);
+    let (tx, rx) = mpsc::channel(1024);
     let position = resume.as_ref().map(|c| c.position.clone());
     let (checkpointed, checkpointed_rx) = watch::channel(position.clone());
     let source_task = spawn_source(cfg, position, tx, health, shutdown.clone(), checkpointed_rx);

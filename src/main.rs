@@ -8,6 +8,12 @@ use clap::Parser;
 use outboxd::cli::{Cli, Command};
 use outboxd::commands;
 
+/// mimalloc instead of glibc malloc: the relay allocates per row and per record from several
+/// threads (tokio workers, librdkafka), where glibc's arena locks and consolidation cost ~25%
+/// of its CPU in a backlog drain (benches/results/e2e.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     commands::init_logging(cli.log_format);

@@ -23,7 +23,7 @@ pub fn run(topic_prefix: &str, first: u64, count: u64, payload: usize) -> Result
         .set("partitioner", "murmur2_random")
         .set("linger.ms", "5")
         .set("compression.type", "lz4")
-        .set("queue.buffering.max.kbytes", "65536")
+        .set("queue.buffering.max.kbytes", "16384")
         .create()
         .context("Kafka producer")?;
     for seq in first..first + count {

@@ -52,7 +52,8 @@ const SHUTDOWN_DRAIN: Duration = Duration::from_secs(20);
 /// Tuning of the delivery loop.
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
-    /// Records sent but not yet acknowledged, at most (default 20,000).
+    /// Records sent but not yet acknowledged, at most (default 4,000: enough to keep the
+    /// broker busy at ~100k events/s with ~10 ms acks; more only costs memory).
     pub max_in_flight: usize,
     /// How often the checkpoint is written while positions advance (default 1 s). A crash
     /// loses at most this much checkpoint progress: those events are delivered again.
@@ -62,7 +63,7 @@ pub struct PipelineOptions {
 impl Default for PipelineOptions {
     fn default() -> Self {
         Self {
-            max_in_flight: 20_000,
+            max_in_flight: 4_000,
             checkpoint_interval: Duration::from_secs(1),
         }
     }

@@ -70,7 +70,7 @@ impl KafkaSink {
             .set("linger.ms", "5")
             .set("compression.type", "lz4")
             .set("message.timeout.ms", "300000")
-            .set("queue.buffering.max.kbytes", "65536")
+            .set("queue.buffering.max.kbytes", "16384")
             .set(
                 "message.max.bytes",
                 (cfg.max_record_bytes + 64 * 1024).to_string(),
