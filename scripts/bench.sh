@@ -25,6 +25,12 @@ esac
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 
+# One run at a time: two would share two cores and each other's figures. The harness also
+# cleans up at start what a killed run left (its databases, slots, topics, peer processes).
+mkdir -p "$ROOT/.state"
+exec 9>"$ROOT/.state/bench.lock"
+flock -n 9 || { log "another scripts/bench.sh is running (lock: .state/bench.lock)"; exit 1; }
+
 # --- services --------------------------------------------------------------------------
 eval "$(bash scripts/services.sh up)"
 

@@ -97,8 +97,13 @@ impl Collector {
         let (seen2, stop2) = (seen.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             while !stop2.load(Ordering::Relaxed) {
-                let Some(Ok(m)) = consumer.poll(Duration::from_millis(50)) else {
-                    continue;
+                let m = match consumer.poll(Duration::from_millis(50)) {
+                    None => continue,
+                    Some(Ok(m)) => m,
+                    Some(Err(e)) => {
+                        eprintln!("[bench] collector: {e}");
+                        continue;
+                    }
                 };
                 let recv_us = now_us();
                 let append_ms = match m.timestamp() {
@@ -148,6 +153,7 @@ impl Collector {
         let mut at_first = None;
         let mut max_rss_kib = 0;
         loop {
+            crate::interrupt::check()?;
             if Instant::now() >= next_check {
                 alive()?;
                 next_check += Duration::from_secs(1);
@@ -190,6 +196,21 @@ impl Collector {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+impl Collector {
+    /// Records of `range` seen more than once so far, over everything this collector read
+    /// (a redelivery after a restart replays an earlier range; call after things settled).
+    pub fn duplicates_in(&self, range: Range<u64>) -> u64 {
+        let seen = self.seen.lock().unwrap();
+        let mut distinct = HashSet::new();
+        let mut total = 0u64;
+        for s in seen.iter().filter(|s| range.contains(&s.seq)) {
+            total += 1;
+            distinct.insert(s.seq);
+        }
+        total - distinct.len() as u64
     }
 }
 

@@ -63,6 +63,7 @@ fn drain_result(
         drain_s: span_s,
         peak_rss_mib: w.at_last.hwm_kib as f64 / 1024.0,
         cpu_s_per_100k: (w.at_last.cpu_s - w.at_first.cpu_s) / events as f64 * 100_000.0,
+        cpu_s_process: w.at_last.cpu_s,
         duplicates: w.duplicates,
     }
 }
@@ -86,9 +87,15 @@ pub async fn ceiling(opts: &Options, run: &str, payload: usize) -> Result<Drain>
             1..1 + opts.events,
             Duration::from_secs(600),
             Some(pid),
-            &mut || Ok(()),
+            &mut || match child.try_wait()? {
+                Some(status) => anyhow::bail!("the ceiling producer exited early: {status}"),
+                None => Ok(()),
+            },
         )
     });
+    if w.is_err() {
+        let _ = child.kill();
+    }
     drop(child.stdin.take());
     let _ = child.wait();
     drop(c);
@@ -186,14 +193,18 @@ pub async fn run(
     let lane = Lane {
         source,
         topic_prefix: format!("bench.{run}.{}.{}.", source.name(), peer.name()),
-        server_id: 4_000_000 + (run.parse::<u32>().unwrap_or(0) % 1000) * 10 + peer as u32,
+        server_id: 4_000_000 + std::process::id() % 10_000 * 10 + peer as u32,
         name: name.clone(),
         dir,
     };
     let topics = topics(&lane.topic_prefix);
-    create_database(source, &name).await?;
-    collector::create_topics(&topics).await?;
-    let result = scenarios(opts, &lane, peer, &topics).await;
+    // Clean-up runs whatever happened: failure, interruption (SIGINT/SIGTERM), or success.
+    let result = async {
+        create_database(source, &name).await?;
+        collector::create_topics(&topics).await?;
+        scenarios(opts, &lane, peer, &topics).await
+    }
+    .await;
     collector::delete_topics(&topics).await;
     collector::delete_topics(&[
         format!("outboxd.checkpoints.{name}"),
@@ -219,14 +230,15 @@ async fn scenarios(
     // 1. A position: the peer sees one event, then stops.
     let mut running = peers::start(peer, lane, starts)?;
     starts += 1;
-    let warm = next_seq..next_seq + 1;
+    let mut retries = 0u64;
+    wait_streaming(&c, &db, next_seq, &mut retries, &mut running).await?;
     next_seq += 1;
-    // Give the peer time to take its start position before the event is written.
-    wait_streaming(&c, &db, warm.clone(), &mut running).await?;
     running.stop()?;
 
     // 2. Backlog drains.
     let mut drains = Vec::new();
+    // The sequence range of every result, in order (drains, then steadies).
+    let mut ranges: Vec<Range<u64>> = Vec::new();
     for (i, &payload) in opts.payloads.iter().enumerate() {
         let range = next_seq..next_seq + opts.events;
         next_seq = range.end;
@@ -255,6 +267,7 @@ async fn scenarios(
         let w =
             tokio::task::block_in_place(|| await_range(&c, range.clone(), timeout, &mut running))?;
         let d = drain_result(src, pname, payload, opts.events, &w, started_us);
+        ranges.push(range.clone());
         eprintln!(
             "[bench]   drained {:.0} events/s, first record after {:.2} s, peak RSS {:.0} MiB",
             d.events_per_s, d.first_record_s, d.peak_rss_mib
@@ -268,7 +281,7 @@ async fn scenarios(
     // 3. Steady state, the peer running on.
     if opts.payloads.is_empty() {
         running = peers::start(peer, lane, starts)?;
-        wait_streaming(&c, &db, next_seq..next_seq + 1, &mut running).await?;
+        wait_streaming(&c, &db, next_seq, &mut retries, &mut running).await?;
         next_seq += 1;
     }
     let mut steadies = Vec::new();
@@ -281,6 +294,7 @@ async fn scenarios(
             opts.steady_secs
         );
         let before = procstat::sample(running.pid()).unwrap_or_default();
+        let sampler = RssSampler::start(running.pid());
         let written = workload::write(
             &db,
             range.start,
@@ -290,7 +304,10 @@ async fn scenarios(
             opts.writers,
             Some(rate as f64),
         )
-        .await?;
+        .await;
+        let rss_while_writing = sampler.stop().await;
+        running.check_alive()?;
+        let written = written?;
         let timeout = Duration::from_secs(120 + opts.steady_secs);
         let w =
             tokio::task::block_in_place(|| await_range(&c, range.clone(), timeout, &mut running))?;
@@ -298,7 +315,8 @@ async fn scenarios(
         let mut visible = Vec::with_capacity(w.records.len());
         for r in &w.records {
             let commit = written.commit_us[&r.seq] as f64;
-            append.push((r.append_ms as f64 * 1000.0 - commit) / 1000.0);
+            // LogAppendTime is truncated to the millisecond: +0.5 ms is its unbiased value.
+            append.push((r.append_ms as f64 * 1000.0 + 500.0 - commit) / 1000.0);
             visible.push((r.recv_us as f64 - commit) / 1000.0);
         }
         // Every record's times, for looking at the tail (`<work>/<lane>/steady-<rate>.csv`).
@@ -324,7 +342,7 @@ async fn scenarios(
             visible_p50_ms: percentile(&visible, 50.0),
             visible_p99_ms: percentile(&visible, 99.0),
             visible_max_ms: percentile(&visible, 100.0),
-            max_rss_mib: w.max_rss_kib as f64 / 1024.0,
+            max_rss_mib: w.max_rss_kib.max(rss_while_writing) as f64 / 1024.0,
             cpu_s_per_100k: (w.at_last.cpu_s - before.cpu_s) / count as f64 * 100_000.0,
             duplicates: w.duplicates,
         };
@@ -333,33 +351,70 @@ async fn scenarios(
             s.achieved_rate, s.append_p50_ms, s.append_p99_ms
         );
         steadies.push(s);
+        ranges.push(range.clone());
     }
     running.stop()?;
+    // Redeliveries (after a restart, or late) count for the range they belong to: recount
+    // over everything read, once nothing more is in flight.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut ranges = ranges.into_iter();
+    for d in &mut drains {
+        d.duplicates = c.duplicates_in(ranges.next().expect("one range per result"));
+    }
+    for s in &mut steadies {
+        s.duplicates = c.duplicates_in(ranges.next().expect("one range per result"));
+    }
     Ok((drains, steadies))
 }
 
-/// After a (re)start: writes the event `range` until the peer delivers it. A peer that has
-/// not taken its start position yet may miss an event written too early (both start at the
-/// current position), so the event is written again, with the next id in `range` reused,
-/// every 10 s until one arrives, for up to 5 minutes.
+/// Samples a process's RSS every 100 ms in the background, for the time writers run.
+struct RssSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+impl RssSampler {
+    fn start(pid: u32) -> RssSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut max = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                match procstat::sample(pid) {
+                    Some(s) => max = max.max(s.rss_kib),
+                    None => break,
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            max
+        });
+        RssSampler { stop, task }
+    }
+
+    /// Stops sampling; the highest RSS seen, KiB.
+    async fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.unwrap_or(0)
+    }
+}
+
+/// After a (re)start: writes event `seq` and waits until the peer delivers it. A peer that
+/// has not taken its start position yet may miss an event written too early (both start at
+/// the current position), so another event is written every 10 s until one arrives, for up
+/// to 5 minutes; those take ids from `retries` (lane-wide, above every scenario's range).
 async fn wait_streaming(
     c: &Collector,
     db: &workload::Db,
-    range: Range<u64>,
+    first: u64,
+    retries: &mut u64,
     running: &mut Running,
 ) -> Result<()> {
     // Write once the peer has had a moment; a peer that starts slowly (the JVM) is covered by
     // the retries below.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    let mut attempt = 0u64;
+    let mut seq = first;
     loop {
-        // Retries write fresh sequence numbers above the lane's range (warm-up only).
-        let seq = if attempt == 0 {
-            range.start
-        } else {
-            900_000_000_000 + attempt
-        };
         workload::write(db, seq, 1, 1, 200, 1, None).await?;
         let got = tokio::task::block_in_place(|| {
             c.wait_for(seq..seq + 1, Duration::from_secs(10), None, &mut || {
@@ -373,6 +428,7 @@ async fn wait_streaming(
         if std::time::Instant::now() >= deadline {
             anyhow::bail!("the peer delivered nothing within 5 minutes of starting");
         }
-        attempt += 1;
+        *retries += 1;
+        seq = 900_000_000_000 + *retries;
     }
 }

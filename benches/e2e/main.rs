@@ -24,10 +24,12 @@ mod chart;
 mod clock;
 mod collector;
 mod env;
+mod interrupt;
 mod lane;
 mod peers;
 mod procstat;
 mod report;
+mod sweep;
 mod workload;
 
 use std::path::PathBuf;
@@ -171,10 +173,22 @@ fn main() -> Result<()> {
         .iter()
         .map(|p| Peer::parse(p))
         .collect::<Result<Vec<_>>>()?;
-    let run = format!("{}", clock::now_us() / 1_000_000 % 1_000_000);
+    validate(&opts)?;
+    // Unique per run: seconds and pid (two runs in one second do not collide).
+    let run = format!(
+        "{}{:05}",
+        clock::now_us() / 1_000_000 % 100_000,
+        std::process::id() % 100_000
+    );
     std::fs::create_dir_all(&opts.out)?;
     std::fs::create_dir_all(&opts.work)?;
     let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        interrupt::install();
+        sweep::kill_stale_peers(&opts.work);
+        sweep::drop_stale_objects().await
+    })
+    .context("cleaning up after an earlier run")?;
     let mut results = report::Results::new(&opts, &rt)?;
     if !opts.no_ceiling {
         for &payload in &opts.payloads {
@@ -198,6 +212,31 @@ fn main() -> Result<()> {
     }
     results.write(&opts.out)?;
     eprintln!("[bench] results: {}", opts.out.join("e2e.md").display());
+    Ok(())
+}
+
+/// Rejects options that would measure nothing or divide by zero.
+fn validate(o: &Options) -> Result<()> {
+    for (name, v) in [
+        ("--events", o.events),
+        ("--txn-size", o.txn_size),
+        ("--steady-secs", o.steady_secs),
+        ("--steady-txn-size", o.steady_txn_size),
+        ("--writers", o.writers as u64),
+    ] {
+        if v == 0 {
+            bail!("{name} must be at least 1");
+        }
+    }
+    if o.payloads.is_empty() || o.rates.is_empty() || o.sources.is_empty() || o.peers.is_empty() {
+        bail!("--payloads, --rates, --sources and --peers each need at least one value");
+    }
+    if let Some(r) = o.rates.iter().find(|r| **r == 0) {
+        bail!("--rates: {r} events/s measures nothing");
+    }
+    if let Some(p) = o.payloads.iter().find(|p| **p < 200) {
+        bail!("--payloads: {p} B is below the 200 B the fixed JSON fields take");
+    }
     Ok(())
 }
 

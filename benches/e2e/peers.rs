@@ -139,6 +139,11 @@ pub fn start(peer: Peer, lane: &Lane, start: u32) -> Result<Running> {
     let child = cmd
         .spawn()
         .with_context(|| format!("cannot start {}", peer.name()))?;
+    // Found and killed by the next run if this harness dies without stopping it.
+    std::fs::write(
+        lane.dir.join(crate::sweep::PID_FILE),
+        child.id().to_string(),
+    )?;
     Ok(Running {
         child,
         started_us,

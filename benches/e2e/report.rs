@@ -28,7 +28,9 @@ pub struct Drain {
     pub peak_rss_mib: f64,
     /// CPU seconds (user + system) spent from the first record to the last, per 100k events.
     pub cpu_s_per_100k: f64,
-    /// Records delivered more than once.
+    /// CPU seconds the process used from its start to the last record (start-up included).
+    pub cpu_s_process: f64,
+    /// Records delivered more than once (recounted when the lane ends).
     pub duplicates: u64,
 }
 
@@ -76,6 +78,16 @@ fn sh(cmd: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The value of `<name>` in a pom's `<properties>` (the versions the harness resolves).
+fn pom_property(pom: &str, name: &str) -> String {
+    let text = std::fs::read_to_string(crate::peers::repo_root().join(pom)).unwrap_or_default();
+    let open = format!("<{name}>");
+    text.split_once(&open)
+        .and_then(|(_, rest)| rest.split_once("</"))
+        .map(|(v, _)| v.trim().to_string())
+        .unwrap_or_else(|| "?".into())
+}
+
 impl Results {
     /// Empty results with the run's environment filled in.
     pub fn new(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Results> {
@@ -110,14 +122,18 @@ impl Results {
                 ),
                 ("MariaDB".into(), mariadb),
                 ("PostgreSQL".into(), postgres),
-                ("Kafka broker".into(), "4.1.1 (KRaft, single node)".into()),
+                (
+                    "Kafka broker".into(),
+                    format!("{} (KRaft, single node)", pom_property("scripts/kafka/pom.xml", "kafka.version")),
+                ),
                 (
                     "Debezium".into(),
-                    "3.6.1.Final (PostgresConnector) and 3.5.0.Final (MariaDbConnector: no 3.6 \
+                    format!("3.6.1.Final (PostgresConnector) and 3.5.0.Final (MariaDbConnector: no 3.6 \
                      release of it is on Maven Central, and the 3.6.1 MySqlConnector refuses \
-                     MariaDB 10.11), EventRouter SMT, in Kafka Connect 4.1.1 standalone \
-                     (-Xms256M -Xmx2G, plugin.discovery=service_load)"
-                        .into(),
+                     MariaDB 10.11), EventRouter SMT, in Kafka Connect {} standalone \
+                     (-Xms256M -Xmx2G, plugin.discovery=service_load)",
+                    pom_property("benches/peers/pom.xml", "kafka.version")
+                ),
                 ),
                 ("Java".into(), sh("java -version 2>&1 | head -1")),
             ],
@@ -164,25 +180,33 @@ impl Results {
         let _ = writeln!(
             m,
             "- Peers: `outboxd` = exactly-once (default), `outboxd-alo` = at-least-once, \
-             `debezium` = Debezium + EventRouter in Kafka Connect standalone with stock \
-             settings, `ceiling` = a plain rdkafka producer writing the same records with no \
-             database. All against the same servers and broker, one at a time.\n"
+             `debezium` = Debezium + EventRouter in Kafka Connect standalone (Connect's and \
+             Debezium's defaults except what benches/peers/README.md lists: service_load \
+             plugin discovery, no extended headers, no snapshot locks, file schema history; \
+             its producer is Connect's default: no compression, one request in flight), \
+             `ceiling` = a plain rdkafka producer writing the same records with no database. \
+             All against the same servers and broker, one at a time.\n"
         );
         let _ = writeln!(m, "![chart](e2e.png)\n");
 
         let _ = writeln!(m, "## Backlog drain\n");
         let _ = writeln!(
             m,
-            "N events written while the relay is stopped, then the relay is started. events/s \
-             counts from the first record's append to the last's; first record = process \
-             start to first append; peak RSS = VmHWM; CPU = user+system seconds from the \
-             first record to the last, per 100k events.\n"
+            "N events written while the relay is stopped, then the relay is started. events/s = \
+             N ÷ (last append − first append + 1 ms); first record = process start to first \
+             append; peak RSS = VmHWM; CPU s / 100k = user+system seconds from the first \
+             record to the last, per 100k events; CPU s total = from process start to the last \
+             record. For exactly-once, append times are before the Kafka transaction commits \
+             (visibility to read_committed consumers comes with the commit, ≤ 100 ms later).\n"
         );
         let _ = writeln!(
             m,
-            "| source | payload | peer | events/s | first record (s) | peak RSS (MiB) | CPU s / 100k | dup | ×Debezium events/s | Debezium RSS ÷ this | ÷ ceiling |"
+            "| source | payload | peer | events/s | first record (s) | peak RSS (MiB) | CPU s / 100k | CPU s total | dup | ×Debezium events/s | Debezium RSS ÷ this | ÷ ceiling |"
         );
-        let _ = writeln!(m, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            m,
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
         for d in &self.drains {
             let dbz = self.drain_of(&d.source, "debezium", d.payload);
             let ceiling = self.drain_of("none", "ceiling", d.payload);
@@ -192,7 +216,7 @@ impl Results {
             };
             let _ = writeln!(
                 m,
-                "| {} | {} B | {} | {:.0} | {:.2} | {:.0} | {:.2} | {} | {} | {} | {} |",
+                "| {} | {} B | {} | {:.0} | {:.2} | {:.0} | {:.2} | {:.1} | {} | {} | {} | {} |",
                 d.source,
                 d.payload,
                 d.peer,
@@ -200,6 +224,7 @@ impl Results {
                 d.first_record_s,
                 d.peak_rss_mib,
                 d.cpu_s_per_100k,
+                d.cpu_s_process,
                 d.duplicates,
                 ratio(Some(d.events_per_s), dbz.map(|x| x.events_per_s)),
                 ratio(dbz.map(|x| x.peak_rss_mib), Some(d.peak_rss_mib)),
@@ -219,7 +244,10 @@ impl Results {
             "Writers commit at the target rate; latency runs from the source COMMIT returning \
              to the broker's LogAppendTime (append), and to a read_committed consumer \
              receiving the record (visible; for exactly-once this includes the Kafka \
-             transaction commit). Append times are whole milliseconds.\n"
+             transaction commit). Append times are whole milliseconds (+0.5 ms added). \
+             Debezium polls its change queue every 500 ms by default (poll.interval.ms), \
+             which dominates its latency at low rates. RSS = highest VmRSS sampled every 100 ms \
+             while the writers ran and until the last record arrived.\n"
         );
         let _ = writeln!(
             m,

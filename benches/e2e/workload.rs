@@ -183,6 +183,7 @@ pub async fn write(
     let end = first + count;
     let mut next = first;
     while next < end {
+        crate::interrupt::check()?;
         if let Some(rate) = rate {
             // Pace by the schedule, not by sleeps: a slow commit is made up for afterwards.
             let due = first + (started.elapsed().as_secs_f64() * rate) as u64;
