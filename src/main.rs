@@ -10,7 +10,7 @@ use outboxd::commands;
 
 /// mimalloc instead of glibc malloc: the relay allocates per row and per record from several
 /// threads (tokio workers, librdkafka), where glibc's arena locks and consolidation cost ~25%
-/// of its CPU in a backlog drain (benches/results/e2e.md).
+/// of its CPU in a backlog drain (benches/results/profile.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

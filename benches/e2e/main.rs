@@ -116,7 +116,8 @@ pub struct Options {
     /// Seconds each steady-state rate runs.
     #[arg(long, default_value_t = 20)]
     pub steady_secs: u64,
-    /// Events per source transaction in the steady state.
+    /// Events per source transaction in the steady state, at least (raised to rate/200, so
+    /// writers need at most ~200 commits/s).
     #[arg(long, default_value_t = 10)]
     pub steady_txn_size: u64,
     /// Payload size of the steady-state events.

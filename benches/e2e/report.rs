@@ -40,6 +40,8 @@ pub struct Steady {
     pub source: String,
     pub peer: String,
     pub target_rate: u64,
+    /// Events per source transaction.
+    pub txn_size: u64,
     /// Events per second the writers committed.
     pub achieved_rate: f64,
     pub events: u64,
@@ -251,16 +253,17 @@ impl Results {
         );
         let _ = writeln!(
             m,
-            "| source | peer | target/s | achieved/s | append p50 / p99 / max (ms) | visible p50 / p99 / max (ms) | RSS (MiB) | CPU s / 100k | dup |"
+            "| source | peer | target/s | txn | achieved/s | append p50 / p99 / max (ms) | visible p50 / p99 / max (ms) | RSS (MiB) | CPU s / 100k | dup |"
         );
-        let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for s in &self.steadies {
             let _ = writeln!(
                 m,
-                "| {} | {} | {} | {:.0} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} | {:.0} | {:.2} | {} |",
+                "| {} | {} | {} | {} | {:.0} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} | {:.0} | {:.2} | {} |",
                 s.source,
                 s.peer,
                 s.target_rate,
+                s.txn_size,
                 s.achieved_rate,
                 s.append_p50_ms,
                 s.append_p99_ms,

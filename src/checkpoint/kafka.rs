@@ -240,7 +240,7 @@ impl CheckpointStore for KafkaCheckpointStore {
     /// Creates the producer and waits for the checkpoint topic's metadata: the broker
     /// connection and the idempotent producer id are then in place, and the first
     /// [`store`](CheckpointStore::store) costs one round trip instead of a connection
-    /// set-up (measured ~0.5 s of stalled stream without this; benches/results/e2e.md).
+    /// set-up (measured ~0.5 s of stalled stream without this; benches/results/profile.md).
     fn prepare(&mut self) -> Result<(), Failure> {
         let topic = self.topic.clone();
         let producer = self.producer()?;

@@ -274,7 +274,7 @@ pub async fn run(
         // Wait for the checkpoint's acknowledgement here rather than in commit():
         // rust-rdkafka's commit_transaction flushes first, and its flush polls in 100 ms
         // steps while anything is in flight, which added 100 ms to every commit
-        // (benches/results/e2e.md, steady-state visible latency).
+        // (benches/results/profile.md).
         if let Err(f) = tokio::time::timeout(wait, await_delivery(checkpoint_sent, &record.topic))
             .await
             .unwrap_or_else(|_| {
