@@ -43,6 +43,8 @@ struct Grouped {
     y_label: String,
     groups: Vec<String>,
     values: Vec<Vec<Option<f64>>>,
+    /// Where the legend goes (away from the tallest bars).
+    legend: SeriesLabelPosition,
 }
 
 fn draw_grouped(
@@ -101,7 +103,7 @@ fn draw_grouped(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(g.legend.clone())
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
@@ -144,6 +146,7 @@ pub fn draw(r: &Results, path: &Path) -> Result<()> {
         y_label: "events/s".into(),
         groups: Vec::new(),
         values: Vec::new(),
+        legend: SeriesLabelPosition::UpperRight,
     };
     let mut keys: Vec<(String, usize)> = Vec::new();
     for d in &r.drains {
@@ -181,6 +184,7 @@ pub fn draw(r: &Results, path: &Path) -> Result<()> {
         y_label: "ms".into(),
         groups: Vec::new(),
         values: Vec::new(),
+        legend: SeriesLabelPosition::UpperLeft,
     };
     let mut keys: Vec<(String, u64)> = Vec::new();
     for s in &r.steadies {

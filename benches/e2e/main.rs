@@ -148,6 +148,9 @@ pub struct Options {
     /// Shown in the results as the command that produced them.
     #[arg(long, default_value = "cargo bench --bench e2e")]
     pub command_label: String,
+    /// Only render `<out>/e2e.md` and `e2e.png` again from `<out>/e2e.json`.
+    #[arg(long)]
+    pub render_only: bool,
     /// Internal: run as the ceiling producer (`ceiling:<prefix>:<first>:<count>:<payload>`).
     #[arg(long, hide = true)]
     pub role: Option<String>,
@@ -174,6 +177,9 @@ fn main() -> Result<()> {
         .iter()
         .map(|p| Peer::parse(p))
         .collect::<Result<Vec<_>>>()?;
+    if opts.render_only {
+        return report::Results::load(&opts.out)?.write(&opts.out);
+    }
     validate(&opts)?;
     // Unique per run: seconds and pid (two runs in one second do not collide).
     let run = format!(

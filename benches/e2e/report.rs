@@ -6,12 +6,12 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use mysql_async::prelude::Queryable;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Options;
 
 /// One backlog drain (or the ceiling run).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Drain {
     pub source: String,
     pub peer: String,
@@ -35,7 +35,7 @@ pub struct Drain {
 }
 
 /// One steady-state rate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Steady {
     pub source: String,
     pub peer: String,
@@ -61,7 +61,7 @@ pub struct Steady {
 }
 
 /// Everything one run measured, and what it ran on.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Results {
     pub command: String,
     pub date: String,
@@ -170,6 +170,47 @@ impl Results {
             .find(|d| d.source == source && d.peer == peer && d.payload == payload)
     }
 
+    /// Reads the results a run wrote (`e2e.json`), to render them again.
+    pub fn load(dir: &Path) -> Result<Results> {
+        let text = std::fs::read_to_string(dir.join("e2e.json"))
+            .with_context(|| format!("reading {}", dir.join("e2e.json").display()))?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// The issue's goals for the backlog drain, per source and payload, checked against
+    /// this run: outboxd (default, exactly-once) ≥ 5× Debezium's events/s, ≤ 1/10 of its
+    /// peak RSS, ≥ 70% of the plain-producer ceiling.
+    fn goals(&self) -> String {
+        let mut m = String::from(
+            "## Goals (backlog drain, outboxd exactly-once)\n\n\
+             | source | payload | events/s ÷ Debezium (goal ≥ 5) | Debezium peak RSS ÷ outboxd (goal ≥ 10) | ÷ ceiling (goal ≥ 70%) |\n\
+             |---|---:|---:|---:|---:|\n",
+        );
+        let mark = |ok: bool| if ok { "met" } else { "**not met**" };
+        for d in self.drains.iter().filter(|d| d.peer == "outboxd") {
+            let dbz = self.drain_of(&d.source, "debezium", d.payload);
+            let ceiling = self.drain_of("none", "ceiling", d.payload);
+            let speed = dbz.map(|b| d.events_per_s / b.events_per_s);
+            let rss = dbz.map(|b| b.peak_rss_mib / d.peak_rss_mib);
+            let ceil = ceiling.map(|c| d.events_per_s / c.events_per_s);
+            let _ = writeln!(
+                m,
+                "| {} | {} B | {} | {} | {} |",
+                d.source,
+                d.payload,
+                speed.map_or("–".into(), |v| format!("{v:.1}× ({})", mark(v >= 5.0))),
+                rss.map_or("–".into(), |v| format!("{v:.1}× ({})", mark(v >= 10.0))),
+                ceil.map_or("–".into(), |v| format!(
+                    "{:.0}% ({})",
+                    v * 100.0,
+                    mark(v >= 0.7)
+                )),
+            );
+        }
+        m.push('\n');
+        m
+    }
+
     fn markdown(&self) -> String {
         let mut m = String::new();
         let _ = writeln!(m, "# outboxd vs Debezium: end-to-end benchmark\n");
@@ -190,6 +231,7 @@ impl Results {
              All against the same servers and broker, one at a time.\n"
         );
         let _ = writeln!(m, "![chart](e2e.png)\n");
+        m.push_str(&self.goals());
 
         let _ = writeln!(m, "## Backlog drain\n");
         let _ = writeln!(
