@@ -138,75 +138,73 @@ fn short(v: f64) -> String {
     }
 }
 
+/// Groups `items` by `key` (in first-seen order), one bar per peer in each group.
+fn group<T, K: PartialEq>(
+    items: &[T],
+    key: impl Fn(&T) -> K,
+    peer: impl Fn(&T) -> &str,
+    value: impl Fn(&T) -> f64,
+) -> (Vec<K>, Vec<Vec<Option<f64>>>) {
+    let mut keys: Vec<K> = Vec::new();
+    for item in items {
+        let k = key(item);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let values = keys
+        .iter()
+        .map(|k| {
+            PEERS
+                .iter()
+                .map(|(p, _)| {
+                    items
+                        .iter()
+                        .find(|it| key(it) == *k && peer(it) == *p)
+                        .map(&value)
+                })
+                .collect()
+        })
+        .collect();
+    (keys, values)
+}
+
 /// Draws the chart of `r` into `path` (PNG, 1500×600).
 pub fn draw(r: &Results, path: &Path) -> Result<()> {
     register_font()?;
-    let mut drain = Grouped {
+    let (keys, values) = group(
+        &r.drains,
+        |d| {
+            let source = if d.peer == "ceiling" {
+                "ceiling"
+            } else {
+                d.source.as_str()
+            };
+            (source.to_string(), d.payload)
+        },
+        |d| d.peer.as_str(),
+        |d| d.events_per_s,
+    );
+    let drain = Grouped {
         title: "Backlog drain (events/s, higher is better)".into(),
         y_label: "events/s".into(),
-        groups: Vec::new(),
-        values: Vec::new(),
+        groups: keys.iter().map(|(s, p)| format!("{s}\n{p} B")).collect(),
+        values,
         legend: SeriesLabelPosition::UpperRight,
     };
-    let mut keys: Vec<(String, usize)> = Vec::new();
-    for d in &r.drains {
-        let source = if d.peer == "ceiling" {
-            "ceiling"
-        } else {
-            d.source.as_str()
-        };
-        let key = (source.to_string(), d.payload);
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
-    for (source, payload) in &keys {
-        drain.groups.push(format!("{source}\n{payload} B"));
-        drain.values.push(
-            PEERS
-                .iter()
-                .map(|(peer, _)| {
-                    r.drains
-                        .iter()
-                        .find(|d| {
-                            d.peer == *peer
-                                && d.payload == *payload
-                                && (d.source == *source
-                                    || (source == "ceiling" && d.peer == "ceiling"))
-                        })
-                        .map(|d| d.events_per_s)
-                })
-                .collect(),
-        );
-    }
-    let mut latency = Grouped {
+    let (keys, values) = group(
+        &r.steadies,
+        |s| (s.source.clone(), s.target_rate),
+        |s| s.peer.as_str(),
+        |s| s.append_p99_ms.max(0.0),
+    );
+    let latency = Grouped {
         title: "Steady state: p99 commit → Kafka append (ms, lower is better)".into(),
         y_label: "ms".into(),
-        groups: Vec::new(),
-        values: Vec::new(),
+        groups: keys.iter().map(|(s, r)| format!("{s}\n{r}/s")).collect(),
+        values,
         legend: SeriesLabelPosition::UpperLeft,
     };
-    let mut keys: Vec<(String, u64)> = Vec::new();
-    for s in &r.steadies {
-        let key = (s.source.clone(), s.target_rate);
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
-    for (source, rate) in &keys {
-        latency.groups.push(format!("{source}\n{rate}/s"));
-        latency.values.push(
-            PEERS
-                .iter()
-                .map(|(peer, _)| {
-                    r.steadies
-                        .iter()
-                        .find(|s| s.peer == *peer && s.source == *source && s.target_rate == *rate)
-                        .map(|s| s.append_p99_ms.max(0.0))
-                })
-                .collect(),
-        );
-    }
     let root = BitMapBackend::new(path, (1500, 600)).into_drawing_area();
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(750);
