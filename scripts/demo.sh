@@ -22,7 +22,7 @@ RUN_ID="demo-$(date +%s)"
 eval "$(bash scripts/services.sh up mariadb kafka)"
 echo "== building outboxd (release)" >&2
 cargo build --release --quiet
-BIN="$ROOT/target/release/outboxd"
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/outboxd"
 
 sql() { mariadb -h 127.0.0.1 -P 33306 -u outboxd_admin -padmin-secret --batch --skip-column-names "$@"; }
 sql -e "CREATE DATABASE IF NOT EXISTS shop CHARACTER SET utf8mb4"

@@ -197,6 +197,7 @@ fn main() -> Result<()> {
     })
     .context("cleaning up after an earlier run")?;
     let mut results = report::Results::new(&opts, &rt)?;
+    let started = std::time::Instant::now();
     if !opts.no_ceiling {
         for &payload in &opts.payloads {
             eprintln!("[bench] ceiling, {payload} B payload");
@@ -214,6 +215,7 @@ fn main() -> Result<()> {
             results.drains.extend(drains);
             results.steadies.extend(steadies);
             // Written after every lane, so a failure later keeps what was measured.
+            results.duration_s = started.elapsed().as_secs_f64();
             results.write(&opts.out)?;
         }
     }
