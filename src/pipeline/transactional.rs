@@ -27,6 +27,13 @@ use crate::metrics as m;
 use crate::position::SourcePosition;
 use crate::router::{EventRouter, Routed};
 use crate::sink::kafka::{await_delivery, KafkaSink};
+use rdkafka::producer::DeliveryFuture;
+
+/// The acknowledgement of one record of the open transaction (one future type for the
+/// batch's records and its checkpoint record alike).
+async fn acked(fut: DeliveryFuture, topic: String) -> Result<(), Failure> {
+    await_delivery(fut, &topic).await.map(|_| ())
+}
 
 /// Longest a shutdown waits for the open batch to be acknowledged and committed.
 const SHUTDOWN_COMMIT: Duration = Duration::from_secs(15);
@@ -176,7 +183,7 @@ pub async fn run(
                                     Err(f) => return Err(fail(sink, true, f)),
                                 };
                                 let topic = record.topic;
-                                deliveries.push(async move { await_delivery(fut, &topic).await });
+                                deliveries.push(acked(fut, topic));
                                 records += 1;
                                 bytes += size;
                                 deadline.get_or_insert_with(|| Instant::now() + opts.max_wait);
@@ -246,6 +253,15 @@ pub async fn run(
         } else {
             Duration::MAX
         };
+        // The checkpoint record joins the batch's deliveries: all of them are acknowledged
+        // before commit(), because rust-rdkafka's commit_transaction flushes first and that
+        // flush polls in 100 ms steps while anything is in flight, which added 100 ms to
+        // every commit (benches/results/profile.md).
+        let record = store.record(&checkpoint)?;
+        match sink.send(&record).await {
+            Ok(fut) => deliveries.push(acked(fut, record.topic)),
+            Err(f) => return Err(fail(sink, true, f)),
+        }
         let all = async {
             while let Some(d) = deliveries.next().await {
                 d?;
@@ -265,25 +281,6 @@ pub async fn run(
                     )),
                 ))
             }
-        }
-        let record = store.record(&checkpoint)?;
-        let checkpoint_sent = match sink.send(&record).await {
-            Ok(fut) => fut,
-            Err(f) => return Err(fail(sink, true, f)),
-        };
-        // Wait for the checkpoint's acknowledgement here rather than in commit():
-        // rust-rdkafka's commit_transaction flushes first, and its flush polls in 100 ms
-        // steps while anything is in flight, which added 100 ms to every commit
-        // (benches/results/profile.md).
-        if let Err(f) = tokio::time::timeout(wait, await_delivery(checkpoint_sent, &record.topic))
-            .await
-            .unwrap_or_else(|_| {
-                Err(Failure::transient(
-                    "shutdown: Kafka did not acknowledge the checkpoint record in time".to_string(),
-                ))
-            })
-        {
-            return Err(fail(sink, true, f));
         }
         let committed = if stopping {
             sink.commit_within(SHUTDOWN_COMMIT)
