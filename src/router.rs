@@ -259,6 +259,35 @@ pub struct EventRouter {
     regex: Regex,
     replacement: Vec<Piece>,
     envelope: bool,
+    topics: TopicCache,
+}
+
+/// Topics already worked out per `route.by.field` value: the regex ran on every event
+/// otherwise, and aggregate types are few. Holds at most [`TopicCache::LIMIT`] values; past
+/// that (a high-cardinality routing column) topics are computed each time.
+#[derive(Debug, Default)]
+struct TopicCache(std::sync::Mutex<std::collections::HashMap<String, String>>);
+
+impl TopicCache {
+    const LIMIT: usize = 1024;
+
+    fn get_or_insert(&self, value: &str, compute: impl FnOnce() -> String) -> String {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = map.get(value) {
+            return t.clone();
+        }
+        let topic = compute();
+        if map.len() < Self::LIMIT {
+            map.insert(value.to_string(), topic.clone());
+        }
+        topic
+    }
+}
+
+impl Clone for TopicCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
 }
 
 impl EventRouter {
@@ -311,6 +340,7 @@ impl EventRouter {
             regex,
             replacement,
             envelope,
+            topics: TopicCache::default(),
         })
     }
 
@@ -482,7 +512,7 @@ impl EventRouter {
             table: change.table.clone(),
             column: col.clone(),
         })?;
-        let topic = self.topic_for(&value);
+        let topic = self.topics.get_or_insert(&value, || self.topic_for(&value));
         if !is_valid_topic(&topic) {
             return Err(RouteError::InvalidTopic {
                 table: change.table.clone(),
