@@ -148,7 +148,7 @@ impl Progress<'_> {
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     connector: &str,
-    mut events: mpsc::Receiver<Result<SourceEvent, Failure>>,
+    events: mpsc::Receiver<Result<SourceEvent, Failure>>,
     router: &EventRouter,
     sink: &KafkaSink,
     store: &mut dyn CheckpointStore,
@@ -160,7 +160,9 @@ pub async fn run(
     if let Some(tx) = checkpointed {
         tx.send_replace(resumed_from.clone());
     }
+    let mut events = inbox::Inbox::new(events);
     let label = connector.to_string();
+    let counters = m::EventCounters::new(connector);
     let mut pending: FuturesOrdered<AckFuture> = FuturesOrdered::new();
     let mut progress = Progress {
         connector,
@@ -191,8 +193,8 @@ pub async fn run(
             Some(ack) = pending.next() => {
                 match ack {
                     Ok(Ack::Record { bytes }) => {
-                        metrics::counter!(m::EVENTS_PRODUCED, m::LABEL_CONNECTOR => label.clone()).increment(1);
-                        metrics::counter!(m::BYTES_PRODUCED, m::LABEL_CONNECTOR => label.clone()).increment(bytes as u64);
+                        counters.produced.increment(1);
+                        counters.bytes.increment(bytes as u64);
                     }
                     Ok(Ack::Position { position, commit_ts_ms }) => {
                         progress.advance(position, commit_ts_ms);
@@ -210,7 +212,7 @@ pub async fn run(
                     None => { source_open = false; }
                     Some(Err(f)) => break Err(f),
                     Some(Ok(ev)) => {
-                        if let Err(f) = handle_event(&label, ev, router, sink, &mut pending).await {
+                        if let Err(f) = handle_event(&label, &counters, ev, router, sink, &mut pending).await {
                             break Err(f);
                         }
                     }
@@ -245,6 +247,7 @@ pub async fn run(
 
 async fn handle_event(
     label: &str,
+    counters: &m::EventCounters,
     ev: SourceEvent,
     router: &EventRouter,
     sink: &KafkaSink,
@@ -253,7 +256,7 @@ async fn handle_event(
     match ev {
         SourceEvent::Begin => Ok(()),
         SourceEvent::Change(change) => {
-            metrics::counter!(m::EVENTS_READ, m::LABEL_CONNECTOR => label.to_string()).increment(1);
+            counters.read.increment(1);
             let routed = router
                 .route(&change)
                 .map_err(|e| route_failure(router, &change, &e))?;
@@ -297,4 +300,5 @@ async fn handle_event(
         }
     }
 }
+pub mod inbox;
 pub mod transactional;

@@ -115,7 +115,7 @@ fn fail(sink: &KafkaSink, open: bool, f: Failure) -> Failure {
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     connector: &str,
-    mut events: mpsc::Receiver<Result<SourceEvent, Failure>>,
+    events: mpsc::Receiver<Result<SourceEvent, Failure>>,
     router: &EventRouter,
     sink: &KafkaSink,
     store: &KafkaCheckpointStore,
@@ -124,7 +124,9 @@ pub async fn run(
     opts: &BatchOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Failure> {
+    let mut events = super::inbox::Inbox::new(events);
     let label = connector.to_string();
+    let counters = m::EventCounters::new(connector);
     let mut cursor = Cursor {
         position: resume.as_ref().map(|c| c.position.clone()),
         txn_rows: 0,
@@ -160,7 +162,7 @@ pub async fn run(
                     Some(Ok(SourceEvent::Begin)) => {}
                     Some(Ok(SourceEvent::Change(change))) => {
                         cursor.txn_rows += 1;
-                        metrics::counter!(m::EVENTS_READ, m::LABEL_CONNECTOR => label.clone()).increment(1);
+                        counters.read.increment(1);
                         if cursor.txn_rows <= cursor.skip {
                             continue; // delivered by an earlier run
                         }
@@ -256,7 +258,10 @@ pub async fn run(
         // The checkpoint record joins the batch's deliveries: all of them are acknowledged
         // before commit(), because rust-rdkafka's commit_transaction flushes first and that
         // flush polls in 100 ms steps while anything is in flight, which added 100 ms to
-        // every commit (benches/results/profile.md).
+        // every commit (benches/results/profile.md); `settle` then waits out the moment in
+        // which librdkafka still counts acknowledged messages, for the same reason.
+        let collected_at = Instant::now();
+        let queued = events.len();
         let record = store.record(&checkpoint)?;
         match sink.send(&record).await {
             Ok(fut) => deliveries.push(acked(fut, record.topic)),
@@ -282,6 +287,8 @@ pub async fn run(
                 ))
             }
         }
+        sink.settle(Duration::from_millis(50)).await;
+        let acked_at = Instant::now();
         let committed = if stopping {
             sink.commit_within(SHUTDOWN_COMMIT)
         } else {
@@ -290,13 +297,14 @@ pub async fn run(
         if let Err(f) = committed {
             return Err(fail(sink, true, f));
         }
+        let collect_ms = collected_at.duration_since(last_commit).as_millis() as u64;
+        let ack_ms = acked_at.duration_since(collected_at).as_millis() as u64;
         last_commit = Instant::now();
+        let commit_ms = last_commit.duration_since(acked_at).as_millis() as u64;
         committed_position = Some(checkpoint.position.clone());
         cursor.skip = cursor.txn_rows;
-        metrics::counter!(m::EVENTS_PRODUCED, m::LABEL_CONNECTOR => label.clone())
-            .increment(records as u64);
-        metrics::counter!(m::BYTES_PRODUCED, m::LABEL_CONNECTOR => label.clone())
-            .increment(bytes as u64);
+        counters.produced.increment(records as u64);
+        counters.bytes.increment(bytes as u64);
         metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => label.clone()).increment(1);
         metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label.clone()).set(0.0);
         if let Some(ts) = cursor.commit_ts_ms {
@@ -306,7 +314,7 @@ pub async fn run(
         if let Some(tx) = checkpointed {
             tx.send_replace(Some(checkpoint.position.clone()));
         }
-        tracing::debug!(connector, records, position = %checkpoint.position, skip = checkpoint.skip, "committed");
+        tracing::debug!(connector, records, queued, collect_ms, ack_ms, commit_ms, position = %checkpoint.position, skip = checkpoint.skip, "committed");
         if stopping {
             return Ok(());
         }
