@@ -195,7 +195,12 @@ fn outboxd_command(peer: Peer, lane: &Lane) -> Result<Command> {
     cmd.args(["run", "--config"])
         .arg(&path)
         .env("OUTBOXD_BENCH_PASSWORD", password)
-        .env("RUST_LOG", "info");
+        .env(
+            "RUST_LOG",
+            // For profiling: e.g. `info,outboxd::pipeline=debug` logs each Kafka
+            // transaction's records and timings (benches/results/profile.md).
+            std::env::var("OUTBOXD_BENCH_RELAY_LOG").unwrap_or_else(|_| "info".into()),
+        );
     Ok(cmd)
 }
 
