@@ -307,6 +307,7 @@ mariadb_up() {
 
   log "mariadb: starting on 127.0.0.1:$MARIADB_PORT"
   # --defaults-file must come first; the rest override the shared config for this host.
+  # Binlog kept 1 h, not a week: a full benchmark run writes several GB of it.
   launch "$MARIADB_DIR/mariadb.log" /usr/sbin/mariadbd \
     --defaults-file="$MARIADB_CNF" \
     --user=root \
@@ -314,7 +315,8 @@ mariadb_up() {
     --port="$MARIADB_PORT" --bind-address=127.0.0.1 \
     --socket="$sock/mariadb.sock" \
     --pid-file="$MARIADB_DIR/mariadbd.pid" \
-    --log-error="$MARIADB_DIR/mariadb.log"
+    --log-error="$MARIADB_DIR/mariadb.log" \
+    --binlog-expire-logs-seconds=3600
   pid="$LAUNCHED_PID"
   echo "$pid" >"$(pid_file mariadb)"
 
