@@ -30,9 +30,9 @@ use crate::sink::kafka::{await_delivery, KafkaSink};
 use rdkafka::producer::DeliveryFuture;
 
 /// The acknowledgement of one record of the open transaction (one future type for the
-/// batch's records and its checkpoint record alike).
-async fn acked(fut: DeliveryFuture, topic: String) -> Result<(), Failure> {
-    await_delivery(fut, &topic).await.map(|_| ())
+/// batch's records and its checkpoint record alike); yields the record's `size` in bytes.
+async fn acked(fut: DeliveryFuture, topic: String, size: usize) -> Result<usize, Failure> {
+    await_delivery(fut, &topic).await.map(|_| size)
 }
 
 /// Longest a shutdown waits for the open batch to be acknowledged and committed.
@@ -47,6 +47,11 @@ pub struct BatchOptions {
     pub max_bytes: usize,
     /// Longest a transaction collects records before it commits.
     pub max_wait: Duration,
+    /// Record bytes sent but not yet acknowledged, at most, within a transaction (default
+    /// 4 MiB). Past it the loop takes acknowledgements until half of that is left before it
+    /// reads more events. This bounds memory (the records and librdkafka's copies of them)
+    /// independently of `max_bytes`: peak RSS in a drain grew with what was in flight.
+    pub max_unacked_bytes: usize,
     /// While only the position moves (heartbeats, other tables), how often a checkpoint-only
     /// transaction records it.
     pub idle_checkpoint_interval: Duration,
@@ -63,6 +68,7 @@ impl Default for BatchOptions {
             max_events: 10_000,
             max_bytes: 8 * 1024 * 1024,
             max_wait: Duration::from_millis(100),
+            max_unacked_bytes: 4 * 1024 * 1024,
             idle_checkpoint_interval: Duration::from_secs(1),
             keepalive_interval: Duration::from_secs(3),
         }
@@ -144,6 +150,8 @@ pub async fn run(
         let mut open = false;
         let mut deliveries: FuturesUnordered<_> = FuturesUnordered::new();
         let (mut records, mut bytes) = (0usize, 0usize);
+        // Bytes in flight, and whether the loop is taking acknowledgements before reading on.
+        let (mut unacked, mut draining) = (0usize, false);
         let mut deadline: Option<Instant> = None;
         while !stopping {
             let sleep_until =
@@ -156,7 +164,15 @@ pub async fn run(
                         stopping = true;
                     }
                 }
-                ev = events.recv() => match ev {
+                acked = deliveries.next(), if draining => match acked {
+                    Some(Ok(size)) => {
+                        unacked = unacked.saturating_sub(size);
+                        draining = unacked > opts.max_unacked_bytes / 2;
+                    }
+                    Some(Err(f)) => return Err(fail(sink, true, f)),
+                    None => { unacked = 0; draining = false; }
+                },
+                ev = events.recv(), if !draining => match ev {
                     None => stopping = true,
                     Some(Err(f)) => return Err(fail(sink, open, f)),
                     Some(Ok(SourceEvent::Begin)) => {}
@@ -185,9 +201,11 @@ pub async fn run(
                                     Err(f) => return Err(fail(sink, true, f)),
                                 };
                                 let topic = record.topic;
-                                deliveries.push(acked(fut, topic));
+                                deliveries.push(acked(fut, topic, size));
                                 records += 1;
                                 bytes += size;
+                                unacked += size;
+                                draining = unacked > opts.max_unacked_bytes;
                                 deadline.get_or_insert_with(|| Instant::now() + opts.max_wait);
                             }
                             Routed::Skipped(reason) => {
@@ -264,7 +282,7 @@ pub async fn run(
         let queued = events.len();
         let record = store.record(&checkpoint)?;
         match sink.send(&record).await {
-            Ok(fut) => deliveries.push(acked(fut, record.topic)),
+            Ok(fut) => deliveries.push(acked(fut, record.topic, 0)),
             Err(f) => return Err(fail(sink, true, f)),
         }
         let all = async {
