@@ -65,6 +65,6 @@ fi
 # --- run -------------------------------------------------------------------------------
 args=(--command-label "$(echo "scripts/bench.sh $mode $*" | sed 's/ *$//')")
 if [[ "$mode" == smoke ]]; then
-  args+=(--events 2000 --payloads 1024,200 --rates 500 --steady-secs 3 --out .state/bench-smoke)
+  args+=(--events 2000 --warmup-events 20000 --payloads 1024,200 --rates 500 --steady-secs 3 --out .state/bench-smoke)
 fi
 exec cargo bench --bench e2e -- "${args[@]}" "$@"

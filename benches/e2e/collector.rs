@@ -135,15 +135,21 @@ impl Collector {
     /// Waits until every sequence number in `range` has been seen, or `timeout`. While
     /// waiting, samples `pid` (when given) every 20 ms; the returned [`Wait`] has the records
     /// of `range`, the duplicates, and the samples taken when the first record arrived and
-    /// when the last did. `alive` is called about every second and ends the wait with its
-    /// error (a peer process that died).
+    /// when the last did; and for each of `services` (pids of the broker or a database
+    /// server), the CPU seconds it and its children used between those two moments.
+    /// `alive` is called about every second and ends the wait with its error (a peer
+    /// process that died).
     pub fn wait_for(
         &self,
         range: Range<u64>,
         timeout: Duration,
         pid: Option<u32>,
+        services: &[u32],
         alive: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Wait> {
+        let services_cpu =
+            || -> Vec<Option<f64>> { services.iter().map(|&p| procstat::tree_cpu_s(p)).collect() };
+        let mut services_at_first = Vec::new();
         let deadline = Instant::now() + timeout;
         let mut next_check = Instant::now();
         let mut distinct = HashSet::with_capacity((range.end - range.start) as usize);
@@ -177,9 +183,16 @@ impl Collector {
             }
             if at_first.is_none() && !records.is_empty() {
                 at_first = sample;
+                services_at_first = services_cpu();
             }
             if distinct.len() as u64 == range.end - range.start {
+                let services_cpu_s = services_cpu()
+                    .into_iter()
+                    .zip(services_at_first)
+                    .map(|(last, first)| Some(last? - first?))
+                    .collect();
                 return Ok(Wait {
+                    services_cpu_s,
                     records,
                     duplicates,
                     at_first: at_first.unwrap_or_default(),
@@ -235,4 +248,7 @@ pub struct Wait {
     pub at_last: procstat::Sample,
     /// Highest RSS sampled while waiting, KiB.
     pub max_rss_kib: u64,
+    /// Per pid given as `services`: CPU seconds from the first record to the last (`None`
+    /// when the process was gone).
+    pub services_cpu_s: Vec<Option<f64>>,
 }

@@ -12,6 +12,17 @@ pub fn kafka_bootstrap() -> String {
     var("OUTBOXD_KAFKA_BOOTSTRAP", "127.0.0.1:39092")
 }
 
+/// The pid `scripts/services.sh` recorded for `service` (`kafka`, `mariadb`, `postgres`) in
+/// `.state/<service>/pid`; `None` when the file is missing or not a number (services started
+/// some other way: their CPU is then not reported).
+pub fn service_pid(service: &str) -> Option<u32> {
+    let path = crate::peers::repo_root()
+        .join(".state")
+        .join(service)
+        .join("pid");
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
 /// MariaDB admin URL, without a database (`OUTBOXD_TEST_MYSQL_ADMIN_URL`).
 pub fn mariadb_admin_url() -> String {
     var(

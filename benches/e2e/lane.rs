@@ -21,15 +21,32 @@ fn topics(prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// Waits for `range`, sampling `peer` and failing early if it dies.
+/// The services whose CPU a drain reports, in [`Drain`] order: the Kafka broker and the
+/// lane's database server (`None` for the ceiling). Pids from `scripts/services.sh`; a
+/// service without one is left out (its figure is then not reported).
+fn services(source: Option<Source>) -> Vec<u32> {
+    let db = source.map(|s| match s {
+        Source::MariaDb => "mariadb",
+        Source::Postgres => "postgres",
+    });
+    [Some("kafka"), db]
+        .into_iter()
+        .map(|s| s.and_then(crate::env::service_pid).unwrap_or(0))
+        .collect()
+}
+
+/// Waits for `range`, sampling `peer` and `services`, failing early if the peer dies.
 fn await_range(
     c: &Collector,
     range: Range<u64>,
     timeout: Duration,
     peer: &mut Running,
+    services: &[u32],
 ) -> Result<Wait> {
     let pid = peer.pid();
-    c.wait_for(range, timeout, Some(pid), &mut || peer.check_alive())
+    c.wait_for(range, timeout, Some(pid), services, &mut || {
+        peer.check_alive()
+    })
 }
 
 /// Percentile `p` (0..=100) of sorted `v`.
@@ -53,6 +70,8 @@ fn drain_result(
     let last = w.records.iter().map(|s| s.append_ms).max().unwrap_or(0);
     // Append times are whole milliseconds: count the last one's millisecond in full.
     let span_s = ((last - first + 1) as f64 / 1000.0).max(0.001);
+    let per_100k = |cpu_s: f64| cpu_s / events as f64 * 100_000.0;
+    let service = |i: usize| w.services_cpu_s.get(i).copied().flatten().map(per_100k);
     Drain {
         source: source.into(),
         peer: peer.into(),
@@ -62,8 +81,10 @@ fn drain_result(
         first_record_s: (first as f64 * 1000.0 - started_us as f64) / 1e6,
         drain_s: span_s,
         peak_rss_mib: w.at_last.hwm_kib as f64 / 1024.0,
-        cpu_s_per_100k: (w.at_last.cpu_s - w.at_first.cpu_s) / events as f64 * 100_000.0,
+        cpu_s_per_100k: per_100k(w.at_last.cpu_s - w.at_first.cpu_s),
         cpu_s_process: w.at_last.cpu_s,
+        broker_cpu_s_per_100k: service(0),
+        database_cpu_s_per_100k: service(1),
         duplicates: w.duplicates,
     }
 }
@@ -71,24 +92,56 @@ fn drain_result(
 /// The plain-producer ceiling for `payload`-byte events.
 pub async fn ceiling(opts: &Options, run: &str, payload: usize) -> Result<Drain> {
     let prefix = format!("bench.{run}.ceiling.{payload}.");
-    let topics = topics(&prefix);
+    let (w, started_us) = produce_and_read(&prefix, "ceiling", opts.events, payload).await?;
+    Ok(drain_result(
+        "none",
+        "ceiling",
+        payload,
+        opts.events,
+        &w,
+        started_us,
+    ))
+}
+
+/// Warms the broker up, unmeasured: `opts.warmup_events` 1 KiB events, half through the
+/// ceiling's plain producer and half in Kafka transactions, read back by the collector.
+pub async fn warmup(opts: &Options, run: &str) -> Result<()> {
+    let half = (opts.warmup_events / 2).max(1);
+    for role in ["ceiling", "warmup"] {
+        let prefix = format!("bench.{run}.warmup.{role}.");
+        produce_and_read(&prefix, role, half, 1024).await?;
+    }
+    Ok(())
+}
+
+/// Runs the producer child (`role` `ceiling` or `warmup`) for events `1..=count` into fresh
+/// topics under `prefix`, waits until the collector has read them all, deletes the topics.
+/// Returns the wait (samples of the child) and when the child was started, µs.
+async fn produce_and_read(
+    prefix: &str,
+    role: &str,
+    count: u64,
+    payload: usize,
+) -> Result<(Wait, u64)> {
+    let topics = topics(prefix);
     collector::create_topics(&topics).await?;
     let c = Collector::start(&topics)?;
     let started_us = clock::now_us();
     let mut child = Command::new(std::env::current_exe()?)
         .arg("--role")
-        .arg(format!("ceiling:{prefix}:1:{}:{payload}", opts.events))
+        .arg(format!("{role}:{prefix}:1:{count}:{payload}"))
         .stdin(Stdio::piped())
         .spawn()
-        .context("start the ceiling producer")?;
+        .with_context(|| format!("start the {role} producer"))?;
     let pid = child.id();
     let w = tokio::task::block_in_place(|| {
         c.wait_for(
-            1..1 + opts.events,
+            1..1 + count,
             Duration::from_secs(600),
             Some(pid),
+            &services(None),
             &mut || match child.try_wait()? {
-                Some(status) => anyhow::bail!("the ceiling producer exited early: {status}"),
+                Some(status) => anyhow::bail!("the {role} producer exited early: {status}"),
                 None => Ok(()),
             },
         )
@@ -100,14 +153,7 @@ pub async fn ceiling(opts: &Options, run: &str, payload: usize) -> Result<Drain>
     let _ = child.wait();
     drop(c);
     collector::delete_topics(&topics).await;
-    Ok(drain_result(
-        "none",
-        "ceiling",
-        payload,
-        opts.events,
-        &w?,
-        started_us,
-    ))
+    Ok((w?, started_us))
 }
 
 /// Creates the lane's database with the `migrations/` outbox schema (and, on PostgreSQL, the
@@ -264,8 +310,15 @@ async fn scenarios(
         starts += 1;
         let started_us = running.started_us;
         let timeout = Duration::from_secs(600 + opts.events / 100);
-        let w =
-            tokio::task::block_in_place(|| await_range(&c, range.clone(), timeout, &mut running))?;
+        let w = tokio::task::block_in_place(|| {
+            await_range(
+                &c,
+                range.clone(),
+                timeout,
+                &mut running,
+                &services(Some(lane.source)),
+            )
+        })?;
         let d = drain_result(src, pname, payload, opts.events, &w, started_us);
         ranges.push(range.clone());
         eprintln!(
@@ -313,8 +366,9 @@ async fn scenarios(
         running.check_alive()?;
         let written = written?;
         let timeout = Duration::from_secs(120 + opts.steady_secs);
-        let w =
-            tokio::task::block_in_place(|| await_range(&c, range.clone(), timeout, &mut running))?;
+        let w = tokio::task::block_in_place(|| {
+            await_range(&c, range.clone(), timeout, &mut running, &[])
+        })?;
         let mut append = Vec::with_capacity(w.records.len());
         let mut visible = Vec::with_capacity(w.records.len());
         for r in &w.records {
@@ -422,9 +476,13 @@ async fn wait_streaming(
     loop {
         workload::write(db, seq, 1, 1, 200, 1, None).await?;
         let got = tokio::task::block_in_place(|| {
-            c.wait_for(seq..seq + 1, Duration::from_secs(10), None, &mut || {
-                running.check_alive()
-            })
+            c.wait_for(
+                seq..seq + 1,
+                Duration::from_secs(10),
+                None,
+                &[],
+                &mut || running.check_alive(),
+            )
         });
         if got.is_ok() {
             return Ok(());

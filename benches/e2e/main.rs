@@ -138,6 +138,13 @@ pub struct Options {
         default_value = "outboxd,outboxd-alo,debezium"
     )]
     pub peers: Vec<String>,
+    /// Events the broker takes before anything is measured, half through a plain producer
+    /// and half in Kafka transactions, read back by a read_committed consumer (0: none). A
+    /// freshly started broker JVM compiles its hot paths while the first lanes run: on this
+    /// project's 2-core machine the same drain went from 42k to 80k events/s over its first
+    /// five runs on a new broker (benches/results/profile.md).
+    #[arg(long, default_value_t = 2_000_000)]
+    pub warmup_events: u64,
     /// Skip the plain-producer ceiling.
     #[arg(long)]
     pub no_ceiling: bool,
@@ -153,7 +160,8 @@ pub struct Options {
     /// Only render `<out>/e2e.md` and `e2e.png` again from `<out>/e2e.json`.
     #[arg(long)]
     pub render_only: bool,
-    /// Internal: run as the ceiling producer (`ceiling:<prefix>:<first>:<count>:<payload>`).
+    /// Internal: run as the ceiling producer
+    /// (`ceiling|warmup:<prefix>:<first>:<count>:<payload>`).
     #[arg(long, hide = true)]
     pub role: Option<String>,
     /// Passed by `cargo bench`; ignored.
@@ -200,6 +208,10 @@ fn main() -> Result<()> {
     .context("cleaning up after an earlier run")?;
     let mut results = report::Results::new(&opts, &rt)?;
     let started = std::time::Instant::now();
+    if opts.warmup_events > 0 {
+        eprintln!("[bench] broker warm-up, {} events", opts.warmup_events);
+        rt.block_on(lane::warmup(&opts, &run))?;
+    }
     if !opts.no_ceiling {
         for &payload in &opts.payloads {
             eprintln!("[bench] ceiling, {payload} B payload");
@@ -256,10 +268,18 @@ fn run_ceiling_role(role: &str) -> Result<()> {
     let [kind, prefix, first, count, payload] = parts[..] else {
         bail!("bad --role {role}");
     };
-    if kind != "ceiling" {
-        bail!("bad --role {role}");
-    }
-    ceiling::run(prefix, first.parse()?, count.parse()?, payload.parse()?)?;
+    let mode = match kind {
+        "ceiling" => ceiling::Mode::Plain,
+        "warmup" => ceiling::Mode::Transactional,
+        _ => bail!("bad --role {role}"),
+    };
+    ceiling::run(
+        mode,
+        prefix,
+        first.parse()?,
+        count.parse()?,
+        payload.parse()?,
+    )?;
     // Stay until the harness has sampled us (it closes our stdin).
     let mut sink = String::new();
     let _ = std::io::stdin().read_line(&mut sink);

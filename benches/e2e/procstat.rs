@@ -38,3 +38,32 @@ pub fn sample(pid: u32) -> Option<Sample> {
         cpu_s: (ticks(14)? + ticks(15)?) / USER_HZ,
     })
 }
+
+/// CPU seconds (user + system) of `pid` and its live child processes (a PostgreSQL
+/// postmaster's backends and walsenders); `None` when `pid` is gone. Children that exited
+/// take their time with them, so this is for processes that live through the measurement.
+pub fn tree_cpu_s(pid: u32) -> Option<f64> {
+    let own = sample(pid)?.cpu_s;
+    let mut children = 0.0;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // ppid is field 4: the second after the parenthesised command name.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 2..].split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            children += sample(child).map_or(0.0, |s| s.cpu_s);
+        }
+    }
+    Some(own + children)
+}

@@ -30,6 +30,14 @@ pub struct Drain {
     pub cpu_s_per_100k: f64,
     /// CPU seconds the process used from its start to the last record (start-up included).
     pub cpu_s_process: f64,
+    /// CPU seconds the Kafka broker used from the first record to the last, per 100k events
+    /// (`None`: no pid from scripts/services.sh, or results from before it was measured).
+    #[serde(default)]
+    pub broker_cpu_s_per_100k: Option<f64>,
+    /// The same for the lane's database server and its children (PostgreSQL: the
+    /// walsenders; MariaDB: the binlog dump thread is inside `mariadbd`).
+    #[serde(default)]
+    pub database_cpu_s_per_100k: Option<f64>,
     /// Records delivered more than once (recounted when the lane ends).
     pub duplicates: u64,
 }
@@ -268,16 +276,20 @@ impl Results {
              N ÷ (last append − first append + 1 ms); first record = process start to first \
              append; peak RSS = VmHWM; CPU s / 100k = user+system seconds from the first \
              record to the last, per 100k events (– when the drain took under 1 s: 10 ms ticks); CPU s total = from process start to the last \
-             record. For exactly-once, append times are before the Kafka transaction commits \
-             (visibility to read_committed consumers comes with the commit, ≤ 100 ms later).\n"
+             record. broker / database CPU s / 100k = the same for the Kafka broker and for \
+             the lane's database server (PostgreSQL with its walsenders; MariaDB's binlog dump \
+             thread is inside mariadbd): what each peer costs the services it shares the \
+             machine with. For exactly-once, append times are before the Kafka transaction \
+             commits (visibility to read_committed consumers comes with the commit, ≤ 100 ms \
+             later).\n"
         );
         let _ = writeln!(
             m,
-            "| source | payload | peer | events/s | first record (s) | peak RSS (MiB) | CPU s / 100k | CPU s total | dup | ×Debezium events/s | Debezium RSS ÷ this | ÷ ceiling |"
+            "| source | payload | peer | events/s | first record (s) | peak RSS (MiB) | CPU s / 100k | CPU s total | broker CPU s / 100k | database CPU s / 100k | dup | ×Debezium events/s | Debezium RSS ÷ this | ÷ ceiling |"
         );
         let _ = writeln!(
             m,
-            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for d in &self.drains {
             let dbz = self.drain_of(&d.source, "debezium", d.payload);
@@ -286,21 +298,24 @@ impl Results {
                 (Some(a), Some(b)) if b > 0.0 && d.peer != "debezium" => format!("{:.1}", a / b),
                 _ => "".into(),
             };
+            // Ticks are 10 ms: under a second of drain the figure would be mostly rounding.
+            let per_100k = |v: Option<f64>| match v {
+                Some(v) if d.drain_s >= 1.0 => format!("{v:.2}"),
+                _ => "–".to_string(),
+            };
             let _ = writeln!(
                 m,
-                "| {} | {} B | {} | {:.0} | {:.2} | {:.0} | {} | {:.1} | {} | {} | {} | {} |",
+                "| {} | {} B | {} | {:.0} | {:.2} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
                 d.source,
                 d.payload,
                 d.peer,
                 d.events_per_s,
                 d.first_record_s,
                 d.peak_rss_mib,
-                if d.drain_s < 1.0 {
-                    "–".to_string()
-                } else {
-                    format!("{:.2}", d.cpu_s_per_100k)
-                },
+                per_100k(Some(d.cpu_s_per_100k)),
                 d.cpu_s_process,
+                per_100k(d.broker_cpu_s_per_100k),
+                per_100k(d.database_cpu_s_per_100k),
                 d.duplicates,
                 ratio(Some(d.events_per_s), dbz.map(|x| x.events_per_s)),
                 ratio(dbz.map(|x| x.peak_rss_mib), Some(d.peak_rss_mib)),
