@@ -65,6 +65,9 @@ fn delivery(cfg: &ConnectorConfig) -> Delivery {
                 max_events: *batch_max_events,
                 max_bytes: *batch_max_bytes,
                 max_wait: Duration::from_millis(*batch_max_ms),
+                max_backlog_wait: BatchOptions::default()
+                    .max_backlog_wait
+                    .max(Duration::from_millis(*batch_max_ms)),
                 ..BatchOptions::default()
             },
         },

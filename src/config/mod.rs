@@ -300,14 +300,16 @@ pub enum CheckpointConfig {
         /// instance with the same id fences the first.
         #[serde(default)]
         transactional_id: Option<String>,
-        /// Most records in one Kafka transaction (default 10,000).
+        /// Most records in one Kafka transaction (default 50,000).
         #[serde(default = "default_batch_max_events")]
         batch_max_events: usize,
-        /// Most record bytes in one Kafka transaction (default 8 MiB).
+        /// Most record bytes in one Kafka transaction (default 32 MiB; memory is bounded
+        /// separately, by what is unacknowledged).
         #[serde(default = "default_batch_max_bytes")]
         batch_max_bytes: usize,
-        /// Longest a Kafka transaction stays open collecting records, milliseconds
-        /// (default 100).
+        /// Longest a Kafka transaction stays open collecting records while the source is
+        /// caught up, milliseconds (default 100). While the source is 2 s or more behind (a
+        /// backlog), up to 1 s (or this, if longer).
         #[serde(default = "default_batch_max_ms")]
         batch_max_ms: u64,
     },
@@ -334,10 +336,10 @@ pub fn default_checkpoint_topic(name: &str) -> String {
     format!("{DEFAULT_CHECKPOINT_TOPIC_PREFIX}.{name}")
 }
 fn default_batch_max_events() -> usize {
-    10_000
+    50_000
 }
 fn default_batch_max_bytes() -> usize {
-    8 * 1024 * 1024
+    32 * 1024 * 1024
 }
 fn default_batch_max_ms() -> u64 {
     100

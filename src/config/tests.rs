@@ -193,7 +193,7 @@ batch_max_events = 500
             assert_eq!(topic, "ops.checkpoints");
             assert_eq!(*delivery, crate::config::DeliveryMode::AtLeastOnce);
             assert_eq!(*batch_max_events, 500);
-            assert_eq!(*batch_max_bytes, 8 * 1024 * 1024);
+            assert_eq!(*batch_max_bytes, 32 * 1024 * 1024);
         }
         other => panic!("{other:?}"),
     }

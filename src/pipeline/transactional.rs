@@ -45,10 +45,20 @@ pub struct BatchOptions {
     pub max_events: usize,
     /// Most record bytes per transaction.
     pub max_bytes: usize,
-    /// Longest a transaction collects records before it commits.
+    /// Longest a transaction collects records before it commits, while the source is
+    /// caught up.
     pub max_wait: Duration,
+    /// How far behind the source must be (now minus the last source commit time) for a
+    /// transaction to count as draining a backlog (default 2 s: MariaDB commit times have
+    /// whole seconds). Then, when `max_wait` is up, the transaction collects on, `max_wait`
+    /// at a time, up to `max_backlog_wait`: fewer, larger Kafka transactions while nobody
+    /// is waiting on the newest events (a transaction's acknowledgement wait and commit
+    /// cost about a tenth of a 100 ms one in a drain; benches/results/profile.md).
+    pub backlog_lag: Duration,
+    /// Longest a transaction collects records while the source is behind (default 1 s).
+    pub max_backlog_wait: Duration,
     /// Record bytes sent but not yet acknowledged, at most, within a transaction (default
-    /// 4 MiB). Past it the loop takes acknowledgements until half of that is left before it
+    /// 8 MiB). Past it the loop takes acknowledgements until half of that is left before it
     /// reads more events. This bounds memory (the records and librdkafka's copies of them)
     /// independently of `max_bytes`: peak RSS in a drain grew with what was in flight.
     pub max_unacked_bytes: usize,
@@ -65,14 +75,33 @@ pub struct BatchOptions {
 impl Default for BatchOptions {
     fn default() -> Self {
         Self {
-            max_events: 10_000,
-            max_bytes: 8 * 1024 * 1024,
+            max_events: 50_000,
+            max_bytes: 32 * 1024 * 1024,
             max_wait: Duration::from_millis(100),
-            max_unacked_bytes: 4 * 1024 * 1024,
+            backlog_lag: Duration::from_secs(2),
+            max_backlog_wait: Duration::from_secs(1),
+            max_unacked_bytes: 8 * 1024 * 1024,
             idle_checkpoint_interval: Duration::from_secs(1),
             keepalive_interval: Duration::from_secs(3),
         }
     }
+}
+
+/// When a transaction's collection `deadline` is up (at `now`): the next deadline,
+/// `max_wait` from now but not past `opened + max_backlog_wait`, if it should collect on
+/// (the source is at least `opts.backlog_lag` behind and that cap is not reached), else
+/// `None` (commit).
+/// `lag` = now minus the commit time of the last source transaction read, if known.
+fn extend_deadline(
+    now: Instant,
+    deadline: Instant,
+    opened: Instant,
+    lag: Option<Duration>,
+    opts: &BatchOptions,
+) -> Option<Instant> {
+    let behind = lag.is_some_and(|l| l >= opts.backlog_lag);
+    let cap = opened + opts.max_backlog_wait;
+    (behind && now < cap).then(|| (now.max(deadline) + opts.max_wait).min(cap))
 }
 
 /// Where the loop stands in the source stream.
@@ -153,7 +182,12 @@ pub async fn run(
         // Bytes in flight, and whether the loop is taking acknowledgements before reading on.
         let (mut unacked, mut draining) = (0usize, false);
         let mut deadline: Option<Instant> = None;
+        // When the first record of the transaction was sent (deadline - max_wait).
+        let mut opened_at: Option<Instant> = None;
+        // Time spent taking acknowledgements before reading on, and waiting for the source.
+        let (mut stalled, mut starved) = (Duration::ZERO, Duration::ZERO);
         while !stopping {
+            let (turn, was_draining, was_empty) = (Instant::now(), draining, events.is_empty());
             let sleep_until =
                 deadline.unwrap_or_else(|| Instant::now() + opts.idle_checkpoint_interval);
             tokio::select! {
@@ -206,7 +240,9 @@ pub async fn run(
                                 bytes += size;
                                 unacked += size;
                                 draining = unacked > opts.max_unacked_bytes;
-                                deadline.get_or_insert_with(|| Instant::now() + opts.max_wait);
+                                let now = Instant::now();
+                                opened_at.get_or_insert(now);
+                                deadline.get_or_insert(now + opts.max_wait);
                             }
                             Routed::Skipped(reason) => {
                                 metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => label.clone(), m::LABEL_REASON => reason.label()).increment(1);
@@ -219,7 +255,9 @@ pub async fn run(
                         cursor.skip = 0;
                         cursor.commit_ts_ms = Some(commit_ts_ms);
                         if records > 0 {
-                            deadline.get_or_insert_with(|| Instant::now() + opts.max_wait);
+                            let now = Instant::now();
+                            opened_at.get_or_insert(now);
+                            deadline.get_or_insert(now + opts.max_wait);
                         }
                     }
                     Some(Ok(SourceEvent::Progress { position })) => {
@@ -231,7 +269,24 @@ pub async fn run(
                         }
                     }
                 },
-                _ = tokio::time::sleep_until(sleep_until) => break,
+                _ = tokio::time::sleep_until(sleep_until) => {
+                    let lag = cursor
+                        .commit_ts_ms
+                        .map(|ts| Duration::from_millis((now_ms() - ts).max(0) as u64));
+                    let next = match (deadline, opened_at) {
+                        (Some(d), Some(o)) if !stopping => extend_deadline(Instant::now(), d, o, lag, opts),
+                        _ => None,
+                    };
+                    match next {
+                        Some(d) => deadline = Some(d),
+                        None => break,
+                    }
+                }
+            }
+            if was_draining {
+                stalled += turn.elapsed();
+            } else if was_empty {
+                starved += turn.elapsed();
             }
             if records >= opts.max_events || bytes >= opts.max_bytes {
                 break;
@@ -319,6 +374,7 @@ pub async fn run(
         let ack_ms = acked_at.duration_since(collected_at).as_millis() as u64;
         last_commit = Instant::now();
         let commit_ms = last_commit.duration_since(acked_at).as_millis() as u64;
+        let (stalled_ms, starved_ms) = (stalled.as_millis() as u64, starved.as_millis() as u64);
         committed_position = Some(checkpoint.position.clone());
         cursor.skip = cursor.txn_rows;
         counters.produced.increment(records as u64);
@@ -332,9 +388,53 @@ pub async fn run(
         if let Some(tx) = checkpointed {
             tx.send_replace(Some(checkpoint.position.clone()));
         }
-        tracing::debug!(connector, records, queued, collect_ms, ack_ms, commit_ms, position = %checkpoint.position, skip = checkpoint.skip, "committed");
+        tracing::debug!(connector, records, queued, collect_ms, stalled_ms, starved_ms, ack_ms, commit_ms, position = %checkpoint.position, skip = checkpoint.skip, "committed");
         if stopping {
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> BatchOptions {
+        BatchOptions::default()
+    }
+
+    #[test]
+    fn a_caught_up_source_commits_when_max_wait_is_up() {
+        let t0 = Instant::now();
+        let due = t0 + opts().max_wait;
+        let lag = Some(Duration::from_millis(300));
+        assert_eq!(extend_deadline(due, due, t0, lag, &opts()), None);
+        assert_eq!(extend_deadline(due, due, t0, None, &opts()), None);
+    }
+
+    #[test]
+    fn a_backlog_collects_on_in_max_wait_steps_up_to_the_cap() {
+        let o = opts();
+        let t0 = Instant::now();
+        let lag = Some(Duration::from_secs(30));
+        let mut deadline = t0 + o.max_wait;
+        let mut steps = 0;
+        while let Some(next) = extend_deadline(deadline, deadline, t0, lag, &o) {
+            assert!(next > deadline);
+            assert!(next <= t0 + o.max_backlog_wait);
+            deadline = next;
+            steps += 1;
+        }
+        assert_eq!(deadline, t0 + o.max_backlog_wait);
+        assert_eq!(steps, 9);
+    }
+
+    #[test]
+    fn a_late_wake_up_collects_max_wait_from_now() {
+        let o = opts();
+        let t0 = Instant::now();
+        let late = t0 + Duration::from_millis(450);
+        let next = extend_deadline(late, t0 + o.max_wait, t0, Some(o.backlog_lag), &o);
+        assert_eq!(next, Some(late + o.max_wait));
     }
 }
