@@ -63,6 +63,12 @@ pub struct ConfigArgs {
     /// files' `metrics.listen` (a Debezium JSON has no place for it).
     #[arg(long, env = "OUTBOXD_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Async runtime worker threads (default: one per connector, at most the CPU count).
+    /// A connector's binlog/replication reader and its delivery loop share them; librdkafka
+    /// runs its own threads. One thread per connector avoids handing every batch of events
+    /// across cores: on 2 cores a backlog drain took ~25% less CPU (benches/results/profile.md).
+    #[arg(long, env = "OUTBOXD_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
+    pub worker_threads: Option<u16>,
 }
 
 /// `outboxd binlog ...`

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     commands::init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(commands::worker_threads(&cli.command))
         .enable_all()
         .build()
     {

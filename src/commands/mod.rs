@@ -6,7 +6,25 @@ pub mod decode;
 pub mod run;
 pub mod status;
 
-use crate::cli::LogFormat;
+use crate::cli::{Command, LogFormat};
+
+/// Worker threads for the async runtime of `command`: `--worker-threads` when given, else
+/// one per connector of the `--config` files (read here only to count them; a file that
+/// does not load counts as one, and the command reports its error), at most the CPU count;
+/// 1 for the commands without connectors.
+pub fn worker_threads(command: &Command) -> usize {
+    let args = match command {
+        Command::Run(a) | Command::Check(a) | Command::Status(a) => a,
+        Command::Checkpoint { .. } | Command::Binlog { .. } => return 1,
+    };
+    if let Some(n) = args.worker_threads {
+        return usize::from(n);
+    }
+    let connectors = crate::config::load_many(&args.config, args.kafka_bootstrap.as_deref())
+        .map_or(1, |c| c.connectors.len());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    connectors.clamp(1, cpus)
+}
 
 /// Installs the tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines
 /// on stderr.
