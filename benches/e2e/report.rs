@@ -335,7 +335,8 @@ impl Results {
             "Writers commit at the target rate; latency runs from the source COMMIT returning \
              to the broker's LogAppendTime (append), and to a read_committed consumer \
              receiving the record (visible; for exactly-once this includes the Kafka \
-             transaction commit). Append times are whole milliseconds (+0.5 ms added). \
+             transaction commit; up to 5 ms of it is the consumer's fetch batching, \
+             fetch.wait.max.ms). Append times are whole milliseconds (+0.5 ms added). \
              Debezium polls its change queue every 500 ms by default (poll.interval.ms), \
              which dominates its latency at low rates. The chart shows append p99; for \
              exactly-once, what a read_committed consumer sees is the visible column. Where \
