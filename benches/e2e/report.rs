@@ -152,7 +152,7 @@ impl Results {
             ],
             options: format!(
                 "events={} payloads={:?} txn_size={} rates={:?} steady_secs={} steady_txn_size={} \
-                 steady_payload={} writers={}",
+                 steady_payload={} writers={} warmup_events={}",
                 opts.events,
                 opts.payloads,
                 opts.txn_size,
@@ -160,7 +160,8 @@ impl Results {
                 opts.steady_secs,
                 opts.steady_txn_size,
                 opts.steady_payload,
-                opts.writers
+                opts.writers,
+                opts.warmup_events
             ),
             duration_s: 0.0,
             drains: Vec::new(),
