@@ -178,6 +178,10 @@ pub async fn run(
         tx.send_replace(cursor.position.clone());
     }
     let mut committed_position = cursor.position.clone();
+    // Until the first source commit is read, how far behind the source is is estimated from
+    // when the resumed checkpoint was written: a relay that was down for minutes resumes a
+    // backlog.
+    let resumed_at_ms = resume.as_ref().map(|c| c.updated_at_ms);
     let mut last_commit = Instant::now();
     let mut stopping = false;
     loop {
@@ -280,6 +284,7 @@ pub async fn run(
                 _ = tokio::time::sleep_until(sleep_until) => {
                     let lag = cursor
                         .commit_ts_ms
+                        .or(resumed_at_ms)
                         .map(|ts| Duration::from_millis((now_ms() - ts).max(0) as u64));
                     let next = match (deadline, opened_at) {
                         (Some(d), Some(o)) if !stopping => extend_deadline(Instant::now(), d, o, lag, opts),
