@@ -27,16 +27,19 @@ pub fn sample(pid: u32) -> Option<Sample> {
             .unwrap_or(0)
     };
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may contain spaces:
-    // state is field 3, utime field 14, stime field 15.
-    let after = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
+    let fields = stat_fields(&stat)?;
     let ticks = |i: usize| fields.get(i - 3).and_then(|v| v.parse::<f64>().ok());
     Some(Sample {
         hwm_kib: kib("VmHWM:"),
         rss_kib: kib("VmRSS:"),
         cpu_s: (ticks(14)? + ticks(15)?) / USER_HZ,
     })
+}
+
+/// The fields of a `/proc/<pid>/stat` line after the command name (which is in parentheses
+/// and may contain spaces): index 0 is field 3 (state), so field N is at N - 3.
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    Some(stat[stat.rfind(')')? + 2..].split_whitespace().collect())
 }
 
 /// CPU seconds (user + system) of `pid` and its live child processes (a PostgreSQL
@@ -56,11 +59,9 @@ pub fn tree_cpu_s(pid: u32) -> Option<f64> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
             continue;
         };
-        // ppid is field 4: the second after the parenthesised command name.
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 2..].split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u32>().ok());
+        // ppid is field 4.
+        let ppid =
+            stat_fields(&stat).and_then(|f| f.get(4 - 3).and_then(|v| v.parse::<u32>().ok()));
         if ppid == Some(pid) {
             children += sample(child).map_or(0.0, |s| s.cpu_s);
         }

@@ -197,7 +197,9 @@ pub async fn run(
         // Time spent taking acknowledgements before reading on, and waiting for the source.
         let (mut stalled, mut starved) = (Duration::ZERO, Duration::ZERO);
         while !stopping {
-            let (turn, was_draining, was_empty) = (Instant::now(), draining, events.is_empty());
+            // Only turns that wait are timed: no clock read per event while events flow.
+            let (was_draining, was_empty) = (draining, events.is_empty());
+            let turn = (was_draining || was_empty).then(Instant::now);
             let sleep_until =
                 deadline.unwrap_or_else(|| Instant::now() + opts.idle_checkpoint_interval);
             tokio::select! {
@@ -296,10 +298,12 @@ pub async fn run(
                     }
                 }
             }
-            if was_draining {
-                stalled += turn.elapsed();
-            } else if was_empty {
-                starved += turn.elapsed();
+            if let Some(turn) = turn {
+                if was_draining {
+                    stalled += turn.elapsed();
+                } else {
+                    starved += turn.elapsed();
+                }
             }
             if records >= opts.max_events || bytes >= opts.max_bytes {
                 break;
