@@ -75,7 +75,9 @@ fn delivery(cfg: &ConnectorConfig) -> Delivery {
     }
 }
 
-/// Runs connector `cfg` until `shutdown` turns true (Ok) or a definite failure (Err).
+/// Runs connector `cfg` until `shutdown` turns true (Ok) or a definite failure (Err). A
+/// transient failure (Err) is returned only during shutdown: the final checkpoint was not
+/// written, and what was read since the last one is delivered again after restart.
 pub async fn run(
     cfg: ConnectorConfig,
     health: Health,
@@ -103,6 +105,10 @@ pub async fn run(
     let result = supervise(&cfg, &health, shutdown).await;
     match &result {
         Ok(()) => health.set(&name, ConnectorState::Stopped),
+        Err(f) if f.is_transient() => {
+            health.set(&name, ConnectorState::Stopped);
+            tracing::error!(connector = %name, "stopped with events not yet checkpointed: {f}");
+        }
         Err(f) => {
             health.set(&name, ConnectorState::Failed);
             metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.clone(), m::LABEL_KIND => "definite").increment(1);
@@ -147,13 +153,10 @@ async fn supervise(
             }
         };
         if *shutdown.borrow() {
-            return match outcome {
-                Err(f) if f.is_transient() => {
-                    tracing::warn!(connector = name, "stopped during shutdown: {f}");
-                    Ok(())
-                }
-                other => other,
-            };
+            // A transient failure now means the final checkpoint was not written (the last
+            // batch will be delivered after restart): `run` reports it and the process
+            // exits 1.
+            return outcome;
         }
         match outcome {
             Ok(()) => return Ok(()),
@@ -268,8 +271,10 @@ async fn run_acked(
     .await;
     source_task.abort();
     let _ = source_task.await;
-    let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)));
-    result.and(flushed)
+    // After a failure (Kafka unreachable at shutdown, say) what is still queued is not
+    // checkpointed anyway: no point waiting for it.
+    result?;
+    tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)))
 }
 
 async fn run_transactional(
@@ -284,7 +289,13 @@ async fn run_transactional(
     let sink = KafkaSink::new_transactional(&cfg.kafka, &cfg.name, transactional_id)?;
     // Fence older instances first: their open transaction is aborted, so the checkpoint
     // read next is the last one anybody will ever commit before us.
-    sink.init_transactions()?;
+    // With Kafka unreachable this waits up to a minute: a shutdown meanwhile stops at once
+    // (nothing was read yet, so nothing is left uncommitted).
+    let mut sd = shutdown.clone();
+    tokio::select! {
+        r = sink.init_transactions() => r?,
+        _ = sd.wait_for(|v| *v) => return Ok(()),
+    }
     store.ensure_topic().await?;
     let resume = tokio::task::block_in_place(|| store.load())?;
     log_resume(cfg, &resume);

@@ -37,6 +37,9 @@ fn main() -> ExitCode {
             Command::Binlog { command } => commands::decode::run(command),
         }
     });
+    // A blocking Kafka call abandoned on shutdown (a commit while the brokers are
+    // unreachable) must not hold the exit: its outcome no longer matters.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -45,9 +45,11 @@ pub fn route_failure(
     ))
 }
 
-/// Longest a shutdown waits for Kafka to acknowledge in-flight records (within the usual 30 s
-/// grace period of process supervisors).
-const SHUTDOWN_DRAIN: Duration = Duration::from_secs(20);
+/// Longest a shutdown waits for Kafka to acknowledge (and, exactly-once, commit) what was
+/// read, counted from the signal: fits common stop timeouts (Kubernetes' 30 s). Past it the
+/// connector stops with what is left unacknowledged not checkpointed, to be delivered again
+/// after restart, and the process exits 1.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Tuning of the delivery loop.
 #[derive(Debug, Clone)]
@@ -187,7 +189,7 @@ pub async fn run(
                     tracing::info!(connector, "shutdown: draining in-flight records");
                     source_open = false;
                     events.close();
-                    drain_deadline = Some(Instant::now() + SHUTDOWN_DRAIN);
+                    drain_deadline = Some(Instant::now() + SHUTDOWN_GRACE);
                 }
             }
             Some(ack) = pending.next() => {
@@ -232,8 +234,12 @@ pub async fn run(
             // Kafka does not acknowledge (unreachable?): stop anyway, before an orchestrator
             // kills us. The unacknowledged records are not checkpointed, so a restart
             // delivers them again.
-            tracing::warn!(connector, unacknowledged = pending.len(), "shutdown: Kafka did not acknowledge in-flight records within {SHUTDOWN_DRAIN:?}; stopping without checkpointing them");
-            break Ok(());
+            break Err(Failure::transient(format!(
+                "shutdown: Kafka did not acknowledge {} in-flight records within \
+                 {SHUTDOWN_GRACE:?} of the signal; they are not checkpointed and will be \
+                 delivered again after restart",
+                pending.len()
+            )));
         }
     };
 

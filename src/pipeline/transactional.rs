@@ -20,6 +20,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::SHUTDOWN_GRACE;
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::error::Failure;
 use crate::event::SourceEvent;
@@ -35,8 +36,38 @@ async fn acked(fut: DeliveryFuture, topic: String, size: usize) -> Result<usize,
     await_delivery(fut, &topic).await.map(|_| size)
 }
 
-/// Longest a shutdown waits for the open batch to be acknowledged and committed.
-const SHUTDOWN_COMMIT: Duration = Duration::from_secs(15);
+/// Awaits `fut` (the open transaction's acknowledgements, or its commit) while watching for
+/// shutdown: once it is signalled (`stop_by` is then set to the signal time plus
+/// [`SHUTDOWN_GRACE`], if it was not already) `fut` gets until `stop_by`, then a transient
+/// failure says the batch was not committed. `what` completes "Kafka did not ...".
+async fn unless_stopped<T>(
+    fut: impl std::future::Future<Output = Result<T, Failure>>,
+    shutdown: &mut watch::Receiver<bool>,
+    stop_by: &mut Option<Instant>,
+    what: &str,
+) -> Result<T, Failure> {
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Some(by) = *stop_by {
+            return tokio::time::timeout_at(by, fut).await.unwrap_or_else(|_| {
+                Err(Failure::transient(format!(
+                    "shutdown: Kafka did not {what} within {SHUTDOWN_GRACE:?} of the signal; \
+                     the open batch was not committed (nothing of it is visible) and will be \
+                     delivered after restart"
+                )))
+            });
+        }
+        tokio::select! {
+            r = &mut fut => return r,
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    tracing::info!("shutdown: waiting up to {SHUTDOWN_GRACE:?} for Kafka to {what}");
+                    *stop_by = Some(Instant::now() + SHUTDOWN_GRACE);
+                }
+            }
+        }
+    }
+}
 
 /// Bounds of one Kafka transaction.
 #[derive(Debug, Clone)]
@@ -184,6 +215,8 @@ pub async fn run(
     let resumed_at_ms = resume.as_ref().map(|c| c.updated_at_ms);
     let mut last_commit = Instant::now();
     let mut stopping = false;
+    // Once stopping: when the open batch must be committed by.
+    let mut stop_by: Option<Instant> = None;
     loop {
         // ---- collect one batch
         let mut open = false;
@@ -340,11 +373,9 @@ pub async fn run(
         if !open {
             sink.begin().map_err(|f| fail(sink, false, f))?;
         }
-        let wait = if stopping {
-            SHUTDOWN_COMMIT
-        } else {
-            Duration::MAX
-        };
+        if stopping {
+            stop_by.get_or_insert_with(|| Instant::now() + SHUTDOWN_GRACE);
+        }
         // The checkpoint record joins the batch's deliveries: all of them are acknowledged
         // before commit(), because rust-rdkafka's commit_transaction flushes first and that
         // flush polls in 100 ms steps while anything is in flight, which added 100 ms to
@@ -363,30 +394,31 @@ pub async fn run(
             }
             Ok::<(), Failure>(())
         };
-        match tokio::time::timeout(wait, all).await {
-            Ok(Ok(())) => {}
-            Ok(Err(f)) => return Err(fail(sink, true, f)),
-            Err(_) => {
-                return Err(fail(
-                    sink,
-                    true,
-                    Failure::transient(format!(
-                        "shutdown: Kafka did not acknowledge the open batch within \
-                         {SHUTDOWN_COMMIT:?}; it was aborted and will be delivered after restart"
-                    )),
-                ))
-            }
+        // After a shutdown signal, a failure leaves the transaction to the broker instead of
+        // aborting it: with Kafka unreachable the abort would block for its own timeout.
+        let acked = unless_stopped(
+            all,
+            &mut shutdown,
+            &mut stop_by,
+            "acknowledge the open batch",
+        )
+        .await;
+        if let Err(f) = acked {
+            return Err(fail(sink, stop_by.is_none(), f));
         }
         sink.settle(Duration::from_millis(50)).await;
         let acked_at = Instant::now();
-        let committed = if stopping {
-            sink.commit_within(SHUTDOWN_COMMIT)
-        } else {
-            sink.commit()
-        };
+        let committed = unless_stopped(
+            sink.commit(),
+            &mut shutdown,
+            &mut stop_by,
+            "commit the open batch",
+        )
+        .await;
         if let Err(f) = committed {
-            return Err(fail(sink, true, f));
+            return Err(fail(sink, stop_by.is_none(), f));
         }
+        stopping |= stop_by.is_some();
         let collect_ms = collected_at.duration_since(last_commit).as_millis() as u64;
         let ack_ms = acked_at.duration_since(collected_at).as_millis() as u64;
         last_commit = Instant::now();

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use rdkafka::ClientConfig;
@@ -196,10 +196,31 @@ impl KafkaSink {
     }
 
     /// Registers the `transactional.id` with the cluster: fences any older producer with the
-    /// same id (its open transaction is aborted) — Kafka's zombie fencing.
-    pub fn init_transactions(&self) -> Result<(), Failure> {
-        tokio::task::block_in_place(|| self.producer.init_transactions(TXN_TIMEOUT))
-            .map_err(|e| classify_txn("initialising transactions", &e))
+    /// same id (its open transaction is aborted) — Kafka's zombie fencing. Waits up to 60 s
+    /// for the transaction coordinator (transient error after that); runs on tokio's
+    /// blocking pool, so a caller may stop awaiting it (on shutdown) at any time.
+    pub async fn init_transactions(&self) -> Result<(), Failure> {
+        self.off_thread("initialising transactions", |p| {
+            p.init_transactions(TXN_TIMEOUT)
+        })
+        .await
+    }
+
+    /// Runs one of librdkafka's blocking transactional calls on tokio's blocking pool: they
+    /// block until the coordinator answers or their timeout, and with the brokers unreachable
+    /// that is the whole timeout. Awaiting it off the worker thread lets the delivery loop
+    /// watch for shutdown meanwhile; a call abandoned that way finishes (or times out) in
+    /// the background, and the process may exit before it does.
+    async fn off_thread(
+        &self,
+        what: &'static str,
+        call: impl FnOnce(&FutureProducer) -> KafkaResult<()> + Send + 'static,
+    ) -> Result<(), Failure> {
+        let producer = self.producer.clone();
+        match tokio::task::spawn_blocking(move || call(&producer)).await {
+            Ok(r) => r.map_err(|e| classify_txn(what, &e)),
+            Err(e) => Err(Failure::transient(format!("{what}: {e}"))),
+        }
     }
 
     /// Opens a Kafka transaction.
@@ -210,9 +231,16 @@ impl KafkaSink {
     }
 
     /// Commits the open transaction: flushes its records and makes them (and the checkpoint
-    /// record in it) visible to `read_committed` consumers, atomically.
-    pub fn commit(&self) -> Result<(), Failure> {
-        self.commit_within(TXN_TIMEOUT)
+    /// record in it) visible to `read_committed` consumers, atomically. Waits up to 60 s for
+    /// the coordinator (librdkafka's `rd_kafka_commit_transaction`; transient error after
+    /// that). Runs on tokio's blocking pool: a caller that stops awaiting it (on shutdown)
+    /// leaves the commit to finish or fail in the background; either way the checkpoint in
+    /// the transaction stays consistent with its records.
+    pub async fn commit(&self) -> Result<(), Failure> {
+        self.off_thread("committing a transaction", |p| {
+            p.commit_transaction(TXN_TIMEOUT)
+        })
+        .await
     }
 
     /// Waits (at most `limit`) until librdkafka holds no message and no undelivered event,
@@ -228,12 +256,6 @@ impl KafkaSink {
         while self.producer.in_flight_count() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-    }
-
-    /// [`commit`](Self::commit) waiting at most `timeout` (used on shutdown).
-    pub fn commit_within(&self, timeout: Duration) -> Result<(), Failure> {
-        tokio::task::block_in_place(|| self.producer.commit_transaction(timeout))
-            .map_err(|e| classify_txn("committing a transaction", &e))
     }
 
     /// Aborts the open transaction (best effort: the transaction times out on the broker

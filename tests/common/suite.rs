@@ -48,9 +48,19 @@ pub const AT_LEAST_ONCE_KAFKA: &str = "store = \"kafka\"\ndelivery = \"at_least_
 /// Writes a TOML connector config for `db` and returns (path, metrics port).
 /// `router_extra` adds lines to `[connectors.router]`. The checkpoint is a file store.
 pub fn write_config<S: SourceDb>(db: &S, table: &str, router_extra: &str) -> (PathBuf, u16) {
+    write_config_with(
+        db,
+        table,
+        router_extra,
+        &file_checkpoint(db),
+        "connector.toml",
+    )
+}
+
+/// A `[connectors.checkpoint]` body for a file store in `db`'s test directory.
+pub fn file_checkpoint<S: SourceDb>(db: &S) -> String {
     let checkpoint = test_dir(db.name()).join("checkpoint.json");
-    let store = format!("store = \"file\"\npath = \"{}\"", checkpoint.display());
-    write_config_with(db, table, router_extra, &store, "connector.toml")
+    format!("store = \"file\"\npath = \"{}\"", checkpoint.display())
 }
 
 /// Like [`write_config`] with `checkpoint` as the `[connectors.checkpoint]` body, written to
@@ -358,19 +368,7 @@ pub async fn restart_mid_stream_loses_nothing<S: SourceDb>(db: &S) {
         Duration::from_secs(180),
         Duration::from_secs(3),
     );
-    let ids: HashSet<String> = got.iter().filter_map(|r| r.header("id")).collect();
-    let missing: Vec<&str> = events
-        .iter()
-        .filter(|e| !ids.contains(&e.id))
-        .map(|e| e.id.as_str())
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} events lost, e.g. {:?}; log:\n{}",
-        missing.len(),
-        &missing[..missing.len().min(5)],
-        relay.log_text()
-    );
+    assert_none_lost(&events, &got, &relay.log_text());
     // First delivery of each event per key is in commit order.
     let mut seen = HashSet::new();
     let mut first: Vec<Consumed> = Vec::new();
@@ -514,6 +512,23 @@ pub fn assert_exactly_once(events: &[OutboxEvent], got: &[Consumed], log: &str) 
     );
     assert_eq!(got.len(), events.len());
     assert_per_key_order(got);
+}
+
+/// Asserts that every event of `events` was delivered at least once (by `id` header).
+pub fn assert_none_lost(events: &[OutboxEvent], got: &[Consumed], log: &str) {
+    let ids: HashSet<String> = got.iter().filter_map(|r| r.header("id")).collect();
+    let missing: Vec<&str> = events
+        .iter()
+        .filter(|e| !ids.contains(&e.id))
+        .map(|e| e.id.as_str())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} events lost, e.g. {:?}; log:\n{}",
+        missing.len(),
+        &missing[..missing.len().min(5)],
+        log
+    );
 }
 
 /// Writes `events` in transactions of 1..=`max_txn` rows with short pauses.
@@ -698,4 +713,71 @@ pub async fn kafka_outage_mid_stream<S: SourceDb>(db: &S) {
         Duration::from_secs(4),
     );
     assert_exactly_once(&events, &got, &relay.log_text());
+}
+
+/// SIGTERM while Kafka is down and records are waiting for acknowledgement: the relay stops
+/// within its shutdown grace (10 s) plus a margin instead of waiting out librdkafka's
+/// timeouts, and exits 1 because its final checkpoint could not cover them. After Kafka and
+/// the relay are back every event is delivered: exactly once with `exactly_once`, at least
+/// once otherwise. `checkpoint` is the `[connectors.checkpoint]` body.
+pub async fn stop_during_kafka_outage<S: SourceDb>(db: &S, checkpoint: &str, exactly_once: bool) {
+    let (path, port) = write_config_with(db, &db.outbox_table(), "", checkpoint, "connector.toml");
+    let mut relay = Relay::start(path, port);
+    let events = sequenced_events("Refund", 5, 600, 100);
+    let (before, during) = events.split_at(300);
+    write_in_random_transactions(db, before, 5).await;
+    read_topics(
+        &[topic(db, "Refund")],
+        before.len(),
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    services(&["stop", "kafka"]);
+    let restart_kafka = scopeguard(|| services(&["start", "kafka"]));
+    write_in_random_transactions(db, during, 5).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let signalled = std::time::Instant::now();
+    let code = relay.stop();
+    let took = signalled.elapsed();
+    let log = relay.log_text();
+    assert!(
+        took < Duration::from_secs(15),
+        "stopping took {took:?}, more than the 10 s grace plus a margin; log:\n{log}"
+    );
+    assert_eq!(
+        code,
+        Some(1),
+        "the last batch was not committed; log:\n{log}"
+    );
+    assert!(
+        log.contains("stopped with events not yet checkpointed"),
+        "log:\n{log}"
+    );
+    drop(restart_kafka);
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(120));
+    let got = read_topics(
+        &[topic(db, "Refund")],
+        events.len(),
+        Duration::from_secs(180),
+        Duration::from_secs(4),
+    );
+    if exactly_once {
+        assert_exactly_once(&events, &got, &relay.log_text());
+    } else {
+        assert_none_lost(&events, &got, &relay.log_text());
+    }
+}
+
+/// Runs `f` when dropped (also when the test panics), e.g. to restart a stopped service.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
