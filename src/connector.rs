@@ -271,10 +271,8 @@ async fn run_acked(
     .await;
     source_task.abort();
     let _ = source_task.await;
-    // After a failure (Kafka unreachable at shutdown, say) what is still queued is not
-    // checkpointed anyway: no point waiting for it.
-    result?;
-    tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)))
+    let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)));
+    result.and(flushed)
 }
 
 async fn run_transactional(
