@@ -69,6 +69,10 @@ async fn unless_stopped<T>(
     }
 }
 
+/// Longest the end of a transaction waits for its records' acknowledgements (past the
+/// exactly-once producer's 55 s `message.timeout.ms`, which fails them first).
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Bounds of one Kafka transaction.
 #[derive(Debug, Clone)]
 pub struct BatchOptions {
@@ -287,6 +291,10 @@ pub async fn run(
                                 unacked += size;
                                 draining = unacked > opts.max_unacked_bytes
                                     || deliveries.len() > opts.max_unacked_records;
+                                if draining {
+                                    // Waiting for acknowledgements: no point lingering.
+                                    sink.kick();
+                                }
                                 let now = Instant::now();
                                 opened_at.get_or_insert(now);
                                 deadline.get_or_insert(now + opts.max_wait);
@@ -389,10 +397,16 @@ pub async fn run(
             Err(f) => return Err(fail(sink, true, f)),
         }
         let all = async {
-            while let Some(d) = deliveries.next().await {
-                d?;
-            }
-            Ok::<(), Failure>(())
+            // The flush sends the tail of the batch without lingering; the deliveries tell
+            // which record failed, if one did.
+            let flushed = sink.flush_now(FLUSH_TIMEOUT);
+            let acked = async {
+                while let Some(d) = deliveries.next().await {
+                    d?;
+                }
+                Ok::<(), Failure>(())
+            };
+            tokio::try_join!(acked, flushed).map(|_| ())
         };
         // After a shutdown signal, a failure leaves the transaction to the broker instead of
         // aborting it: with Kafka unreachable the abort would block for its own timeout.

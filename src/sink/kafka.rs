@@ -94,6 +94,13 @@ impl KafkaSink {
             cc.set("transactional.id", id)
                 .set("transaction.timeout.ms", "60000")
                 .set("message.timeout.ms", "55000");
+            // Records become visible at the commit, which sends what is queued at once
+            // (`flush_now`), so lingering delays nobody; it fills produce requests, which
+            // halved the broker's CPU per event in PostgreSQL drains
+            // (benches/results/profile.md §7). A user's `kafka.producer` value wins.
+            if !cfg.producer.contains_key("linger.ms") {
+                cc.set("linger.ms", TXN_LINGER_MS.to_string());
+            }
         }
         let producer: FutureProducer = cc.create().map_err(|e| {
             Failure::definite(format!(
@@ -243,6 +250,32 @@ impl KafkaSink {
         .await
     }
 
+    /// Sends every queued record now, ignoring `linger.ms`, and waits (at most `timeout`)
+    /// until all are acknowledged. librdkafka's `rd_kafka_flush` marks the producer as
+    /// flushing for as long as it waits, and while it is marked the broker threads send
+    /// without lingering (rust-rdkafka's `flush` marks it only for an instant per 100 ms
+    /// poll step). Runs on tokio's blocking pool; `Err` (transient) when records are still
+    /// unacknowledged at the timeout.
+    pub async fn flush_now(&self, timeout: Duration) -> Result<(), Failure> {
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        self.off_thread(
+            "sending the transaction's records",
+            move |p| match raw_flush(p, ms) {
+                rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => Ok(()),
+                e => Err(KafkaError::Flush(e.into())),
+            },
+        )
+        .await
+    }
+
+    /// Starts sending what is queued without waiting for `linger.ms` and returns at once
+    /// (the send goes on for up to 5 ms in a blocking-pool thread): for when the loop waits
+    /// for acknowledgements at its in-flight bound.
+    pub fn kick(&self) {
+        let producer = self.producer.clone();
+        drop(tokio::task::spawn_blocking(move || raw_flush(&producer, 5)));
+    }
+
     /// Waits (at most `limit`) until librdkafka holds no message and no undelivered event,
     /// after every delivery of the open transaction was acknowledged.
     ///
@@ -269,6 +302,18 @@ impl KafkaSink {
 
 /// Timeout of the blocking transactional calls.
 const TXN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `linger.ms` of the exactly-once producer (the at-least-once one uses 5).
+const TXN_LINGER_MS: u32 = 50;
+
+/// `rd_kafka_flush(rk, timeout_ms)` on `producer`'s handle: sends everything queued at
+/// once and blocks until nothing is outstanding or `timeout_ms` passes (`_TIMED_OUT`).
+fn raw_flush(producer: &FutureProducer, timeout_ms: i32) -> rdkafka::types::RDKafkaRespErr {
+    // SAFETY: the handle belongs to `producer`, which the caller keeps alive for the
+    // duration of the call; librdkafka's API is thread-safe, and flush on a producer handle
+    // has no other precondition.
+    unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), timeout_ms) }
+}
 
 fn fenced_failure(what: &str, detail: &dyn std::fmt::Display) -> Failure {
     Failure::definite(format!(
