@@ -16,4 +16,6 @@ async fn kafka_outage_both_sources() {
     suite::stop_during_kafka_outage(&eos, suite::EXACTLY_ONCE, true).await;
     let alo = Postgres::new("pg_alo_outage_stop").await;
     suite::stop_during_kafka_outage(&alo, &suite::file_checkpoint(&alo), false).await;
+    let alo_kafka_store = MariaDb::new("alo_kstore_outage_stop").await;
+    suite::stop_during_kafka_outage(&alo_kafka_store, suite::AT_LEAST_ONCE_KAFKA, false).await;
 }

@@ -24,6 +24,8 @@ use crate::router::KafkaRecord;
 
 /// How long one metadata / watermark / produce round trip may take.
 const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest an at-least-once checkpoint write waits for Kafka's acknowledgement.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connector's checkpoint in a compacted Kafka topic.
 pub struct KafkaCheckpointStore {
@@ -270,8 +272,21 @@ impl CheckpointStore for KafkaCheckpointStore {
                 .map(|_| ())
                 .map_err(|(e, _)| Failure::transient(format!("writing the checkpoint: {e}")))
         };
+        // Bounded: with the brokers unreachable the delivery would wait for the producer's
+        // message timeout (minutes) and the loop with it; a failed write is transient (the
+        // connector restarts from the stored checkpoint).
+        let bounded = async move {
+            tokio::time::timeout(WRITE_TIMEOUT, delivery)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Failure::transient(format!(
+                        "writing the checkpoint: Kafka did not acknowledge it within \
+                         {WRITE_TIMEOUT:?}"
+                    )))
+                })
+        };
         // The store trait is synchronous (the file store fsyncs); the pipeline runs on the
         // multi-threaded runtime, where blocking this worker for one round trip is allowed.
-        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(delivery))
+        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(bounded))
     }
 }

@@ -10,8 +10,13 @@ use crate::config;
 use crate::connector;
 use crate::health::Health;
 
+/// Longest the process waits for its connectors after SIGINT/SIGTERM: their own shutdown
+/// grace ([`crate::pipeline::SHUTDOWN_GRACE`], 10 s) plus time for a final checkpoint write.
+pub const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Runs the connectors; exits 0 after a clean shutdown, 1 when any connector stopped on a
-/// definite failure.
+/// definite failure, stopped with events not yet checkpointed, or had not stopped
+/// [`STOP_DEADLINE`] after the signal.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
         .context("loading the configuration")?;
@@ -48,17 +53,37 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     // ends when all have stopped, or on a signal after draining them.
     let mut signal = std::pin::pin!(signal);
     let mut failed = false;
-    let mut signalled = false;
+    // Set at the signal: when the process exits even if a connector has not stopped.
+    let mut stop_deadline: Option<tokio::time::Instant> = None;
     while !tasks.is_empty() {
+        let overdue = async {
+            match stop_deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            r = &mut signal, if !signalled => {
+            r = &mut signal, if stop_deadline.is_none() => {
                 r.context("waiting for signals")?;
                 tracing::info!("signal received: draining and writing final checkpoints");
-                signalled = true;
+                stop_deadline = Some(tokio::time::Instant::now() + STOP_DEADLINE);
                 let _ = shutdown_tx.send(true);
             }
             Some(joined) = tasks.join_next() => {
                 failed |= !matches!(joined, Ok(Ok(())));
+            }
+            _ = overdue => {
+                // A connector stuck in a blocking Kafka call (a checkpoint write or a
+                // metadata request while the brokers are unreachable) must not hold the
+                // process past common stop timeouts. Its position is safe: nothing past
+                // its last stored checkpoint is lost, only delivered again.
+                tracing::error!(
+                    connectors = tasks.len(),
+                    "connectors did not stop within {STOP_DEADLINE:?} of the signal (Kafka \
+                     unreachable?); exiting without their final checkpoints: what they read \
+                     since the last one is delivered again after restart"
+                );
+                return Ok(ExitCode::FAILURE);
             }
         }
     }

@@ -716,8 +716,8 @@ pub async fn kafka_outage_mid_stream<S: SourceDb>(db: &S) {
 }
 
 /// SIGTERM while Kafka is down and records are waiting for acknowledgement: the relay stops
-/// within its shutdown grace (10 s) plus a margin instead of waiting out librdkafka's
-/// timeouts, and exits 1 because its final checkpoint could not cover them. After Kafka and
+/// within its shutdown grace (10 s; the process's stop deadline, 15 s, when a checkpoint
+/// write blocks) instead of waiting out librdkafka's timeouts, and exits 1 because its final checkpoint could not cover them. After Kafka and
 /// the relay are back every event is delivered: exactly once with `exactly_once`, at least
 /// once otherwise. `checkpoint` is the `[connectors.checkpoint]` body.
 pub async fn stop_during_kafka_outage<S: SourceDb>(db: &S, checkpoint: &str, exactly_once: bool) {
@@ -740,9 +740,11 @@ pub async fn stop_during_kafka_outage<S: SourceDb>(db: &S, checkpoint: &str, exa
     let code = relay.stop();
     let took = signalled.elapsed();
     let log = relay.log_text();
+    // The connector's own 10 s grace, or (a checkpoint write to the unreachable Kafka store
+    // blocking the at-least-once loop) the process's 15 s stop deadline; plus a margin.
     assert!(
-        took < Duration::from_secs(15),
-        "stopping took {took:?}, more than the 10 s grace plus a margin; log:\n{log}"
+        took < Duration::from_secs(17),
+        "stopping took {took:?}, more than the 15 s stop deadline plus a margin; log:\n{log}"
     );
     assert_eq!(
         code,
@@ -750,7 +752,8 @@ pub async fn stop_during_kafka_outage<S: SourceDb>(db: &S, checkpoint: &str, exa
         "the last batch was not committed; log:\n{log}"
     );
     assert!(
-        log.contains("stopped with events not yet checkpointed"),
+        log.contains("stopped with events not yet checkpointed")
+            || log.contains("exiting without their final checkpoints"),
         "log:\n{log}"
     );
     drop(restart_kafka);
