@@ -384,11 +384,11 @@ pub async fn run(
         if stopping {
             stop_by.get_or_insert_with(|| Instant::now() + SHUTDOWN_GRACE);
         }
-        // The checkpoint record joins the batch's deliveries: all of them are acknowledged
-        // before commit(), because rust-rdkafka's commit_transaction flushes first and that
-        // flush polls in 100 ms steps while anything is in flight, which added 100 ms to
-        // every commit (benches/results/profile.md); `settle` then waits out the moment in
-        // which librdkafka still counts acknowledged messages, for the same reason.
+        // The checkpoint record joins the batch's deliveries: all of them are acknowledged,
+        // and `flush_now` has found librdkafka holding nothing, before commit(), because
+        // rust-rdkafka's commit_transaction flushes first and that flush polls in 100 ms
+        // steps while anything is outstanding, which added 100 ms to every commit
+        // (benches/results/profile.md §2, §4).
         let collected_at = Instant::now();
         let queued = events.len();
         let record = store.record(&checkpoint)?;
@@ -420,7 +420,6 @@ pub async fn run(
         if let Err(f) = acked {
             return Err(fail(sink, stop_by.is_none(), f));
         }
-        sink.settle(Duration::from_millis(50)).await;
         let acked_at = Instant::now();
         let committed = unless_stopped(
             sink.commit(),

@@ -276,21 +276,6 @@ impl KafkaSink {
         drop(tokio::task::spawn_blocking(move || raw_flush(&producer, 5)));
     }
 
-    /// Waits (at most `limit`) until librdkafka holds no message and no undelivered event,
-    /// after every delivery of the open transaction was acknowledged.
-    ///
-    /// rust-rdkafka's `commit_transaction` flushes first, and when that flush finds anything
-    /// outstanding it polls in 100 ms steps. Right after the last acknowledgement librdkafka
-    /// may still count the acknowledged messages for a moment, and a quarter of the commits
-    /// lost 100 ms that way (benches/results/profile.md). Awaiting this first makes the flush
-    /// find nothing.
-    pub async fn settle(&self, limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        while self.producer.in_flight_count() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-
     /// Aborts the open transaction (best effort: the transaction times out on the broker
     /// anyway, and a restart's `init_transactions` aborts it too).
     pub fn abort(&self) {
