@@ -27,3 +27,9 @@ async fn second_instance_fences_first() {
 async fn huge_transaction_200k_rows_exactly_once() {
     suite::huge_transaction_exactly_once(&Postgres::new("pg_eos_huge").await, 200_000).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kafka_refusal_stops_then_resumes() {
+    let db = Postgres::new("pg_eos_refused").await;
+    suite::kafka_refusal_stops_then_resumes(&db, suite::EXACTLY_ONCE, true).await;
+}

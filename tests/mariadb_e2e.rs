@@ -560,3 +560,9 @@ async fn checkpoint_set_steps_past_a_poisoned_row() {
     let got = read_expecting(&[topic(&db, "Order")], 1);
     suite::assert_records(&db, &[good], &got);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kafka_refusal_stops_then_resumes() {
+    let db = MariaDb::new("it_refused").await;
+    suite::kafka_refusal_stops_then_resumes(&db, &suite::file_checkpoint(&db), false).await;
+}

@@ -1,19 +1,17 @@
 //! The delivery loop of one connector: source events -> router -> Kafka -> in-order
 //! acknowledgements -> checkpoint.
 //!
-//! Acknowledgements are consumed in the order records were sent (a `FuturesOrdered`), with a
-//! marker for every source transaction boundary queued behind that transaction's records. A
-//! marker is reached only when Kafka acknowledged every record before it, so the checkpoint
-//! can only ever name a position whose whole past was delivered; a failed delivery stops the
-//! loop before any later marker is reached. In-flight records are bounded
+//! Every source transaction boundary is queued as a marker behind that transaction's records
+//! (the number of records sent before it). A marker is reached only when Kafka acknowledged
+//! every record sent before it ([`crate::sink::DeliveryTracker::acked_below`]), so the
+//! checkpoint can only ever name a position whose whole past was delivered; a failed
+//! delivery stops the loop before any later marker is reached. In-flight records are bounded
 //! ([`PipelineOptions::max_in_flight`]), which is the backpressure that slows the source
 //! reader when Kafka is slow.
 
-use std::future::Future;
-use std::pin::Pin;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use futures_util::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::{now_ms, Checkpoint, CheckpointStore};
@@ -22,7 +20,7 @@ use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
 use crate::router::{EventRouter, Routed};
-use crate::sink::kafka::{await_delivery, KafkaSink};
+use crate::sink::KafkaSink;
 
 /// The definite failure for an outbox row the router cannot turn into a record: names the
 /// table and the event id (never the payload) and says what happens to the checkpoint.
@@ -71,17 +69,14 @@ impl Default for PipelineOptions {
     }
 }
 
-enum Ack {
-    Record {
-        bytes: usize,
-    },
-    Position {
-        position: SourcePosition,
-        commit_ts_ms: Option<i64>,
-    },
+/// A source position waiting for the records sent before it.
+struct Marker {
+    /// Records sent before it: the position is delivered once every record numbered below
+    /// this is acknowledged.
+    after: u64,
+    position: SourcePosition,
+    commit_ts_ms: Option<i64>,
 }
-
-type AckFuture = Pin<Box<dyn Future<Output = Result<Ack, Failure>> + Send>>;
 
 /// Checkpoint bookkeeping: what Kafka acknowledged versus what is durably stored.
 struct Progress<'a> {
@@ -165,7 +160,10 @@ pub async fn run(
     let mut events = inbox::Inbox::new(events);
     let label = connector.to_string();
     let counters = m::EventCounters::new(connector);
-    let mut pending: FuturesOrdered<AckFuture> = FuturesOrdered::new();
+    let deliveries = sink.deliveries();
+    let mut markers: VecDeque<Marker> = VecDeque::new();
+    // Acknowledgements already counted in the metrics.
+    let mut counted = deliveries.acked();
     let mut progress = Progress {
         connector,
         store,
@@ -182,6 +180,7 @@ pub async fn run(
     let mut drain_deadline: Option<Instant> = None;
 
     let outcome: Result<(), Failure> = loop {
+        let in_flight = deliveries.unacked().0 as usize;
         tokio::select! {
             biased;
             changed = shutdown.changed(), if source_open => {
@@ -192,34 +191,19 @@ pub async fn run(
                     drain_deadline = Some(Instant::now() + SHUTDOWN_GRACE);
                 }
             }
-            Some(ack) = pending.next() => {
-                match ack {
-                    Ok(Ack::Record { bytes }) => {
-                        counters.produced.increment(1);
-                        counters.bytes.increment(bytes as u64);
-                    }
-                    Ok(Ack::Position { position, commit_ts_ms }) => {
-                        progress.advance(position, commit_ts_ms);
-                        // The very first checkpoint is written at once: until it exists a
-                        // crash would restart at the server's *current* position.
-                        if progress.stored.is_none() || progress.last_write.elapsed() >= opts.checkpoint_interval {
-                            if let Err(f) = progress.flush() { break Err(f); }
-                        }
-                    }
-                    Err(f) => break Err(f),
-                }
-            }
-            ev = events.recv(), if source_open && pending.len() < opts.max_in_flight => {
+            ev = events.recv(), if source_open && in_flight < opts.max_in_flight => {
                 match ev {
                     None => { source_open = false; }
                     Some(Err(f)) => break Err(f),
                     Some(Ok(ev)) => {
-                        if let Err(f) = handle_event(&label, &counters, ev, router, sink, &mut pending).await {
+                        if let Err(f) = handle_event(&label, &counters, ev, router, sink, &mut markers).await {
                             break Err(f);
                         }
                     }
                 }
             }
+            // Markers are checked after every turn; this only wakes the loop when it waits.
+            _ = deliveries.changed(), if in_flight > 0 => {}
             _ = tick.tick() => {
                 if progress.last_write.elapsed() >= opts.checkpoint_interval {
                     if let Err(f) = progress.flush() { break Err(f); }
@@ -227,7 +211,31 @@ pub async fn run(
                 progress.report_gauges();
             }
         }
-        if !source_open && pending.is_empty() {
+        if let Some(f) = deliveries.failure() {
+            break Err(f);
+        }
+        let acked = deliveries.acked();
+        counters.produced.increment(acked.0 - counted.0);
+        counters.bytes.increment(acked.1 - counted.1);
+        counted = acked;
+        let acked_below = deliveries.acked_below();
+        let mut reached = false;
+        while markers.front().is_some_and(|mk| mk.after <= acked_below) {
+            let mk = markers.pop_front().expect("front exists");
+            progress.advance(mk.position, mk.commit_ts_ms);
+            reached = true;
+        }
+        // The very first checkpoint is written at once: until it exists a crash would
+        // restart at the server's *current* position.
+        if reached
+            && (progress.stored.is_none()
+                || progress.last_write.elapsed() >= opts.checkpoint_interval)
+        {
+            if let Err(f) = progress.flush() {
+                break Err(f);
+            }
+        }
+        if !source_open && markers.is_empty() && deliveries.unacked().0 == 0 {
             break Ok(());
         }
         if drain_deadline.is_some_and(|d| Instant::now() >= d) {
@@ -238,7 +246,7 @@ pub async fn run(
                 "shutdown: Kafka did not acknowledge {} in-flight records within \
                  {SHUTDOWN_GRACE:?} of the signal; they are not checkpointed and will be \
                  delivered again after restart",
-                pending.len()
+                deliveries.unacked().0
             )));
         }
     };
@@ -257,54 +265,37 @@ async fn handle_event(
     ev: SourceEvent,
     router: &EventRouter,
     sink: &KafkaSink,
-    pending: &mut FuturesOrdered<AckFuture>,
+    markers: &mut VecDeque<Marker>,
 ) -> Result<(), Failure> {
-    match ev {
-        SourceEvent::Begin => Ok(()),
+    let (position, commit_ts_ms) = match ev {
+        SourceEvent::Begin => return Ok(()),
         SourceEvent::Change(change) => {
             counters.read.increment(1);
             let routed = router
                 .route(&change)
                 .map_err(|e| route_failure(router, &change, &e))?;
             match routed {
-                Routed::Record(record) => {
-                    let bytes = record.approx_size();
-                    let fut = sink.send(&record).await?;
-                    let topic = record.topic;
-                    pending.push_back(Box::pin(async move {
-                        await_delivery(fut, &topic).await?;
-                        Ok(Ack::Record { bytes })
-                    }));
-                }
+                Routed::Record(record) => sink.send(&record).await?,
                 Routed::Skipped(reason) => {
                     metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => label.to_string(), m::LABEL_REASON => reason.label())
                         .increment(1);
                 }
             }
-            Ok(())
+            return Ok(());
         }
         SourceEvent::Commit {
             position,
             commit_ts_ms,
-        } => {
-            pending.push_back(Box::pin(async move {
-                Ok(Ack::Position {
-                    position,
-                    commit_ts_ms: Some(commit_ts_ms),
-                })
-            }));
-            Ok(())
-        }
-        SourceEvent::Progress { position } => {
-            pending.push_back(Box::pin(async move {
-                Ok(Ack::Position {
-                    position,
-                    commit_ts_ms: None,
-                })
-            }));
-            Ok(())
-        }
-    }
+        } => (position, Some(commit_ts_ms)),
+        SourceEvent::Progress { position } => (position, None),
+    };
+    markers.push_back(Marker {
+        after: sink.deliveries().sent(),
+        position,
+        commit_ts_ms,
+    });
+    Ok(())
 }
+
 pub mod inbox;
 pub mod transactional;

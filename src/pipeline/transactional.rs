@@ -16,7 +16,6 @@
 
 use std::time::Duration;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -27,14 +26,7 @@ use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
 use crate::router::{EventRouter, Routed};
-use crate::sink::kafka::{await_delivery, KafkaSink};
-use rdkafka::producer::DeliveryFuture;
-
-/// The acknowledgement of one record of the open transaction (one future type for the
-/// batch's records and its checkpoint record alike); yields the record's `size` in bytes.
-async fn acked(fut: DeliveryFuture, topic: String, size: usize) -> Result<usize, Failure> {
-    await_delivery(fut, &topic).await.map(|_| size)
-}
+use crate::sink::KafkaSink;
 
 /// Awaits `fut` (the open transaction's acknowledgements, or its commit) while watching for
 /// shutdown: once it is signalled (`stop_by` is then set to the signal time plus
@@ -99,8 +91,9 @@ pub struct BatchOptions {
     pub max_unacked_bytes: usize,
     /// Records sent but not yet acknowledged, at most, within a transaction (default
     /// 10,000), with the same take-until-half rule. For small events this is the tighter
-    /// bound: each record in flight also costs its delivery future and librdkafka's message
-    /// header, and 200-byte drains peaked at 66 MiB with the byte bound alone.
+    /// bound: each record in flight also costs librdkafka's message header (and cost a
+    /// per-record delivery future then), and 200-byte drains peaked at 66 MiB with the byte
+    /// bound alone.
     pub max_unacked_records: usize,
     /// While only the position moves (heartbeats, other tables), how often a checkpoint-only
     /// transaction records it.
@@ -171,7 +164,12 @@ impl Cursor {
 
 /// Ends the open transaction after `f` and returns the failure to report: the producer's
 /// fatal error (fencing) if it has one — then nothing more is sent, not even an abort —
-/// else `f` after aborting.
+/// else, after aborting, the first failed delivery if a record failed, else `f`.
+///
+/// A record Kafka refuses (too large, no ACL) leaves the transaction in an abortable error
+/// state, and the next send or the commit then fails with librdkafka's "Erroneous state":
+/// the refusal is the cause to report (a definite failure that names the event), not that
+/// (a transient one, which would retry the same refusal for ever).
 fn fail(sink: &KafkaSink, open: bool, f: Failure) -> Failure {
     if let Some(fatal) = sink.fatal() {
         return fatal;
@@ -179,7 +177,7 @@ fn fail(sink: &KafkaSink, open: bool, f: Failure) -> Failure {
     if open {
         sink.abort();
     }
-    f
+    sink.deliveries().failure().unwrap_or(f)
 }
 
 /// Runs the exactly-once loop until the source ends, `shutdown`, or a failure.
@@ -201,6 +199,13 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Failure> {
     let mut events = super::inbox::Inbox::new(events);
+    let deliveries = sink.deliveries();
+    // Past the unacknowledged bounds (`factor` 1), or still above half of them (2).
+    let over_bounds = |factor: usize| {
+        let (records, bytes) = deliveries.unacked();
+        bytes as usize > opts.max_unacked_bytes / factor
+            || records as usize > opts.max_unacked_records / factor
+    };
     let label = connector.to_string();
     let counters = m::EventCounters::new(connector);
     let mut cursor = Cursor {
@@ -224,10 +229,9 @@ pub async fn run(
     loop {
         // ---- collect one batch
         let mut open = false;
-        let mut deliveries: FuturesUnordered<_> = FuturesUnordered::new();
         let (mut records, mut bytes) = (0usize, 0usize);
-        // Bytes in flight, and whether the loop is taking acknowledgements before reading on.
-        let (mut unacked, mut draining) = (0usize, false);
+        // Whether the loop is taking acknowledgements before reading on.
+        let mut draining = false;
         let mut deadline: Option<Instant> = None;
         // When the first record of the transaction was sent (deadline - max_wait).
         let mut opened_at: Option<Instant> = None;
@@ -247,15 +251,12 @@ pub async fn run(
                         stopping = true;
                     }
                 }
-                acked = deliveries.next(), if draining => match acked {
-                    Some(Ok(size)) => {
-                        unacked = unacked.saturating_sub(size);
-                        draining = unacked > opts.max_unacked_bytes / 2
-                            || deliveries.len() > opts.max_unacked_records / 2;
+                _ = deliveries.changed(), if draining => {
+                    if let Some(f) = deliveries.failure() {
+                        return Err(fail(sink, true, f));
                     }
-                    Some(Err(f)) => return Err(fail(sink, true, f)),
-                    None => { unacked = 0; draining = false; }
-                },
+                    draining = over_bounds(2);
+                }
                 ev = events.recv(), if !draining => match ev {
                     None => stopping = true,
                     Some(Err(f)) => return Err(fail(sink, open, f)),
@@ -280,17 +281,12 @@ pub async fn run(
                                     open = true;
                                 }
                                 let size = record.approx_size();
-                                let fut = match sink.send(&record).await {
-                                    Ok(f) => f,
-                                    Err(f) => return Err(fail(sink, true, f)),
-                                };
-                                let topic = record.topic;
-                                deliveries.push(acked(fut, topic, size));
+                                if let Err(f) = sink.send(&record).await {
+                                    return Err(fail(sink, true, f));
+                                }
                                 records += 1;
                                 bytes += size;
-                                unacked += size;
-                                draining = unacked > opts.max_unacked_bytes
-                                    || deliveries.len() > opts.max_unacked_records;
+                                draining = over_bounds(1);
                                 if draining {
                                     // Waiting for acknowledgements: no point lingering.
                                     sink.kick();
@@ -384,7 +380,7 @@ pub async fn run(
         if stopping {
             stop_by.get_or_insert_with(|| Instant::now() + SHUTDOWN_GRACE);
         }
-        // The checkpoint record joins the batch's deliveries: all of them are acknowledged,
+        // The checkpoint record joins the batch's records: all of them are acknowledged,
         // and `flush_now` has found librdkafka holding nothing, before commit(), because
         // rust-rdkafka's commit_transaction flushes first and that flush polls in 100 ms
         // steps while anything is outstanding, which added 100 ms to every commit
@@ -392,21 +388,13 @@ pub async fn run(
         let collected_at = Instant::now();
         let queued = events.len();
         let record = store.record(&checkpoint)?;
-        match sink.send(&record).await {
-            Ok(fut) => deliveries.push(acked(fut, record.topic, 0)),
-            Err(f) => return Err(fail(sink, true, f)),
+        if let Err(f) = sink.send(&record).await {
+            return Err(fail(sink, true, f));
         }
+        // The flush sends the tail of the batch without lingering; the delivery reports tell
+        // which record failed, if one did.
         let all = async {
-            // The flush sends the tail of the batch without lingering; the deliveries tell
-            // which record failed, if one did.
-            let flushed = sink.flush_now(FLUSH_TIMEOUT);
-            let acked = async {
-                while let Some(d) = deliveries.next().await {
-                    d?;
-                }
-                Ok::<(), Failure>(())
-            };
-            tokio::try_join!(acked, flushed).map(|_| ())
+            tokio::try_join!(deliveries.all_acked(), sink.flush_now(FLUSH_TIMEOUT)).map(|_| ())
         };
         // After a shutdown signal, a failure leaves the transaction to the broker instead of
         // aborting it: with Kafka unreachable the abort would block for its own timeout.

@@ -5,29 +5,28 @@
 //! duplicate within a partition), `acks=all`, and `partitioner=murmur2_random`, the hash the
 //! Java client uses, so an aggregate lands on the same partition as it did under Debezium.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::ClientConfig;
 
+use super::tracker::DeliveryTracker;
 use crate::config::KafkaConfig;
 use crate::error::Failure;
 use crate::router::KafkaRecord;
 
-/// Where Kafka stored a record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Delivered {
-    /// Partition the record was appended to.
-    pub partition: i32,
-    /// Offset of the record in that partition.
-    pub offset: i64,
-}
+/// The producer: librdkafka's, with a polling thread that feeds delivery reports to the
+/// [`DeliveryTracker`].
+type TrackedProducer = ThreadedProducer<DeliveryTracker>;
 
-/// An idempotent Kafka producer for one connector.
+/// An idempotent Kafka producer for one connector. Delivery outcomes are counted by its
+/// [`DeliveryTracker`] ([`deliveries`](Self::deliveries)); one task sends on it.
 pub struct KafkaSink {
-    producer: FutureProducer,
+    producer: Arc<TrackedProducer>,
     max_record_bytes: usize,
 }
 
@@ -102,23 +101,30 @@ impl KafkaSink {
                 cc.set("linger.ms", TXN_LINGER_MS.to_string());
             }
         }
-        let producer: FutureProducer = cc.create().map_err(|e| {
-            Failure::definite(format!(
-                "cannot create the Kafka producer: {e}; check the kafka.producer properties"
-            ))
-        })?;
+        let producer = TrackedProducer::from_config_and_context(&cc, DeliveryTracker::default())
+            .map_err(|e| {
+                Failure::definite(format!(
+                    "cannot create the Kafka producer: {e}; check the kafka.producer properties"
+                ))
+            })?;
         Ok(Self {
-            producer,
+            producer: Arc::new(producer),
             max_record_bytes: cfg.max_record_bytes,
         })
     }
 
-    /// Enqueues a record and returns a future for its acknowledgement.
+    /// What Kafka acknowledged of the records sent, and the first failed delivery.
+    pub fn deliveries(&self) -> &DeliveryTracker {
+        self.producer.context()
+    }
+
+    /// Enqueues a record; its outcome is counted by [`deliveries`](Self::deliveries), where
+    /// it is record number `deliveries().sent()` as of the call.
     ///
     /// Waits (backpressure) while librdkafka's local queue is full. Errors (definite) when
     /// the record is larger than `kafka.max_record_bytes`; the error names the event id
     /// header but never the payload.
-    pub async fn send(&self, record: &KafkaRecord) -> Result<DeliveryFuture, Failure> {
+    pub async fn send(&self, record: &KafkaRecord) -> Result<(), Failure> {
         let size = record.approx_size();
         if size > self.max_record_bytes {
             return Err(Failure::definite(format!(
@@ -131,6 +137,8 @@ impl KafkaSink {
                 self.max_record_bytes
             )));
         }
+        let tracker = self.deliveries();
+        let seq = tracker.sent() as usize;
         loop {
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
             for (k, v) in &record.headers {
@@ -139,8 +147,8 @@ impl KafkaSink {
                     value: Some(v.as_slice()),
                 });
             }
-            let mut fr: FutureRecord<'_, [u8], [u8]> =
-                FutureRecord::to(&record.topic).headers(headers);
+            let mut fr: BaseRecord<'_, [u8], [u8], usize> =
+                BaseRecord::with_opaque_to(&record.topic, seq).headers(headers);
             if let Some(k) = &record.key {
                 fr = fr.key(k.as_slice());
             }
@@ -153,8 +161,11 @@ impl KafkaSink {
             if let Some(p) = record.partition {
                 fr = fr.partition(p);
             }
-            match self.producer.send_result(fr) {
-                Ok(fut) => return Ok(fut),
+            match self.producer.send(fr) {
+                Ok(()) => {
+                    tracker.enqueued(size as u64);
+                    return Ok(());
+                }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
@@ -221,7 +232,7 @@ impl KafkaSink {
     async fn off_thread(
         &self,
         what: &'static str,
-        call: impl FnOnce(&FutureProducer) -> KafkaResult<()> + Send + 'static,
+        call: impl FnOnce(&TrackedProducer) -> KafkaResult<()> + Send + 'static,
     ) -> Result<(), Failure> {
         let producer = self.producer.clone();
         match tokio::task::spawn_blocking(move || call(&producer)).await {
@@ -293,7 +304,7 @@ const TXN_LINGER_MS: u32 = 50;
 
 /// `rd_kafka_flush(rk, timeout_ms)` on `producer`'s handle: sends everything queued at
 /// once and blocks until nothing is outstanding or `timeout_ms` passes (`_TIMED_OUT`).
-fn raw_flush(producer: &FutureProducer, timeout_ms: i32) -> rdkafka::types::RDKafkaRespErr {
+fn raw_flush(producer: &TrackedProducer, timeout_ms: i32) -> rdkafka::types::RDKafkaRespErr {
     // SAFETY: the handle belongs to `producer`, which the caller keeps alive for the
     // duration of the call; librdkafka's API is thread-safe, and flush on a producer handle
     // has no other precondition.
@@ -328,20 +339,6 @@ fn classify_txn(what: &str, e: &KafkaError) -> Failure {
     Failure::transient(format!("{what}: {e}"))
 }
 
-/// Resolves a delivery future into where the record went, classifying failures.
-pub async fn await_delivery(fut: DeliveryFuture, topic: &str) -> Result<Delivered, Failure> {
-    match fut.await {
-        Ok(Ok(d)) => Ok(Delivered {
-            partition: d.partition,
-            offset: d.offset,
-        }),
-        Ok(Err((e, _msg))) => Err(classify_delivery(&e, topic)),
-        Err(_) => Err(Failure::transient(
-            "the Kafka producer was dropped before the record was acknowledged",
-        )),
-    }
-}
-
 fn event_id(record: &KafkaRecord) -> String {
     record
         .headers
@@ -371,28 +368,5 @@ fn classify(e: &KafkaError, record: &KafkaRecord) -> Failure {
             "enqueuing a record for topic {}: {e}",
             record.topic
         )),
-    }
-}
-
-fn classify_delivery(e: &KafkaError, topic: &str) -> Failure {
-    use RDKafkaErrorCode as C;
-    match e.rdkafka_error_code() {
-        Some(
-            C::MessageSizeTooLarge
-            | C::InvalidRecord
-            | C::TopicAuthorizationFailed
-            | C::ClusterAuthorizationFailed
-            | C::InvalidTopic
-            | C::UnknownPartition
-            | C::UnsupportedForMessageFormat,
-        ) => Failure::definite(format!(
-            "Kafka refused a record for topic {topic}: {e}; fix the topic or its ACLs/limits, \
-             then restart (nothing after the last delivered event was checkpointed)"
-        )),
-        Some(C::Fatal) => Failure::definite(format!(
-            "fatal Kafka producer error for topic {topic}: {e}; restart the relay (nothing \
-             after the last delivered event was checkpointed)"
-        )),
-        _ => Failure::transient(format!("delivery to topic {topic} failed: {e}")),
     }
 }

@@ -1,5 +1,7 @@
 //! Delivery of routed records to Kafka.
 
 pub mod kafka;
+pub mod tracker;
 
-pub use kafka::{Delivered, KafkaSink};
+pub use kafka::KafkaSink;
+pub use tracker::DeliveryTracker;

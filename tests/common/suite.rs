@@ -784,3 +784,104 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
     }
     Guard(Some(f))
 }
+
+/// Creates `topic` (3 partitions) with `max.message.bytes` = `max_bytes`, or sets that on
+/// it if it exists.
+pub async fn topic_with_max_bytes(topic: &str, max_bytes: usize) {
+    use rdkafka::admin::{
+        AdminClient, AdminOptions, AlterConfig, NewTopic, ResourceSpecifier, TopicReplication,
+    };
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", super::kafka_bootstrap())
+        .create()
+        .expect("kafka admin client");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let max = max_bytes.to_string();
+    let created = admin
+        .create_topics(
+            &[NewTopic::new(topic, 3, TopicReplication::Fixed(1)).set("max.message.bytes", &max)],
+            &opts,
+        )
+        .await
+        .expect("create_topics");
+    if created.iter().any(|r| r.is_err()) {
+        let altered =
+            admin
+                .alter_configs(
+                    &[AlterConfig::new(ResourceSpecifier::Topic(topic))
+                        .set("max.message.bytes", &max)],
+                    &opts,
+                )
+                .await
+                .expect("alter_configs");
+        assert!(altered.iter().all(|r| r.is_ok()), "{altered:?}");
+    }
+}
+
+/// A record Kafka refuses (larger than the topic's `max.message.bytes`, within the relay's
+/// `kafka.max_record_bytes`): the relay stops with a definite error naming the event id
+/// (not its payload), and its checkpoint does not pass the event. Once the topic accepts it,
+/// a restart delivers that event and what came after: exactly once with `exactly_once`, at
+/// least once otherwise. `checkpoint` is the `[connectors.checkpoint]` body.
+pub async fn kafka_refusal_stops_then_resumes<S: SourceDb>(
+    db: &S,
+    checkpoint: &str,
+    exactly_once: bool,
+) {
+    let orders = topic(db, "Order");
+    topic_with_max_bytes(&orders, 4096).await;
+    let (path, port) = write_config_with(db, &db.outbox_table(), "", checkpoint, "connector.toml");
+    let mut relay = Relay::start(path, port);
+    let first = OutboxEvent::new("Order", "o-1", "OrderCreated", Some(r#"{"seq":0}"#));
+    db.insert(std::slice::from_ref(&first), false).await;
+    read_topics(
+        std::slice::from_ref(&orders),
+        1,
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    // Random hex: lz4 cannot shrink it below the topic's limit.
+    let secret: String = (0..40_000)
+        .map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap())
+        .collect();
+    let big = OutboxEvent::new(
+        "Order",
+        "o-2",
+        "OrderCreated",
+        Some(&format!(r#"{{"seq":0,"blob":"{secret}"}}"#)),
+    );
+    db.insert(std::slice::from_ref(&big), false).await;
+    let code = relay.wait_exit(Duration::from_secs(90));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "the relay must stop on a refused record (exit {code:?}); log:\n{log}"
+    );
+    assert!(
+        log.contains("Kafka refused outbox event") && log.contains(&big.id),
+        "the error names the refused event; log:\n{log}"
+    );
+    assert!(
+        !log.contains(&secret[..64]),
+        "the log must not contain the payload"
+    );
+    let after = sequenced_events("Order", 3, 30, 10);
+    write_in_random_transactions(db, &after, 4).await;
+    topic_with_max_bytes(&orders, 1024 * 1024).await;
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(120));
+    let mut events = vec![first, big];
+    events.extend(after);
+    let got = read_topics(
+        &[orders],
+        events.len(),
+        Duration::from_secs(120),
+        Duration::from_secs(3),
+    );
+    if exactly_once {
+        assert_exactly_once(&events, &got, &relay.log_text());
+    } else {
+        assert_none_lost(&events, &got, &relay.log_text());
+    }
+}
