@@ -14,7 +14,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::ClientConfig;
 
-use super::tracker::DeliveryTracker;
+use super::tracker::{self, DeliveryTracker};
 use crate::config::KafkaConfig;
 use crate::error::Failure;
 use crate::router::KafkaRecord;
@@ -138,7 +138,8 @@ impl KafkaSink {
             )));
         }
         let tracker = self.deliveries();
-        let seq = tracker.sent() as usize;
+        let counted = tracker::counted_size(size);
+        let opaque = tracker::opaque(tracker.sent(), counted);
         loop {
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
             for (k, v) in &record.headers {
@@ -148,7 +149,7 @@ impl KafkaSink {
                 });
             }
             let mut fr: BaseRecord<'_, [u8], [u8], usize> =
-                BaseRecord::with_opaque_to(&record.topic, seq).headers(headers);
+                BaseRecord::with_opaque_to(&record.topic, opaque).headers(headers);
             if let Some(k) = &record.key {
                 fr = fr.key(k.as_slice());
             }
@@ -163,7 +164,7 @@ impl KafkaSink {
             }
             match self.producer.send(fr) {
                 Ok(()) => {
-                    tracker.enqueued(size as u64);
+                    tracker.enqueued(counted);
                     return Ok(());
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {

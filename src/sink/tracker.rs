@@ -9,8 +9,10 @@
 //! futures (a oneshot channel, a boxed opaque, a waker per record) were about a tenth of the
 //! relay's CPU in backlog drains (benches/results/profile.md §8).
 //!
-//! Records are numbered by the sender from 0 in send order (the number travels as the
-//! record's delivery opaque); one task sends on a producer.
+//! Records are numbered by the sender from 0 in send order; the number (its low
+//! [`SEQ_BITS`] bits) and the record's size travel packed in the record's delivery opaque
+//! ([`opaque`]), so a report costs no lookup and no allocation. One task sends on a
+//! producer.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +26,24 @@ use tokio::sync::Notify;
 
 use crate::error::Failure;
 
+/// Bits of a record's number in its delivery opaque; the full number is recovered from the
+/// acknowledged prefix, which is never 2^40 records behind.
+const SEQ_BITS: u32 = 40;
+/// Bits of a record's size in its delivery opaque: sizes count up to 16 MiB - 1 (larger
+/// records count as that, on the sending and the acknowledging side alike).
+const SIZE_BITS: u32 = 24;
+const _: () = assert!(SEQ_BITS + SIZE_BITS == usize::BITS, "a 64-bit target");
+
+/// A record's size as the loops count it: `approx_size` clamped to what the opaque holds.
+pub fn counted_size(approx_size: usize) -> u64 {
+    approx_size.min((1 << SIZE_BITS) - 1) as u64
+}
+
+/// The delivery opaque of record number `seq` of `counted` bytes ([`counted_size`]).
+pub fn opaque(seq: u64, counted: u64) -> usize {
+    ((seq & ((1 << SEQ_BITS) - 1)) << SIZE_BITS | counted) as usize
+}
+
 /// Delivery state of one producer: what was sent, what Kafka acknowledged, the first
 /// failure. The producer's context ([`ProducerContext`]), so librdkafka's polling thread
 /// updates it; the delivery loop reads it and waits on [`changed`](Self::changed).
@@ -31,7 +51,7 @@ use crate::error::Failure;
 pub struct DeliveryTracker {
     /// Records enqueued (the next record's number).
     sent: AtomicU64,
-    /// Their sizes summed, in bytes ([`record_size`]).
+    /// Their sizes summed, in bytes ([`counted_size`]).
     sent_bytes: AtomicU64,
     /// Records acknowledged.
     acked: AtomicU64,
@@ -56,6 +76,13 @@ struct Window {
 }
 
 impl Window {
+    /// The full number of a record whose number's low [`SEQ_BITS`] bits are `bits`: the one
+    /// at or above `low` (records in flight are far fewer than 2^40).
+    fn unwrap_seq(&self, bits: u64) -> u64 {
+        let mask = (1u64 << SEQ_BITS) - 1;
+        self.low + (bits.wrapping_sub(self.low) & mask)
+    }
+
     /// Marks record `seq` acknowledged; returns the new `low`.
     fn ack(&mut self, seq: u64) -> u64 {
         if seq < self.low {
@@ -72,17 +99,6 @@ impl Window {
         }
         self.low
     }
-}
-
-/// Size of a record as the loops count it, in bytes: topic, key, value and header names and
-/// values (the same measure as [`crate::router::KafkaRecord::approx_size`]).
-fn record_size(m: &BorrowedMessage<'_>) -> u64 {
-    let headers = m.headers().map_or(0, |h| {
-        h.iter()
-            .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
-            .sum::<usize>()
-    });
-    (m.topic().len() + m.key().map_or(0, <[u8]>::len) + m.payload_len() + headers) as u64
 }
 
 /// The `id` header of a record (the outbox event id), for naming it in errors.
@@ -103,7 +119,7 @@ impl DeliveryTracker {
         self.sent.load(Ordering::Acquire)
     }
 
-    /// Counts a record as enqueued: `size` in bytes as [`record_size`] measures it.
+    /// Counts a record as enqueued: `size` in bytes as [`counted_size`] measures it.
     /// Called by the sender right after librdkafka accepted record number [`sent`](Self::sent).
     pub(super) fn enqueued(&self, size: u64) {
         self.sent_bytes.fetch_add(size, Ordering::AcqRel);
@@ -169,12 +185,13 @@ impl DeliveryTracker {
         }
     }
 
-    fn on_delivered(&self, seq: u64, size: u64) {
-        let low = self
-            .window
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .ack(seq);
+    /// Record with opaque `seq_bits << SIZE_BITS | size` was acknowledged.
+    fn on_delivered(&self, seq_bits: u64, size: u64) {
+        let low = {
+            let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+            let seq = w.unwrap_seq(seq_bits);
+            w.ack(seq)
+        };
         self.acked_bytes.fetch_add(size, Ordering::AcqRel);
         self.acked.fetch_add(1, Ordering::AcqRel);
         self.acked_below.store(low, Ordering::Release);
@@ -197,9 +214,13 @@ impl ClientContext for DeliveryTracker {}
 impl ProducerContext for DeliveryTracker {
     type DeliveryOpaque = usize;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, seq: usize) {
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: usize) {
+        let (seq_bits, size) = (
+            opaque as u64 >> SIZE_BITS,
+            opaque as u64 & ((1 << SIZE_BITS) - 1),
+        );
         match result {
-            Ok(m) => self.on_delivered(seq as u64, record_size(m)),
+            Ok(_) => self.on_delivered(seq_bits, size),
             Err((e, m)) => self.on_failed(classify_delivery(e, m.topic(), &event_id(m))),
         }
     }
@@ -250,6 +271,19 @@ mod tests {
         assert_eq!(w.ack(2), 4);
         assert!(w.done.is_empty());
         assert_eq!(w.ack(2), 4, "a repeated report changes nothing");
+    }
+
+    #[test]
+    fn numbers_and_sizes_survive_the_opaque() {
+        let mut w = Window::default();
+        let seq = (1u64 << SEQ_BITS) + 5; // past the bits the opaque keeps
+        w.low = seq - 2;
+        let o = opaque(seq, counted_size(1024)) as u64;
+        assert_eq!(w.unwrap_seq(o >> SIZE_BITS), seq);
+        assert_eq!(o & ((1 << SIZE_BITS) - 1), 1024);
+        assert_eq!(counted_size(usize::MAX), (1 << SIZE_BITS) - 1);
+        let w0 = Window::default();
+        assert_eq!(w0.unwrap_seq(opaque(7, 1) as u64 >> SIZE_BITS), 7);
     }
 
     #[test]
