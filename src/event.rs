@@ -95,6 +95,13 @@ impl Row {
             .and_then(|i| self.values.get(i))
     }
 
+    /// Takes the value of column `name` out of the row, leaving NULL in its place; `None`
+    /// when the row has no such column.
+    pub fn take(&mut self, name: &str) -> Option<ColumnValue> {
+        let i = self.columns.iter().position(|c| &**c == name)?;
+        self.values.get_mut(i).map(std::mem::take)
+    }
+
     /// Column names and values in table order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ColumnValue)> {
         self.columns.iter().map(|c| &**c).zip(self.values.iter())

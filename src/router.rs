@@ -355,6 +355,13 @@ impl EventRouter {
     /// cannot become a record (a definite error: the connector must halt without
     /// checkpointing past it).
     pub fn route(&self, change: &RowChange) -> Result<Routed, RouteError> {
+        self.route_taking(&mut change.clone())
+    }
+
+    /// [`route`](Self::route) for the delivery loops: when the record's value is the payload
+    /// column as written (no envelope, no expansion), its buffer is moved out of `change`
+    /// (the column is left NULL) instead of copied. On `Err` `change` is unchanged.
+    pub fn route_taking(&self, change: &mut RowChange) -> Result<Routed, RouteError> {
         match change.op {
             Op::Insert => self.route_insert(change).map(Routed::Record),
             Op::Delete => Ok(Routed::Skipped(SkipReason::Delete)),
@@ -395,7 +402,7 @@ impl EventRouter {
             })
     }
 
-    fn route_insert(&self, change: &RowChange) -> Result<KafkaRecord, RouteError> {
+    fn route_insert(&self, change: &mut RowChange) -> Result<KafkaRecord, RouteError> {
         let cfg = &self.cfg;
         // Checked in Debezium's order: payload, timestamp, id.
         let payload = self.column(
@@ -446,19 +453,17 @@ impl EventRouter {
             }
         }
 
+        // `None`: the payload column as written, taken once nothing can fail any more.
         let value = if is_blank(payload) && cfg.tombstone_on_empty_payload {
-            None
+            Some(None)
         } else if !self.envelope {
-            match &expanded {
-                Some(doc) => Some(json::write(doc)),
-                None => payload.as_payload_bytes().map(Cow::into_owned),
-            }
+            expanded.as_ref().map(|doc| Some(json::write(doc)))
         } else {
             let p = expanded.unwrap_or_else(|| payload_json(payload));
             let mut fields = Vec::with_capacity(1 + envelope_fields.len());
             fields.push(("payload".to_string(), p));
             fields.extend(envelope_fields);
-            Some(json::write(&json::Out::Obj(fields)))
+            Some(Some(json::write(&json::Out::Obj(fields))))
         };
 
         let key = text_bytes(self.column(
@@ -468,6 +473,13 @@ impl EventRouter {
             "the record key (aggregate id)",
         )?);
         let topic = self.topic(change)?;
+        let value = match value {
+            Some(v) => v,
+            None => change
+                .row
+                .take(&cfg.field_event_payload)
+                .and_then(ColumnValue::into_payload_bytes),
+        };
         Ok(KafkaRecord {
             topic,
             key,
@@ -1540,6 +1552,35 @@ mod tests {
         assert_eq!(rec.timestamp_ms, Some(1_700_000_999_000));
         assert_eq!(rec.partition, None);
         assert_eq!(rec.approx_size(), 18 + 7 + 14 + 2 + 2);
+    }
+
+    #[test]
+    fn route_taking_moves_the_payload_and_leaves_a_failed_row_alone() {
+        let r = router(|_| {});
+        let payload = r#"{"orderId": 7}"#;
+        let mut c = insert(ColumnValue::Json(payload.into()));
+        let expected = record(&r, &c);
+        match r.route_taking(&mut c).unwrap() {
+            Routed::Record(rec) => assert_eq!(rec, expected),
+            other => panic!("expected a record, got {other:?}"),
+        }
+        assert_eq!(c.row.get("payload"), Some(&ColumnValue::Null), "moved out");
+
+        // The route-by column is NULL: no topic, so the row must stay whole for the error.
+        let r = router(|cfg| cfg.route_by_field = "event_type".into());
+        let mut c = insert(ColumnValue::Json(payload.into()));
+        c.row = row(&[
+            ("id", ColumnValue::Int(42)),
+            ("aggregate_type", text("Order")),
+            ("aggregate_id", text("order-7")),
+            ("event_type", ColumnValue::Null),
+            ("payload", ColumnValue::Json(payload.into())),
+        ]);
+        assert!(r.route_taking(&mut c).is_err());
+        assert_eq!(
+            c.row.get("payload"),
+            Some(&ColumnValue::Json(payload.into()))
+        );
     }
 
     #[test]

@@ -10,9 +10,10 @@ use std::fmt;
 ///
 /// Temporal values are normalised to microseconds so that the router can derive a Kafka
 /// timestamp (milliseconds since the Unix epoch) from any of them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum ColumnValue {
     /// SQL NULL.
+    #[default]
     Null,
     /// Signed integer (TINYINT..BIGINT, int2/int4/int8).
     Int(i64),
@@ -87,6 +88,19 @@ impl ColumnValue {
             other => other
                 .as_text()
                 .map(|t| Cow::Owned(t.into_owned().into_bytes())),
+        }
+    }
+
+    /// [`as_payload_bytes`](Self::as_payload_bytes), taking the value: text and binary
+    /// values hand over their buffer instead of copying it.
+    pub fn into_payload_bytes(self) -> Option<Vec<u8>> {
+        match self {
+            ColumnValue::Bytes(b) => Some(b),
+            ColumnValue::Json(s)
+            | ColumnValue::Text(s)
+            | ColumnValue::Decimal(s)
+            | ColumnValue::Uuid(s) => Some(s.into_bytes()),
+            other => other.as_payload_bytes().map(Cow::into_owned),
         }
     }
 

@@ -269,10 +269,10 @@ async fn handle_event(
 ) -> Result<(), Failure> {
     let (position, commit_ts_ms) = match ev {
         SourceEvent::Begin => return Ok(()),
-        SourceEvent::Change(change) => {
+        SourceEvent::Change(mut change) => {
             counters.read.increment(1);
             let routed = router
-                .route(&change)
+                .route_taking(&mut change)
                 .map_err(|e| route_failure(router, &change, &e))?;
             match routed {
                 Routed::Record(record) => sink.send(&record).await?,

@@ -261,14 +261,14 @@ pub async fn run(
                     None => stopping = true,
                     Some(Err(f)) => return Err(fail(sink, open, f)),
                     Some(Ok(SourceEvent::Begin)) => {}
-                    Some(Ok(SourceEvent::Change(change))) => {
+                    Some(Ok(SourceEvent::Change(mut change))) => {
                         cursor.txn_rows += 1;
                         counters.read.increment(1);
                         if cursor.txn_rows <= cursor.skip {
                             continue; // delivered by an earlier run
                         }
                         let routed = router
-                            .route(&change)
+                            .route_taking(&mut change)
                             .map_err(|e| super::route_failure(router, &change, &e));
                         let routed = match routed {
                             Ok(r) => r,
