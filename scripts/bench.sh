@@ -44,7 +44,7 @@ resolve() { # resolve PROFILE DIR
     log "resolving Kafka Connect + Debezium ($profile) from Maven Central into $dir"
     rm -rf "$dir"
     mkdir -p "$dir"
-    mvn -q -B -f benches/peers/pom.xml -P "$profile" dependency:copy-dependencies \
+    mvn -q -B -Dstyle.color=never -f benches/peers/pom.xml -P "$profile" dependency:copy-dependencies \
       -DoutputDirectory="$dir" -DincludeScope=runtime
     touch "$dir/.resolved-$POM_HASH"
   fi
