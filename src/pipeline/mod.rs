@@ -211,8 +211,11 @@ pub async fn run(
                 progress.report_gauges();
             }
         }
-        if let Some(f) = deliveries.failure() {
-            break Err(f);
+        if deliveries.failure().is_some() {
+            // The records refused with it, and the cause among them, report one by one.
+            break Err(deliveries
+                .settled_failure(Duration::from_secs(2))
+                .expect("a failure stays recorded"));
         }
         let acked = deliveries.acked();
         counters.produced.increment(acked.0 - counted.0);

@@ -62,8 +62,32 @@ pub struct DeliveryTracker {
     /// Acknowledgements above `acked_below`, for advancing it.
     window: Mutex<Window>,
     failed: AtomicBool,
-    failure: Mutex<Option<Failure>>,
+    /// Records whose delivery failed.
+    failed_count: AtomicU64,
+    failure: Mutex<Option<Recorded>>,
     notify: Notify,
+}
+
+/// The failure kept: the most telling one ([`Telling`]), the first among equals, except that
+/// of several records refused as too large (a whole produce request fails together) the
+/// largest is named.
+struct Recorded {
+    telling: Telling,
+    size: u64,
+    failure: Failure,
+}
+
+/// How much a failed delivery says about the cause, least first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Telling {
+    /// Purged by the producer (an abort, a fatal error): a consequence of another failure.
+    Purged,
+    /// A transient failure (timeout, broker unreachable).
+    Transient,
+    /// Refused for good (ACLs, topic, ...).
+    Refused,
+    /// Refused as too large for the topic.
+    TooLarge,
 }
 
 /// Which records at and above the contiguous acknowledged prefix are acknowledged.
@@ -151,18 +175,40 @@ impl DeliveryTracker {
         self.acked_below.load(Ordering::Acquire)
     }
 
-    /// The first delivery failure, if a record failed: classified (definite for what Kafka
-    /// refuses, such as a too-large record or a missing ACL; transient otherwise) and
-    /// naming the record's topic and event id, never its payload.
+    /// The delivery failure that best tells the cause, if a record failed: a refusal (too
+    /// large: the largest refused record; no ACL, ...) before a transient failure before a
+    /// record purged as a consequence (an aborted transaction); the first among equals.
+    /// Classified (definite for what Kafka refuses, transient otherwise) and naming the
+    /// record's topic and event id, never its payload.
     pub fn failure(&self) -> Option<Failure> {
         if !self.failed.load(Ordering::Acquire) {
             return None;
         }
         let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        f.as_ref().map(|f| Failure {
-            severity: f.severity,
-            message: f.message.clone(),
+        f.as_ref().map(|r| Failure {
+            severity: r.failure.severity,
+            message: r.failure.message.clone(),
         })
+    }
+
+    /// [`failure`](Self::failure) once every record sent has been reported, or `within` has
+    /// passed: a refused produce request fails several records and an abort purges the
+    /// rest, and their reports arrive one after another. Blocks the calling thread (off the
+    /// async workers); for the failure path only.
+    pub fn settled_failure(&self, within: std::time::Duration) -> Option<Failure> {
+        let until = std::time::Instant::now() + within;
+        tokio::task::block_in_place(|| {
+            while !self.settled() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        });
+        self.failure()
+    }
+
+    /// True when every record sent has been reported (acknowledged or failed).
+    pub fn settled(&self) -> bool {
+        self.acked.load(Ordering::Acquire) + self.failed_count.load(Ordering::Acquire)
+            >= self.sent()
     }
 
     /// Resolves after the next delivery report (or at once if one came since the last
@@ -198,13 +244,25 @@ impl DeliveryTracker {
         self.notify.notify_one();
     }
 
-    fn on_failed(&self, f: Failure) {
-        let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        if first.is_none() {
-            *first = Some(f);
+    fn on_failed(&self, failure: Failure, telling: Telling, size: u64) {
+        let mut kept = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let better = match kept.as_ref() {
+            None => true,
+            Some(k) => {
+                telling > k.telling
+                    || (telling == Telling::TooLarge && k.telling == telling && size > k.size)
+            }
+        };
+        if better {
+            *kept = Some(Recorded {
+                telling,
+                size,
+                failure,
+            });
             self.failed.store(true, Ordering::Release);
         }
-        drop(first);
+        drop(kept);
+        self.failed_count.fetch_add(1, Ordering::AcqRel);
         self.notify.notify_one();
     }
 }
@@ -221,16 +279,20 @@ impl ProducerContext for DeliveryTracker {
         );
         match result {
             Ok(_) => self.on_delivered(seq_bits, size),
-            Err((e, m)) => self.on_failed(classify_delivery(e, m.topic(), &event_id(m))),
+            Err((e, m)) => {
+                let (failure, telling) = classify_delivery(e, m.topic(), &event_id(m));
+                self.on_failed(failure, telling, size);
+            }
         }
     }
 }
 
 /// A failed delivery as a [`Failure`]: definite when Kafka refuses the record for good
-/// (size, ACLs, topic, partition), transient otherwise (timeouts, brokers unreachable).
-fn classify_delivery(e: &KafkaError, topic: &str, id: &str) -> Failure {
+/// (size, ACLs, topic, partition), transient otherwise (timeouts, brokers unreachable,
+/// purged); with how much it tells about the cause.
+fn classify_delivery(e: &KafkaError, topic: &str, id: &str) -> (Failure, Telling) {
     use RDKafkaErrorCode as C;
-    match e.rdkafka_error_code() {
+    let failure = match e.rdkafka_error_code() {
         Some(C::MessageSizeTooLarge | C::MessageBatchTooLarge) => Failure::definite(format!(
             "Kafka refused outbox event {id} for topic {topic} as too large ({e}); raise the \
              topic's max.message.bytes (and the broker's message.max.bytes) or shrink the \
@@ -255,7 +317,14 @@ fn classify_delivery(e: &KafkaError, topic: &str, id: &str) -> Failure {
         _ => Failure::transient(format!(
             "delivery of outbox event {id} to topic {topic} failed: {e}"
         )),
-    }
+    };
+    let telling = match e.rdkafka_error_code() {
+        Some(C::MessageSizeTooLarge | C::MessageBatchTooLarge) => Telling::TooLarge,
+        Some(C::PurgeQueue | C::PurgeInflight) => Telling::Purged,
+        _ if failure.is_transient() => Telling::Transient,
+        _ => Telling::Refused,
+    };
+    (failure, telling)
 }
 
 #[cfg(test)]
@@ -287,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn counters_follow_reports_and_the_first_failure_sticks() {
+    fn counters_follow_reports_and_the_most_telling_failure_is_kept() {
         let t = DeliveryTracker::default();
         for size in [10, 20, 30] {
             t.enqueued(size);
@@ -299,11 +368,21 @@ mod tests {
         t.on_delivered(0, 10);
         assert_eq!(t.acked_below(), 1);
         assert!(t.failure().is_none());
-        t.on_failed(Failure::transient("first"));
-        t.on_failed(Failure::definite("second"));
+        assert!(!t.settled());
+        t.on_failed(Failure::transient("purged"), Telling::Purged, 10);
+        t.on_failed(Failure::transient("timed out"), Telling::Transient, 10);
+        t.on_failed(Failure::transient("timed out too"), Telling::Transient, 10);
+        assert_eq!(t.failure().expect("kept").message, "timed out");
+        t.on_failed(Failure::definite("small"), Telling::TooLarge, 10);
+        t.on_failed(Failure::definite("acl"), Telling::Refused, 10);
+        t.on_failed(Failure::definite("large"), Telling::TooLarge, 30);
+        t.on_failed(Failure::definite("purged later"), Telling::Purged, 99);
         let f = t.failure().expect("failure kept");
-        assert_eq!(f.message, "first");
-        assert!(f.is_transient());
+        assert_eq!(
+            f.message, "large",
+            "the largest record refused as too large"
+        );
+        assert!(!f.is_transient());
         assert_eq!(t.acked_below(), 1, "a failed record holds the prefix back");
     }
 
@@ -327,7 +406,7 @@ mod tests {
             let t = t.clone();
             async move { t.all_acked().await }
         });
-        t.on_failed(Failure::definite("refused"));
+        t.on_failed(Failure::definite("refused"), Telling::Refused, 1);
         assert_eq!(waiter.await.unwrap().unwrap_err().message, "refused");
     }
 }

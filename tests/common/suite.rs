@@ -820,17 +820,18 @@ pub async fn topic_with_max_bytes(topic: &str, max_bytes: usize) {
 }
 
 /// A record Kafka refuses (larger than the topic's `max.message.bytes`, within the relay's
-/// `kafka.max_record_bytes`): the relay stops with a definite error naming the event id
-/// (not its payload), and its checkpoint does not pass the event. Once the topic accepts it,
-/// a restart delivers that event and what came after: exactly once with `exactly_once`, at
-/// least once otherwise. `checkpoint` is the `[connectors.checkpoint]` body.
+/// `kafka.max_record_bytes`), in the middle of a backlog: the relay stops with a definite
+/// error naming that event (not its payload, not a record purged with it), and its
+/// checkpoint does not pass the event. Once the topic accepts it, a restart delivers that
+/// event and what came after: exactly once with `exactly_once`, at least once otherwise.
+/// `checkpoint` is the `[connectors.checkpoint]` body.
 pub async fn kafka_refusal_stops_then_resumes<S: SourceDb>(
     db: &S,
     checkpoint: &str,
     exactly_once: bool,
 ) {
     let orders = topic(db, "Order");
-    topic_with_max_bytes(&orders, 4096).await;
+    topic_with_max_bytes(&orders, 16 * 1024).await;
     let (path, port) = write_config_with(db, &db.outbox_table(), "", checkpoint, "connector.toml");
     let mut relay = Relay::start(path, port);
     let first = OutboxEvent::new("Order", "o-1", "OrderCreated", Some(r#"{"seq":0}"#));
@@ -841,8 +842,11 @@ pub async fn kafka_refusal_stops_then_resumes<S: SourceDb>(
         Duration::from_secs(60),
         Duration::ZERO,
     );
+    // A backlog with the refused event in the middle, so that it shares its produce request
+    // and its Kafka transaction with others.
+    assert_eq!(relay.stop(), Some(0));
     // Random hex: lz4 cannot shrink it below the topic's limit.
-    let secret: String = (0..40_000)
+    let secret: String = (0..100_000)
         .map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap())
         .collect();
     let big = OutboxEvent::new(
@@ -851,7 +855,12 @@ pub async fn kafka_refusal_stops_then_resumes<S: SourceDb>(
         "OrderCreated",
         Some(&format!(r#"{{"seq":0,"blob":"{secret}"}}"#)),
     );
+    let before = sequenced_range("Order", 3, 0..300, 10);
+    let after = sequenced_range("Order", 3, 300..600, 10);
+    write_in_random_transactions(db, &before, 20).await;
     db.insert(std::slice::from_ref(&big), false).await;
+    write_in_random_transactions(db, &after, 20).await;
+    relay.spawn();
     let code = relay.wait_exit(Duration::from_secs(90));
     let log = relay.log_text();
     assert!(
@@ -859,19 +868,20 @@ pub async fn kafka_refusal_stops_then_resumes<S: SourceDb>(
         "the relay must stop on a refused record (exit {code:?}); log:\n{log}"
     );
     assert!(
-        log.contains("Kafka refused outbox event") && log.contains(&big.id),
-        "the error names the refused event; log:\n{log}"
+        log.contains("Kafka refused outbox event")
+            && log.contains(&format!("{} for topic", big.id)),
+        "the error names the refused event {}; log:\n{log}",
+        big.id
     );
     assert!(
         !log.contains(&secret[..64]),
         "the log must not contain the payload"
     );
-    let after = sequenced_events("Order", 3, 30, 10);
-    write_in_random_transactions(db, &after, 4).await;
     topic_with_max_bytes(&orders, 1024 * 1024).await;
     relay.spawn();
     relay.wait_ready(Duration::from_secs(120));
     let mut events = vec![first, big];
+    events.extend(before);
     events.extend(after);
     let got = read_topics(
         &[orders],
