@@ -33,3 +33,29 @@ async fn kafka_refusal_stops_then_resumes() {
     let db = Postgres::new("pg_eos_refused").await;
     suite::kafka_refusal_stops_then_resumes(&db, suite::EXACTLY_ONCE, true).await;
 }
+
+/// The first start on an idle database checkpoints where streaming starts at once, before
+/// any keepalive: a relay stopped seconds later resumes there, not wherever the slot is then.
+#[tokio::test(flavor = "multi_thread")]
+async fn first_start_checkpoints_at_once() {
+    use common::relay::{run_cli, Relay};
+    let db = Postgres::new("pg_eos_first_cp").await;
+    let (path, port) = suite::write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        suite::EXACTLY_ONCE,
+        "connector.toml",
+    );
+    let mut relay = Relay::start(path.clone(), port);
+    relay.wait_ready(std::time::Duration::from_secs(60));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
+    let (code, out, err) = run_cli(&["checkpoint", "show", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(r#""kind":"lsn""#),
+        "a checkpoint exists: {out}; log:\n{}",
+        relay.log_text()
+    );
+}

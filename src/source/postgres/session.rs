@@ -832,24 +832,17 @@ async fn stream_once(
         start,
     );
     let mut out: Vec<SourceEvent> = Vec::new();
+    // Without a checkpoint, the position streaming starts from is the first one: hand it
+    // on at once, so it is checkpointed before anything else happens (the server's next
+    // keepalive can be seconds away, and a relay stopped before it would start over at
+    // whatever the slot says then).
+    if position.is_none() && start.0 != 0 {
+        *position = Some(start);
+        out.push(SourceEvent::Progress {
+            position: SourcePosition::Lsn(start),
+        });
+    }
     loop {
-        tokio::select! {
-            biased;
-            changed = checkpointed.changed() => {
-                if changed.is_err() {
-                    return Ok(());
-                }
-                confirm(&client, checkpointed);
-            }
-            ev = client.recv() => {
-                let ev = match ev {
-                    Err(e) => return Err(classify_replication(&e, cfg)),
-                    Ok(None) => return Err(Failure::transient("the server ended the replication stream")),
-                    Ok(Some(ev)) => ev,
-                };
-                on_event(ev, &mut adapter, &mut out)?;
-            }
-        }
         for ev in out.drain(..) {
             match &ev {
                 SourceEvent::Commit {
@@ -882,6 +875,23 @@ async fn stream_once(
                         confirm(&client, checkpointed);
                     }
                 }
+            }
+        }
+        tokio::select! {
+            biased;
+            changed = checkpointed.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+                confirm(&client, checkpointed);
+            }
+            ev = client.recv() => {
+                let ev = match ev {
+                    Err(e) => return Err(classify_replication(&e, cfg)),
+                    Ok(None) => return Err(Failure::transient("the server ended the replication stream")),
+                    Ok(Some(ev)) => ev,
+                };
+                on_event(ev, &mut adapter, &mut out)?;
             }
         }
     }
