@@ -215,6 +215,7 @@ pub async fn run(
             // The records refused with it, and the cause among them, report one by one.
             break Err(deliveries
                 .settled_failure(Duration::from_secs(2))
+                .or_else(|| deliveries.failure())
                 .expect("a failure stays recorded"));
         }
         let acked = deliveries.acked();

@@ -191,10 +191,11 @@ impl DeliveryTracker {
         })
     }
 
-    /// [`failure`](Self::failure) once every record sent has been reported, or `within` has
-    /// passed: a refused produce request fails several records and an abort purges the
-    /// rest, and their reports arrive one after another. Blocks the calling thread (off the
-    /// async workers); for the failure path only.
+    /// The cause among the delivery failures once every record sent has been reported, or
+    /// `within` has passed: a refused produce request fails several records and an abort
+    /// purges the rest, and their reports arrive one after another. Records only purged are
+    /// no cause (the abort that purged them had one of its own): `None` then. Blocks the
+    /// calling thread (off the async workers); for the failure path only.
     pub fn settled_failure(&self, within: std::time::Duration) -> Option<Failure> {
         let until = std::time::Instant::now() + within;
         tokio::task::block_in_place(|| {
@@ -202,7 +203,13 @@ impl DeliveryTracker {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
         });
-        self.failure()
+        let kept = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        kept.as_ref()
+            .filter(|r| r.telling > Telling::Purged)
+            .map(|r| Failure {
+                severity: r.failure.severity,
+                message: r.failure.message.clone(),
+            })
     }
 
     /// True when every record sent has been reported (acknowledged or failed).
@@ -384,6 +391,22 @@ mod tests {
         );
         assert!(!f.is_transient());
         assert_eq!(t.acked_below(), 1, "a failed record holds the prefix back");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn purged_records_are_no_cause() {
+        let t = DeliveryTracker::default();
+        t.enqueued(1);
+        t.on_failed(Failure::transient("purged"), Telling::Purged, 1);
+        assert!(t.failure().is_some());
+        assert!(t
+            .settled_failure(std::time::Duration::from_millis(10))
+            .is_none());
+        t.on_failed(Failure::transient("timed out"), Telling::Transient, 1);
+        let f = t
+            .settled_failure(std::time::Duration::from_millis(10))
+            .expect("a cause");
+        assert_eq!(f.message, "timed out");
     }
 
     #[tokio::test]
