@@ -168,15 +168,29 @@ async fn supervise(
                 metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.to_string(), m::LABEL_KIND => "transient").increment(1);
                 metrics::counter!(m::RESTARTS, m::LABEL_CONNECTOR => name.to_string()).increment(1);
                 tracing::warn!(connector = name, retry_in = ?backoff, "transient failure, restarting from the checkpoint: {f}");
-                let mut sd = shutdown.clone();
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = sd.wait_for(|v| *v) => return Ok(()),
-                }
+                wait_to_retry(backoff, shutdown.clone(), f).await?;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
             Err(f) => return Err(f),
         }
+    }
+}
+
+/// Waits `backoff` before the connector restarts after transient failure `failure`. A
+/// shutdown during the wait returns `failure` (still transient): the run it ended wrote no
+/// final checkpoint, so what it read since the last one is undelivered, and the process exits
+/// 1 instead of reporting a clean stop.
+async fn wait_to_retry(
+    backoff: Duration,
+    mut shutdown: watch::Receiver<bool>,
+    failure: Failure,
+) -> Result<(), Failure> {
+    tokio::select! {
+        _ = tokio::time::sleep(backoff) => Ok(()),
+        _ = shutdown.wait_for(|v| *v) => Err(Failure::transient(format!(
+            "shut down while waiting {backoff:?} to retry after: {}",
+            failure.message
+        ))),
     }
 }
 
@@ -316,4 +330,37 @@ async fn run_transactional(
     source_task.abort();
     let _ = source_task.await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn shutdown_during_retry_backoff_reports_the_failure() {
+        let (tx, rx) = watch::channel(false);
+        let waiting = tokio::spawn(wait_to_retry(
+            Duration::from_secs(60),
+            rx,
+            Failure::transient("Kafka unreachable"),
+        ));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tx.send(true).unwrap();
+        let f = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the shutdown ends the wait")
+            .unwrap()
+            .unwrap_err();
+        assert!(f.is_transient());
+        assert!(f.message.contains("Kafka unreachable"), "{}", f.message);
+    }
+
+    #[tokio::test]
+    async fn retry_backoff_ends_without_shutdown() {
+        let (_tx, rx) = watch::channel(false);
+        let f = Failure::transient("Kafka unreachable");
+        assert!(wait_to_retry(Duration::from_millis(10), rx, f)
+            .await
+            .is_ok());
+    }
 }

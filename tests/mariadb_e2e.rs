@@ -453,6 +453,52 @@ async fn sigterm_with_kafka_down_stops_promptly_and_loses_nothing() {
     suite::assert_records(&db, &[e], &got);
 }
 
+/// SIGTERM while the connector waits to retry after a transient failure (here its Kafka
+/// checkpoint store is unreachable at start): the process exits 1 at once and names the
+/// failure, instead of reporting a clean stop.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_while_waiting_to_retry_exits_1() {
+    let db = MariaDb::new("it_termretry").await;
+    let (path, port) = suite::write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        suite::AT_LEAST_ONCE_KAFKA,
+        "connector.toml",
+    );
+    let dead = format!("127.0.0.1:{}", free_port());
+    let log = test_dir(&db.db).join("dead.log");
+    let mut relay = Relay::launch_with_args(
+        &[path.to_str().unwrap(), "--kafka-bootstrap", &dead],
+        port,
+        log,
+    );
+    // The checkpoint store's first Kafka request times out after 30 s; the connector then
+    // waits 1 s before its next try, and this test signals within that second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while !relay
+        .log_text()
+        .contains("transient failure, restarting from the checkpoint")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no transient failure after 90 s; log:\n{}",
+            relay.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let started = std::time::Instant::now();
+    assert_eq!(relay.stop(), Some(1), "log:\n{}", relay.log_text());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "stopped after {:?}; log:\n{}",
+        started.elapsed(),
+        relay.log_text()
+    );
+    let log = relay.log_text();
+    assert!(log.contains("shut down while waiting"), "log:\n{log}");
+}
+
 /// Two connectors registering with the same replica server_id keep disconnecting each
 /// other; after a few rounds one stops with a message naming the setting.
 #[tokio::test(flavor = "multi_thread")]

@@ -363,7 +363,11 @@ pub async fn run(
                 health.set(&connector, ConnectorState::Retrying);
                 metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => connector.clone(), m::LABEL_KIND => "transient").increment(1);
                 tracing::warn!(connector = %connector, retry_in = ?backoff, "binlog connection lost, reconnecting: {f}");
-                tokio::time::sleep(backoff).await;
+                let mut sd = shutdown.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = sd.wait_for(|v| *v) => return,
+                }
                 backoff = (backoff * 2).min(cfg.reconnect_backoff_max);
             }
             Err(f) => {
