@@ -123,19 +123,23 @@ impl Default for BatchOptions {
 
 /// When a transaction's collection `deadline` is up (at `now`): the next deadline,
 /// `max_wait` from now but not past `opened + max_backlog_wait`, if it should collect on
-/// (the source is at least `opts.backlog_lag` behind and that cap is not reached), else
-/// `None` (commit).
-/// `lag` = now minus the commit time of the last source transaction read, if known.
+/// (the source is at least `opts.backlog_lag` behind, still delivering, and that cap is not
+/// reached), else `None` (commit).
+/// `lag` = now minus the commit time of the last source transaction read, if known;
+/// `delivering` = whether source events arrived since the last deadline or are waiting. At
+/// the end of a backlog the last source commit is still old, but nothing more comes: the
+/// transaction commits then instead of holding its records invisible until the cap.
 fn extend_deadline(
     now: Instant,
     deadline: Instant,
     opened: Instant,
     lag: Option<Duration>,
+    delivering: bool,
     opts: &BatchOptions,
 ) -> Option<Instant> {
     let behind = lag.is_some_and(|l| l >= opts.backlog_lag);
     let cap = opened + opts.max_backlog_wait;
-    (behind && now < cap).then(|| (now.max(deadline) + opts.max_wait).min(cap))
+    (behind && delivering && now < cap).then(|| (now.max(deadline) + opts.max_wait).min(cap))
 }
 
 /// Where the loop stands in the source stream.
@@ -243,6 +247,8 @@ pub async fn run(
         let mut opened_at: Option<Instant> = None;
         // Time spent taking acknowledgements before reading on, and waiting for the source.
         let (mut stalled, mut starved) = (Duration::ZERO, Duration::ZERO);
+        // Whether outbox rows or commits arrived since the last deadline.
+        let mut arrived = false;
         while !stopping {
             // Only turns that wait are timed: no clock read per event while events flow.
             let (was_draining, was_empty) = (draining, events.is_empty());
@@ -268,6 +274,7 @@ pub async fn run(
                     Some(Err(f)) => return Err(fail(sink, open, f)),
                     Some(Ok(SourceEvent::Begin)) => {}
                     Some(Ok(SourceEvent::Change(mut change))) => {
+                        arrived = true;
                         cursor.txn_rows += 1;
                         counters.read.increment(1);
                         if cursor.txn_rows <= cursor.skip {
@@ -307,6 +314,7 @@ pub async fn run(
                         }
                     }
                     Some(Ok(SourceEvent::Commit { position, commit_ts_ms })) => {
+                        arrived = true;
                         cursor.position = Some(position);
                         cursor.txn_rows = 0;
                         cursor.skip = 0;
@@ -331,8 +339,12 @@ pub async fn run(
                         .commit_ts_ms
                         .or(resumed_at_ms)
                         .map(|ts| Duration::from_millis((now_ms() - ts).max(0) as u64));
+                    let delivering =
+                        std::mem::take(&mut arrived) || draining || !events.is_empty();
                     let next = match (deadline, opened_at) {
-                        (Some(d), Some(o)) if !stopping => extend_deadline(Instant::now(), d, o, lag, opts),
+                        (Some(d), Some(o)) if !stopping => {
+                            extend_deadline(Instant::now(), d, o, lag, delivering, opts)
+                        }
                         _ => None,
                     };
                     match next {
@@ -464,8 +476,8 @@ mod tests {
         let t0 = Instant::now();
         let due = t0 + opts().max_wait;
         let lag = Some(Duration::from_millis(300));
-        assert_eq!(extend_deadline(due, due, t0, lag, &opts()), None);
-        assert_eq!(extend_deadline(due, due, t0, None, &opts()), None);
+        assert_eq!(extend_deadline(due, due, t0, lag, true, &opts()), None);
+        assert_eq!(extend_deadline(due, due, t0, None, true, &opts()), None);
     }
 
     #[test]
@@ -475,7 +487,7 @@ mod tests {
         let lag = Some(Duration::from_secs(30));
         let mut deadline = t0 + o.max_wait;
         let mut steps = 0;
-        while let Some(next) = extend_deadline(deadline, deadline, t0, lag, &o) {
+        while let Some(next) = extend_deadline(deadline, deadline, t0, lag, true, &o) {
             assert!(next > deadline);
             assert!(next <= t0 + o.max_backlog_wait);
             deadline = next;
@@ -490,7 +502,16 @@ mod tests {
         let o = opts();
         let t0 = Instant::now();
         let late = t0 + Duration::from_millis(450);
-        let next = extend_deadline(late, t0 + o.max_wait, t0, Some(o.backlog_lag), &o);
+        let next = extend_deadline(late, t0 + o.max_wait, t0, Some(o.backlog_lag), true, &o);
         assert_eq!(next, Some(late + o.max_wait));
+    }
+
+    #[test]
+    fn the_end_of_a_backlog_commits_when_max_wait_is_up() {
+        let o = opts();
+        let t0 = Instant::now();
+        let due = t0 + o.max_wait;
+        let lag = Some(Duration::from_secs(30));
+        assert_eq!(extend_deadline(due, due, t0, lag, false, &o), None);
     }
 }
