@@ -163,6 +163,10 @@ impl Collector {
         let mut duplicates = 0u64;
         let mut cursor = 0usize;
         let mut at_first = None;
+        // Samples taken until the first record arrives, with when (µs since the epoch): the
+        // CPU window starts at the first record's append, which an exactly-once consumer
+        // sees only at its transaction's commit.
+        let mut before_first: Vec<(u64, procstat::Sample, Vec<Option<f64>>)> = Vec::new();
         let mut max_rss_kib = 0;
         loop {
             crate::interrupt::check()?;
@@ -187,9 +191,35 @@ impl Collector {
                 }
                 cursor = seen.len();
             }
-            if at_first.is_none() && !records.is_empty() {
-                at_first = sample;
-                services_at_first = services_cpu();
+            if at_first.is_none() {
+                if records.is_empty() {
+                    if let Some(s) = sample {
+                        before_first.push((crate::clock::now_us(), s, services_cpu()));
+                    }
+                } else {
+                    let first_append_us = records
+                        .iter()
+                        .map(|r| r.append_ms)
+                        .min()
+                        .unwrap_or(0)
+                        .max(0) as u64
+                        * 1000;
+                    let earlier = before_first
+                        .iter()
+                        .rev()
+                        .find(|(t, ..)| *t <= first_append_us)
+                        .or(before_first.first());
+                    match earlier {
+                        Some((_, s, services)) => {
+                            at_first = Some(*s);
+                            services_at_first = services.clone();
+                        }
+                        None => {
+                            at_first = sample;
+                            services_at_first = services_cpu();
+                        }
+                    }
+                }
             }
             if distinct.len() as u64 == range.end - range.start {
                 let services_cpu_s = services_cpu()
@@ -248,13 +278,14 @@ pub struct Wait {
     pub records: Vec<Seen>,
     /// Records seen more than once.
     pub duplicates: u64,
-    /// The process sample when the first record was seen.
+    /// The process sample at the first record's append (the last one taken before it;
+    /// samples are 20 ms apart).
     pub at_first: procstat::Sample,
     /// The process sample when the last one was.
     pub at_last: procstat::Sample,
     /// Highest RSS sampled while waiting, KiB.
     pub max_rss_kib: u64,
-    /// Per pid given as `services`: CPU seconds from the first record to the last (`None`
-    /// when the process was gone).
+    /// Per pid given as `services`: CPU seconds from the first record's append to the last
+    /// record's arrival (`None` when the process was gone).
     pub services_cpu_s: Vec<Option<f64>>,
 }

@@ -18,11 +18,12 @@ pub struct Drain {
     /// Payload bytes per event.
     pub payload: usize,
     pub events: u64,
-    /// Events per second between the first and the last record's append time.
+    /// Events per second from the first record's append until the last record reached the
+    /// read_committed consumer (exactly-once: until the last Kafka transaction committed).
     pub events_per_s: f64,
     /// Seconds from the process start to the first record's append time.
     pub first_record_s: f64,
-    /// Seconds from the first to the last append.
+    /// Seconds from the first append until the last record was visible.
     pub drain_s: f64,
     /// Peak resident set size (VmHWM) at the end of the drain, MiB.
     pub peak_rss_mib: f64,
@@ -40,6 +41,12 @@ pub struct Drain {
     pub database_cpu_s_per_100k: Option<f64>,
     /// Records delivered more than once (recounted when the lane ends).
     pub duplicates: u64,
+    /// Milliseconds from the last append to the last record reaching a read_committed
+    /// consumer: for exactly-once, the wait for the last Kafka transaction's commit (plus
+    /// the consumer's fetch delay, as for every peer). `None` in results from before it
+    /// was measured.
+    #[serde(default)]
+    pub visible_after_ms: Option<f64>,
 }
 
 /// One steady-state rate.
@@ -274,23 +281,26 @@ impl Results {
         let _ = writeln!(
             m,
             "N events written while the relay is stopped, then the relay is started. events/s = \
-             N ÷ (last append − first append + 1 ms); first record = process start to first \
+             N ÷ (last record visible − first append): until every record reached the \
+             harness's read_committed consumer; first record = process start to first \
              append; peak RSS = VmHWM; CPU s / 100k = user+system seconds from the first \
-             record to the last, per 100k events (– when the drain took under 1 s: 10 ms ticks); CPU s total = from process start to the last \
+             append to the last record's arrival, per 100k events (– when the drain took under 1 s: 10 ms ticks); CPU s total = from process start to the last \
              record. broker / database CPU s / 100k = the same for the Kafka broker and for \
              the lane's database server (PostgreSQL with its walsenders; MariaDB's binlog dump \
              thread is inside mariadbd): what each peer costs the services it shares the \
              machine with. For exactly-once, append times are before the Kafka transaction \
-             commits (visibility to read_committed consumers comes with the commit, ≤ 100 ms \
-             later).\n"
+             commits; last visible = ms from the last append to the last record reaching the \
+             harness's read_committed consumer (the last commit, plus its fetch delay for \
+             every peer). CPU windows start at the first append, also when an exactly-once \
+             consumer sees it only at the first commit.\n"
         );
         let _ = writeln!(
             m,
-            "| source | payload | peer | events/s | first record (s) | peak RSS (MiB) | CPU s / 100k | CPU s total | broker CPU s / 100k | database CPU s / 100k | dup | ×Debezium events/s | Debezium RSS ÷ this | ÷ ceiling |"
+            "| source | payload | peer | events/s | first record (s) | peak RSS (MiB) | CPU s / 100k | CPU s total | broker CPU s / 100k | database CPU s / 100k | dup | last visible (ms) | ×Debezium events/s | Debezium RSS ÷ this | ÷ ceiling |"
         );
         let _ = writeln!(
             m,
-            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for d in &self.drains {
             let dbz = self.drain_of(&d.source, "debezium", d.payload);
@@ -306,7 +316,7 @@ impl Results {
             };
             let _ = writeln!(
                 m,
-                "| {} | {} B | {} | {:.0} | {:.2} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} B | {} | {:.0} | {:.2} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
                 d.source,
                 d.payload,
                 d.peer,
@@ -318,6 +328,9 @@ impl Results {
                 per_100k(d.broker_cpu_s_per_100k),
                 per_100k(d.database_cpu_s_per_100k),
                 d.duplicates,
+                d.visible_after_ms
+                    .map(|v| format!("{v:.0}"))
+                    .unwrap_or_else(|| "–".into()),
                 ratio(Some(d.events_per_s), dbz.map(|x| x.events_per_s)),
                 ratio(dbz.map(|x| x.peak_rss_mib), Some(d.peak_rss_mib)),
                 if d.peer == "ceiling" {
