@@ -216,6 +216,21 @@ impl Results {
              |---|---:|---:|---:|---:|\n",
         );
         let mark = |ok: bool| if ok { "met" } else { "**not met**" };
+        // A ratio just under its goal is rounded down, so "5.0× (not met)" cannot appear.
+        let times = |v: f64, goal: f64| {
+            if v < goal && (v * 10.0).round() >= goal * 10.0 {
+                format!("{:.2}×", (v * 100.0).floor() / 100.0)
+            } else {
+                format!("{v:.1}×")
+            }
+        };
+        let percent = |v: f64| {
+            if v < 0.7 && (v * 100.0).round() >= 70.0 {
+                format!("{:.1}%", (v * 1000.0).floor() / 10.0)
+            } else {
+                format!("{:.0}%", v * 100.0)
+            }
+        };
         for d in self.drains.iter().filter(|d| d.peer == "outboxd") {
             let dbz = self.drain_of(&d.source, "debezium", d.payload);
             let ceiling = self.drain_of("none", "ceiling", d.payload);
@@ -227,11 +242,19 @@ impl Results {
                 "| {} | {} B | {} | {} | {} |",
                 d.source,
                 d.payload,
-                speed.map_or("–".into(), |v| format!("{v:.1}× ({})", mark(v >= 5.0))),
-                rss.map_or("–".into(), |v| format!("{v:.1}× ({})", mark(v >= 10.0))),
+                speed.map_or("–".into(), |v| format!(
+                    "{} ({})",
+                    times(v, 5.0),
+                    mark(v >= 5.0)
+                )),
+                rss.map_or("–".into(), |v| format!(
+                    "{} ({})",
+                    times(v, 10.0),
+                    mark(v >= 10.0)
+                )),
                 ceil.map_or("–".into(), |v| format!(
-                    "{:.0}% ({})",
-                    v * 100.0,
+                    "{} ({})",
+                    percent(v),
                     mark(v >= 0.7)
                 )),
             );
