@@ -107,7 +107,11 @@ pub async fn run(
         Ok(()) => health.set(&name, ConnectorState::Stopped),
         Err(f) if f.is_transient() => {
             health.set(&name, ConnectorState::Stopped);
-            tracing::error!(connector = %name, "stopped with events not yet checkpointed: {f}");
+            tracing::error!(
+                connector = %name,
+                "stopped without a final checkpoint (what was read since the last one, if \
+                 anything, is delivered again after restart): {f}"
+            );
         }
         Err(f) => {
             health.set(&name, ConnectorState::Failed);

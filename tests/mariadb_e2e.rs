@@ -496,7 +496,11 @@ async fn sigterm_while_waiting_to_retry_exits_1() {
         relay.log_text()
     );
     let log = relay.log_text();
-    assert!(log.contains("shut down while waiting"), "log:\n{log}");
+    assert!(
+        log.contains("stopped without a final checkpoint")
+            && log.contains("shut down while waiting"),
+        "log:\n{log}"
+    );
 }
 
 /// Two connectors registering with the same replica server_id keep disconnecting each

@@ -15,7 +15,7 @@ use crate::health::Health;
 pub const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Runs the connectors; exits 0 after a clean shutdown, 1 when any connector stopped on a
-/// definite failure, stopped with events not yet checkpointed, or had not stopped
+/// definite failure, stopped without its final checkpoint, or had not stopped
 /// [`STOP_DEADLINE`] after the signal.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())

@@ -752,7 +752,7 @@ pub async fn stop_during_kafka_outage<S: SourceDb>(db: &S, checkpoint: &str, exa
         "the last batch was not committed; log:\n{log}"
     );
     assert!(
-        log.contains("stopped with events not yet checkpointed")
+        log.contains("stopped without a final checkpoint")
             || log.contains("exiting without their final checkpoints"),
         "log:\n{log}"
     );
