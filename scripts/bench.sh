@@ -44,8 +44,15 @@ resolve() { # resolve PROFILE DIR
     log "resolving Kafka Connect + Debezium ($profile) from Maven Central into $dir"
     rm -rf "$dir"
     mkdir -p "$dir"
-    mvn -q -B -Dstyle.color=never -f benches/peers/pom.xml -P "$profile" dependency:copy-dependencies \
-      -DoutputDirectory="$dir" -DincludeScope=runtime
+    # Even quiet and in batch mode, Maven prints colour resets; its output goes to a log,
+    # shown only when it fails.
+    if ! mvn -q -B -Dstyle.color=never -f benches/peers/pom.xml -P "$profile" \
+      dependency:copy-dependencies -DoutputDirectory="$dir" -DincludeScope=runtime \
+      > "$dir.mvn.log" 2>&1; then
+      cat "$dir.mvn.log" >&2
+      echo "[bench] Maven could not resolve Kafka Connect + Debezium ($profile); log above" >&2
+      exit 1
+    fi
     touch "$dir/.resolved-$POM_HASH"
   fi
 }
