@@ -172,7 +172,7 @@ async fn supervise(
                 metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.to_string(), m::LABEL_KIND => "transient").increment(1);
                 metrics::counter!(m::RESTARTS, m::LABEL_CONNECTOR => name.to_string()).increment(1);
                 tracing::warn!(connector = name, retry_in = ?backoff, "transient failure, restarting from the checkpoint: {f}");
-                wait_to_retry(backoff, shutdown.clone(), f).await?;
+                wait_to_retry(backoff, &shutdown, f).await?;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
             Err(f) => return Err(f),
@@ -186,15 +186,16 @@ async fn supervise(
 /// 1 instead of reporting a clean stop.
 async fn wait_to_retry(
     backoff: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: &watch::Receiver<bool>,
     failure: Failure,
 ) -> Result<(), Failure> {
-    tokio::select! {
-        _ = tokio::time::sleep(backoff) => Ok(()),
-        _ = shutdown.wait_for(|v| *v) => Err(Failure::transient(format!(
+    if crate::error::sleep_before_retry(backoff, shutdown).await {
+        Ok(())
+    } else {
+        Err(Failure::transient(format!(
             "shut down while waiting {backoff:?} to retry after: {}",
             failure.message
-        ))),
+        )))
     }
 }
 
@@ -343,11 +344,14 @@ mod tests {
     #[tokio::test]
     async fn shutdown_during_retry_backoff_reports_the_failure() {
         let (tx, rx) = watch::channel(false);
-        let waiting = tokio::spawn(wait_to_retry(
-            Duration::from_secs(60),
-            rx,
-            Failure::transient("Kafka unreachable"),
-        ));
+        let waiting = tokio::spawn(async move {
+            wait_to_retry(
+                Duration::from_secs(60),
+                &rx,
+                Failure::transient("Kafka unreachable"),
+            )
+            .await
+        });
         tokio::time::sleep(Duration::from_millis(20)).await;
         tx.send(true).unwrap();
         let f = tokio::time::timeout(Duration::from_secs(5), waiting)
@@ -363,7 +367,7 @@ mod tests {
     async fn retry_backoff_ends_without_shutdown() {
         let (_tx, rx) = watch::channel(false);
         let f = Failure::transient("Kafka unreachable");
-        assert!(wait_to_retry(Duration::from_millis(10), rx, f)
+        assert!(wait_to_retry(Duration::from_millis(10), &rx, f)
             .await
             .is_ok());
     }

@@ -7,6 +7,9 @@
 //! ever advances the checkpoint.
 
 use std::fmt;
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 /// Whether a failure is worth retrying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +23,7 @@ pub enum Severity {
 /// A classified failure of a connector: a message for the operator plus its severity.
 ///
 /// The message never contains passwords or payload contents.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Failure {
     /// Transient or definite.
     pub severity: Severity,
@@ -58,3 +61,14 @@ impl fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
+
+/// Sleeps `backoff` before a retry after a transient failure. Returns `false`, early, when
+/// `shutdown` turns true first: do not retry then. Shared by the connector's restarts and
+/// the sources' reconnects, so none of them holds a stopping process for its backoff.
+pub async fn sleep_before_retry(backoff: Duration, shutdown: &watch::Receiver<bool>) -> bool {
+    let mut shutdown = shutdown.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(backoff) => true,
+        _ = shutdown.wait_for(|v| *v) => false,
+    }
+}

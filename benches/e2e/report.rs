@@ -108,6 +108,20 @@ fn pom_property(pom: &str, name: &str) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// `v` with `decimals` decimals; a value just under `goal` that would round up to it gets one
+/// decimal more, rounded down, so "5.0× (not met)" cannot appear.
+fn against_goal(v: f64, goal: f64, decimals: usize) -> String {
+    let scale = 10f64.powi(decimals as i32);
+    if v < goal && (v * scale).round() >= goal * scale {
+        format!(
+            "{:.*}",
+            decimals + 1,
+            (v * scale * 10.0).floor() / (scale * 10.0)
+        )
+    } else {
+        format!("{v:.decimals$}")
+    }
+}
 impl Results {
     /// Empty results with the run's environment filled in.
     pub fn new(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Results> {
@@ -216,21 +230,8 @@ impl Results {
              |---|---:|---:|---:|---:|\n",
         );
         let mark = |ok: bool| if ok { "met" } else { "**not met**" };
-        // A ratio just under its goal is rounded down, so "5.0× (not met)" cannot appear.
-        let times = |v: f64, goal: f64| {
-            if v < goal && (v * 10.0).round() >= goal * 10.0 {
-                format!("{:.2}×", (v * 100.0).floor() / 100.0)
-            } else {
-                format!("{v:.1}×")
-            }
-        };
-        let percent = |v: f64| {
-            if v < 0.7 && (v * 100.0).round() >= 70.0 {
-                format!("{:.1}%", (v * 1000.0).floor() / 10.0)
-            } else {
-                format!("{:.0}%", v * 100.0)
-            }
-        };
+        let times = |v: f64, goal: f64| format!("{}×", against_goal(v, goal, 1));
+        let percent = |v: f64| format!("{}%", against_goal(v * 100.0, 70.0, 0));
         for d in self.drains.iter().filter(|d| d.peer == "outboxd") {
             let dbz = self.drain_of(&d.source, "debezium", d.payload);
             let ceiling = self.drain_of("none", "ceiling", d.payload);

@@ -214,7 +214,7 @@ pub async fn run(
         if deliveries.failure().is_some() {
             // The records refused with it, and the cause among them, report one by one.
             break Err(deliveries
-                .settled_failure(Duration::from_secs(2))
+                .settled_failure(crate::sink::DeliveryTracker::SETTLE_WITHIN)
                 .or_else(|| deliveries.failure())
                 .expect("a failure stays recorded"));
         }

@@ -183,12 +183,9 @@ fn fail(sink: &KafkaSink, open: bool, f: Failure) -> Failure {
     }
     // The abort purged what was left; which record failed first is told by the reports.
     sink.deliveries()
-        .settled_failure(SETTLE_REPORTS)
+        .settled_failure(crate::sink::DeliveryTracker::SETTLE_WITHIN)
         .unwrap_or(f)
 }
-
-/// Longest a failure waits for the remaining delivery reports to tell its cause.
-const SETTLE_REPORTS: Duration = Duration::from_secs(2);
 
 /// Runs the exactly-once loop until the source ends, `shutdown`, or a failure.
 ///

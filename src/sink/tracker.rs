@@ -185,11 +185,12 @@ impl DeliveryTracker {
             return None;
         }
         let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        f.as_ref().map(|r| Failure {
-            severity: r.failure.severity,
-            message: r.failure.message.clone(),
-        })
+        f.as_ref().map(|r| r.failure.clone())
     }
+
+    /// How long the delivery loops let the remaining reports arrive before they name a
+    /// failure's cause ([`settled_failure`](Self::settled_failure)).
+    pub const SETTLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
     /// The cause among the delivery failures once every record sent has been reported, or
     /// `within` has passed: a refused produce request fails several records and an abort
@@ -206,10 +207,7 @@ impl DeliveryTracker {
         let kept = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         kept.as_ref()
             .filter(|r| r.telling > Telling::Purged)
-            .map(|r| Failure {
-                severity: r.failure.severity,
-                message: r.failure.message.clone(),
-            })
+            .map(|r| r.failure.clone())
     }
 
     /// True when every record sent has been reported (acknowledged or failed).

@@ -363,10 +363,8 @@ pub async fn run(
                 health.set(&connector, ConnectorState::Retrying);
                 metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => connector.clone(), m::LABEL_KIND => "transient").increment(1);
                 tracing::warn!(connector = %connector, retry_in = ?backoff, "binlog connection lost, reconnecting: {f}");
-                let mut sd = shutdown.clone();
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = sd.wait_for(|v| *v) => return,
+                if !crate::error::sleep_before_retry(backoff, &shutdown).await {
+                    return;
                 }
                 backoff = (backoff * 2).min(cfg.reconnect_backoff_max);
             }

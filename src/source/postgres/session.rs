@@ -725,10 +725,8 @@ pub async fn run(
                 health.set(&connector, ConnectorState::Retrying);
                 metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => connector.clone(), m::LABEL_KIND => "transient").increment(1);
                 tracing::warn!(connector = %connector, retry_in = ?backoff, "PostgreSQL replication lost, reconnecting: {f}");
-                let mut sd = shutdown.clone();
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = sd.wait_for(|v| *v) => return,
+                if !crate::error::sleep_before_retry(backoff, &shutdown).await {
+                    return;
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
