@@ -64,6 +64,7 @@ pub struct Running {
     /// When it was spawned, µs since the epoch.
     pub started_us: u64,
     log: PathBuf,
+    peer: Peer,
 }
 
 impl Running {
@@ -84,7 +85,11 @@ impl Running {
         Ok(())
     }
 
-    /// SIGTERM, then SIGKILL after 60 s. Stopping a stopped process does nothing.
+    /// SIGTERM, then SIGKILL after 60 s. Stopping a stopped process does nothing. A relay
+    /// that needs the SIGKILL fails the lane; Kafka Connect, which now and then hangs in
+    /// its own shutdown after logging "Kafka Connect stopping" (Jetty's "Unable to
+    /// destroy"), is only reported: its measurements are taken by then, and what it
+    /// delivers again after the kill shows in its duplicates.
     pub fn stop(&mut self) -> Result<()> {
         if self.child.try_wait()?.is_some() {
             return Ok(());
@@ -101,6 +106,13 @@ impl Running {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if self.peer == Peer::Debezium {
+            eprintln!(
+                "[bench]   Kafka Connect did not stop within 60 s of SIGTERM; killed. Log: {}",
+                self.log.display()
+            );
+            return Ok(());
+        }
         bail!(
             "did not stop within 60 s of SIGTERM; killed. Log: {}",
             self.log.display()
@@ -148,6 +160,7 @@ pub fn start(peer: Peer, lane: &Lane, start: u32) -> Result<Running> {
         child,
         started_us,
         log,
+        peer,
     })
 }
 
