@@ -153,8 +153,7 @@ impl Collector {
         services: &[u32],
         alive: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Wait> {
-        let services_cpu =
-            || -> Vec<Option<f64>> { services.iter().map(|&p| procstat::tree_cpu_s(p)).collect() };
+        let services_cpu = || procstat::trees_cpu_s(services);
         let mut services_at_first = Vec::new();
         let deadline = Instant::now() + timeout;
         let mut next_check = Instant::now();

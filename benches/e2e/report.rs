@@ -122,6 +122,7 @@ fn against_goal(v: f64, goal: f64, decimals: usize) -> String {
         format!("{v:.decimals$}")
     }
 }
+
 impl Results {
     /// Empty results with the run's environment filled in.
     pub fn new(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Results> {
