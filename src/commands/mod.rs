@@ -27,12 +27,16 @@ pub fn worker_threads(command: &Command) -> usize {
 }
 
 /// Installs the tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines
-/// on stderr.
+/// on stderr. Text is coloured only when stderr is a terminal and `NO_COLOR` is unset
+/// (no-color.org), so logs redirected to a file or a collector carry no escape codes.
 pub fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
