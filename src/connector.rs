@@ -104,7 +104,10 @@ pub async fn run(
     }
     let result = supervise(&cfg, &health, shutdown).await;
     match &result {
-        Ok(()) => health.set(&name, ConnectorState::Stopped),
+        Ok(()) => {
+            health.set(&name, ConnectorState::Stopped);
+            tracing::info!(connector = %name, "stopped: what was read is delivered and checkpointed");
+        }
         Err(f) if f.is_transient() => {
             health.set(&name, ConnectorState::Stopped);
             tracing::error!(
