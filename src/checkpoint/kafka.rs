@@ -11,7 +11,6 @@
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
@@ -21,6 +20,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use super::{Checkpoint, CheckpointStore};
 use crate::error::Failure;
 use crate::router::KafkaRecord;
+use crate::sink::client_log::ClientLog;
 
 /// How long one metadata / watermark / produce round trip may take.
 const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,7 +32,7 @@ pub struct KafkaCheckpointStore {
     bootstrap: String,
     topic: String,
     connector: String,
-    producer: Option<FutureProducer>,
+    producer: Option<FutureProducer<ClientLog>>,
 }
 
 impl KafkaCheckpointStore {
@@ -72,9 +72,9 @@ impl KafkaCheckpointStore {
     /// Errors: transient when the cluster is unreachable; definite when creation is refused
     /// (e.g. no ACL): then create it by hand with `cleanup.policy=compact`.
     pub async fn ensure_topic(&self) -> Result<(), Failure> {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        let admin: AdminClient<ClientLog> = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
-            .create()
+            .create_with_context(ClientLog)
             .map_err(|e| Failure::definite(format!("cannot create a Kafka admin client: {e}")))?;
         let topic = NewTopic::new(&self.topic, 1, TopicReplication::Fixed(-1))
             .set("cleanup.policy", "compact");
@@ -113,7 +113,7 @@ impl KafkaCheckpointStore {
     }
 
     fn read_last(&self) -> Result<Option<Checkpoint>, Failure> {
-        let consumer: BaseConsumer = ClientConfig::new()
+        let consumer: BaseConsumer<ClientLog> = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .set(
                 "group.id",
@@ -122,7 +122,7 @@ impl KafkaCheckpointStore {
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "false")
-            .create()
+            .create_with_context(ClientLog)
             .map_err(|e| Failure::definite(format!("cannot create a Kafka consumer: {e}")))?;
         let md = consumer
             .fetch_metadata(Some(&self.topic), KAFKA_TIMEOUT)
@@ -137,14 +137,14 @@ impl KafkaCheckpointStore {
         // holds back, so checkpoints committed after it would go unseen. Reading on with
         // read_committed until the position reaches the true end waits for such
         // transactions to end (at most their transaction.timeout.ms).
-        let watermarks: BaseConsumer = ClientConfig::new()
+        let watermarks: BaseConsumer<ClientLog> = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .set(
                 "group.id",
                 format!("outboxd-checkpoint-reader-{}", self.connector),
             )
             .set("isolation.level", "read_uncommitted")
-            .create()
+            .create_with_context(ClientLog)
             .map_err(|e| Failure::definite(format!("cannot create a Kafka consumer: {e}")))?;
         let mut tpl = TopicPartitionList::new();
         let mut ends = Vec::new();
@@ -219,14 +219,14 @@ impl KafkaCheckpointStore {
         Ok(last)
     }
 
-    fn producer(&mut self) -> Result<&FutureProducer, Failure> {
+    fn producer(&mut self) -> Result<&FutureProducer<ClientLog>, Failure> {
         if self.producer.is_none() {
-            let p: FutureProducer = ClientConfig::new()
+            let p: FutureProducer<ClientLog> = ClientConfig::new()
                 .set("bootstrap.servers", &self.bootstrap)
                 .set("enable.idempotence", "true")
                 .set("acks", "all")
                 .set("linger.ms", "0")
-                .create()
+                .create_with_context(ClientLog)
                 .map_err(|e| Failure::definite(format!("cannot create a Kafka producer: {e}")))?;
             self.producer = Some(p);
         }

@@ -1,5 +1,6 @@
 //! Delivery of routed records to Kafka.
 
+pub mod client_log;
 pub mod kafka;
 pub mod tracker;
 

@@ -272,7 +272,11 @@ impl DeliveryTracker {
     }
 }
 
-impl ClientContext for DeliveryTracker {}
+impl ClientContext for DeliveryTracker {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        super::client_log::log(level, fac, message);
+    }
+}
 
 impl ProducerContext for DeliveryTracker {
     type DeliveryOpaque = usize;
