@@ -188,7 +188,7 @@ fn main() -> Result<()> {
         .map(|p| Peer::parse(p))
         .collect::<Result<Vec<_>>>()?;
     if opts.render_only {
-        return report::Results::load(&opts.out)?.write(&opts.out);
+        return report::Results::load(&opts.out)?.render(&opts.out);
     }
     validate(&opts)?;
     // Unique per run: seconds and pid (two runs in one second do not collide).

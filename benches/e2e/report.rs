@@ -194,7 +194,15 @@ impl Results {
     /// Writes `e2e.json`, `e2e.md` and `e2e.png` into `dir`.
     pub fn write(&self, dir: &Path) -> Result<()> {
         std::fs::write(dir.join("e2e.json"), serde_json::to_string_pretty(self)?)?;
-        std::fs::write(dir.join("e2e.md"), self.markdown())?;
+        self.render(dir)
+    }
+
+    /// Writes `e2e.md` and `e2e.png` into `dir` (`e2e.json` is left as it is).
+    pub fn render(&self, dir: &Path) -> Result<()> {
+        // Links to profile.md and benches/README.md hold only beside profile.md (the full
+        // run's benches/results/); elsewhere (the smoke run's .state/) they name the files.
+        let beside_profile = dir.join("profile.md").exists();
+        std::fs::write(dir.join("e2e.md"), self.markdown(beside_profile))?;
         crate::chart::draw(self, &dir.join("e2e.png")).context("drawing e2e.png")?;
         Ok(())
     }
@@ -265,7 +273,7 @@ impl Results {
         m
     }
 
-    fn markdown(&self) -> String {
+    fn markdown(&self, beside_profile: bool) -> String {
         let mut m = String::new();
         let _ = writeln!(m, "# outboxd vs Debezium: end-to-end benchmark\n");
         let _ = writeln!(
@@ -294,10 +302,18 @@ impl Results {
              `ceiling` = a plain rdkafka producer writing the same records with no database. \
              All against the same servers and broker, one at a time.\n"
         );
+        let (profile, readme) = if beside_profile {
+            (
+                "[profile.md](profile.md)",
+                "[benches/README.md](../README.md)",
+            )
+        } else {
+            ("benches/results/profile.md", "benches/README.md")
+        };
         let _ = writeln!(
             m,
-            "- What profiling the relay found and what is left: [profile.md](profile.md); what each \
-             figure means: [benches/README.md](../README.md).\n"
+            "- What profiling the relay found and what is left: {profile}; what each figure \
+             means: {readme}.\n"
         );
         let _ = writeln!(m, "![chart](e2e.png)\n");
         m.push_str(&self.goals());
