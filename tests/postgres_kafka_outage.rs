@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::kafka::read_expecting;
 use common::postgres::Postgres;
 use common::relay::{free_port, Relay};
-use common::suite::{self, topic, SourceDb};
+use common::suite::{self, topic};
 use common::OutboxEvent;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -39,17 +39,35 @@ async fn confirmed_flush_waits_for_kafka() {
             )
         })
         .collect();
-    db.insert(&events, false).await;
+    // The transaction by hand, to know a bound on where its commit record starts: at or
+    // after the WAL insert position read just before COMMIT.
+    db.exec("BEGIN").await;
+    common::postgres::insert_events(&db.client, &db.outbox_table(), &events).await;
+    let before_commit: i64 = db
+        .client
+        .query_one(
+            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    db.exec("COMMIT").await;
     let after = db.current_wal().await;
-    assert!(after > before);
-    // Status updates go out every second: give them ten chances to (wrongly) confirm.
+    assert!(after > before_commit && before_commit > before);
+    // Status updates go out every second: give them ten chances to (wrongly) confirm. The
+    // slot may confirm a position inside the transaction (a keepalive sent while the
+    // walsender had read part of its WAL, which the WAL writer flushes before the commit):
+    // on restart PostgreSQL skips only transactions whose commit record starts before
+    // confirmed_flush_lsn, so that is the line not to cross.
     let until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < until {
         let (confirmed, _, active) = db.slot_state().await.unwrap();
         assert!(active.is_some(), "the relay keeps streaming");
         assert!(
-            confirmed <= before,
-            "confirmed_flush_lsn {confirmed} moved past the undelivered transaction (before {before}); log:\n{}",
+            confirmed <= before_commit,
+            "confirmed_flush_lsn {confirmed} passed the undelivered transaction's commit \
+             record (it starts at or after {before_commit}); log:\n{}",
             relay.log_text()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
