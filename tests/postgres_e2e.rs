@@ -410,6 +410,61 @@ async fn clean_restart_resumes_without_duplicates() {
     suite::assert_per_key_order(&got);
 }
 
+/// A checkpoint taken while an outbox transaction is still open: another transaction
+/// commits (flushing the WAL before it, the open transaction's rows included), the idle
+/// outbox's keepalive moves the checkpoint and `confirmed_flush_lsn` past the open
+/// transaction's first rows. After a kill -9 and the open transaction's commit, the restart
+/// from that checkpoint delivers it whole: PostgreSQL and the adapter skip only transactions
+/// whose commit lies before the resume position.
+#[tokio::test(flavor = "multi_thread")]
+async fn checkpoint_inside_an_open_transaction_loses_nothing() {
+    let db = Postgres::new("pg_opentxn").await;
+    db.exec("CREATE TABLE other (id bigserial PRIMARY KEY)")
+        .await;
+    let mut relay = start_relay(&db, "");
+    db.wait_slot_active(Duration::from_secs(30)).await;
+    let events: Vec<OutboxEvent> = (0..3)
+        .map(|i| {
+            OutboxEvent::new(
+                "Order",
+                &format!("open-{i}"),
+                "OrderCreated",
+                Some(&format!(r#"{{"i":{i}}}"#)),
+            )
+        })
+        .collect();
+    let open = pg::admin_connect(&db.db).await;
+    open.batch_execute("BEGIN").await.unwrap();
+    let first_row: i64 = open
+        .query_one(
+            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    pg::insert_events(&open, &db.outbox_table(), &events).await;
+    db.exec("INSERT INTO other DEFAULT VALUES").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut confirmed = db.slot_state().await.unwrap().0;
+    while confirmed <= first_row && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        confirmed = db.slot_state().await.unwrap().0;
+    }
+    assert!(
+        confirmed > first_row,
+        "confirmed_flush_lsn {confirmed} did not pass the open transaction's first row \
+         ({first_row}) after another transaction committed; log:\n{}",
+        relay.log_text()
+    );
+    relay.kill9();
+    open.batch_execute("COMMIT").await.unwrap();
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let got = read_expecting(&[topic(&db, "Order")], events.len());
+    suite::assert_records(&db, &events, &got);
+}
+
 /// The same routing as outboxd TOML and as a Debezium PostgresConnector JSON gives the same
 /// records (keys, values, headers, partitions).
 #[tokio::test(flavor = "multi_thread")]
