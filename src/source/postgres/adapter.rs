@@ -164,7 +164,11 @@ impl PgOutboxAdapter {
     }
 
     /// A server keepalive: everything before `wal_end` has been sent. Between transactions it
-    /// is progress.
+    /// is progress. `wal_end` (the walsender's read position) can lie inside a transaction
+    /// whose commit is not yet decoded, its rows flushed early by another commit or the WAL
+    /// writer; resuming there is safe, since PostgreSQL (and [`Self::resume_at`]'s guard)
+    /// skip only transactions whose commit lies before the resume position
+    /// (tests/postgres_e2e.rs `checkpoint_inside_an_open_transaction_loses_nothing`).
     pub fn on_keepalive(&mut self, wal_end: Lsn, out: &mut Vec<SourceEvent>) {
         if self.txn.is_none() && wal_end > self.last_position {
             self.progress(wal_end, out);
