@@ -56,7 +56,7 @@ pub struct ConfigArgs {
     /// outboxd TOML or Debezium connector JSON; repeat for several connectors.
     #[arg(long = "config", short = 'c', required = true)]
     pub config: Vec<PathBuf>,
-    /// Kafka bootstrap servers (HOST:PORT[,HOST:PORT]); overrides the config files.
+    /// Kafka bootstrap servers (HOST:PORT, comma-separated); overrides the config files.
     #[arg(long, env = "OUTBOXD_KAFKA_BOOTSTRAP")]
     pub kafka_bootstrap: Option<String>,
     /// Address for /metrics, /health and /ready (e.g. 127.0.0.1:9187); overrides the config

@@ -10,7 +10,7 @@
 //! relay's CPU in backlog drains (benches/results/profile.md §8).
 //!
 //! Records are numbered by the sender from 0 in send order; the number (its low
-//! [`SEQ_BITS`] bits) and the record's size travel packed in the record's delivery opaque
+//! `SEQ_BITS` bits) and the record's size travel packed in the record's delivery opaque
 //! ([`opaque`]), so a report costs no lookup and no allocation. One task sends on a
 //! producer.
 
