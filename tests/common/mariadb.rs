@@ -92,27 +92,20 @@ impl Drop for MariaDb {
     /// still reading needs).
     fn drop(&mut self) {
         let db = self.db.clone();
-        let cleanup = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let admin = Pool::new(Opts::from_url(&admin_url()).unwrap());
-                let dropped = match admin.get_conn().await {
-                    Ok(mut c) => {
-                        c.query_drop(format!("DROP DATABASE IF EXISTS `{db}`"))
-                            .await
-                    }
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = dropped {
-                    eprintln!("cleanup: DROP DATABASE {db}: {e}");
+        super::run_to_end(async move {
+            let admin = Pool::new(Opts::from_url(&admin_url()).unwrap());
+            let dropped = match admin.get_conn().await {
+                Ok(mut c) => {
+                    c.query_drop(format!("DROP DATABASE IF EXISTS `{db}`"))
+                        .await
                 }
-                let _ = admin.disconnect().await;
-            });
+                Err(e) => Err(e),
+            };
+            if let Err(e) = dropped {
+                eprintln!("cleanup: DROP DATABASE {db}: {e}");
+            }
+            let _ = admin.disconnect().await;
         });
-        let _ = cleanup.join();
     }
 }
 

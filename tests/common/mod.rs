@@ -19,6 +19,22 @@ pub fn kafka_bootstrap() -> String {
     std::env::var("OUTBOXD_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:39092".into())
 }
 
+/// Runs `cleanup` to the end on a thread of its own with its own runtime, for `Drop`
+/// implementations (which may run inside a runtime, where blocking on it would panic).
+pub fn run_to_end<F>(cleanup: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let worker = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for cleanup")
+            .block_on(cleanup)
+    });
+    let _ = worker.join();
+}
+
 /// A name unique to this test process and call: `<prefix>_<pid>_<n>`, lower-case, safe as a
 /// database, table, slot or topic name.
 pub fn unique(prefix: &str) -> String {

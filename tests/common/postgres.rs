@@ -351,49 +351,42 @@ impl Drop for Postgres {
     /// (a forgotten slot pins WAL forever), then drop the database.
     fn drop(&mut self) {
         let db = self.db.clone();
-        let cleanup = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let admin = admin_connect("outboxd").await;
-                for _ in 0..50 {
-                    let _ = admin
-                        .execute(
-                            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+        super::run_to_end(async move {
+            let admin = admin_connect("outboxd").await;
+            for _ in 0..50 {
+                let _ = admin
+                    .execute(
+                        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
                              WHERE database = $1 AND active_pid IS NOT NULL",
-                            &[&db],
-                        )
-                        .await;
-                    let _ = admin
-                        .execute(
-                            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                        &[&db],
+                    )
+                    .await;
+                let _ = admin
+                    .execute(
+                        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
                              WHERE database = $1 AND NOT active",
-                            &[&db],
-                        )
-                        .await;
-                    let left: i64 = admin
-                        .query_one(
-                            "SELECT count(*) FROM pg_replication_slots WHERE database = $1",
-                            &[&db],
-                        )
-                        .await
-                        .map(|r| r.get(0))
-                        .unwrap_or(0);
-                    if left == 0 {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                if let Err(e) = admin
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+                        &[&db],
+                    )
+                    .await;
+                let left: i64 = admin
+                    .query_one(
+                        "SELECT count(*) FROM pg_replication_slots WHERE database = $1",
+                        &[&db],
+                    )
                     .await
-                {
-                    eprintln!("cleanup: DROP DATABASE {db}: {e}");
+                    .map(|r| r.get(0))
+                    .unwrap_or(0);
+                if left == 0 {
+                    break;
                 }
-            });
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            if let Err(e) = admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+                .await
+            {
+                eprintln!("cleanup: DROP DATABASE {db}: {e}");
+            }
         });
-        let _ = cleanup.join();
     }
 }
