@@ -4,15 +4,27 @@
 //! Each line keeps the syslog level librdkafka gives it (its `log_cb`, see librdkafka's
 //! CONFIGURATION.md `log_level`), as rdkafka's default context does, with one exception: a
 //! warning about a coordinator that is still loading or not yet available, which librdkafka
-//! retries on its own (the line ends in "retrying"), is logged at INFO. Every freshly started
-//! broker answers so while it creates `__transaction_state` or loads it, and a WARN there
+//! retries on its own (the line ends in "retrying"), is logged at INFO within [`STARTUP`] of
+//! the first line. Every freshly started broker answers so while it creates
+//! `__transaction_state` or loads it, and a WARN there
 //! sent first-time users looking for a fault; if the coordinator never comes, the relay's own
 //! error (a transaction that cannot start, a check that fails) still says so.
 
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::ConsumerContext;
 use rdkafka::ClientContext;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
 use tracing::Level;
+
+/// How long after the first librdkafka line a starting coordinator is INFO; past it the
+/// warning is a WARN again (a coordinator that never comes, e.g. for an idempotent producer
+/// outside a transaction, whose own error would not name the cause).
+pub const STARTUP: Duration = Duration::from_secs(60);
+
+/// When the first librdkafka line was logged.
+static FIRST_LINE: OnceLock<Instant> = OnceLock::new();
 
 /// Broker answers, as librdkafka words them in a retried request's warning, that mean a
 /// coordinator is starting (Kafka error codes COORDINATOR_LOAD_IN_PROGRESS (14) and
@@ -20,15 +32,17 @@ use tracing::Level;
 const STARTING_COORDINATOR: [&str; 2] =
     ["Coordinator load in progress", "Coordinator not available"];
 
-/// The tracing level for a librdkafka log line of syslog `level` with text `message`.
-pub fn level(level: RDKafkaLogLevel, message: &str) -> Level {
+/// The tracing level for a librdkafka log line of syslog `level` with text `message`,
+/// `starting` while within [`STARTUP`].
+pub fn level(level: RDKafkaLogLevel, message: &str, starting: bool) -> Level {
     match level {
         RDKafkaLogLevel::Emerg
         | RDKafkaLogLevel::Alert
         | RDKafkaLogLevel::Critical
         | RDKafkaLogLevel::Error => Level::ERROR,
         RDKafkaLogLevel::Warning
-            if message.trim_end().ends_with("retrying")
+            if starting
+                && message.trim_end().ends_with("retrying")
                 && STARTING_COORDINATOR.iter().any(|s| message.contains(s)) =>
         {
             Level::INFO
@@ -41,7 +55,8 @@ pub fn level(level: RDKafkaLogLevel, message: &str) -> Level {
 
 /// Logs one librdkafka line (`fac`: its facility, e.g. `GETPID`) at [`level`]'s level.
 pub fn log(rd_level: RDKafkaLogLevel, fac: &str, message: &str) {
-    match level(rd_level, message) {
+    let starting = FIRST_LINE.get_or_init(Instant::now).elapsed() < STARTUP;
+    match level(rd_level, message, starting) {
         Level::ERROR => tracing::error!(target: "librdkafka", "librdkafka: {fac} {message}"),
         Level::WARN => tracing::warn!(target: "librdkafka", "librdkafka: {fac} {message}"),
         Level::INFO => tracing::info!(target: "librdkafka", "librdkafka: {fac} {message}"),
@@ -74,7 +89,13 @@ mod tests {
             "Failed to acquire transactional PID from broker TxnCoordinator/1: Broker: \
              Coordinator not available: retrying",
         ] {
-            assert_eq!(level(RDKafkaLogLevel::Warning, m), Level::INFO, "{m}");
+            assert_eq!(level(RDKafkaLogLevel::Warning, m, true), Level::INFO, "{m}");
+            // Past the startup window it is a fault worth a warning.
+            assert_eq!(
+                level(RDKafkaLogLevel::Warning, m, false),
+                Level::WARN,
+                "{m}"
+            );
         }
     }
 
@@ -84,7 +105,8 @@ mod tests {
         assert_eq!(
             level(
                 RDKafkaLogLevel::Warning,
-                "Failed to acquire idempotence PID: Coordinator load in progress"
+                "Failed to acquire idempotence PID: Coordinator load in progress",
+                true
             ),
             Level::WARN
         );
@@ -93,18 +115,20 @@ mod tests {
             level(
                 RDKafkaLogLevel::Warning,
                 "Failed to acquire idempotence PID from broker 1: Broker: Cluster \
-                 authorization failed: retrying"
+                 authorization failed: retrying",
+                true
             ),
             Level::WARN
         );
         assert_eq!(
             level(
                 RDKafkaLogLevel::Error,
-                "Coordinator load in progress: retrying"
+                "Coordinator load in progress: retrying",
+                true
             ),
             Level::ERROR
         );
-        assert_eq!(level(RDKafkaLogLevel::Notice, "x"), Level::INFO);
-        assert_eq!(level(RDKafkaLogLevel::Debug, "x"), Level::DEBUG);
+        assert_eq!(level(RDKafkaLogLevel::Notice, "x", true), Level::INFO);
+        assert_eq!(level(RDKafkaLogLevel::Debug, "x", true), Level::DEBUG);
     }
 }
