@@ -95,9 +95,12 @@ impl Drop for MariaDb {
         super::run_to_end(async move {
             let admin = Pool::new(Opts::from_url(&admin_url()).unwrap());
             let dropped = match admin.get_conn().await {
+                // Not a day (the default) behind a lock a panicked test left.
                 Ok(mut c) => {
-                    c.query_drop(format!("DROP DATABASE IF EXISTS `{db}`"))
-                        .await
+                    c.query_drop(format!(
+                        "SET SESSION lock_wait_timeout = 10; DROP DATABASE IF EXISTS `{db}`"
+                    ))
+                    .await
                 }
                 Err(e) => Err(e),
             };
