@@ -435,14 +435,7 @@ async fn checkpoint_inside_an_open_transaction_loses_nothing() {
         .collect();
     let open = pg::admin_connect(&db.db).await;
     open.batch_execute("BEGIN").await.unwrap();
-    let first_row: i64 = open
-        .query_one(
-            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let first_row: i64 = pg::wal_insert_lsn(&open).await;
     pg::insert_events(&open, &db.outbox_table(), &events).await;
     db.exec("INSERT INTO other DEFAULT VALUES").await;
     let deadline = Instant::now() + Duration::from_secs(30);

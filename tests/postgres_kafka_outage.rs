@@ -43,15 +43,7 @@ async fn confirmed_flush_waits_for_kafka() {
     // after the WAL insert position read just before COMMIT.
     db.exec("BEGIN").await;
     common::postgres::insert_events(&db.client, &db.outbox_table(), &events).await;
-    let before_commit: i64 = db
-        .client
-        .query_one(
-            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let before_commit: i64 = common::postgres::wal_insert_lsn(&db.client).await;
     db.exec("COMMIT").await;
     let after = db.current_wal().await;
     assert!(after > before_commit && before_commit > before);

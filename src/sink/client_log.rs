@@ -6,16 +6,15 @@
 //! warning about a coordinator that is still loading or not yet available, which librdkafka
 //! retries on its own (the line ends in "retrying"), is logged at INFO within [`STARTUP`] of
 //! the first line. Every freshly started broker answers so while it creates
-//! `__transaction_state` or loads it, and a WARN there
-//! sent first-time users looking for a fault; if the coordinator never comes, the relay's own
-//! error (a transaction that cannot start, a check that fails) still says so.
+//! `__transaction_state` or loads it, and a WARN there sent first-time users looking for a
+//! fault; a coordinator that never comes is warned about again after that.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::ConsumerContext;
 use rdkafka::ClientContext;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
-
 use tracing::Level;
 
 /// How long after the first librdkafka line a starting coordinator is INFO; past it the

@@ -216,6 +216,19 @@ impl Postgres {
     }
 }
 
+/// `pg_current_wal_insert_lsn()` on `client`, as a byte offset: inside a transaction, a
+/// lower bound of where its next record (e.g. its commit record) starts.
+pub async fn wal_insert_lsn(client: &Client) -> i64 {
+    client
+        .query_one(
+            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// Inserts outbox rows with a multi-row INSERT per 500 events (text parameters cast in SQL).
 pub async fn insert_events(client: &Client, table: &str, events: &[OutboxEvent]) {
     for chunk in events.chunks(500) {
