@@ -33,7 +33,9 @@
 # script only overrides host-specific settings (ports, loopback, paths) on top of them.
 #
 # Environment:
-#   OUTBOXD_SERVICES_TIMEOUT   seconds to wait for a service to get ready (default 120)
+#   OUTBOXD_SERVICES_TIMEOUT       seconds to wait for a service to get ready (default 120)
+#   OUTBOXD_SERVICES_PORT_OFFSET   added to every port above (default 0), for a second
+#                                  checkout's own services beside these
 set -euo pipefail
 
 # --- layout ----------------------------------------------------------------------------
@@ -46,10 +48,15 @@ KAFKA_TOOLS_LOG4J="$ROOT/scripts/kafka/log4j2-tools.properties"
 
 ALL_SERVICES=(mariadb postgres kafka)
 
-MARIADB_PORT=33306
-PG_PORT=35432
-KAFKA_PORT=39092
-KAFKA_CONTROLLER_PORT=39093
+# OUTBOXD_SERVICES_PORT_OFFSET moves every port by that much, so a second checkout (a git
+# worktree, say) can run its own services beside these without touching them.
+PORT_OFFSET="${OUTBOXD_SERVICES_PORT_OFFSET:-0}"
+[[ "$PORT_OFFSET" =~ ^[0-9]+$ ]] && (( PORT_OFFSET < 20000 )) \
+  || { printf '[services] error: OUTBOXD_SERVICES_PORT_OFFSET=%s is not a number below 20000\n' "$PORT_OFFSET" >&2; exit 2; }
+MARIADB_PORT=$((33306 + PORT_OFFSET))
+PG_PORT=$((35432 + PORT_OFFSET))
+KAFKA_PORT=$((39092 + PORT_OFFSET))
+KAFKA_CONTROLLER_PORT=$((39093 + PORT_OFFSET))
 
 PG_BIN=/usr/lib/postgresql/15/bin      # /usr/local/bin/postgres may be a symlink/wrapper
 PG_OS_USER=postgres                    # postgres refuses to run as root
