@@ -1,74 +1,111 @@
-//! What happens after a failure: retry (transient) or stop (definite).
+//! What a connector's failure is, and what happens after it: retry (transient) or stop
+//! (definite).
 //!
-//! Every failure that reaches a connector's supervisor is classified. Transient failures
-//! (connection lost, broker unavailable, delivery timed out) restart the connector from its
-//! last checkpoint after a backoff; definite ones (bad configuration, a record Kafka refuses,
-//! binlog_format not ROW) stop the connector with a message saying what to change. Neither
-//! ever advances the checkpoint.
+//! Every failure that reaches a connector's supervisor is an [`Error`]: one variant per layer
+//! (each source, the Kafka sink, the checkpoint store, the router), each a typed enum of its
+//! own with the cause kept as `#[source]`. The layer's enum decides the [`Class`] in one
+//! function (`class()`), from typed facts (MySQL error codes, SQLSTATEs, librdkafka error
+//! codes), never from message text. Transient failures (connection lost, broker unavailable,
+//! delivery timed out) restart from the last checkpoint after a backoff; definite ones (bad
+//! configuration, a record Kafka refuses, `binlog_format` not ROW) stop the connector with a
+//! message saying what to change. Neither ever advances the checkpoint.
+//!
+//! Messages never contain passwords or payload contents.
 
-use std::fmt;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use crate::checkpoint::CheckpointError;
+use crate::pipeline::Unroutable;
+use crate::sink::SinkError;
+use crate::source::mysql::MysqlError;
+use crate::source::postgres::PgError;
 
-/// Whether a failure is worth retrying.
+/// What happens after a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
+pub enum Class {
     /// Retry from the last checkpoint after a backoff.
     Transient,
     /// Stop the connector; an operator has to change something first.
     Definite,
 }
 
-/// A classified failure of a connector: a message for the operator plus its severity.
-///
-/// The message never contains passwords or payload contents.
-#[derive(Debug, Clone)]
-pub struct Failure {
-    /// Transient or definite.
-    pub severity: Severity,
-    /// What went wrong and, for definite failures, what to change.
-    pub message: String,
-}
-
-impl Failure {
-    /// A failure worth retrying (connection lost, broker down, ...).
-    pub fn transient(message: impl Into<String>) -> Self {
-        Self {
-            severity: Severity::Transient,
-            message: message.into(),
+impl Class {
+    /// `transient` or `definite`: the `kind` label of `outboxd_errors_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Class::Transient => "transient",
+            Class::Definite => "definite",
         }
     }
+}
 
-    /// A failure that needs an operator (bad setting, refused record, ...).
-    pub fn definite(message: impl Into<String>) -> Self {
-        Self {
-            severity: Severity::Definite,
-            message: message.into(),
+/// A connector's failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The MySQL/MariaDB source.
+    #[error(transparent)]
+    Mysql(#[from] MysqlError),
+    /// The PostgreSQL source.
+    #[error(transparent)]
+    Postgres(#[from] PgError),
+    /// The Kafka producer: configuration, enqueueing, deliveries, transactions.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The checkpoint store.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// An outbox row the router cannot turn into a record.
+    #[error(transparent)]
+    Unroutable(#[from] Box<Unroutable>),
+    /// Shutdown came before Kafka acknowledged (or committed) what was read: nothing of it is
+    /// lost, it is delivered again after restart.
+    #[error("shutdown: Kafka did not {what} within {grace:?} of the signal; {consequence}")]
+    ShutdownTimeout {
+        /// What Kafka did not do, completing "Kafka did not ...".
+        what: String,
+        /// The grace the shutdown allowed.
+        grace: Duration,
+        /// What becomes of the records concerned.
+        consequence: &'static str,
+    },
+    /// The connector's task ended without a result (it panicked): a bug, reported as such.
+    #[error("the connector's task ended unexpectedly ({detail}); this is a bug in outboxd, please report it with the log")]
+    TaskLost {
+        /// What the runtime said.
+        detail: String,
+    },
+    /// Shutdown came while the connector waited to retry after a transient failure: the run
+    /// that failed wrote no final checkpoint.
+    #[error("shut down while waiting {backoff:?} to retry after: {cause}")]
+    StoppedDuringRetry {
+        /// The wait that was cut short.
+        backoff: Duration,
+        /// The failure that was to be retried.
+        cause: Box<Error>,
+    },
+}
+
+impl Error {
+    /// Whether to retry: decided by the layer's own classifier.
+    pub fn class(&self) -> Class {
+        match self {
+            Error::Mysql(e) => e.class(),
+            Error::Postgres(e) => e.class(),
+            Error::Sink(e) => e.class(),
+            Error::Checkpoint(e) => e.class(),
+            Error::Unroutable(_) | Error::TaskLost { .. } => Class::Definite,
+            Error::ShutdownTimeout { .. } | Error::StoppedDuringRetry { .. } => Class::Transient,
         }
     }
 
     /// True when the connector should be restarted after a backoff.
     pub fn is_transient(&self) -> bool {
-        self.severity == Severity::Transient
+        self.class() == Class::Transient
     }
 }
 
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Failure {}
-
-/// Sleeps `backoff` before a retry after a transient failure. Returns `false`, early, when
-/// `shutdown` turns true first: do not retry then. Shared by the connector's restarts and
-/// the sources' reconnects, so none of them holds a stopping process for its backoff.
-pub async fn sleep_before_retry(backoff: Duration, shutdown: &watch::Receiver<bool>) -> bool {
-    let mut shutdown = shutdown.clone();
-    tokio::select! {
-        _ = tokio::time::sleep(backoff) => true,
-        _ = shutdown.wait_for(|v| *v) => false,
+impl From<Unroutable> for Error {
+    fn from(e: Unroutable) -> Self {
+        Error::Unroutable(Box::new(e))
     }
 }

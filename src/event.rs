@@ -1,6 +1,6 @@
 //! What a source yields: row changes and transaction boundaries, in commit order.
 //!
-//! A source streams a transaction as `Begin`, zero or more `Change`s, then `Commit` carrying
+//! A source streams a transaction as its `Change`s (outbox rows only), then `Commit` carrying
 //! the position *after* the transaction, so memory never has to hold a whole transaction.
 
 use std::fmt;
@@ -145,8 +145,6 @@ pub struct RowChange {
 /// An item of a source's ordered stream.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent {
-    /// A source transaction starts.
-    Begin,
     /// A row change of the current transaction that concerns an outbox table.
     Change(RowChange),
     /// The current transaction committed; `position` is the position *after* it, from which a

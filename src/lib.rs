@@ -6,7 +6,7 @@
 //! GTID position, `file:pos` or LSN) only once Kafka has acknowledged everything before it.
 //!
 //! Layout: [`source`] (decoders, sessions, adapters per database) yields
-//! [`event::SourceEvent`]s; [`router`] turns row changes into [`router::KafkaRecord`]s;
+//! [`event::SourceEvent`]s; [`router`] turns row changes into [`sink::KafkaRecord`]s;
 //! [`sink`] delivers them; [`pipeline`] acknowledges in order and [`checkpoint`]s;
 //! [`connector`] supervises one connector; [`commands`] are the CLI's subcommands.
 

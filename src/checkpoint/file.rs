@@ -8,8 +8,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{Checkpoint, CheckpointStore};
-use crate::error::Failure;
+use std::sync::Arc;
+
+use super::{Checkpoint, CheckpointError, CheckpointStore};
 
 /// A checkpoint kept in one local JSON file.
 #[derive(Debug, Clone)]
@@ -30,30 +31,29 @@ impl FileCheckpointStore {
 }
 
 impl CheckpointStore for FileCheckpointStore {
-    fn load(&self) -> Result<Option<Checkpoint>, Failure> {
+    fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
         match fs::read(&self.path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                Failure::definite(format!(
-                    "checkpoint file {} is not a valid outboxd checkpoint ({e}); restore it \
-                     from a backup or remove it to start from the configured start position",
-                    self.path.display()
-                ))
-            }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| CheckpointError::FileInvalid {
+                        path: self.path.clone(),
+                        source: Arc::new(e),
+                    })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Failure::definite(format!(
-                "cannot read checkpoint file {}: {e}",
-                self.path.display()
-            ))),
+            Err(e) => Err(CheckpointError::FileRead {
+                path: self.path.clone(),
+                source: Arc::new(e),
+            }),
         }
     }
 
-    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), Failure> {
-        let io_err = |what: &str, e: std::io::Error| {
-            Failure::definite(format!(
-                "cannot {what} checkpoint file {}: {e}; check the directory's permissions and \
-                 free space",
-                self.path.display()
-            ))
+    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+        let io_err = |step: &'static str, e: std::io::Error| CheckpointError::FileWrite {
+            step,
+            path: self.path.clone(),
+            source: Arc::new(e),
         };
         let dir = match self.path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -63,8 +63,9 @@ impl CheckpointStore for FileCheckpointStore {
         let mut tmp = self.path.clone().into_os_string();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        let body = serde_json::to_vec(checkpoint)
-            .map_err(|e| Failure::definite(format!("cannot serialise checkpoint: {e}")))?;
+        let body = serde_json::to_vec(checkpoint).map_err(|e| CheckpointError::Serialise {
+            source: Arc::new(e),
+        })?;
         {
             let mut f = OpenOptions::new()
                 .write(true)
@@ -108,7 +109,7 @@ mod tests {
         assert!(!dir.join("sub").join("c.json.tmp").exists());
         fs::write(store.path(), b"{not json").unwrap();
         let err = store.load().unwrap_err();
-        assert!(err.message.contains("not a valid outboxd checkpoint"));
+        assert!(err.to_string().contains("not a valid outboxd checkpoint"));
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -15,12 +15,14 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
-use super::{Checkpoint, CheckpointStore};
-use crate::error::Failure;
-use crate::router::KafkaRecord;
+use std::sync::Arc;
+
+use super::{Checkpoint, CheckpointError, CheckpointStore};
+use crate::config::KafkaConfig;
 use crate::sink::client_log::ClientLog;
+use crate::sink::{client, KafkaRecord};
 
 /// How long one metadata / watermark / produce round trip may take.
 const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,18 +31,19 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connector's checkpoint in a compacted Kafka topic.
 pub struct KafkaCheckpointStore {
-    bootstrap: String,
+    kafka: KafkaConfig,
     topic: String,
     connector: String,
     producer: Option<FutureProducer<ClientLog>>,
 }
 
 impl KafkaCheckpointStore {
-    /// A store for `connector` in `topic` on the cluster at `bootstrap`. Nothing is contacted
-    /// until [`ensure_topic`](Self::ensure_topic), `load` or `store`.
-    pub fn new(bootstrap: &str, topic: &str, connector: &str) -> Self {
+    /// A store for `connector` in `topic` on the cluster `kafka` names, whose client settings
+    /// (security among them) every client of the store uses. Nothing is contacted until
+    /// [`ensure_topic`](Self::ensure_topic), `load` or `store`.
+    pub fn new(kafka: &KafkaConfig, topic: &str, connector: &str) -> Self {
         Self {
-            bootstrap: bootstrap.to_string(),
+            kafka: kafka.clone(),
             topic: topic.to_string(),
             connector: connector.to_string(),
             producer: None,
@@ -53,9 +56,10 @@ impl KafkaCheckpointStore {
     }
 
     /// The record that stores `checkpoint`: key = connector name, value = JSON.
-    pub fn record(&self, checkpoint: &Checkpoint) -> Result<KafkaRecord, Failure> {
-        let value = serde_json::to_vec(checkpoint)
-            .map_err(|e| Failure::definite(format!("cannot serialise checkpoint: {e}")))?;
+    pub fn record(&self, checkpoint: &Checkpoint) -> Result<KafkaRecord, CheckpointError> {
+        let value = serde_json::to_vec(checkpoint).map_err(|e| CheckpointError::Serialise {
+            source: Arc::new(e),
+        })?;
         Ok(KafkaRecord {
             topic: self.topic.clone(),
             key: Some(self.connector.clone().into_bytes()),
@@ -71,19 +75,23 @@ impl KafkaCheckpointStore {
     ///
     /// Errors: transient when the cluster is unreachable; definite when creation is refused
     /// (e.g. no ACL): then create it by hand with `cleanup.policy=compact`.
-    pub async fn ensure_topic(&self) -> Result<(), Failure> {
-        let admin: AdminClient<ClientLog> = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
+    pub async fn ensure_topic(&self) -> Result<(), CheckpointError> {
+        let admin: AdminClient<ClientLog> = client::config(&self.kafka)
             .create_with_context(ClientLog)
-            .map_err(|e| Failure::definite(format!("cannot create a Kafka admin client: {e}")))?;
+            .map_err(|source| CheckpointError::Client {
+                client: "admin client",
+                source,
+            })?;
         let topic = NewTopic::new(&self.topic, 1, TopicReplication::Fixed(-1))
             .set("cleanup.policy", "compact");
         let opts = AdminOptions::new().operation_timeout(Some(KAFKA_TIMEOUT));
         let results = tokio::time::timeout(KAFKA_TIMEOUT, admin.create_topics([&topic], &opts))
             .await
-            .map_err(|_| Failure::transient("Kafka did not answer a CreateTopics request"))?
+            .map_err(|_| {
+                CheckpointError::kafka("Kafka did not answer a CreateTopics request", None)
+            })?
             .map_err(|e| {
-                Failure::transient(format!("creating checkpoint topic {}: {e}", self.topic))
+                CheckpointError::kafka(format!("creating checkpoint topic {}", self.topic), Some(e))
             })?;
         for r in results {
             match r {
@@ -97,24 +105,25 @@ impl KafkaCheckpointStore {
                             | RDKafkaErrorCode::InvalidConfig
                     ) =>
                 {
-                    return Err(Failure::definite(format!(
-                        "Kafka refused to create checkpoint topic {t} ({code}); create it with \
-                         cleanup.policy=compact or grant CREATE on it"
-                    )))
+                    return Err(CheckpointError::TopicRefused { topic: t, code })
                 }
                 Err((t, code)) => {
-                    return Err(Failure::transient(format!(
-                        "creating checkpoint topic {t}: {code}"
-                    )))
+                    return Err(CheckpointError::kafka(
+                        format!("creating checkpoint topic {t}"),
+                        Some(rdkafka::error::KafkaError::AdminOp(code)),
+                    ))
                 }
             }
         }
         Ok(())
     }
 
-    fn read_last(&self) -> Result<Option<Checkpoint>, Failure> {
-        let consumer: BaseConsumer<ClientLog> = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
+    fn read_last(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+        let consumer_error = |source| CheckpointError::Client {
+            client: "consumer",
+            source,
+        };
+        let consumer: BaseConsumer<ClientLog> = client::config(&self.kafka)
             .set(
                 "group.id",
                 format!("outboxd-checkpoint-reader-{}", self.connector),
@@ -123,10 +132,10 @@ impl KafkaCheckpointStore {
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "false")
             .create_with_context(ClientLog)
-            .map_err(|e| Failure::definite(format!("cannot create a Kafka consumer: {e}")))?;
+            .map_err(consumer_error)?;
         let md = consumer
             .fetch_metadata(Some(&self.topic), KAFKA_TIMEOUT)
-            .map_err(|e| Failure::transient(format!("reading checkpoint topic metadata: {e}")))?;
+            .map_err(|e| CheckpointError::kafka("reading checkpoint topic metadata", Some(e)))?;
         let partitions: Vec<i32> = md
             .topics()
             .iter()
@@ -137,26 +146,25 @@ impl KafkaCheckpointStore {
         // holds back, so checkpoints committed after it would go unseen. Reading on with
         // read_committed until the position reaches the true end waits for such
         // transactions to end (at most their transaction.timeout.ms).
-        let watermarks: BaseConsumer<ClientLog> = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
+        let watermarks: BaseConsumer<ClientLog> = client::config(&self.kafka)
             .set(
                 "group.id",
                 format!("outboxd-checkpoint-reader-{}", self.connector),
             )
             .set("isolation.level", "read_uncommitted")
             .create_with_context(ClientLog)
-            .map_err(|e| Failure::definite(format!("cannot create a Kafka consumer: {e}")))?;
+            .map_err(consumer_error)?;
         let mut tpl = TopicPartitionList::new();
         let mut ends = Vec::new();
         for p in partitions {
             let (low, high) = watermarks
                 .fetch_watermarks(&self.topic, p, KAFKA_TIMEOUT)
-                .map_err(|e| {
-                    Failure::transient(format!("reading checkpoint topic offsets: {e}"))
-                })?;
+                .map_err(|e| CheckpointError::kafka("reading checkpoint topic offsets", Some(e)))?;
             if high > low {
                 tpl.add_partition_offset(&self.topic, p, Offset::Beginning)
-                    .map_err(|e| Failure::definite(e.to_string()))?;
+                    .map_err(|e| {
+                        CheckpointError::kafka("assigning the checkpoint topic", Some(e))
+                    })?;
                 ends.push((p, high));
             }
         }
@@ -165,17 +173,20 @@ impl KafkaCheckpointStore {
         }
         consumer
             .assign(&tpl)
-            .map_err(|e| Failure::transient(format!("reading checkpoint topic: {e}")))?;
+            .map_err(|e| CheckpointError::kafka("reading checkpoint topic", Some(e)))?;
         let mut last: Option<Checkpoint> = None;
         let deadline = Instant::now() + KAFKA_TIMEOUT * 4;
         let mut done: Vec<i32> = Vec::new();
         while done.len() < ends.len() {
             if Instant::now() > deadline {
-                return Err(Failure::transient(format!(
-                    "timed out reading checkpoint topic {} to its end (is another producer's \
-                     transaction on it still open?)",
-                    self.topic
-                )));
+                return Err(CheckpointError::kafka(
+                    format!(
+                        "timed out reading checkpoint topic {} to its end (is another \
+                         producer's transaction on it still open?)",
+                        self.topic
+                    ),
+                    None,
+                ));
             }
             // Partitions whose position reached the end are done (control records of
             // transactions advance the position without being returned).
@@ -197,37 +208,36 @@ impl KafkaCheckpointStore {
                 continue;
             };
             let msg =
-                msg.map_err(|e| Failure::transient(format!("reading checkpoint topic: {e}")))?;
+                msg.map_err(|e| CheckpointError::kafka("reading checkpoint topic", Some(e)))?;
             if msg.key() != Some(self.connector.as_bytes()) {
                 continue;
             }
             last = match msg.payload() {
                 None => None,
                 Some(bytes) => Some(serde_json::from_slice(bytes).map_err(|e| {
-                    Failure::definite(format!(
-                        "the checkpoint of connector {} in topic {} (offset {}) is not valid \
-                         outboxd checkpoint JSON ({e}); produce a corrected one or a tombstone \
-                         for key {:?}",
-                        self.connector,
-                        self.topic,
-                        msg.offset(),
-                        self.connector
-                    ))
+                    CheckpointError::RecordInvalid {
+                        connector: self.connector.clone(),
+                        topic: self.topic.clone(),
+                        offset: msg.offset(),
+                        source: Arc::new(e),
+                    }
                 })?),
             };
         }
         Ok(last)
     }
 
-    fn producer(&mut self) -> Result<&FutureProducer<ClientLog>, Failure> {
+    fn producer(&mut self) -> Result<&FutureProducer<ClientLog>, CheckpointError> {
         if self.producer.is_none() {
-            let p: FutureProducer<ClientLog> = ClientConfig::new()
-                .set("bootstrap.servers", &self.bootstrap)
+            let p: FutureProducer<ClientLog> = client::config(&self.kafka)
                 .set("enable.idempotence", "true")
                 .set("acks", "all")
                 .set("linger.ms", "0")
                 .create_with_context(ClientLog)
-                .map_err(|e| Failure::definite(format!("cannot create a Kafka producer: {e}")))?;
+                .map_err(|source| CheckpointError::Client {
+                    client: "producer",
+                    source,
+                })?;
             self.producer = Some(p);
         }
         Ok(self.producer.as_ref().expect("set above"))
@@ -235,7 +245,7 @@ impl KafkaCheckpointStore {
 }
 
 impl CheckpointStore for KafkaCheckpointStore {
-    fn load(&self) -> Result<Option<Checkpoint>, Failure> {
+    fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
         self.read_last()
     }
 
@@ -243,19 +253,19 @@ impl CheckpointStore for KafkaCheckpointStore {
     /// connection and the idempotent producer id are then in place, and the first
     /// [`store`](CheckpointStore::store) costs one round trip instead of a connection
     /// set-up (measured ~0.5 s of stalled stream without this; benches/results/profile.md).
-    fn prepare(&mut self) -> Result<(), Failure> {
+    fn prepare(&mut self) -> Result<(), CheckpointError> {
         let topic = self.topic.clone();
         let producer = self.producer()?;
         producer
             .client()
             .fetch_metadata(Some(&topic), KAFKA_TIMEOUT)
-            .map_err(|e| Failure::transient(format!("checkpoint topic {topic}: {e}")))?;
+            .map_err(|e| CheckpointError::kafka(format!("checkpoint topic {topic}"), Some(e)))?;
         Ok(())
     }
 
     /// Produces the checkpoint record and waits until Kafka acknowledged it (at-least-once
     /// mode; exactly-once writes [`record`](Self::record) inside its transactions instead).
-    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), Failure> {
+    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
         let record = self.record(checkpoint)?;
         let producer = self.producer()?.clone();
         let key = record.key.unwrap_or_default();
@@ -270,7 +280,7 @@ impl CheckpointStore for KafkaCheckpointStore {
                 )
                 .await
                 .map(|_| ())
-                .map_err(|(e, _)| Failure::transient(format!("writing the checkpoint: {e}")))
+                .map_err(|(e, _)| CheckpointError::kafka("writing the checkpoint", Some(e)))
         };
         // Bounded: with the brokers unreachable the delivery would wait for the producer's
         // message timeout (minutes) and the loop with it; a failed write is transient (the
@@ -279,10 +289,13 @@ impl CheckpointStore for KafkaCheckpointStore {
             tokio::time::timeout(WRITE_TIMEOUT, delivery)
                 .await
                 .unwrap_or_else(|_| {
-                    Err(Failure::transient(format!(
-                        "writing the checkpoint: Kafka did not acknowledge it within \
-                         {WRITE_TIMEOUT:?}"
-                    )))
+                    Err(CheckpointError::kafka(
+                        format!(
+                            "writing the checkpoint: Kafka did not acknowledge it within \
+                             {WRITE_TIMEOUT:?}"
+                        ),
+                        None,
+                    ))
                 })
         };
         // The store trait is synchronous (the file store fsyncs); the pipeline runs on the

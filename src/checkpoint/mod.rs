@@ -9,14 +9,15 @@
 //! its first N outbox rows are already delivered.
 //! `position` is a [`SourcePosition`] in its serde form (see `crate::position`).
 
+mod error;
 pub mod file;
 pub mod kafka;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Failure;
 use crate::position::SourcePosition;
 
+pub use error::CheckpointError;
 pub use file::FileCheckpointStore;
 pub use kafka::KafkaCheckpointStore;
 
@@ -40,13 +41,13 @@ pub struct Checkpoint {
 /// A durable home for a connector's checkpoint.
 pub trait CheckpointStore: Send {
     /// Reads the last stored checkpoint; `Ok(None)` when there is none yet.
-    fn load(&self) -> Result<Option<Checkpoint>, Failure>;
+    fn load(&self) -> Result<Option<Checkpoint>, CheckpointError>;
     /// Durably replaces the stored checkpoint. Returns only once it would survive a crash.
-    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), Failure>;
+    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError>;
     /// Connects whatever [`store`](Self::store) needs, so that the first checkpoint written
     /// while events stream does not stall the pipeline for a connection set-up. Blocking;
     /// call once before streaming. The default does nothing.
-    fn prepare(&mut self) -> Result<(), Failure> {
+    fn prepare(&mut self) -> Result<(), CheckpointError> {
         Ok(())
     }
 }

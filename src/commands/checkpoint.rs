@@ -25,7 +25,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             for c in &cfg.connectors {
                 let store = open_store(c);
                 let cp = tokio::task::block_in_place(|| store.load())
-                    .map_err(|f| anyhow::anyhow!(f.message))?;
+                    .map_err(|f| anyhow::anyhow!(f.to_string()))?;
                 println!(
                     "{}",
                     serde_json::json!({"connector": c.name, "checkpoint": cp})
@@ -61,14 +61,14 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
                 );
             }
             if let CheckpointConfig::Kafka { topic, .. } = &c.checkpoint {
-                KafkaCheckpointStore::new(&c.kafka.bootstrap_servers, topic, &c.name)
+                KafkaCheckpointStore::new(&c.kafka, topic, &c.name)
                     .ensure_topic()
                     .await
-                    .map_err(|f| anyhow::anyhow!(f.message))?;
+                    .map_err(|f| anyhow::anyhow!(f.to_string()))?;
             }
             let mut store = open_store(c);
             let old = tokio::task::block_in_place(|| store.load())
-                .map_err(|f| anyhow::anyhow!(f.message))?;
+                .map_err(|f| anyhow::anyhow!(f.to_string()))?;
             let new = Checkpoint {
                 connector: c.name.clone(),
                 position,
@@ -76,7 +76,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
                 updated_at_ms: now_ms(),
             };
             tokio::task::block_in_place(|| store.store(&new))
-                .map_err(|f| anyhow::anyhow!(f.message))?;
+                .map_err(|f| anyhow::anyhow!(f.to_string()))?;
             println!(
                 "{}",
                 serde_json::json!({"connector": c.name, "previous": old, "checkpoint": new})

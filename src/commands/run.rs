@@ -3,11 +3,10 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tokio::sync::watch;
 
 use crate::cli::ConfigArgs;
 use crate::config;
-use crate::connector;
+use crate::connector::Connector;
 use crate::health::Health;
 
 /// Longest the process waits for its connectors after SIGINT/SIGTERM: their own shutdown
@@ -35,11 +34,15 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         });
     }
 
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut stops = Vec::new();
     let mut tasks = tokio::task::JoinSet::new();
     for c in cfg.connectors {
         tracing::info!(connector = %c.name, tables = ?c.tables.iter().map(|t| t.to_string()).collect::<Vec<_>>(), "starting connector");
-        tasks.spawn(connector::run(c, health.clone(), shutdown_rx.clone()));
+        let running = Connector::new(c)
+            .context("building the connector")?
+            .start(health.clone());
+        stops.push(running.stop_handle());
+        tasks.spawn(running.join());
     }
 
     let signal = async {
@@ -67,7 +70,9 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 r.context("waiting for signals")?;
                 tracing::info!("signal received: draining and writing final checkpoints");
                 stop_deadline = Some(tokio::time::Instant::now() + STOP_DEADLINE);
-                let _ = shutdown_tx.send(true);
+                for stop in &stops {
+                    stop.stop();
+                }
             }
             Some(joined) = tasks.join_next() => {
                 failed |= !matches!(joined, Ok(Ok(())));

@@ -9,7 +9,7 @@ use crate::cli::ConfigArgs;
 use crate::config::{self, SourceConfig};
 use crate::connector::open_store;
 use crate::position::SourcePosition;
-use crate::source::mysql::session;
+use crate::source::mysql::server;
 
 /// Prints one JSON object per connector:
 /// `{"connector":..,"checkpoint":..,"checkpoint_updated_at_ms":..,"source":..,"behind":..}`.
@@ -25,7 +25,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 ok = false;
                 println!(
                     "{}",
-                    serde_json::json!({"connector": c.name, "error": f.message})
+                    serde_json::json!({"connector": c.name, "error": f.to_string()})
                 );
                 continue;
             }
@@ -33,11 +33,14 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         // PostgreSQL: the slot's figures (confirmed_flush_lsn, restart_lsn, lag in bytes).
         let mut slot: Option<serde_json::Value> = None;
         let current = match &c.source {
-            SourceConfig::Mysql(src) => match source_position(src).await {
+            SourceConfig::Mysql(src) => match server::status_position(src).await {
                 Ok(p) => Some(p),
                 Err(e) => {
                     ok = false;
-                    println!("{}", serde_json::json!({"connector": c.name, "error": e}));
+                    println!(
+                        "{}",
+                        serde_json::json!({"connector": c.name, "error": e.to_string()})
+                    );
                     continue;
                 }
             },
@@ -48,7 +51,10 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => {
                     ok = false;
-                    println!("{}", serde_json::json!({"connector": c.name, "error": e}));
+                    println!(
+                        "{}",
+                        serde_json::json!({"connector": c.name, "error": e.to_string()})
+                    );
                     continue;
                 }
             },
@@ -74,19 +80,6 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-async fn source_position(src: &crate::config::MysqlSourceConfig) -> Result<SourcePosition, String> {
-    let mut conn = session::connect(src).await.map_err(|f| f.message)?;
-    let info = session::server_info(&mut conn, src)
-        .await
-        .map_err(|f| f.message)?;
-    let mode = session::tracking_mode(&info, src);
-    let p = session::current_position(&mut conn, src, mode)
-        .await
-        .map_err(|f| f.message);
-    let _ = conn.disconnect().await;
-    p
 }
 
 /// A human description of the distance between a checkpoint and the source's position:

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::native::validate_slot_name;
-use super::router::{parse_bool, Placement, UnknownOption};
 use super::{
     validate_connector_name, ConfigError, ConnectorConfig, KafkaConfig, LoadCtx, MysqlFlavor,
     MysqlSourceConfig, PositionMode, PostgresSourceConfig, PublicationAutocreate, RouterConfig,
     Secret, SourceConfig, StartPosition, DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
+use crate::router::{parse_bool, Placement, UnknownOption};
 
 const MYSQL_CLASS: &str = "io.debezium.connector.mysql.MySqlConnector";
 const MARIADB_CLASS: &str = "io.debezium.connector.mariadb.MariaDbConnector";

@@ -38,7 +38,6 @@
 mod debezium;
 pub mod duration;
 mod native;
-mod router;
 mod secret;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,7 +50,7 @@ use serde::Deserialize;
 use crate::event::TableName;
 use crate::router::RouterConfigError;
 
-pub use router::{
+pub use crate::router::{
     AdditionalField, InvalidOpBehavior, JsonEmptyArrayBehavior, JsonNullBehavior,
     MissingFieldBehavior, Placement, RouterConfig, UnknownOption, DEFAULT_ROUTE_TOPIC_REGEX,
     DEFAULT_ROUTE_TOPIC_REPLACEMENT,

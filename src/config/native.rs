@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::router::UnknownOption;
 use super::{
     default_pg_object_name, duration, read_secret_file, validate_connector_name, CheckpointConfig,
     Config, ConfigError, ConnectorConfig, KafkaConfig, LoadCtx, LogConfig, MetricsConfig,
@@ -14,6 +13,7 @@ use super::{
     RouterConfig, Secret, SourceConfig, StartPosition, DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
+use crate::router::UnknownOption;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -15,32 +15,46 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::{now_ms, Checkpoint, CheckpointStore};
-use crate::error::Failure;
-use crate::event::SourceEvent;
+use crate::error::Error;
+use crate::event::{RowChange, SourceEvent, TableName};
 use crate::metrics as m;
 use crate::position::SourcePosition;
-use crate::router::{EventRouter, Routed};
+use crate::router::{EventRouter, RouteError, Routed};
 use crate::sink::KafkaSink;
 
-/// The definite failure for an outbox row the router cannot turn into a record: names the
-/// table and the event id (never the payload) and says what happens to the checkpoint.
-pub fn route_failure(
-    router: &EventRouter,
-    change: &crate::event::RowChange,
-    e: &crate::router::RouteError,
-) -> Failure {
-    let id = change
-        .row
-        .get(&router.config().field_event_id)
-        .and_then(|v| v.as_text().map(|t| t.into_owned()))
-        .unwrap_or_else(|| "(none)".into());
-    Failure::definite(format!(
-        "outbox row in {} with event id {id} could not be routed: {e}. The checkpoint stays at \
-         the last delivered transaction: fix the routing options and restart; a row already \
-         in the log cannot be changed, so if it must be dropped, set the checkpoint past its \
-         transaction (`outboxd status` shows positions)",
-        change.table
-    ))
+/// An outbox row the router cannot turn into a record (a definite failure): names the table
+/// and the event id (never the payload) and says what happens to the checkpoint.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "outbox row in {table} with event id {id} could not be routed: {source}. The checkpoint \
+     stays at the last delivered transaction: fix the routing options and restart; a row \
+     already in the log cannot be changed, so if it must be dropped, set the checkpoint past \
+     its transaction (`outboxd status` shows positions)"
+)]
+pub struct Unroutable {
+    /// The outbox table.
+    pub table: TableName,
+    /// The event id (`table.field.event.id`), `(none)` without one.
+    pub id: String,
+    /// Why the router refused it.
+    #[source]
+    pub source: RouteError,
+}
+
+impl Unroutable {
+    /// The failure for `change`, which `router` refused with `source`.
+    pub fn new(router: &EventRouter, change: &RowChange, source: RouteError) -> Self {
+        let id = change
+            .row
+            .get(&router.config().field_event_id)
+            .and_then(|v| v.as_text().map(|t| t.into_owned()))
+            .unwrap_or_else(|| "(none)".into());
+        Self {
+            table: change.table.clone(),
+            id,
+            source,
+        }
+    }
 }
 
 /// Longest a shutdown waits for Kafka to acknowledge (and, exactly-once, commit) what was
@@ -98,7 +112,7 @@ impl Progress<'_> {
         }
     }
 
-    fn flush(&mut self) -> Result<(), Failure> {
+    fn flush(&mut self) -> Result<(), Error> {
         let Some(acked) = &self.acked else {
             return Ok(());
         };
@@ -145,7 +159,7 @@ impl Progress<'_> {
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     connector: &str,
-    events: mpsc::Receiver<Result<SourceEvent, Failure>>,
+    events: mpsc::Receiver<Result<SourceEvent, Error>>,
     router: &EventRouter,
     sink: &KafkaSink,
     store: &mut dyn CheckpointStore,
@@ -153,7 +167,7 @@ pub async fn run(
     checkpointed: Option<&watch::Sender<Option<SourcePosition>>>,
     opts: &PipelineOptions,
     mut shutdown: watch::Receiver<bool>,
-) -> Result<(), Failure> {
+) -> Result<(), Error> {
     if let Some(tx) = checkpointed {
         tx.send_replace(resumed_from.clone());
     }
@@ -179,7 +193,7 @@ pub async fn run(
     let mut source_open = true;
     let mut drain_deadline: Option<Instant> = None;
 
-    let outcome: Result<(), Failure> = loop {
+    let outcome: Result<(), Error> = loop {
         let in_flight = deliveries.unacked().0 as usize;
         tokio::select! {
             biased;
@@ -216,7 +230,8 @@ pub async fn run(
             break Err(deliveries
                 .settled_failure(crate::sink::DeliveryTracker::SETTLE_WITHIN)
                 .or_else(|| deliveries.failure())
-                .expect("a failure stays recorded"));
+                .expect("a failure stays recorded")
+                .into());
         }
         let acked = deliveries.acked();
         counters.produced.increment(acked.0 - counted.0);
@@ -246,12 +261,12 @@ pub async fn run(
             // Kafka does not acknowledge (unreachable?): stop anyway, before an orchestrator
             // kills us. The unacknowledged records are not checkpointed, so a restart
             // delivers them again.
-            break Err(Failure::transient(format!(
-                "shutdown: Kafka did not acknowledge {} in-flight records within \
-                 {SHUTDOWN_GRACE:?} of the signal; they are not checkpointed and will be \
-                 delivered again after restart",
-                deliveries.unacked().0
-            )));
+            break Err(Error::ShutdownTimeout {
+                what: format!("acknowledge {} in-flight records", deliveries.unacked().0),
+                grace: SHUTDOWN_GRACE,
+                consequence: "they are not checkpointed and will be delivered again after \
+                              restart",
+            });
         }
     };
 
@@ -270,14 +285,13 @@ async fn handle_event(
     router: &EventRouter,
     sink: &KafkaSink,
     markers: &mut VecDeque<Marker>,
-) -> Result<(), Failure> {
+) -> Result<(), Error> {
     let (position, commit_ts_ms) = match ev {
-        SourceEvent::Begin => return Ok(()),
         SourceEvent::Change(mut change) => {
             counters.read.increment(1);
             let routed = router
                 .route_taking(&mut change)
-                .map_err(|e| route_failure(router, &change, &e))?;
+                .map_err(|e| Unroutable::new(router, &change, e))?;
             match routed {
                 Routed::Record(record) => sink.send(&record).await?,
                 Routed::Skipped(reason) => {

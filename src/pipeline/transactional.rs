@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::SHUTDOWN_GRACE;
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
-use crate::error::Failure;
+use crate::error::Error;
 use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
@@ -33,20 +33,21 @@ use crate::sink::KafkaSink;
 /// [`SHUTDOWN_GRACE`], if it was not already) `fut` gets until `stop_by`, then a transient
 /// failure says the batch was not committed. `what` completes "Kafka did not ...".
 async fn unless_stopped<T>(
-    fut: impl std::future::Future<Output = Result<T, Failure>>,
+    fut: impl std::future::Future<Output = Result<T, Error>>,
     shutdown: &mut watch::Receiver<bool>,
     stop_by: &mut Option<Instant>,
     what: &str,
-) -> Result<T, Failure> {
+) -> Result<T, Error> {
     let mut fut = std::pin::pin!(fut);
     loop {
         if let Some(by) = *stop_by {
             return tokio::time::timeout_at(by, fut).await.unwrap_or_else(|_| {
-                Err(Failure::transient(format!(
-                    "shutdown: Kafka did not {what} within {SHUTDOWN_GRACE:?} of the signal; \
-                     the open batch was not committed (nothing of it is visible) and will be \
-                     delivered after restart"
-                )))
+                Err(Error::ShutdownTimeout {
+                    what: what.to_string(),
+                    grace: SHUTDOWN_GRACE,
+                    consequence: "the open batch was not committed (nothing of it is visible) \
+                                  and will be delivered after restart",
+                })
             });
         }
         tokio::select! {
@@ -174,9 +175,9 @@ impl Cursor {
 /// state, and the next send or the commit then fails with librdkafka's "Erroneous state":
 /// the refusal is the cause to report (a definite failure that names the event), not that
 /// (a transient one, which would retry the same refusal for ever).
-fn fail(sink: &KafkaSink, open: bool, f: Failure) -> Failure {
+fn fail(sink: &KafkaSink, open: bool, f: impl Into<Error>) -> Error {
     if let Some(fatal) = sink.fatal() {
-        return fatal;
+        return fatal.into();
     }
     if open {
         sink.abort();
@@ -184,7 +185,8 @@ fn fail(sink: &KafkaSink, open: bool, f: Failure) -> Failure {
     // The abort purged what was left; which record failed first is told by the reports.
     sink.deliveries()
         .settled_failure(crate::sink::DeliveryTracker::SETTLE_WITHIN)
-        .unwrap_or(f)
+        .map(Error::from)
+        .unwrap_or_else(|| f.into())
 }
 
 /// Runs the exactly-once loop until the source ends, `shutdown`, or a failure.
@@ -196,7 +198,7 @@ fn fail(sink: &KafkaSink, open: bool, f: Failure) -> Failure {
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     connector: &str,
-    events: mpsc::Receiver<Result<SourceEvent, Failure>>,
+    events: mpsc::Receiver<Result<SourceEvent, Error>>,
     router: &EventRouter,
     sink: &KafkaSink,
     store: &KafkaCheckpointStore,
@@ -204,7 +206,7 @@ pub async fn run(
     checkpointed: Option<&watch::Sender<Option<SourcePosition>>>,
     opts: &BatchOptions,
     mut shutdown: watch::Receiver<bool>,
-) -> Result<(), Failure> {
+) -> Result<(), Error> {
     let mut events = super::inbox::Inbox::new(events);
     let deliveries = sink.deliveries();
     // Past the unacknowledged bounds (`factor` 1), or still above half of them (2).
@@ -269,7 +271,6 @@ pub async fn run(
                 ev = events.recv(), if !draining => match ev {
                     None => stopping = true,
                     Some(Err(f)) => return Err(fail(sink, open, f)),
-                    Some(Ok(SourceEvent::Begin)) => {}
                     Some(Ok(SourceEvent::Change(mut change))) => {
                         arrived = true;
                         cursor.txn_rows += 1;
@@ -279,7 +280,7 @@ pub async fn run(
                         }
                         let routed = router
                             .route_taking(&mut change)
-                            .map_err(|e| super::route_failure(router, &change, &e));
+                            .map_err(|e| super::Unroutable::new(router, &change, e));
                         let routed = match routed {
                             Ok(r) => r,
                             Err(f) => return Err(fail(sink, open, f)),
@@ -409,7 +410,9 @@ pub async fn run(
         // The flush sends the tail of the batch without lingering; the delivery reports tell
         // which record failed, if one did.
         let all = async {
-            tokio::try_join!(deliveries.all_acked(), sink.flush_now(FLUSH_TIMEOUT)).map(|_| ())
+            tokio::try_join!(deliveries.all_acked(), sink.flush_now(FLUSH_TIMEOUT))
+                .map(|_| ())
+                .map_err(Error::from)
         };
         // After a shutdown signal, a failure leaves the transaction to the broker instead of
         // aborting it: with Kafka unreachable the abort would block for its own timeout.
@@ -425,7 +428,7 @@ pub async fn run(
         }
         let acked_at = Instant::now();
         let committed = unless_stopped(
-            sink.commit(),
+            async { sink.commit().await.map_err(Error::from) },
             &mut shutdown,
             &mut stop_by,
             "commit the open batch",

@@ -16,7 +16,7 @@ pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
                 name,
                 "kafka producer",
                 Status::Fail,
-                f.message,
+                f.to_string(),
             )]
         }
     };
@@ -37,7 +37,7 @@ pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             format!(
                 "{}: {}; check kafka.bootstrap_servers / --kafka-bootstrap and that the brokers \
                  listen there",
-                cfg.kafka.bootstrap_servers, f.message
+                cfg.kafka.bootstrap_servers, f
             ),
         )],
     }

@@ -3,14 +3,14 @@
 use mysql_async::prelude::*;
 
 use super::{CheckResult, Status};
-use crate::config::{ConnectorConfig, MysqlSourceConfig, PositionMode};
-use crate::source::mysql::session::{self, ServerInfo};
+use crate::config::{ConnectorConfig, MysqlSourceConfig};
+use crate::source::mysql::server::{self, ServerInfo};
 
 /// Runs every MySQL/MariaDB check for connector `cfg` with source `src`.
 pub async fn check(cfg: &ConnectorConfig, src: &MysqlSourceConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
-    let mut conn = match session::connect(src).await {
+    let mut conn = match server::connect(src).await {
         Ok(c) => {
             out.push(CheckResult::new(
                 name,
@@ -21,123 +21,31 @@ pub async fn check(cfg: &ConnectorConfig, src: &MysqlSourceConfig) -> Vec<CheckR
             c
         }
         Err(f) => {
-            out.push(CheckResult::new(name, "connect", Status::Fail, f.message));
+            out.push(CheckResult::new(
+                name,
+                "connect",
+                Status::Fail,
+                f.to_string(),
+            ));
             return out;
         }
     };
-    let info = match session::server_info(&mut conn, src).await {
+    let info = match server::server_info(&mut conn, src).await {
         Ok(i) => i,
         Err(f) => {
             out.push(CheckResult::new(
                 name,
                 "server settings",
                 Status::Fail,
-                f.message,
+                f.to_string(),
             ));
             return out;
         }
     };
-    out.extend(settings(name, &info, cfg, src));
+    out.extend(server::requirements(&info, name, &cfg.tables, src));
     out.extend(privileges(name, &mut conn, &info, src).await);
     out.extend(tables(name, &mut conn, cfg).await);
     let _ = conn.disconnect().await;
-    out
-}
-
-fn settings(
-    name: &str,
-    info: &ServerInfo,
-    cfg: &ConnectorConfig,
-    src: &MysqlSourceConfig,
-) -> Vec<CheckResult> {
-    let mut out = vec![CheckResult::new(
-        name,
-        "server",
-        Status::Pass,
-        format!(
-            "{} ({})",
-            info.version,
-            if info.mariadb { "MariaDB" } else { "MySQL" }
-        ),
-    )];
-    out.push(if info.log_bin {
-        CheckResult::new(name, "log_bin", Status::Pass, "ON")
-    } else {
-        CheckResult::new(
-            name,
-            "log_bin",
-            Status::Fail,
-            "OFF; outboxd reads the binary log (start the server with log_bin)",
-        )
-    });
-    out.push(if info.binlog_format.eq_ignore_ascii_case("ROW") {
-        CheckResult::new(name, "binlog_format", Status::Pass, "ROW")
-    } else {
-        CheckResult::new(
-            name,
-            "binlog_format",
-            Status::Fail,
-            format!(
-                "{}; outboxd needs ROW (set binlog_format=ROW)",
-                info.binlog_format
-            ),
-        )
-    });
-    out.push(if info.binlog_row_image.eq_ignore_ascii_case("FULL") {
-        CheckResult::new(name, "binlog_row_image", Status::Pass, "FULL")
-    } else {
-        CheckResult::new(
-            name,
-            "binlog_row_image",
-            Status::Fail,
-            format!(
-                "{}; set binlog_row_image=FULL so every outbox column is in the row image",
-                info.binlog_row_image
-            ),
-        )
-    });
-    let missing_columns: Vec<String> = cfg
-        .tables
-        .iter()
-        .filter(|t| !src.columns.contains_key(t))
-        .map(|t| t.to_string())
-        .collect();
-    out.push(match info.binlog_row_metadata.as_deref() {
-        Some(m) if m.eq_ignore_ascii_case("FULL") => CheckResult::new(name, "binlog_row_metadata", Status::Pass, "FULL"),
-        _ if missing_columns.is_empty() => CheckResult::new(name, "binlog_row_metadata", Status::Warn, format!("{}; column names come from the connector's explicit column lists", info.binlog_row_metadata.as_deref().unwrap_or("unsupported"))),
-        other => CheckResult::new(name, "binlog_row_metadata", Status::Fail, format!(
-            "{}; the binlog carries no column names: set binlog_row_metadata=FULL, or list the columns of {} in the connector config",
-            other.unwrap_or("unsupported by this server"), missing_columns.join(", ")
-        )),
-    });
-    out.push(if info.server_id == src.server_id {
-        CheckResult::new(
-            name,
-            "server_id",
-            Status::Fail,
-            format!(
-                "{} is the source's own server_id; choose another database.server.id",
-                src.server_id
-            ),
-        )
-    } else {
-        CheckResult::new(
-            name,
-            "server_id",
-            Status::Pass,
-            format!(
-                "replica id {} (source is {})",
-                src.server_id, info.server_id
-            ),
-        )
-    });
-    let mode = session::tracking_mode(info, src);
-    out.push(match (info.mariadb, info.gtid_mode.as_deref(), src.position_mode) {
-        (true, _, _) => CheckResult::new(name, "gtid", Status::Pass, format!("MariaDB GTIDs; positions tracked as {}", mode.as_str())),
-        (false, Some(m), _) if m.eq_ignore_ascii_case("ON") => CheckResult::new(name, "gtid", Status::Pass, format!("gtid_mode=ON; positions tracked as {}", mode.as_str())),
-        (false, m, PositionMode::Gtid) => CheckResult::new(name, "gtid", Status::Fail, format!("gtid_mode={}; set gtid_mode=ON or position_mode=\"file\"", m.unwrap_or("unknown"))),
-        (false, m, _) => CheckResult::new(name, "gtid", Status::Warn, format!("gtid_mode={}; positions are file:pos, which do not survive a failover (set gtid_mode=ON)", m.unwrap_or("unknown"))),
-    });
     out
 }
 

@@ -8,13 +8,13 @@
 use super::{CheckResult, Status};
 use crate::config::{ConnectorConfig, PostgresSourceConfig, PublicationAutocreate};
 use crate::position::{Lsn, SourcePosition};
-use crate::source::postgres::session::{self, quote_ident};
+use crate::source::postgres::catalog::{self, quote_ident};
 
 /// Runs every PostgreSQL check for connector `cfg` with source `src`.
 pub async fn check(cfg: &ConnectorConfig, src: &PostgresSourceConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
-    let client = match session::connect(src).await {
+    let client = match catalog::connect(src).await {
         Ok(c) => {
             out.push(CheckResult::new(
                 name,
@@ -25,77 +25,28 @@ pub async fn check(cfg: &ConnectorConfig, src: &PostgresSourceConfig) -> Vec<Che
             c
         }
         Err(f) => {
-            out.push(CheckResult::new(name, "connect", Status::Fail, f.message));
+            out.push(CheckResult::new(
+                name,
+                "connect",
+                Status::Fail,
+                f.to_string(),
+            ));
             return out;
         }
     };
-    let info = match session::server_info(&client, src).await {
+    let info = match catalog::server_info(&client, src).await {
         Ok(i) => i,
         Err(f) => {
             out.push(CheckResult::new(
                 name,
                 "server settings",
                 Status::Fail,
-                f.message,
+                f.to_string(),
             ));
             return out;
         }
     };
-    out.push(CheckResult::new(
-        name,
-        "server",
-        Status::Pass,
-        info.version.clone(),
-    ));
-    if info.version_num < 140_000 {
-        out.push(CheckResult::new(
-            name,
-            "server version",
-            Status::Fail,
-            "outboxd needs PostgreSQL 14 or later (it asks pgoutput for logical decoding \
-             messages, an option PostgreSQL 14 introduced)",
-        ));
-    }
-    out.push(if info.wal_level == "logical" {
-        CheckResult::new(name, "wal_level", Status::Pass, "logical")
-    } else {
-        CheckResult::new(
-            name,
-            "wal_level",
-            Status::Fail,
-            format!(
-                "{}; set wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart)",
-                info.wal_level
-            ),
-        )
-    });
-    out.push(if info.rolreplication || info.rolsuper {
-        CheckResult::new(
-            name,
-            "role REPLICATION",
-            Status::Pass,
-            format!(
-                "{} has {}",
-                info.user,
-                if info.rolsuper {
-                    "SUPERUSER"
-                } else {
-                    "REPLICATION"
-                }
-            ),
-        )
-    } else {
-        CheckResult::new(
-            name,
-            "role REPLICATION",
-            Status::Fail,
-            format!(
-                "{} lacks REPLICATION; run ALTER ROLE {} REPLICATION",
-                info.user,
-                quote_ident(&info.user)
-            ),
-        )
-    });
+    out.extend(catalog::requirements(&info, name));
     out.extend(slot(name, &client, src, &info).await);
     out.extend(publication(name, &client, cfg, src).await);
     out.extend(tables(name, &client, cfg, src).await);
@@ -117,17 +68,17 @@ async fn slot(
     name: &str,
     client: &tokio_postgres::Client,
     src: &PostgresSourceConfig,
-    info: &session::ServerInfo,
+    info: &catalog::ServerInfo,
 ) -> Vec<CheckResult> {
     let mut out = Vec::new();
-    let slot = match session::slot_info(client, src, &src.slot_name).await {
+    let slot = match catalog::slot_info(client, src, &src.slot_name).await {
         Ok(s) => s,
         Err(f) => {
             return vec![CheckResult::new(
                 name,
                 "replication slot",
                 Status::Fail,
-                f.message,
+                f.to_string(),
             )]
         }
     };
@@ -223,7 +174,7 @@ async fn slot(
                     Status::Warn,
                     format!(
                         "{at}; in use by {} (fine if that is this connector running)",
-                        session::describe_pid(client, pid).await
+                        catalog::describe_pid(client, pid).await
                     ),
                 ),
                 None => CheckResult::new(name, &label, Status::Pass, at),
@@ -240,9 +191,9 @@ async fn publication(
     src: &PostgresSourceConfig,
 ) -> Vec<CheckResult> {
     let label = format!("publication {}", src.publication_name);
-    let info = match session::publication_info(client, src, &src.publication_name).await {
+    let info = match catalog::publication_info(client, src, &src.publication_name).await {
         Ok(i) => i,
-        Err(f) => return vec![CheckResult::new(name, &label, Status::Fail, f.message)],
+        Err(f) => return vec![CheckResult::new(name, &label, Status::Fail, f.to_string())],
     };
     // Can the role create (or extend) a FOR TABLE publication: CREATE on the database and
     // ownership (membership in the owner role) of every outbox table.
@@ -272,7 +223,7 @@ async fn publication(
         }
         ok
     };
-    let sql = session::create_publication_sql(src, &cfg.tables, false);
+    let sql = catalog::create_publication_sql(src, &cfg.tables, false);
     match info {
         None => match src.publication_autocreate {
             PublicationAutocreate::Disabled => vec![CheckResult::new(
@@ -415,7 +366,7 @@ async fn tables(
                     name,
                     &label,
                     Status::Fail,
-                    session::classify_sql(&e, src).message,
+                    crate::source::postgres::PgError::from_sql(&e, src).to_string(),
                 ));
                 continue;
             }
@@ -469,14 +420,10 @@ async fn tables(
 /// and the slot's figures (`confirmed_flush_lsn`, `restart_lsn`, lag in bytes, holder).
 pub async fn status(
     src: &PostgresSourceConfig,
-) -> Result<(SourcePosition, serde_json::Value), String> {
-    let client = session::connect(src).await.map_err(|f| f.message)?;
-    let current = session::current_wal_lsn(&client, src)
-        .await
-        .map_err(|f| f.message)?;
-    let slot = session::slot_info(&client, src, &src.slot_name)
-        .await
-        .map_err(|f| f.message)?;
+) -> Result<(SourcePosition, serde_json::Value), crate::source::postgres::PgError> {
+    let client = catalog::connect(src).await?;
+    let current = catalog::current_wal_lsn(&client, src).await?;
+    let slot = catalog::slot_info(&client, src, &src.slot_name).await?;
     let lag = |l: Option<Lsn>| l.map(|l| current.0.saturating_sub(l.0));
     let slot_json = match slot {
         None => serde_json::json!({"name": src.slot_name, "exists": false}),

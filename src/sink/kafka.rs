@@ -12,12 +12,11 @@ use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
-use rdkafka::ClientConfig;
 
+use super::error::SinkError;
+use super::record::KafkaRecord;
 use super::tracker::{self, DeliveryTracker};
 use crate::config::KafkaConfig;
-use crate::error::Failure;
-use crate::router::KafkaRecord;
 
 /// The producer: librdkafka's, with a polling thread that feeds delivery reports to the
 /// [`DeliveryTracker`].
@@ -43,7 +42,7 @@ impl KafkaSink {
     ///
     /// Errors (definite) when librdkafka rejects a property or a user override tries to
     /// weaken a fixed property (`enable.idempotence`, `acks`, `partitioner`).
-    pub fn new(cfg: &KafkaConfig, client_id: &str) -> Result<Self, Failure> {
+    pub fn new(cfg: &KafkaConfig, client_id: &str) -> Result<Self, SinkError> {
         Self::build(cfg, client_id, None)
     }
 
@@ -54,7 +53,7 @@ impl KafkaSink {
         cfg: &KafkaConfig,
         client_id: &str,
         transactional_id: &str,
-    ) -> Result<Self, Failure> {
+    ) -> Result<Self, SinkError> {
         Self::build(cfg, client_id, Some(transactional_id))
     }
 
@@ -62,10 +61,9 @@ impl KafkaSink {
         cfg: &KafkaConfig,
         client_id: &str,
         transactional_id: Option<&str>,
-    ) -> Result<Self, Failure> {
-        let mut cc = ClientConfig::new();
-        cc.set("bootstrap.servers", &cfg.bootstrap_servers)
-            .set("client.id", format!("outboxd-{client_id}"))
+    ) -> Result<Self, SinkError> {
+        let mut cc = super::client::config(cfg);
+        cc.set("client.id", format!("outboxd-{client_id}"))
             .set("linger.ms", "5")
             .set("compression.type", "lz4")
             .set("message.timeout.ms", "300000")
@@ -77,10 +75,11 @@ impl KafkaSink {
         for (k, v) in &cfg.producer {
             if let Some((_, fixed)) = FIXED_PROPERTIES.iter().find(|(name, _)| name == k) {
                 if v != fixed {
-                    return Err(Failure::definite(format!(
-                        "kafka.producer.{k}={v} would break outboxd's delivery guarantees; \
-                         remove it (outboxd always sets {k}={fixed})"
-                    )));
+                    return Err(SinkError::FixedProperty {
+                        key: k.clone(),
+                        value: v.clone(),
+                        fixed,
+                    });
                 }
             }
             cc.set(k, v);
@@ -102,10 +101,8 @@ impl KafkaSink {
             }
         }
         let producer = TrackedProducer::from_config_and_context(&cc, DeliveryTracker::default())
-            .map_err(|e| {
-                Failure::definite(format!(
-                    "cannot create the Kafka producer: {e}; check the kafka.producer properties"
-                ))
+            .map_err(|e| SinkError::Client {
+                source: Box::new(e),
             })?;
         Ok(Self {
             producer: Arc::new(producer),
@@ -124,18 +121,15 @@ impl KafkaSink {
     /// Waits (backpressure) while librdkafka's local queue is full. Errors (definite) when
     /// the record is larger than `kafka.max_record_bytes`; the error names the event id
     /// header but never the payload.
-    pub async fn send(&self, record: &KafkaRecord) -> Result<(), Failure> {
+    pub async fn send(&self, record: &KafkaRecord) -> Result<(), SinkError> {
         let size = record.approx_size();
         if size > self.max_record_bytes {
-            return Err(Failure::definite(format!(
-                "outbox event {} for topic {} is {size} bytes, more than \
-                 kafka.max_record_bytes={}; raise kafka.max_record_bytes together with the \
-                 topic's max.message.bytes (and the broker's message.max.bytes), or shrink the \
-                 event",
-                event_id(record),
-                record.topic,
-                self.max_record_bytes
-            )));
+            return Err(SinkError::RecordTooLarge {
+                id: record.event_id(),
+                topic: record.topic.clone(),
+                size,
+                limit: self.max_record_bytes,
+            });
         }
         let tracker = self.deliveries();
         let counted = tracker::counted_size(size);
@@ -170,26 +164,35 @@ impl KafkaSink {
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
-                Err((e, _)) => return Err(classify(&e, record)),
+                Err((e, _)) => {
+                    return Err(SinkError::on_send(
+                        &e,
+                        record.event_id(),
+                        &record.topic,
+                        record.partition,
+                    ))
+                }
             }
         }
     }
 
     /// Waits for every enqueued record to be acknowledged (or to fail), up to `timeout`.
-    pub fn flush(&self, timeout: Duration) -> Result<(), Failure> {
-        self.producer
-            .flush(timeout)
-            .map_err(|e| Failure::transient(format!("flushing the Kafka producer: {e}")))
+    pub fn flush(&self, timeout: Duration) -> Result<(), SinkError> {
+        self.producer.flush(timeout).map_err(|e| SinkError::Flush {
+            source: Box::new(e),
+        })
     }
 
     /// Fetches cluster metadata, proving the brokers are reachable. Used by `check` and at
     /// startup.
-    pub fn probe(&self, timeout: Duration) -> Result<usize, Failure> {
+    pub fn probe(&self, timeout: Duration) -> Result<usize, SinkError> {
         self.producer
             .client()
             .fetch_metadata(None, timeout)
             .map(|m| m.brokers().len())
-            .map_err(|e| Failure::transient(format!("Kafka is not reachable: {e}")))
+            .map_err(|e| SinkError::Unreachable {
+                source: Box::new(e),
+            })
     }
 }
 
@@ -197,19 +200,21 @@ impl KafkaSink {
     /// The producer's fatal error, if it had one (e.g. it was fenced), as a definite failure.
     /// After a fatal error librdkafka purges queued records, which then report as failed
     /// deliveries: this tells the real cause.
-    pub fn fatal(&self) -> Option<Failure> {
+    pub fn fatal(&self) -> Option<SinkError> {
         let (code, reason) = self.producer.client().fatal_error()?;
         Some(
             if matches!(
                 code,
-                RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced
+                RDKafkaErrorCode::Fenced
+                    | RDKafkaErrorCode::ProducerFenced
+                    | RDKafkaErrorCode::InvalidProducerEpoch
             ) {
-                fenced_failure("producing", &reason)
+                SinkError::Fenced {
+                    what: "producing",
+                    detail: reason,
+                }
             } else {
-                Failure::definite(format!(
-                    "fatal Kafka producer error ({code}): {reason}; restart the relay (the last \
-                 committed checkpoint is intact)"
-                ))
+                SinkError::Fatal { code, reason }
             },
         )
     }
@@ -218,7 +223,7 @@ impl KafkaSink {
     /// same id (its open transaction is aborted) — Kafka's zombie fencing. Waits up to 60 s
     /// for the transaction coordinator (transient error after that); runs on tokio's
     /// blocking pool, so a caller may stop awaiting it (on shutdown) at any time.
-    pub async fn init_transactions(&self) -> Result<(), Failure> {
+    pub async fn init_transactions(&self) -> Result<(), SinkError> {
         self.off_thread("initialising transactions", |p| {
             p.init_transactions(TXN_TIMEOUT)
         })
@@ -234,19 +239,22 @@ impl KafkaSink {
         &self,
         what: &'static str,
         call: impl FnOnce(&TrackedProducer) -> KafkaResult<()> + Send + 'static,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), SinkError> {
         let producer = self.producer.clone();
         match tokio::task::spawn_blocking(move || call(&producer)).await {
-            Ok(r) => r.map_err(|e| classify_txn(what, &e)),
-            Err(e) => Err(Failure::transient(format!("{what}: {e}"))),
+            Ok(r) => r.map_err(|e| SinkError::transaction(what, &e)),
+            Err(e) => Err(SinkError::Abandoned {
+                what,
+                detail: e.to_string(),
+            }),
         }
     }
 
     /// Opens a Kafka transaction.
-    pub fn begin(&self) -> Result<(), Failure> {
+    pub fn begin(&self) -> Result<(), SinkError> {
         self.producer
             .begin_transaction()
-            .map_err(|e| classify_txn("beginning a transaction", &e))
+            .map_err(|e| SinkError::transaction("beginning a transaction", &e))
     }
 
     /// Commits the open transaction: flushes its records and makes them (and the checkpoint
@@ -255,7 +263,7 @@ impl KafkaSink {
     /// that). Runs on tokio's blocking pool: a caller that stops awaiting it (on shutdown)
     /// leaves the commit to finish or fail in the background; either way the checkpoint in
     /// the transaction stays consistent with its records.
-    pub async fn commit(&self) -> Result<(), Failure> {
+    pub async fn commit(&self) -> Result<(), SinkError> {
         self.off_thread("committing a transaction", |p| {
             p.commit_transaction(TXN_TIMEOUT)
         })
@@ -268,7 +276,7 @@ impl KafkaSink {
     /// without lingering (rust-rdkafka's `flush` marks it only for an instant per 100 ms
     /// poll step). Runs on tokio's blocking pool; `Err` (transient) when records are still
     /// unacknowledged at the timeout.
-    pub async fn flush_now(&self, timeout: Duration) -> Result<(), Failure> {
+    pub async fn flush_now(&self, timeout: Duration) -> Result<(), SinkError> {
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         self.off_thread(
             "sending the transaction's records",
@@ -310,64 +318,4 @@ fn raw_flush(producer: &TrackedProducer, timeout_ms: i32) -> rdkafka::types::RDK
     // duration of the call; librdkafka's API is thread-safe, and flush on a producer handle
     // has no other precondition.
     unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), timeout_ms) }
-}
-
-fn fenced_failure(what: &str, detail: &dyn std::fmt::Display) -> Failure {
-    Failure::definite(format!(
-        "{what}: this instance was fenced: another outboxd instance with the same \
-         transactional.id took over the connector ({detail}); this one stops without writing \
-         anything more (run one instance per connector)"
-    ))
-}
-
-fn classify_txn(what: &str, e: &KafkaError) -> Failure {
-    let code = e.rdkafka_error_code();
-    if matches!(
-        code,
-        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced)
-    ) || e.to_string().to_ascii_lowercase().contains("fenced")
-    {
-        return fenced_failure(what, e);
-    }
-    if let KafkaError::Transaction(rd) = e {
-        if rd.is_fatal() {
-            return Failure::definite(format!(
-                "{what}: fatal Kafka transaction error: {e}; restart the relay (the last \
-                 committed checkpoint is intact)"
-            ));
-        }
-    }
-    Failure::transient(format!("{what}: {e}"))
-}
-
-fn event_id(record: &KafkaRecord) -> String {
-    record
-        .headers
-        .iter()
-        .find(|(k, _)| k == "id")
-        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-        .unwrap_or_else(|| "(no id)".to_string())
-}
-
-fn classify(e: &KafkaError, record: &KafkaRecord) -> Failure {
-    let code = e.rdkafka_error_code();
-    match code {
-        Some(RDKafkaErrorCode::MessageSizeTooLarge) => Failure::definite(format!(
-            "Kafka refused outbox event {} for topic {}: record too large ({e}); raise the \
-             topic's max.message.bytes and kafka.max_record_bytes",
-            event_id(record),
-            record.topic
-        )),
-        Some(RDKafkaErrorCode::UnknownPartition) => Failure::definite(format!(
-            "outbox event {} names partition {:?} that topic {} does not have ({e}); fix the \
-             partition placement column or add partitions",
-            event_id(record),
-            record.partition,
-            record.topic
-        )),
-        _ => Failure::transient(format!(
-            "enqueuing a record for topic {}: {e}",
-            record.topic
-        )),
-    }
 }

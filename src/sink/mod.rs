@@ -1,8 +1,13 @@
 //! Delivery of routed records to Kafka.
 
+pub mod client;
 pub mod client_log;
+mod error;
 pub mod kafka;
+pub mod record;
 pub mod tracker;
 
+pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
+pub use record::KafkaRecord;
 pub use tracker::DeliveryTracker;

@@ -18,13 +18,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::ClientContext;
 use tokio::sync::Notify;
 
-use crate::error::Failure;
+use super::error::{Refusal, SinkError};
+use crate::error::Class;
 
 /// Bits of a record's number in its delivery opaque; the full number is recovered from the
 /// acknowledged prefix, which is never 2^40 records behind.
@@ -74,7 +74,7 @@ pub struct DeliveryTracker {
 struct Recorded {
     telling: Telling,
     size: u64,
-    failure: Failure,
+    failure: SinkError,
 }
 
 /// How much a failed delivery says about the cause, least first.
@@ -180,7 +180,7 @@ impl DeliveryTracker {
     /// record purged as a consequence (an aborted transaction); the first among equals.
     /// Classified (definite for what Kafka refuses, transient otherwise) and naming the
     /// record's topic and event id, never its payload.
-    pub fn failure(&self) -> Option<Failure> {
+    pub fn failure(&self) -> Option<SinkError> {
         if !self.failed.load(Ordering::Acquire) {
             return None;
         }
@@ -197,7 +197,7 @@ impl DeliveryTracker {
     /// purges the rest, and their reports arrive one after another. Records only purged are
     /// no cause (the abort that purged them had one of its own): `None` then. Blocks the
     /// calling thread (off the async workers); for the failure path only.
-    pub fn settled_failure(&self, within: std::time::Duration) -> Option<Failure> {
+    pub fn settled_failure(&self, within: std::time::Duration) -> Option<SinkError> {
         let until = std::time::Instant::now() + within;
         tokio::task::block_in_place(|| {
             while !self.settled() && std::time::Instant::now() < until {
@@ -224,7 +224,7 @@ impl DeliveryTracker {
 
     /// Waits until every record sent so far is acknowledged; `Err` with the first failure
     /// as soon as a record failed.
-    pub async fn all_acked(&self) -> Result<(), Failure> {
+    pub async fn all_acked(&self) -> Result<(), SinkError> {
         loop {
             if let Some(f) = self.failure() {
                 return Err(f);
@@ -249,7 +249,8 @@ impl DeliveryTracker {
         self.notify.notify_one();
     }
 
-    fn on_failed(&self, failure: Failure, telling: Telling, size: u64) {
+    fn on_failed(&self, failure: SinkError, size: u64) {
+        let telling = Telling::of(&failure);
         let mut kept = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         let better = match kept.as_ref() {
             None => true,
@@ -289,56 +290,42 @@ impl ProducerContext for DeliveryTracker {
         match result {
             Ok(_) => self.on_delivered(seq_bits, size),
             Err((e, m)) => {
-                let (failure, telling) = classify_delivery(e, m.topic(), &event_id(m));
-                self.on_failed(failure, telling, size);
+                self.on_failed(SinkError::on_delivery(e, event_id(m), m.topic()), size);
             }
         }
     }
 }
 
-/// A failed delivery as a [`Failure`]: definite when Kafka refuses the record for good
-/// (size, ACLs, topic, partition), transient otherwise (timeouts, brokers unreachable,
-/// purged); with how much it tells about the cause.
-fn classify_delivery(e: &KafkaError, topic: &str, id: &str) -> (Failure, Telling) {
-    use RDKafkaErrorCode as C;
-    let failure = match e.rdkafka_error_code() {
-        Some(C::MessageSizeTooLarge | C::MessageBatchTooLarge) => Failure::definite(format!(
-            "Kafka refused outbox event {id} for topic {topic} as too large ({e}); raise the \
-             topic's max.message.bytes (and the broker's message.max.bytes) or shrink the \
-             event, then restart (nothing after the last delivered event was checkpointed)"
-        )),
-        Some(
-            C::InvalidRecord
-            | C::TopicAuthorizationFailed
-            | C::ClusterAuthorizationFailed
-            | C::InvalidTopic
-            | C::UnknownPartition
-            | C::UnsupportedForMessageFormat,
-        ) => Failure::definite(format!(
-            "Kafka refused outbox event {id} for topic {topic}: {e}; fix the topic or its \
-             ACLs/limits, then restart (nothing after the last delivered event was \
-             checkpointed)"
-        )),
-        Some(C::Fatal) => Failure::definite(format!(
-            "fatal Kafka producer error for topic {topic}: {e}; restart the relay (nothing \
-             after the last delivered event was checkpointed)"
-        )),
-        _ => Failure::transient(format!(
-            "delivery of outbox event {id} to topic {topic} failed: {e}"
-        )),
-    };
-    let telling = match e.rdkafka_error_code() {
-        Some(C::MessageSizeTooLarge | C::MessageBatchTooLarge) => Telling::TooLarge,
-        Some(C::PurgeQueue | C::PurgeInflight) => Telling::Purged,
-        _ if failure.is_transient() => Telling::Transient,
-        _ => Telling::Refused,
-    };
-    (failure, telling)
+impl Telling {
+    /// How much `failure` tells about the cause.
+    fn of(failure: &SinkError) -> Self {
+        match failure.refusal() {
+            Some(Refusal::TooLarge) => Telling::TooLarge,
+            Some(_) => Telling::Refused,
+            None if failure.is_purged() => Telling::Purged,
+            None if failure.class() == Class::Transient => Telling::Transient,
+            None => Telling::Refused,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
+
     use super::*;
+
+    /// A failed delivery report of event `id` with librdkafka error `code`.
+    fn failed(code: C, id: &str) -> SinkError {
+        SinkError::on_delivery(&KafkaError::MessageProduction(code), id.into(), "t")
+    }
+
+    fn id_of(f: &SinkError) -> &str {
+        match f {
+            SinkError::Refused { id, .. } | SinkError::Delivery { id, .. } => id,
+            other => panic!("not a delivery failure: {other}"),
+        }
+    }
 
     #[test]
     fn the_prefix_advances_only_over_contiguous_acknowledgements() {
@@ -378,20 +365,21 @@ mod tests {
         assert_eq!(t.acked_below(), 1);
         assert!(t.failure().is_none());
         assert!(!t.settled());
-        t.on_failed(Failure::transient("purged"), Telling::Purged, 10);
-        t.on_failed(Failure::transient("timed out"), Telling::Transient, 10);
-        t.on_failed(Failure::transient("timed out too"), Telling::Transient, 10);
-        assert_eq!(t.failure().expect("kept").message, "timed out");
-        t.on_failed(Failure::definite("small"), Telling::TooLarge, 10);
-        t.on_failed(Failure::definite("acl"), Telling::Refused, 10);
-        t.on_failed(Failure::definite("large"), Telling::TooLarge, 30);
-        t.on_failed(Failure::definite("purged later"), Telling::Purged, 99);
+        t.on_failed(failed(C::PurgeQueue, "purged"), 10);
+        t.on_failed(failed(C::MessageTimedOut, "timed out"), 10);
+        t.on_failed(failed(C::MessageTimedOut, "timed out too"), 10);
+        assert_eq!(id_of(&t.failure().expect("kept")), "timed out");
+        t.on_failed(failed(C::MessageSizeTooLarge, "small"), 10);
+        t.on_failed(failed(C::TopicAuthorizationFailed, "acl"), 10);
+        t.on_failed(failed(C::MessageSizeTooLarge, "large"), 30);
+        t.on_failed(failed(C::PurgeInflight, "purged later"), 99);
         let f = t.failure().expect("failure kept");
         assert_eq!(
-            f.message, "large",
+            id_of(&f),
+            "large",
             "the largest record refused as too large"
         );
-        assert!(!f.is_transient());
+        assert_eq!(f.class(), Class::Definite);
         assert_eq!(t.acked_below(), 1, "a failed record holds the prefix back");
     }
 
@@ -399,16 +387,16 @@ mod tests {
     async fn purged_records_are_no_cause() {
         let t = DeliveryTracker::default();
         t.enqueued(1);
-        t.on_failed(Failure::transient("purged"), Telling::Purged, 1);
+        t.on_failed(failed(C::PurgeQueue, "purged"), 1);
         assert!(t.failure().is_some());
         assert!(t
             .settled_failure(std::time::Duration::from_millis(10))
             .is_none());
-        t.on_failed(Failure::transient("timed out"), Telling::Transient, 1);
+        t.on_failed(failed(C::MessageTimedOut, "timed out"), 1);
         let f = t
             .settled_failure(std::time::Duration::from_millis(10))
             .expect("a cause");
-        assert_eq!(f.message, "timed out");
+        assert_eq!(id_of(&f), "timed out");
     }
 
     #[tokio::test]
@@ -431,7 +419,7 @@ mod tests {
             let t = t.clone();
             async move { t.all_acked().await }
         });
-        t.on_failed(Failure::definite("refused"), Telling::Refused, 1);
-        assert_eq!(waiter.await.unwrap().unwrap_err().message, "refused");
+        t.on_failed(failed(C::TopicAuthorizationFailed, "refused"), 1);
+        assert_eq!(id_of(&waiter.await.unwrap().unwrap_err()), "refused");
     }
 }

@@ -1,8 +1,213 @@
-//! Sources: where row changes come from.
+//! Sources: where outbox events come from.
 //!
-//! Each source has three layers (see DESIGN.md, "Code models"): a pure decoder (bytes in, typed
-//! messages out, no I/O), a session (socket, keepalives, reconnects) and an adapter (keeps the
-//! outbox rows and maps them to [`crate::event::SourceEvent`]s).
+//! Each source has three layers: a pure decoder (bytes in, typed messages out, no I/O:
+//! `mysql::decode`, `postgres::pgoutput`), a session (`mysql::stream`, `postgres::stream`:
+//! socket, keepalives, status updates) with its catalog side (`mysql::server`,
+//! `postgres::catalog`: server facts, requirements, slots and publications, shared with
+//! `check` and `status`), and an adapter (keeps the outbox rows and maps them to
+//! [`SourceEvent`]s).
+//!
+//! Every source implements [`Source`]: one session, from a position to a failure.
+//! [`supervise`] runs sessions one after the other, owning reconnects, backoff and what a
+//! transient or definite failure means; the events go through an [`Outlet`] into the
+//! connector's delivery loop. Data flows one way: decoder → adapter → outlet → delivery loop;
+//! the only thing flowing back is the durably checkpointed position, on a watch channel.
 
 pub mod mysql;
 pub mod postgres;
+pub(crate) mod supervise;
+
+use std::future::Future;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{ConnectorConfig, SourceConfig};
+use crate::error::Error;
+use crate::event::SourceEvent;
+use crate::health::{ConnectorState, Health};
+use crate::metrics as m;
+use crate::position::SourcePosition;
+
+/// Filtered source transactions (none of whose rows are outbox rows) between two
+/// [`SourceEvent::Progress`] reports, at most, on every source: a busy server with a quiet
+/// outbox still lets the checkpoint follow it without one event per transaction.
+pub(crate) const PROGRESS_EVERY: u64 = 100;
+
+/// Events buffered between a source session and the delivery loop.
+pub(crate) const CHANNEL_CAPACITY: usize = 1024;
+
+/// The pipeline stopped receiving (it finished or failed): the session ends quietly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed;
+
+/// A source session's end of the channel into the delivery loop.
+///
+/// It remembers what it handed on, which is what the supervisor needs to resume after a lost
+/// connection: the position after the last transaction (or progress) sent, and whether rows
+/// of an unfinished transaction were sent (then a new session would send them again, and the
+/// connector must restart from its checkpoint instead).
+#[derive(Debug)]
+pub struct Outlet {
+    tx: mpsc::Sender<Result<SourceEvent, Error>>,
+    resume: Option<SourcePosition>,
+    mid_transaction: bool,
+    streamed: bool,
+}
+
+impl Outlet {
+    /// An outlet sending into `tx`, whose sessions start at `resume` (the checkpoint; `None`
+    /// without one).
+    pub fn new(
+        tx: mpsc::Sender<Result<SourceEvent, Error>>,
+        resume: Option<SourcePosition>,
+    ) -> Self {
+        Self {
+            tx,
+            resume,
+            mid_transaction: false,
+            streamed: false,
+        }
+    }
+
+    /// Where the next session starts: the position after the last transaction or progress
+    /// handed on, else the one the outlet was created with.
+    pub fn resume_position(&self) -> Option<&SourcePosition> {
+        self.resume.as_ref()
+    }
+
+    /// True while rows of a transaction whose commit was not handed on yet were sent.
+    pub fn mid_transaction(&self) -> bool {
+        self.mid_transaction
+    }
+
+    /// Hands `event` on, waiting for room (backpressure).
+    pub async fn send(&mut self, event: SourceEvent) -> Result<(), Closed> {
+        self.reserve().await?.send(event);
+        Ok(())
+    }
+
+    /// Waits for room for one event. Cancel safe: nothing is sent until [`Permit::send`].
+    pub async fn reserve(&mut self) -> Result<Permit<'_>, Closed> {
+        let permit = self.tx.reserve().await.map_err(|_| Closed)?;
+        Ok(Permit {
+            permit,
+            resume: &mut self.resume,
+            mid_transaction: &mut self.mid_transaction,
+            streamed: &mut self.streamed,
+        })
+    }
+
+    /// Hands a failure on: the delivery loop stops with it (and the connector restarts from
+    /// its checkpoint, or stops, as the failure's class says).
+    pub async fn fail(&self, error: Error) {
+        let _ = self.tx.send(Err(error)).await;
+    }
+
+    /// Whether anything was handed on since the last call (a session that streamed resets
+    /// the backoff).
+    fn take_streamed(&mut self) -> bool {
+        std::mem::take(&mut self.streamed)
+    }
+}
+
+/// Room for one event in the channel; see [`Outlet::reserve`].
+pub struct Permit<'a> {
+    permit: mpsc::Permit<'a, Result<SourceEvent, Error>>,
+    resume: &'a mut Option<SourcePosition>,
+    mid_transaction: &'a mut bool,
+    streamed: &'a mut bool,
+}
+
+impl Permit<'_> {
+    /// Sends `event`, noting the position it reaches.
+    pub fn send(self, event: SourceEvent) {
+        match &event {
+            SourceEvent::Change(_) => *self.mid_transaction = true,
+            SourceEvent::Commit { position, .. } | SourceEvent::Progress { position } => {
+                *self.resume = Some(position.clone());
+                *self.mid_transaction = false;
+            }
+        }
+        *self.streamed = true;
+        self.permit.send(Ok(event));
+    }
+}
+
+/// What every session of a connector's source gets.
+pub struct SourceContext {
+    /// The connector's name, for logs, metrics and health.
+    pub connector: String,
+    /// Where connector states are reported.
+    pub health: Health,
+    /// Turns true on shutdown.
+    pub shutdown: watch::Receiver<bool>,
+    /// The positions the delivery loop durably checkpointed (every record before them
+    /// acknowledged by Kafka): the only ones a source may confirm to its server.
+    pub checkpointed: watch::Receiver<Option<SourcePosition>>,
+    /// The channel into the delivery loop.
+    pub out: Outlet,
+}
+
+impl SourceContext {
+    /// Reports that the session is connected and streaming.
+    pub fn streaming(&self) {
+        self.health.set(&self.connector, ConnectorState::Streaming);
+        metrics::gauge!(m::SOURCE_CONNECTED, m::LABEL_CONNECTOR => self.connector.clone()).set(1.0);
+    }
+}
+
+/// A database outbox events are streamed from.
+pub trait Source: Send {
+    /// What the stream is called in logs: `binlog`, `PostgreSQL replication`.
+    fn stream_name(&self) -> &'static str;
+
+    /// One session: connects, streams from `ctx.out.resume_position()` (or the configured
+    /// start without one) into `ctx.out` until the connection fails (`Err`) or the delivery
+    /// loop stops receiving (`Ok`). Calls [`SourceContext::streaming`] once streaming.
+    fn session(
+        &mut self,
+        ctx: &mut SourceContext,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Longest wait between reconnection attempts.
+    fn reconnect_backoff_max(&self) -> std::time::Duration {
+        supervise::MAX_RECONNECT_BACKOFF
+    }
+
+    /// A session's failure as the supervisor should treat it; the default is as it is. A
+    /// source that learns from repeated failures (MySQL: several replicas fighting over one
+    /// `server_id`) makes a transient failure definite here.
+    fn escalate(&mut self, error: Error) -> Error {
+        error
+    }
+}
+
+/// Starts connector `cfg`'s source on the runtime: sessions from `resume` (the checkpoint)
+/// into `tx`, supervised ([`supervise::run`]) until the delivery loop stops receiving,
+/// shutdown, or a definite failure (sent into `tx`).
+pub(crate) fn spawn(
+    cfg: &ConnectorConfig,
+    resume: Option<SourcePosition>,
+    tx: mpsc::Sender<Result<SourceEvent, Error>>,
+    health: &Health,
+    shutdown: watch::Receiver<bool>,
+    checkpointed: watch::Receiver<Option<SourcePosition>>,
+) -> tokio::task::JoinHandle<()> {
+    let ctx = SourceContext {
+        connector: cfg.name.clone(),
+        health: health.clone(),
+        shutdown,
+        checkpointed,
+        out: Outlet::new(tx, resume),
+    };
+    match &cfg.source {
+        SourceConfig::Mysql(src) => tokio::spawn(supervise::run(
+            mysql::MysqlSource::new(src.clone(), &cfg.tables),
+            ctx,
+        )),
+        SourceConfig::Postgres(src) => tokio::spawn(supervise::run(
+            postgres::PgSource::new(src.clone(), &cfg.tables),
+            ctx,
+        )),
+    }
+}

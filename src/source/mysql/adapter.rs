@@ -1,20 +1,19 @@
 //! The binlog adapter: from decoded binlog messages to outbox [`SourceEvent`]s.
 //!
-//! Keeps only row changes of the configured outbox tables and frames them as transactions.
-//! Positions come from the decoder, which tracks them per [`super::decode::PositionKind`]:
-//! the adapter asks for the position after a transaction only when it hands one on.
-//! Transactions touching no outbox table produce a throttled [`SourceEvent::Progress`], and so
-//! do heartbeats, so the checkpoint follows a busy (or idle) server whose outbox is quiet.
-
-use std::collections::HashSet;
+//! The decoder only decodes the rows of the outbox tables (its table filter) and frames every
+//! transaction, ending it with a `Commit` that carries the position after it; the adapter
+//! turns those rows into changes and the commit of a transaction that had some into a
+//! [`SourceEvent::Commit`]. Transactions without outbox rows produce a throttled
+//! [`SourceEvent::Progress`] (every [`PROGRESS_EVERY`] of them), and so do heartbeats, so the
+//! checkpoint follows a busy (or idle) server whose outbox is quiet.
 
 use super::decode::BinlogMessage;
 use crate::event::{RowChange, SourceEvent, TableName};
-use crate::position::SourcePosition;
+use crate::source::PROGRESS_EVERY;
 
 /// An XA transaction wrote outbox rows: whether it commits is only decided by a later
 /// `XA COMMIT` / `XA ROLLBACK`, so its rows can be neither published nor dropped yet.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error(
     "an XA transaction writes outbox rows to {table}: whether it commits is decided only by a \
      later XA COMMIT / XA ROLLBACK, so outboxd stops rather than publish events that may never \
@@ -26,13 +25,10 @@ pub struct XaOutboxRows {
     pub table: TableName,
 }
 
-/// Filtered transactions between two progress reports, at most.
-const PROGRESS_EVERY: u64 = 1000;
-
-/// Filter and framing state between binlog events.
-#[derive(Debug)]
+/// Transaction state between binlog messages.
+#[derive(Debug, Default)]
 pub struct OutboxAdapter {
-    tables: HashSet<TableName>,
+    /// Outbox rows of the open transaction handed on.
     txn_rows: u64,
     filtered_since_progress: u64,
     /// The open transaction is an XA transaction.
@@ -40,39 +36,27 @@ pub struct OutboxAdapter {
 }
 
 impl OutboxAdapter {
-    /// An adapter keeping the rows of outbox `tables`.
-    pub fn new(tables: HashSet<TableName>) -> Self {
-        Self {
-            tables,
-            txn_rows: 0,
-            filtered_since_progress: 0,
-            xa: false,
-        }
+    /// An adapter between transactions.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// True while outbox rows of an unfinished source transaction have been handed on: a
-    /// reconnect now would replay them, so the caller must restart from the checkpoint.
-    pub fn mid_transaction(&self) -> bool {
-        self.txn_rows > 0
-    }
-
-    /// Feeds one decoded message. `position` gives the position after the last committed
-    /// transaction (called only when it is needed).
+    /// Feeds one decoded message (rows of outbox tables only: the decoder filters the others
+    /// out); the events it makes are appended to `out`.
     ///
     /// Errors when an XA transaction writes outbox rows ([`XaOutboxRows`]), before any of
     /// them is handed on.
     pub fn on_message(
         &mut self,
         msg: BinlogMessage,
-        position: impl FnOnce() -> SourcePosition,
         out: &mut Vec<SourceEvent>,
     ) -> Result<(), XaOutboxRows> {
         match msg {
             BinlogMessage::XaStart => self.xa = true,
-            BinlogMessage::XaPrepare { ts_ms } => {
+            BinlogMessage::XaPrepare { position, .. } => {
                 // Nothing of ours in it (rows would have stopped us): like a filtered commit.
                 self.xa = false;
-                return self.on_message(BinlogMessage::Commit { xid: None, ts_ms }, position, out);
+                self.filtered(position, out);
             }
             BinlogMessage::Begin { .. } => {
                 self.txn_rows = 0;
@@ -84,14 +68,8 @@ impl OutboxAdapter {
                 rows,
                 ts_ms,
             } => {
-                if !self.tables.contains(&table) {
-                    return Ok(());
-                }
                 if self.xa {
                     return Err(XaOutboxRows { table });
-                }
-                if self.txn_rows == 0 {
-                    out.push(SourceEvent::Begin);
                 }
                 for row in rows {
                     self.txn_rows += 1;
@@ -103,21 +81,17 @@ impl OutboxAdapter {
                     }));
                 }
             }
-            BinlogMessage::Commit { ts_ms, .. } => {
+            BinlogMessage::Commit {
+                ts_ms, position, ..
+            } => {
                 if self.txn_rows > 0 {
                     out.push(SourceEvent::Commit {
-                        position: position(),
+                        position,
                         commit_ts_ms: ts_ms,
                     });
                     self.filtered_since_progress = 0;
                 } else {
-                    self.filtered_since_progress += 1;
-                    if self.filtered_since_progress >= PROGRESS_EVERY {
-                        self.filtered_since_progress = 0;
-                        out.push(SourceEvent::Progress {
-                            position: position(),
-                        });
-                    }
+                    self.filtered(position, out);
                 }
                 self.txn_rows = 0;
             }
@@ -130,12 +104,10 @@ impl OutboxAdapter {
                 }
                 self.txn_rows = 0;
             }
-            BinlogMessage::Heartbeat => {
+            BinlogMessage::Heartbeat { position } => {
                 if self.txn_rows == 0 {
                     self.filtered_since_progress = 0;
-                    out.push(SourceEvent::Progress {
-                        position: position(),
-                    });
+                    out.push(SourceEvent::Progress { position });
                 }
             }
             BinlogMessage::FormatDescription { .. }
@@ -147,5 +119,14 @@ impl OutboxAdapter {
             | BinlogMessage::Other { .. } => {}
         }
         Ok(())
+    }
+
+    /// A transaction without outbox rows ended at `position`: progress, now and then.
+    fn filtered(&mut self, position: crate::position::SourcePosition, out: &mut Vec<SourceEvent>) {
+        self.filtered_since_progress += 1;
+        if self.filtered_since_progress >= PROGRESS_EVERY {
+            self.filtered_since_progress = 0;
+            out.push(SourceEvent::Progress { position });
+        }
     }
 }

@@ -145,20 +145,27 @@ pub enum BinlogMessage {
         ts_ms: i64,
     },
     /// The transaction committed: XID_EVENT, `COMMIT` query, or the implicit commit of a DDL.
+    /// Always the last message of its event.
     Commit {
         /// XID of an XID_EVENT.
         xid: Option<u64>,
         /// Event timestamp, epoch milliseconds.
         ts_ms: i64,
+        /// The position after the transaction: where a restart resumes without losing or
+        /// repeating it ([`BinlogDecoder::current_position`] after the event).
+        position: SourcePosition,
     },
     /// The open transaction is an XA transaction (MySQL `XA START` query, MariaDB GTID event
     /// with FL_PREPARED_XA): it will end in [`BinlogMessage::XaPrepare`].
     XaStart,
     /// XA_PREPARE_LOG_EVENT: an XA transaction was prepared. Its rows are in the binlog, but
-    /// it commits or rolls back only at a later `XA COMMIT` / `XA ROLLBACK` group.
+    /// it commits or rolls back only at a later `XA COMMIT` / `XA ROLLBACK` group. Always the
+    /// last message of its event.
     XaPrepare {
         /// Event timestamp, epoch milliseconds.
         ts_ms: i64,
+        /// The position after the prepared group.
+        position: SourcePosition,
     },
     /// The transaction ended with `ROLLBACK` (non-transactional changes were logged), or was
     /// cut short (a new transaction or file started before it ended).
@@ -172,7 +179,10 @@ pub enum BinlogMessage {
         query_len: usize,
     },
     /// Heartbeat (the source is alive and has nothing new).
-    Heartbeat,
+    Heartbeat {
+        /// The position reached (unchanged by the heartbeat).
+        position: SourcePosition,
+    },
     /// INCIDENT_EVENT: the server says events may be missing from the binlog here.
     Incident {
         /// The server's message.
@@ -304,6 +314,14 @@ pub enum PositionKind {
     BinlogFile,
 }
 
+/// A message that needs the position after its event, held until that position is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Terminal {
+    Commit { xid: Option<u64>, ts_ms: i64 },
+    XaPrepare { ts_ms: i64 },
+    Heartbeat,
+}
+
 /// Where the decoder is inside a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TxnState {
@@ -337,6 +355,9 @@ pub struct BinlogDecoder {
     mariadb_position: MariadbGtidPosition,
     position_kind: Option<PositionKind>,
     last_committed_gtid: Option<TxnGtid>,
+    /// The event being decoded ends a transaction (or is a heartbeat): its message, which
+    /// carries the position after the event, is added once that position is known.
+    terminal: Option<Terminal>,
     notes: Vec<String>,
     noted_tables: BTreeSet<TableName>,
 }
@@ -367,6 +388,7 @@ impl BinlogDecoder {
             mariadb_position: MariadbGtidPosition::new(),
             position_kind: None,
             last_committed_gtid: None,
+            terminal: None,
             notes: Vec::new(),
             noted_tables: BTreeSet::new(),
         }
@@ -446,11 +468,6 @@ impl BinlogDecoder {
         &self.mariadb_position
     }
 
-    /// The GTID of the transaction being decoded, if any.
-    pub fn current_gtid(&self) -> Option<&TxnGtid> {
-        self.txn_gtid.as_ref()
-    }
-
     /// The GTID of the last committed transaction.
     pub fn last_committed_gtid(&self) -> Option<&TxnGtid> {
         self.last_committed_gtid.as_ref()
@@ -513,6 +530,7 @@ impl BinlogDecoder {
         at_in_file: Option<&BinlogFilePosition>,
         out: &mut Vec<BinlogMessage>,
     ) -> Result<(), DecodeError> {
+        self.terminal = None;
         let header = event.header();
         let inner = !event.footer().get_checksum_enabled();
         let size = u64::from(header.event_size());
@@ -619,7 +637,7 @@ impl BinlogDecoder {
                 }
                 let ts_ms = self.txn_commit_ts_ms.unwrap_or(ts_ms);
                 self.finish_txn();
-                out.push(BinlogMessage::XaPrepare { ts_ms });
+                self.terminal = Some(Terminal::XaPrepare { ts_ms });
             }
             t if t == EventType::TABLE_MAP_EVENT as u8 => {
                 self.on_table_map(event, &at)?;
@@ -648,7 +666,7 @@ impl BinlogDecoder {
             t if t == EventType::HEARTBEAT_EVENT as u8 || t == HEARTBEAT_LOG_EVENT_V2 => {
                 // Heartbeats repeat the position already reached; do not move it.
                 set_pos = false;
-                out.push(BinlogMessage::Heartbeat);
+                self.terminal = Some(Terminal::Heartbeat);
             }
             t if t == EventType::INCIDENT_EVENT as u8 => {
                 let incident: IncidentEvent<'_> =
@@ -725,6 +743,18 @@ impl BinlogDecoder {
                 self.idle_position.file.clone_from(&self.position.file);
             }
             self.idle_position.pos = self.position.pos;
+        }
+        if let Some(terminal) = self.terminal.take() {
+            let position = self.current_position();
+            out.push(match terminal {
+                Terminal::Commit { xid, ts_ms } => BinlogMessage::Commit {
+                    xid,
+                    ts_ms,
+                    position,
+                },
+                Terminal::XaPrepare { ts_ms } => BinlogMessage::XaPrepare { ts_ms, position },
+                Terminal::Heartbeat => BinlogMessage::Heartbeat { position },
+            });
         }
         Ok(())
     }
@@ -808,7 +838,7 @@ impl BinlogDecoder {
         }
         let ts_ms = self.txn_commit_ts_ms.unwrap_or(ts_ms);
         self.finish_txn();
-        out.push(BinlogMessage::Commit { xid, ts_ms });
+        self.terminal = Some(Terminal::Commit { xid, ts_ms });
     }
 
     /// Marks the transaction's GTID executed and returns to idle.

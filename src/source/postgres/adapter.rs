@@ -9,8 +9,8 @@
 //!   JSON object ([`message_row`]), so the same router applies. Transactional messages are
 //!   part of their transaction, in order with its rows; a non-transactional one is a
 //!   transaction of its own, positioned just after its WAL record (`lsn + 1`).
-//! * Frames transactions: `Begin` before the first kept change, `Commit` at the commit's
-//!   `end_lsn` (the position after the transaction). Transactions with nothing kept, and
+//! * Frames transactions: a `Commit` at the commit's `end_lsn` (the position after the
+//!   transaction) after its kept changes. Transactions with nothing kept, and
 //!   keepalives while between transactions, become [`SourceEvent::Progress`] so the
 //!   checkpoint — and with it the slot's `confirmed_flush_lsn` — follows an idle or filtered
 //!   outbox.
@@ -33,13 +33,11 @@ use super::pgoutput::{pg_micros_to_unix_ms, PgOutputMessage, Relation, TupleData
 use super::values::{self, ValueError};
 use crate::event::{Op, Row, RowChange, SourceEvent, TableName};
 use crate::position::{Lsn, SourcePosition};
+use crate::source::PROGRESS_EVERY;
 use crate::value::ColumnValue;
 
 /// Schema of the pseudo table logical decoding messages are routed as.
 pub const MESSAGE_SCHEMA: &str = "pg_logical_emit_message";
-
-/// Filtered transactions between two progress reports, at most.
-const PROGRESS_EVERY: u64 = 100;
 
 /// Why the stream cannot be turned into events. All of them are definite: the same bytes
 /// would fail again after a restart.
@@ -144,20 +142,6 @@ impl PgOutboxAdapter {
         }
     }
 
-    /// Moves the resume point after a reconnect to the last position handed on (nothing
-    /// before it may be handed on again). Keeps the relation cache: the server resends
-    /// Relation messages on a new session anyway.
-    pub fn resume_at(&mut self, position: Lsn) {
-        self.txn = None;
-        self.resume_after = self.resume_after.max(position);
-        self.last_position = self.last_position.max(position);
-    }
-
-    /// True between a Begin and its Commit.
-    pub fn in_transaction(&self) -> bool {
-        self.txn.is_some()
-    }
-
     /// The last position handed on (or the resume position).
     pub fn last_position(&self) -> Lsn {
         self.last_position
@@ -166,7 +150,7 @@ impl PgOutboxAdapter {
     /// A server keepalive: everything before `wal_end` has been sent. Between transactions it
     /// is progress. `wal_end` (the walsender's read position) can lie inside a transaction
     /// whose commit is not yet decoded, its rows flushed early by another commit or the WAL
-    /// writer; resuming there is safe, since PostgreSQL (and [`Self::resume_at`]'s guard)
+    /// writer; resuming there is safe, since PostgreSQL (and this adapter's resume guard)
     /// skip only transactions whose commit lies before the resume position
     /// (tests/postgres_e2e.rs `checkpoint_inside_an_open_transaction_loses_nothing`).
     pub fn on_keepalive(&mut self, wal_end: Lsn, out: &mut Vec<SourceEvent>) {
@@ -189,55 +173,141 @@ impl PgOutboxAdapter {
             .ok_or_else(|| AdapterError::Protocol(format!("{message} outside a transaction")))
     }
 
-    /// Feeds one decoded message; kept changes and boundaries are appended to `out`.
+    /// A transaction starts (pgoutput Begin): its commit record is at `final_lsn`; its commit
+    /// time is `commit_ts` (µs since 2000-01-01 UTC).
+    ///
+    /// Errors when a transaction is already open (a protocol violation).
+    pub fn on_begin(&mut self, final_lsn: Lsn, commit_ts: i64) -> Result<(), AdapterError> {
+        if self.txn.is_some() {
+            return Err(AdapterError::Protocol(
+                "Begin inside an open transaction".into(),
+            ));
+        }
+        self.txn = Some(OpenTxn {
+            final_lsn,
+            commit_ts_ms: pg_micros_to_unix_ms(commit_ts),
+            rows: 0,
+            skip: final_lsn < self.resume_after,
+        });
+        Ok(())
+    }
+
+    /// The open transaction committed (pgoutput Commit): its commit record is at
+    /// `commit_lsn`, the position after it `end_lsn`.
+    ///
+    /// Errors without an open transaction, or for another transaction's commit.
+    pub fn on_commit(
+        &mut self,
+        commit_lsn: Lsn,
+        end_lsn: Lsn,
+        commit_ts: i64,
+        out: &mut Vec<SourceEvent>,
+    ) -> Result<(), AdapterError> {
+        let txn = self
+            .txn
+            .take()
+            .ok_or_else(|| AdapterError::Protocol("Commit without Begin".into()))?;
+        if txn.final_lsn != commit_lsn {
+            return Err(AdapterError::Protocol(format!(
+                "Commit at {commit_lsn} for a transaction that began with final_lsn {}",
+                txn.final_lsn
+            )));
+        }
+        if txn.skip || end_lsn <= self.resume_after {
+            // Delivered before the restart.
+        } else if txn.rows > 0 {
+            self.filtered_since_progress = 0;
+            self.last_position = self.last_position.max(end_lsn);
+            out.push(SourceEvent::Commit {
+                position: SourcePosition::Lsn(end_lsn),
+                commit_ts_ms: pg_micros_to_unix_ms(commit_ts),
+            });
+        } else {
+            self.filtered_since_progress += 1;
+            if self.filtered_since_progress >= PROGRESS_EVERY && end_lsn > self.last_position {
+                self.progress(end_lsn, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// A logical decoding message (`pg_logical_emit_message`; pgoutput Message) of WAL record
+    /// `lsn`. One with a configured prefix is an outbox event: inside its transaction when
+    /// `transactional`, else a transaction of its own.
+    ///
+    /// Errors when a configured prefix's content is not a JSON object, or the message is
+    /// where the protocol does not allow it.
+    pub fn on_logical_message(
+        &mut self,
+        transactional: bool,
+        lsn: Lsn,
+        prefix: &str,
+        content: &[u8],
+        out: &mut Vec<SourceEvent>,
+    ) -> Result<(), AdapterError> {
+        if !self.prefixes.iter().any(|p| p == prefix) {
+            if transactional {
+                self.open("transactional Message")?;
+            }
+            return Ok(());
+        }
+        let table = TableName::new(MESSAGE_SCHEMA, prefix);
+        let row = message_row(content).map_err(|reason| AdapterError::MessageJson {
+            prefix: prefix.to_string(),
+            lsn,
+            reason,
+        })?;
+        if transactional {
+            let txn = self.open("transactional Message")?;
+            if txn.skip {
+                return Ok(());
+            }
+            let ts = txn.commit_ts_ms;
+            txn.rows += 1;
+            out.push(SourceEvent::Change(RowChange {
+                table,
+                op: Op::Insert,
+                row,
+                source_ts_ms: ts,
+            }));
+            return Ok(());
+        }
+        if self.txn.is_some() {
+            return Err(AdapterError::Protocol(
+                "non-transactional Message inside a transaction".into(),
+            ));
+        }
+        // The position after the message's record: a restart from it does not decode the
+        // message again (the server skips records starting before the start point), and
+        // every later record starts after it.
+        let after = Lsn(lsn.0.saturating_add(1));
+        if after <= self.resume_after || after <= self.last_position {
+            return Ok(());
+        }
+        let ts = crate::checkpoint::now_ms();
+        self.filtered_since_progress = 0;
+        self.last_position = after;
+        out.push(SourceEvent::Change(RowChange {
+            table,
+            op: Op::Insert,
+            row,
+            source_ts_ms: ts,
+        }));
+        out.push(SourceEvent::Commit {
+            position: SourcePosition::Lsn(after),
+            commit_ts_ms: ts,
+        });
+        Ok(())
+    }
+
+    /// Feeds one decoded pgoutput message (Relation, Insert, Update, Delete, Truncate, Type,
+    /// Origin); kept changes are appended to `out`.
     pub fn on_message(
         &mut self,
         msg: PgOutputMessage,
         out: &mut Vec<SourceEvent>,
     ) -> Result<(), AdapterError> {
         match msg {
-            PgOutputMessage::Begin(b) => {
-                if self.txn.is_some() {
-                    return Err(AdapterError::Protocol(
-                        "Begin inside an open transaction".into(),
-                    ));
-                }
-                self.txn = Some(OpenTxn {
-                    final_lsn: b.final_lsn,
-                    commit_ts_ms: pg_micros_to_unix_ms(b.commit_ts),
-                    rows: 0,
-                    skip: b.final_lsn < self.resume_after,
-                });
-            }
-            PgOutputMessage::Commit(c) => {
-                let txn = self
-                    .txn
-                    .take()
-                    .ok_or_else(|| AdapterError::Protocol("Commit without Begin".into()))?;
-                if txn.final_lsn != c.commit_lsn {
-                    return Err(AdapterError::Protocol(format!(
-                        "Commit at {} for a transaction that began with final_lsn {}",
-                        c.commit_lsn, txn.final_lsn
-                    )));
-                }
-                if txn.skip || c.end_lsn <= self.resume_after {
-                    // Delivered before the restart.
-                } else if txn.rows > 0 {
-                    self.filtered_since_progress = 0;
-                    self.last_position = self.last_position.max(c.end_lsn);
-                    out.push(SourceEvent::Commit {
-                        position: SourcePosition::Lsn(c.end_lsn),
-                        commit_ts_ms: pg_micros_to_unix_ms(c.commit_ts),
-                    });
-                } else {
-                    self.filtered_since_progress += 1;
-                    if self.filtered_since_progress >= PROGRESS_EVERY
-                        && c.end_lsn > self.last_position
-                    {
-                        self.progress(c.end_lsn, out);
-                    }
-                }
-            }
             PgOutputMessage::Relation(r) => self.cache_relation(r),
             PgOutputMessage::Insert(i) => {
                 self.change("Insert", i.relation_oid, Op::Insert, &i.new, out)?
@@ -254,64 +324,6 @@ impl PgOutboxAdapter {
                     if let Some(rel) = self.relations.get(&oid).filter(|r| r.outbox) {
                         tracing::info!(table = %rel.table, "TRUNCATE of an outbox table: nothing to deliver");
                     }
-                }
-            }
-            PgOutputMessage::Message(m) => {
-                if !self.prefixes.contains(&m.prefix) {
-                    if m.transactional {
-                        self.open("transactional Message")?;
-                    }
-                    return Ok(());
-                }
-                let table = TableName::new(MESSAGE_SCHEMA, m.prefix.clone());
-                let row = message_row(&m.content).map_err(|reason| AdapterError::MessageJson {
-                    prefix: m.prefix.clone(),
-                    lsn: m.lsn,
-                    reason,
-                })?;
-                if m.transactional {
-                    let txn = self.open("transactional Message")?;
-                    if txn.skip {
-                        return Ok(());
-                    }
-                    let ts = txn.commit_ts_ms;
-                    if txn.rows == 0 {
-                        out.push(SourceEvent::Begin);
-                    }
-                    txn.rows += 1;
-                    out.push(SourceEvent::Change(RowChange {
-                        table,
-                        op: Op::Insert,
-                        row,
-                        source_ts_ms: ts,
-                    }));
-                } else {
-                    if self.txn.is_some() {
-                        return Err(AdapterError::Protocol(
-                            "non-transactional Message inside a transaction".into(),
-                        ));
-                    }
-                    // The position after the message's record: a restart from it does not
-                    // decode the message again (the server skips records starting before
-                    // the start point), and every later record starts after it.
-                    let after = Lsn(m.lsn.0.saturating_add(1));
-                    if after <= self.resume_after || after <= self.last_position {
-                        return Ok(());
-                    }
-                    let ts = crate::checkpoint::now_ms();
-                    self.filtered_since_progress = 0;
-                    self.last_position = after;
-                    out.push(SourceEvent::Begin);
-                    out.push(SourceEvent::Change(RowChange {
-                        table,
-                        op: Op::Insert,
-                        row,
-                        source_ts_ms: ts,
-                    }));
-                    out.push(SourceEvent::Commit {
-                        position: SourcePosition::Lsn(after),
-                        commit_ts_ms: ts,
-                    });
                 }
             }
             PgOutputMessage::Type(_) | PgOutputMessage::Origin(_) => {}
@@ -402,9 +414,6 @@ impl PgOutboxAdapter {
             };
             values.push(value);
         }
-        if txn.rows == 0 {
-            out.push(SourceEvent::Begin);
-        }
         txn.rows += 1;
         out.push(SourceEvent::Change(RowChange {
             table: rel.table.clone(),
@@ -486,9 +495,47 @@ pub fn message_row(content: &[u8]) -> Result<Row, String> {
 #[cfg(test)]
 mod tests {
     use super::super::pgoutput::decode;
-    use super::super::pgoutput::tests::{begin, commit, insert, message, relation, Msg};
+    use super::super::pgoutput::tests::{insert, relation, Msg};
     use super::super::values::oid;
     use super::*;
+
+    /// What the session feeds the adapter: a pgoutput message's bytes (decoded here), or one
+    /// of the messages pgwire-replication parses itself.
+    enum In {
+        Data(bytes::Bytes),
+        Begin(u64, i64),
+        Commit(u64, u64, i64),
+        Msg(bool, u64, &'static str, &'static [u8]),
+    }
+
+    fn begin(final_lsn: u64, ts: i64) -> In {
+        In::Begin(final_lsn, ts)
+    }
+
+    fn commit(commit_lsn: u64, end_lsn: u64, ts: i64) -> In {
+        In::Commit(commit_lsn, end_lsn, ts)
+    }
+
+    fn message(transactional: bool, lsn: u64, prefix: &'static str, content: &'static [u8]) -> In {
+        In::Msg(transactional, lsn, prefix, content)
+    }
+
+    fn data(b: bytes::Bytes) -> In {
+        In::Data(b)
+    }
+
+    fn apply(
+        a: &mut PgOutboxAdapter,
+        m: &In,
+        out: &mut Vec<SourceEvent>,
+    ) -> Result<(), AdapterError> {
+        match m {
+            In::Data(b) => a.on_message(decode(b).unwrap(), out),
+            In::Begin(l, ts) => a.on_begin(Lsn(*l), *ts),
+            In::Commit(c, e, ts) => a.on_commit(Lsn(*c), Lsn(*e), *ts, out),
+            In::Msg(t, l, p, c) => a.on_logical_message(*t, Lsn(*l), p, c, out),
+        }
+    }
 
     fn outbox() -> TableName {
         TableName::new("public", "outbox_events")
@@ -502,16 +549,16 @@ mod tests {
         )
     }
 
-    fn feed(a: &mut PgOutboxAdapter, msgs: &[bytes::Bytes]) -> Vec<SourceEvent> {
+    fn feed(a: &mut PgOutboxAdapter, msgs: &[In]) -> Vec<SourceEvent> {
         let mut out = Vec::new();
         for m in msgs {
-            a.on_message(decode(m).unwrap(), &mut out).unwrap();
+            apply(a, m, &mut out).unwrap();
         }
         out
     }
 
-    fn rel() -> bytes::Bytes {
-        relation(
+    fn rel() -> In {
+        data(relation(
             100,
             "public",
             "outbox_events",
@@ -521,12 +568,12 @@ mod tests {
                 ("payload", oid::JSONB as i32),
                 ("created_at", oid::TIMESTAMPTZ as i32),
             ],
-        )
+        ))
     }
 
-    fn row(n: u8) -> bytes::Bytes {
+    fn row(n: u8) -> In {
         let id = format!("00000000-0000-0000-0000-0000000000{n:02}");
-        insert(
+        data(insert(
             100,
             &[
                 Some(id.as_bytes()),
@@ -534,7 +581,7 @@ mod tests {
                 Some(br#"{"n": 1}"#),
                 Some(b"2024-01-01 00:00:00+00"),
             ],
-        )
+        ))
     }
 
     fn changes(out: &[SourceEvent]) -> Vec<&RowChange> {
@@ -549,21 +596,25 @@ mod tests {
     #[test]
     fn outbox_insert_becomes_a_transaction() {
         let mut a = adapter(0);
-        let other = relation(200, "public", "orders", &[("id", oid::INT8 as i32)]);
+        let other = data(relation(
+            200,
+            "public",
+            "orders",
+            &[("id", oid::INT8 as i32)],
+        ));
         let out = feed(
             &mut a,
             &[
                 rel(),
                 other,
-                begin(0x500, 0, 7),
-                insert(200, &[Some(b"not-even-a-number")]),
+                begin(0x500, 0),
+                data(insert(200, &[Some(b"not-even-a-number")])),
                 row(1),
                 row(2),
                 commit(0x500, 0x540, 0),
             ],
         );
-        assert_eq!(out.len(), 4, "{out:?}");
-        assert_eq!(out[0], SourceEvent::Begin);
+        assert_eq!(out.len(), 3, "{out:?}");
         let c = changes(&out);
         assert_eq!(c[0].table, outbox());
         assert_eq!(c[0].op, Op::Insert);
@@ -583,7 +634,7 @@ mod tests {
         );
         assert_eq!(c[0].source_ts_ms, 946_684_800_000);
         assert_eq!(
-            out[3],
+            out[2],
             SourceEvent::Commit {
                 position: SourcePosition::Lsn(Lsn(0x540)),
                 commit_ts_ms: 946_684_800_000
@@ -609,17 +660,15 @@ mod tests {
         a.on_keepalive(Lsn(0x20), &mut out);
         assert!(out.is_empty(), "no repeat");
         // Inside a transaction keepalives are not progress.
-        a.on_message(decode(&begin(0x30, 0, 1)).unwrap(), &mut out)
-            .unwrap();
+        apply(&mut a, &begin(0x30, 0), &mut out).unwrap();
         a.on_keepalive(Lsn(0x40), &mut out);
         assert!(out.is_empty());
-        a.on_message(decode(&commit(0x30, 0x38, 0)).unwrap(), &mut out)
-            .unwrap();
+        apply(&mut a, &commit(0x30, 0x38, 0), &mut out).unwrap();
         assert!(out.is_empty(), "one empty transaction is not reported");
         let mut msgs = Vec::new();
         for i in 0..PROGRESS_EVERY {
             let l = 0x100 + i * 0x10;
-            msgs.push(begin(l, 0, 1));
+            msgs.push(begin(l, 0));
             msgs.push(message(true, l - 1, "other", b"not json"));
             msgs.push(commit(l, l + 8, 0));
         }
@@ -635,12 +684,12 @@ mod tests {
             &mut a,
             &[
                 rel(),
-                begin(0x500, 0, 7),
+                begin(0x500, 0),
                 row(1),
                 message(true, 0x510, "outbox", br#"{"id":"x"}"#),
                 commit(0x500, 0x540, 0),
                 message(false, 0x530, "outbox", br#"{"id":"y"}"#),
-                begin(0x540, 0, 8),
+                begin(0x540, 0),
                 row(2),
                 commit(0x540, 0x580, 0),
             ],
@@ -653,11 +702,11 @@ mod tests {
                 "00000000-0000-0000-0000-000000000002".into()
             ))
         );
-        // After a reconnect the last handed-on position is the resume point.
-        a.resume_at(Lsn(0x580));
+        // A new session resumes at the last handed-on position and skips what came before.
+        let mut b = adapter(0x580);
         let out = feed(
-            &mut a,
-            &[begin(0x540, 0, 8), row(2), commit(0x540, 0x580, 0)],
+            &mut b,
+            &[rel(), begin(0x540, 0), row(2), commit(0x540, 0x580, 0)],
         );
         assert!(out.is_empty());
     }
@@ -669,7 +718,7 @@ mod tests {
             &mut a,
             &[
                 rel(),
-                begin(0x900, 0, 7),
+                begin(0x900, 0),
                 row(1),
                 message(
                     true,
@@ -716,15 +765,14 @@ mod tests {
                 br#"{"id":"n","payload":"{\"s\":1}"}"#,
             )],
         );
-        assert_eq!(out.len(), 3);
-        assert_eq!(out[0], SourceEvent::Begin);
+        assert_eq!(out.len(), 2);
         let c = changes(&out);
         assert_eq!(
             c[0].row.get("payload"),
             Some(&ColumnValue::Text(r#"{"s":1}"#.into()))
         );
         assert!(matches!(
-            &out[2],
+            &out[1],
             SourceEvent::Commit { position: SourcePosition::Lsn(l), .. } if *l == Lsn(0x701)
         ));
         // Replayed after a restart at that position: skipped.
@@ -744,10 +792,7 @@ mod tests {
             let mut a = adapter(0);
             let mut out = Vec::new();
             let err = a
-                .on_message(
-                    decode(&message(false, 0x16_B374_D848, "outbox", content)).unwrap(),
-                    &mut out,
-                )
+                .on_logical_message(false, Lsn(0x16_B374_D848), "outbox", content, &mut out)
                 .unwrap_err();
             let text = err.to_string();
             assert!(text.contains("16/B374D848"), "{text}");
@@ -760,38 +805,26 @@ mod tests {
     fn protocol_errors() {
         let mut a = adapter(0);
         let mut out = Vec::new();
-        assert!(a.on_message(decode(&row(1)).unwrap(), &mut out).is_err());
-        assert!(a
-            .on_message(decode(&commit(1, 2, 0)).unwrap(), &mut out)
-            .is_err());
-        a.on_message(decode(&begin(1, 0, 1)).unwrap(), &mut out)
-            .unwrap();
+        assert!(apply(&mut a, &row(1), &mut out).is_err());
+        assert!(apply(&mut a, &commit(1, 2, 0), &mut out).is_err());
+        apply(&mut a, &begin(1, 0), &mut out).unwrap();
         assert!(matches!(
-            a.on_message(decode(&row(1)).unwrap(), &mut out),
+            apply(&mut a, &row(1), &mut out),
             Err(AdapterError::UnknownRelation { oid: 100, .. })
         ));
-        assert!(a
-            .on_message(decode(&begin(1, 0, 1)).unwrap(), &mut out)
-            .is_err());
-        assert!(a
-            .on_message(
-                decode(&message(false, 1, "outbox", b"{}")).unwrap(),
-                &mut out
-            )
-            .is_err());
-        assert!(a
-            .on_message(decode(&commit(9, 10, 0)).unwrap(), &mut out)
-            .is_err());
+        assert!(apply(&mut a, &begin(1, 0), &mut out).is_err());
+        assert!(apply(&mut a, &message(false, 1, "outbox", b"{}"), &mut out).is_err());
+        assert!(apply(&mut a, &commit(9, 10, 0), &mut out).is_err());
     }
 
     #[test]
     fn bad_values_name_table_column_and_type() {
         let mut a = adapter(0);
         let mut out = Vec::new();
-        for m in [rel(), begin(1, 0, 1)] {
-            a.on_message(decode(&m).unwrap(), &mut out).unwrap();
+        for m in [rel(), begin(1, 0)] {
+            apply(&mut a, &m, &mut out).unwrap();
         }
-        let bad = insert(
+        let bad = data(insert(
             100,
             &[
                 Some(b"secret"),
@@ -799,32 +832,31 @@ mod tests {
                 None,
                 Some(b"2024-01-01 00:00:00+00"),
             ],
-        );
-        let err = a
-            .on_message(decode(&bad).unwrap(), &mut out)
-            .unwrap_err()
-            .to_string();
+        ));
+        let err = apply(&mut a, &bad, &mut out).unwrap_err().to_string();
         assert!(
             err.contains("outbox_events") && err.contains("column id") && err.contains("uuid"),
             "{err}"
         );
         assert!(!err.contains("secret"), "{err}");
-        let short = insert(100, &[None]);
+        let short = data(insert(100, &[None]));
         assert!(matches!(
-            a.on_message(decode(&short).unwrap(), &mut out),
+            apply(&mut a, &short, &mut out),
             Err(AdapterError::ColumnCount { .. })
         ));
-        let toast = Msg::tag(b'I')
-            .i32(100)
-            .u8(b'N')
-            .i16(4)
-            .u8(b'u')
-            .u8(b'n')
-            .u8(b'n')
-            .u8(b'n')
-            .bytes();
+        let toast = data(
+            Msg::tag(b'I')
+                .i32(100)
+                .u8(b'N')
+                .i16(4)
+                .u8(b'u')
+                .u8(b'n')
+                .u8(b'n')
+                .u8(b'n')
+                .bytes(),
+        );
         assert!(matches!(
-            a.on_message(decode(&toast).unwrap(), &mut out),
+            apply(&mut a, &toast, &mut out),
             Err(AdapterError::UnexpectedValue { .. })
         ));
     }

@@ -1,14 +1,15 @@
 //! The pure pgoutput decoder: the payload of one `XLogData` message in, one typed
 //! [`PgOutputMessage`] out. No I/O, no state: the relation cache lives in the adapter.
 //!
+//! Begin (`B`), Commit (`C`) and Message (`M`) never reach it: `pgwire-replication` parses
+//! those itself and the session hands them to the adapter as they come; this decoder takes
+//! the other messages, which the library forwards as raw `XLogData`.
+//!
 //! Protocol version 1 as specified in the PostgreSQL documentation, "Logical Replication
 //! Message Formats" (all integers big-endian, strings NUL-terminated):
 //!
 //! | tag | message | fields |
 //! |---|---|---|
-//! | `B` | Begin | Int64 final_lsn, Int64 commit timestamp, Int32 xid |
-//! | `M` | Message | Int8 flags (bit 0: transactional), Int64 lsn, String prefix, Int32 n, Byte*n content |
-//! | `C` | Commit | Int8 flags, Int64 commit_lsn, Int64 end_lsn, Int64 commit timestamp |
 //! | `O` | Origin | Int64 commit_lsn (on the origin), String name |
 //! | `R` | Relation | Int32 oid, String namespace, String name, Int8 replica identity, Int16 n, n × (Int8 flags, String name, Int32 type oid, Int32 type modifier) |
 //! | `Y` | Type | Int32 oid, String namespace, String name |
@@ -128,10 +129,6 @@ pub enum PgOutputError {
 /// One pgoutput message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PgOutputMessage {
-    /// A transaction starts.
-    Begin(Begin),
-    /// A transaction committed.
-    Commit(Commit),
     /// The transaction came from another node (replication origin).
     Origin(Origin),
     /// The layout of a table, sent before the first change of it in a session and after
@@ -147,16 +144,12 @@ pub enum PgOutputMessage {
     Delete(Delete),
     /// Tables were truncated.
     Truncate(Truncate),
-    /// A logical decoding message (`pg_logical_emit_message`).
-    Message(LogicalMessage),
 }
 
 impl PgOutputMessage {
     /// The message's name, for logs.
     pub fn kind(&self) -> &'static str {
         match self {
-            PgOutputMessage::Begin(_) => "Begin",
-            PgOutputMessage::Commit(_) => "Commit",
             PgOutputMessage::Origin(_) => "Origin",
             PgOutputMessage::Relation(_) => "Relation",
             PgOutputMessage::Type(_) => "Type",
@@ -164,33 +157,8 @@ impl PgOutputMessage {
             PgOutputMessage::Update(_) => "Update",
             PgOutputMessage::Delete(_) => "Delete",
             PgOutputMessage::Truncate(_) => "Truncate",
-            PgOutputMessage::Message(_) => "Message",
         }
     }
-}
-
-/// Begin: a transaction's changes follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Begin {
-    /// LSN of the transaction's commit record.
-    pub final_lsn: Lsn,
-    /// Commit timestamp, µs since 2000-01-01 UTC.
-    pub commit_ts: i64,
-    /// Transaction id.
-    pub xid: u32,
-}
-
-/// Commit: the transaction's changes are complete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Commit {
-    /// Flags (currently unused by the server, 0).
-    pub flags: u8,
-    /// LSN of the commit record.
-    pub commit_lsn: Lsn,
-    /// LSN just after the commit record: where a consumer that has the transaction resumes.
-    pub end_lsn: Lsn,
-    /// Commit timestamp, µs since 2000-01-01 UTC.
-    pub commit_ts: i64,
 }
 
 /// Origin of a transaction replicated from another node.
@@ -313,29 +281,12 @@ pub struct Truncate {
     pub relation_oids: Vec<u32>,
 }
 
-/// Message: a logical decoding message written with `pg_logical_emit_message`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogicalMessage {
-    /// True for a transactional message (arrives between Begin and Commit of its
-    /// transaction, only if it committed); false for one decoded at once, outside any
-    /// transaction.
-    pub transactional: bool,
-    /// LSN of the message's WAL record.
-    pub lsn: Lsn,
-    /// The prefix the writer chose.
-    pub prefix: String,
-    /// The content, opaque bytes.
-    pub content: Bytes,
-}
-
 /// Decodes one pgoutput message (the payload of an `XLogData`).
 pub fn decode(data: &Bytes) -> Result<PgOutputMessage, PgOutputError> {
     let Some(&tag) = data.first() else {
         return Err(PgOutputError::Empty);
     };
     let message = match tag {
-        b'B' => "Begin",
-        b'C' => "Commit",
         b'O' => "Origin",
         b'R' => "Relation",
         b'Y' => "Type",
@@ -343,7 +294,6 @@ pub fn decode(data: &Bytes) -> Result<PgOutputMessage, PgOutputError> {
         b'U' => "Update",
         b'D' => "Delete",
         b'T' => "Truncate",
-        b'M' => "Message",
         other => {
             return Err(PgOutputError::UnknownTag {
                 tag: other,
@@ -357,17 +307,6 @@ pub fn decode(data: &Bytes) -> Result<PgOutputMessage, PgOutputError> {
         message,
     };
     let msg = match tag {
-        b'B' => PgOutputMessage::Begin(Begin {
-            final_lsn: r.lsn("final_lsn")?,
-            commit_ts: r.i64("commit timestamp")?,
-            xid: r.u32("xid")?,
-        }),
-        b'C' => PgOutputMessage::Commit(Commit {
-            flags: r.u8("flags")?,
-            commit_lsn: r.lsn("commit_lsn")?,
-            end_lsn: r.lsn("end_lsn")?,
-            commit_ts: r.i64("commit timestamp")?,
-        }),
         b'O' => PgOutputMessage::Origin(Origin {
             commit_lsn: r.lsn("commit_lsn")?,
             name: r.string("origin name")?,
@@ -474,19 +413,6 @@ pub fn decode(data: &Bytes) -> Result<PgOutputMessage, PgOutputError> {
                 relation_oids,
             })
         }
-        b'M' => {
-            let flags = r.u8("flags")?;
-            let lsn = r.lsn("lsn")?;
-            let prefix = r.string("prefix")?;
-            let n = r.count32("content length")?;
-            let content = r.bytes("content", n)?;
-            PgOutputMessage::Message(LogicalMessage {
-                transactional: flags & 1 != 0,
-                lsn,
-                prefix,
-                content,
-            })
-        }
         _ => unreachable!("tag checked above"),
     };
     let extra = data.len() - r.pos;
@@ -540,10 +466,6 @@ impl Reader<'_> {
 
     fn u32(&mut self, field: &'static str) -> Result<u32, PgOutputError> {
         Ok(u32::from_be_bytes(self.array(field)?))
-    }
-
-    fn i64(&mut self, field: &'static str) -> Result<i64, PgOutputError> {
-        Ok(i64::from_be_bytes(self.array(field)?))
     }
 
     fn lsn(&mut self, field: &'static str) -> Result<Lsn, PgOutputError> {
@@ -695,23 +617,6 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn begin(final_lsn: u64, ts: i64, xid: i32) -> Bytes {
-        Msg::tag(b'B')
-            .i64(final_lsn as i64)
-            .i64(ts)
-            .i32(xid)
-            .bytes()
-    }
-
-    pub(crate) fn commit(commit_lsn: u64, end_lsn: u64, ts: i64) -> Bytes {
-        Msg::tag(b'C')
-            .u8(0)
-            .i64(commit_lsn as i64)
-            .i64(end_lsn as i64)
-            .i64(ts)
-            .bytes()
-    }
-
     pub(crate) fn relation(oid: i32, ns: &str, name: &str, cols: &[(&str, i32)]) -> Bytes {
         let mut m = Msg::tag(b'R')
             .i32(oid)
@@ -734,39 +639,6 @@ pub(crate) mod tests {
             };
         }
         m.bytes()
-    }
-
-    pub(crate) fn message(transactional: bool, lsn: u64, prefix: &str, content: &[u8]) -> Bytes {
-        Msg::tag(b'M')
-            .u8(u8::from(transactional))
-            .i64(lsn as i64)
-            .str(prefix)
-            .i32(content.len() as i32)
-            .raw(content)
-            .bytes()
-    }
-
-    #[test]
-    fn begin_commit() {
-        assert_eq!(
-            decode(&begin(0x16_B374_D848, 700_000_000_000_000, 742)).unwrap(),
-            PgOutputMessage::Begin(Begin {
-                final_lsn: Lsn(0x16_B374_D848),
-                commit_ts: 700_000_000_000_000,
-                xid: 742
-            })
-        );
-        assert_eq!(
-            decode(&commit(10, 20, 5)).unwrap(),
-            PgOutputMessage::Commit(Commit {
-                flags: 0,
-                commit_lsn: Lsn(10),
-                end_lsn: Lsn(20),
-                commit_ts: 5
-            })
-        );
-        assert_eq!(pg_micros_to_unix_ms(0), 946_684_800_000);
-        assert_eq!(pg_micros_to_unix_ms(-1), 946_684_799_999);
     }
 
     #[test]
@@ -869,33 +741,10 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn logical_message() {
-        let m = decode(&message(true, 0x100, "outbox", br#"{"id":"1"}"#)).unwrap();
-        assert_eq!(
-            m,
-            PgOutputMessage::Message(LogicalMessage {
-                transactional: true,
-                lsn: Lsn(0x100),
-                prefix: "outbox".into(),
-                content: Bytes::from_static(br#"{"id":"1"}"#)
-            })
-        );
-        let m = decode(&message(false, 1, "", b"")).unwrap();
-        let PgOutputMessage::Message(m) = m else {
-            panic!()
-        };
-        assert!(!m.transactional);
-        assert!(m.content.is_empty());
-    }
-
-    #[test]
     fn every_truncation_is_an_error() {
         let samples = [
-            begin(1, 2, 3),
-            commit(1, 2, 3),
             relation(1, "s", "t", &[("a", 25), ("b", 23)]),
             insert(1, &[Some(b"hello"), None, Some(b"")]),
-            message(true, 9, "p", b"content"),
             Msg::tag(b'T').i32(2).u8(0).i32(5).i32(6).bytes(),
             Msg::tag(b'U')
                 .i32(7)
@@ -931,6 +780,11 @@ pub(crate) mod tests {
         assert!(matches!(
             decode(&Bytes::from_static(b"S\0\0\0\x01\x01")),
             Err(PgOutputError::UnknownTag { tag: b'S', .. })
+        ));
+        // Begin, Commit and Message are pgwire-replication's to parse.
+        assert!(matches!(
+            decode(&Bytes::from_static(b"B")),
+            Err(PgOutputError::UnknownTag { tag: b'B', .. })
         ));
         // Negative counts and lengths.
         assert!(matches!(
@@ -1003,7 +857,7 @@ pub(crate) mod tests {
             seed ^= seed >> 7;
             seed ^= seed << 17;
             let len = (seed % 40) as usize;
-            let tags = b"BCORYIUDTM";
+            let tags = b"ORYIUDT";
             let mut v = vec![tags[(seed >> 8) as usize % tags.len()]];
             let mut s = seed;
             for _ in 0..len {

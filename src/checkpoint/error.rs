@@ -1,0 +1,131 @@
+//! The checkpoint stores' failures.
+//!
+//! A file that cannot be read or written, a checkpoint that is not outboxd JSON, a topic Kafka
+//! refuses to create and a client librdkafka rejects are definite (an operator has to act);
+//! a cluster that does not answer in time is transient.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+use crate::error::Class;
+
+/// A failure reading or writing a connector's checkpoint.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CheckpointError {
+    /// The checkpoint file exists but cannot be read.
+    #[error("cannot read checkpoint file {}: {source}", path.display())]
+    FileRead {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// A step of the atomic replacement failed.
+    #[error(
+        "cannot {step} checkpoint file {}: {source}; check the directory's permissions and \
+         free space",
+        path.display()
+    )]
+    FileWrite {
+        /// What was being done, completing "cannot ... checkpoint file".
+        step: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// The file does not hold an outboxd checkpoint.
+    #[error(
+        "checkpoint file {} is not a valid outboxd checkpoint ({source}); restore it from a \
+         backup or remove it to start from the configured start position",
+        path.display()
+    )]
+    FileInvalid {
+        /// The file.
+        path: PathBuf,
+        /// The JSON error.
+        #[source]
+        source: Arc<serde_json::Error>,
+    },
+    /// The checkpoint record in the Kafka topic is not outboxd JSON.
+    #[error(
+        "the checkpoint of connector {connector} in topic {topic} (offset {offset}) is not valid \
+         outboxd checkpoint JSON ({source}); produce a corrected one or a tombstone for key \
+         {connector:?}"
+    )]
+    RecordInvalid {
+        /// The connector (the record key).
+        connector: String,
+        /// The checkpoint topic.
+        topic: String,
+        /// The record's offset.
+        offset: i64,
+        /// The JSON error.
+        #[source]
+        source: Arc<serde_json::Error>,
+    },
+    /// A checkpoint could not be serialised (never expected).
+    #[error("cannot serialise checkpoint: {source}")]
+    Serialise {
+        /// The JSON error.
+        #[source]
+        source: Arc<serde_json::Error>,
+    },
+    /// librdkafka rejected a client's configuration.
+    #[error("cannot create a Kafka {client} for the checkpoint store: {source}")]
+    Client {
+        /// `admin client`, `consumer`, `producer`.
+        client: &'static str,
+        /// librdkafka's error.
+        #[source]
+        source: KafkaError,
+    },
+    /// Kafka refused to create the checkpoint topic.
+    #[error(
+        "Kafka refused to create checkpoint topic {topic} ({code}); create it with \
+         cleanup.policy=compact or grant CREATE on it"
+    )]
+    TopicRefused {
+        /// The topic.
+        topic: String,
+        /// Kafka's answer.
+        code: RDKafkaErrorCode,
+    },
+    /// A request to the cluster failed or timed out.
+    #[error("{what}: {}", match source { Some(e) => e.to_string(), None => "no answer".into() })]
+    Kafka {
+        /// What was being done.
+        what: String,
+        /// librdkafka's error, when it gave one.
+        #[source]
+        source: Option<KafkaError>,
+    },
+}
+
+impl CheckpointError {
+    /// Transient for a cluster that did not answer; definite for everything else.
+    pub fn class(&self) -> Class {
+        match self {
+            CheckpointError::Kafka { .. } => Class::Transient,
+            CheckpointError::FileRead { .. }
+            | CheckpointError::FileWrite { .. }
+            | CheckpointError::FileInvalid { .. }
+            | CheckpointError::RecordInvalid { .. }
+            | CheckpointError::Serialise { .. }
+            | CheckpointError::Client { .. }
+            | CheckpointError::TopicRefused { .. } => Class::Definite,
+        }
+    }
+
+    /// A failed or unanswered request to the cluster while doing `what`.
+    pub(crate) fn kafka(what: impl Into<String>, source: Option<KafkaError>) -> Self {
+        CheckpointError::Kafka {
+            what: what.into(),
+            source,
+        }
+    }
+}

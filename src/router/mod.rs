@@ -1,0 +1,553 @@
+//! The outbox router: turns an outbox row change into the Kafka record Debezium's Outbox Event
+//! Router SMT (`io.debezium.transforms.outbox.EventRouter`, `EventRouterDelegate`) would make.
+//!
+//! # What a record looks like
+//!
+//! The byte format is that of a Kafka Connect worker with `key.converter=StringConverter`,
+//! the default `SimpleHeaderConverter`, and `value.converter=StringConverter` for plain payloads
+//! or `JsonConverter` (`schemas.enable=false`) when the payload is expanded or an envelope is
+//! configured — the combinations that make Debezium write what the application wrote.
+//!
+//! * **Operations**: only INSERTs make records. DELETEs are dropped silently (the
+//!   insert-then-delete cleanup pattern). UPDATEs follow `table.op.invalid.behavior`:
+//!   `warn` (default) and `error` log the table name (never values) and skip, `fatal` is an error.
+//! * **Topic**: the `route.by.field` value must match `route.topic.regex` *entirely*
+//!   (Java `Matcher.matches()`, as Kafka's `RegexRouter`); the topic is then
+//!   `route.topic.replacement` with `$n` / `${name}` replaced by the groups. When the regex does
+//!   not match, the topic is the value itself (RegexRouter leaves the topic unchanged).
+//! * **Key**: the `table.field.event.key` column as UTF-8 text (binary columns: their bytes);
+//!   NULL gives no key.
+//! * **Value**: the `table.field.event.payload` column's bytes, verbatim. With
+//!   `route.tombstone.on.empty.payload=true` a NULL or blank (Java `trim().isEmpty()`) payload
+//!   gives a tombstone (no value). With it `false` (Debezium's default) a NULL payload still
+//!   gives a record without value and a blank one a record with the blank bytes: Debezium
+//!   writes the payload as it is.
+//! * **`table.expand.json.payload`**: a payload starting with `{` (Debezium requires `{` or `[`
+//!   and fails later on a top-level array; outboxd keeps such payloads unchanged) is parsed as
+//!   Debezium does (Jackson, first value, trailing text ignored), its schema inferred as
+//!   `JsonSchemaData` does (`null` members and `[]` members dropped by default; arrays of objects
+//!   merged, missing members written as `null`) and written as `JsonConverter` writes it
+//!   (compact, doubles in Java `Double.toString` form such as `1.0E7`). A payload that is not
+//!   such JSON is written unchanged with a warning, as Debezium does.
+//! * **Envelope** (`col:envelope[:alias]` placements): the value is the JSON object
+//!   `{"payload": P, "<alias>": V, ...}` in placement order, where `P` is the expanded payload,
+//!   or else the payload as a JSON *string* (what JsonConverter writes for a string field),
+//!   and `V` is the column as JSON (see [`column_json`]).
+//! * **Headers**: `id` = the event id column as text, then every `col:header[:alias]` placement
+//!   in order. A NULL column gives no header (Debezium writes a header with a null value, which
+//!   [`KafkaRecord::headers`] cannot carry). No event-type header is added by default
+//!   (Debezium does not either; place `event_type:header:eventType`).
+//! * **Partition**: a `col:partition` placement gives the partition from an integer column
+//!   (0..=2147483647; NULL: the producer's partitioner decides); otherwise `None`.
+//! * **Timestamp**: the `table.field.event.timestamp` column in epoch milliseconds when set and
+//!   not NULL, else the change's source timestamp. (Debezium falls back to the time the
+//!   connector processed the event; outboxd uses the source commit time, which is deterministic
+//!   and repeatable after a restart.)
+
+mod config;
+pub mod json;
+mod topic;
+
+use std::borrow::Cow;
+use std::fmt;
+
+pub(crate) use self::config::parse_bool;
+pub use self::config::{
+    AdditionalField, InvalidOpBehavior, JsonEmptyArrayBehavior, JsonNullBehavior,
+    MissingFieldBehavior, Placement, RouterConfig, UnknownOption, DEFAULT_ROUTE_TOPIC_REGEX,
+    DEFAULT_ROUTE_TOPIC_REPLACEMENT,
+};
+use self::json::{column_json, payload_json};
+use self::topic::{is_valid_topic, TopicRoute};
+use crate::event::{Op, RowChange, TableName};
+use crate::sink::KafkaRecord;
+use crate::value::ColumnValue;
+
+const OPT_ID: &str = "table.field.event.id";
+const OPT_KEY: &str = "table.field.event.key";
+const OPT_PAYLOAD: &str = "table.field.event.payload";
+const OPT_TIMESTAMP: &str = "table.field.event.timestamp";
+const OPT_ROUTE_BY: &str = "route.by.field";
+const OPT_PLACEMENT: &str = "table.fields.additional.placement";
+
+/// Outcome of routing one row change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Routed {
+    /// The change becomes this record.
+    Record(KafkaRecord),
+    /// The change produces nothing.
+    Skipped(SkipReason),
+}
+
+/// Why a change produced no record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// A DELETE on the outbox table (dropped silently, as Debezium does).
+    Delete,
+    /// An UPDATE, logged as a warning (`table.op.invalid.behavior=warn`).
+    InvalidOpWarned,
+    /// An UPDATE, logged as an error (`table.op.invalid.behavior=error`).
+    InvalidOpErrorLogged,
+}
+
+impl SkipReason {
+    /// Short label for the `reason` metric label: `delete`, `update`.
+    pub fn label(self) -> &'static str {
+        match self {
+            SkipReason::Delete => "delete",
+            SkipReason::InvalidOpWarned | SkipReason::InvalidOpErrorLogged => "update",
+        }
+    }
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SkipReason::Delete => "delete on the outbox table (ignored)",
+            SkipReason::InvalidOpWarned => {
+                "update on the outbox table (ignored with a warning: table.op.invalid.behavior=warn)"
+            }
+            SkipReason::InvalidOpErrorLogged => {
+                "update on the outbox table (ignored with an error: table.op.invalid.behavior=error)"
+            }
+        })
+    }
+}
+
+/// Router settings that cannot work; found when the router is built.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterConfigError {
+    /// `route.topic.regex` does not compile.
+    #[error("route.topic.regex {regex:?} does not compile ({source}); outboxd uses Rust regex syntax, which accepts Java's (?<name>...) groups but not look-around or back-references")]
+    Regex {
+        /// The configured regex.
+        regex: String,
+        /// The compiler's error.
+        source: Box<regex::Error>,
+    },
+    /// `route.topic.replacement` is not a valid Java replacement for the regex.
+    #[error("route.topic.replacement {replacement:?}: {message}")]
+    Replacement {
+        /// The configured replacement.
+        replacement: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A column option is empty.
+    #[error("{option} is empty; set it to an outbox table column name")]
+    EmptyColumn {
+        /// Debezium option name.
+        option: &'static str,
+    },
+    /// Two envelope fields would have the same name.
+    #[error("table.fields.additional.placement: envelope field {name:?} is used twice (\"payload\" is taken by the payload); give one of them another alias")]
+    DuplicateEnvelopeField {
+        /// The clashing name.
+        name: String,
+    },
+}
+
+/// A row change that cannot be routed: a definite error, the connector halts without
+/// advancing its checkpoint. Messages name the table, the column and the option to change;
+/// they never contain payloads.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RouteError {
+    /// A configured column is not in the row.
+    #[error("outbox table {table} has no column `{column}`; set {option} to the column holding {what}, or add the column")]
+    MissingColumn {
+        /// The table.
+        table: TableName,
+        /// The configured column.
+        column: String,
+        /// Debezium option naming it.
+        option: &'static str,
+        /// What the column should hold.
+        what: &'static str,
+    },
+    /// The `route.by.field` column is NULL.
+    #[error("outbox table {table}: column `{column}` (route.by.field) is NULL, so the row has no topic; make the column NOT NULL or point route.by.field at another column")]
+    NullRouteValue {
+        /// The table.
+        table: TableName,
+        /// The route-by column.
+        column: String,
+    },
+    /// The `route.by.field` column is binary data that is not UTF-8.
+    #[error("outbox table {table}: column `{column}` (route.by.field) holds binary data that is not UTF-8, so it cannot name a topic; use a text column")]
+    RouteValueNotText {
+        /// The table.
+        table: TableName,
+        /// The route-by column.
+        column: String,
+    },
+    /// The derived topic is not a legal Kafka topic name.
+    #[error("outbox table {table}: topic {topic:?} (from column `{column}` through route.topic.regex/route.topic.replacement) is not a valid Kafka topic name (1-249 characters of a-z A-Z 0-9 . _ -); fix the row's value or the route.topic.* options")]
+    InvalidTopic {
+        /// The table.
+        table: TableName,
+        /// The route-by column.
+        column: String,
+        /// The rejected topic.
+        topic: String,
+    },
+    /// An UPDATE with `table.op.invalid.behavior=fatal`.
+    #[error("{op} on outbox table {table} with table.op.invalid.behavior=fatal: outbox rows must only be inserted (and optionally deleted); fix the writer, or set table.op.invalid.behavior=warn to skip such changes")]
+    InvalidOperation {
+        /// The table.
+        table: TableName,
+        /// The operation (`update`).
+        op: &'static str,
+    },
+    /// The timestamp column holds something that is not a point in time.
+    #[error("outbox table {table}: column `{column}` (table.field.event.timestamp) holds {found}, not a date-time or an epoch-milliseconds integer; point the option at a DATETIME/TIMESTAMP/timestamptz column or unset it")]
+    TimestampType {
+        /// The table.
+        table: TableName,
+        /// The timestamp column.
+        column: String,
+        /// Kind of value found.
+        found: &'static str,
+    },
+    /// The partition column holds something that is not a partition number.
+    #[error("outbox table {table}: column `{column}` (partition placement) holds {found}; a partition is an integer from 0 to 2147483647")]
+    PartitionValue {
+        /// The table.
+        table: TableName,
+        /// The partition column.
+        column: String,
+        /// What was found.
+        found: String,
+    },
+}
+
+/// The outbox router, built once per connector from its [`RouterConfig`].
+#[derive(Debug, Clone)]
+pub struct EventRouter {
+    cfg: RouterConfig,
+    topics: TopicRoute,
+    envelope: bool,
+}
+
+impl EventRouter {
+    /// Compiles the routing rules.
+    ///
+    /// Errors when a column option is empty, the regex does not compile, the replacement
+    /// refers to a group the regex does not have (Java would fail on the first record), or
+    /// two envelope fields share a name.
+    pub fn new(cfg: &RouterConfig) -> Result<Self, RouterConfigError> {
+        for (option, v) in [
+            (OPT_ID, &cfg.field_event_id),
+            (OPT_KEY, &cfg.field_event_key),
+            (OPT_PAYLOAD, &cfg.field_event_payload),
+            (OPT_ROUTE_BY, &cfg.route_by_field),
+        ] {
+            if v.trim().is_empty() {
+                return Err(RouterConfigError::EmptyColumn { option });
+            }
+        }
+        let topics = TopicRoute::new(&cfg.route_topic_regex, &cfg.route_topic_replacement)?;
+        let mut names = vec!["payload"];
+        for f in &cfg.additional_placement {
+            if f.placement == Placement::Envelope {
+                if names.contains(&f.name()) {
+                    return Err(RouterConfigError::DuplicateEnvelopeField {
+                        name: f.name().to_string(),
+                    });
+                }
+                names.push(f.name());
+            }
+        }
+        let envelope = names.len() > 1;
+        Ok(Self {
+            cfg: cfg.clone(),
+            topics,
+            envelope,
+        })
+    }
+
+    /// The settings this router was built from.
+    pub fn config(&self) -> &RouterConfig {
+        &self.cfg
+    }
+
+    /// The topic for a `route.by.field` value: the replacement when the regex matches the whole
+    /// value, else the value itself (Kafka `RegexRouter` semantics).
+    pub fn topic_for(&self, routed_by_value: &str) -> String {
+        self.topics.topic_for(routed_by_value)
+    }
+
+    /// Routes one row change of an outbox table.
+    ///
+    /// `Ok(Routed::Skipped)` for DELETEs and (unless `fatal`) UPDATEs; `Err` for a row that
+    /// cannot become a record (a definite error: the connector must halt without
+    /// checkpointing past it).
+    pub fn route(&self, change: &RowChange) -> Result<Routed, RouteError> {
+        self.route_taking(&mut change.clone())
+    }
+
+    /// [`route`](Self::route) for the delivery loops: when the record's value is the payload
+    /// column as written (no envelope, no expansion), its buffer is moved out of `change`
+    /// (the column is left NULL) instead of copied. On `Err` `change` is unchanged.
+    pub fn route_taking(&self, change: &mut RowChange) -> Result<Routed, RouteError> {
+        match change.op {
+            Op::Insert => self.route_insert(change).map(Routed::Record),
+            Op::Delete => Ok(Routed::Skipped(SkipReason::Delete)),
+            Op::Update => match self.cfg.op_invalid_behavior {
+                InvalidOpBehavior::Warn => {
+                    tracing::warn!(table = %change.table, op = change.op.as_str(),
+                        "unexpected change on the outbox table ignored (table.op.invalid.behavior=warn)");
+                    Ok(Routed::Skipped(SkipReason::InvalidOpWarned))
+                }
+                InvalidOpBehavior::Error => {
+                    tracing::error!(table = %change.table, op = change.op.as_str(),
+                        "unexpected change on the outbox table ignored (table.op.invalid.behavior=error)");
+                    Ok(Routed::Skipped(SkipReason::InvalidOpErrorLogged))
+                }
+                InvalidOpBehavior::Fatal => Err(RouteError::InvalidOperation {
+                    table: change.table.clone(),
+                    op: change.op.as_str(),
+                }),
+            },
+        }
+    }
+
+    fn column<'r>(
+        &self,
+        change: &'r RowChange,
+        column: &str,
+        option: &'static str,
+        what: &'static str,
+    ) -> Result<&'r ColumnValue, RouteError> {
+        change
+            .row
+            .get(column)
+            .ok_or_else(|| RouteError::MissingColumn {
+                table: change.table.clone(),
+                column: column.to_string(),
+                option,
+                what,
+            })
+    }
+
+    fn route_insert(&self, change: &mut RowChange) -> Result<KafkaRecord, RouteError> {
+        let cfg = &self.cfg;
+        // Checked in Debezium's order: payload, timestamp, id.
+        let payload = self.column(
+            change,
+            &cfg.field_event_payload,
+            OPT_PAYLOAD,
+            "the event payload",
+        )?;
+        let timestamp_ms = self.timestamp(change)?;
+        let id = self.column(change, &cfg.field_event_id, OPT_ID, "the event id")?;
+
+        let mut headers = Vec::with_capacity(1 + cfg.additional_placement.len());
+        if let Some(b) = text_bytes(id) {
+            headers.push(("id".to_string(), b));
+        }
+
+        let expanded = if cfg.expand_json_payload {
+            self.expand(change, payload)
+        } else {
+            None
+        };
+
+        let mut partition = None;
+        let mut envelope_fields = Vec::new();
+        for f in &cfg.additional_placement {
+            let v = match change.row.get(&f.column) {
+                Some(v) => v,
+                None if cfg.additional_field_missing == MissingFieldBehavior::Ignore => continue,
+                None => {
+                    return Err(RouteError::MissingColumn {
+                        table: change.table.clone(),
+                        column: f.column.clone(),
+                        option: OPT_PLACEMENT,
+                        what: "a value to place (or set table.field.additional.missing=ignore)",
+                    })
+                }
+            };
+            match f.placement {
+                Placement::Header => {
+                    if let Some(b) = text_bytes(v) {
+                        headers.push((f.name().to_string(), b));
+                    }
+                }
+                Placement::Envelope => {
+                    envelope_fields.push((f.name().to_string(), column_json(v)));
+                }
+                Placement::Partition => partition = partition_of(change, &f.column, v)?,
+            }
+        }
+
+        // `None`: the payload column as written, taken once nothing can fail any more.
+        let value = if is_blank(payload) && cfg.tombstone_on_empty_payload {
+            Some(None)
+        } else if !self.envelope {
+            expanded.as_ref().map(|doc| Some(json::write(doc)))
+        } else {
+            let p = expanded.unwrap_or_else(|| payload_json(payload));
+            let mut fields = Vec::with_capacity(1 + envelope_fields.len());
+            fields.push(("payload".to_string(), p));
+            fields.extend(envelope_fields);
+            Some(Some(json::write(&json::Out::Obj(fields))))
+        };
+
+        let key = text_bytes(self.column(
+            change,
+            &cfg.field_event_key,
+            OPT_KEY,
+            "the record key (aggregate id)",
+        )?);
+        let topic = self.topic(change)?;
+        let value = match value {
+            Some(v) => v,
+            None => change
+                .row
+                .take(&cfg.field_event_payload)
+                .and_then(ColumnValue::into_payload_bytes),
+        };
+        Ok(KafkaRecord {
+            topic,
+            key,
+            value,
+            headers,
+            timestamp_ms: Some(timestamp_ms),
+            partition,
+        })
+    }
+
+    fn timestamp(&self, change: &RowChange) -> Result<i64, RouteError> {
+        let Some(col) = &self.cfg.field_event_timestamp else {
+            return Ok(change.source_ts_ms);
+        };
+        let v = self.column(change, col, OPT_TIMESTAMP, "the event time")?;
+        if v.is_null() {
+            return Ok(change.source_ts_ms);
+        }
+        v.as_epoch_millis()
+            .ok_or_else(|| RouteError::TimestampType {
+                table: change.table.clone(),
+                column: col.clone(),
+                found: kind_name(v),
+            })
+    }
+
+    fn topic(&self, change: &RowChange) -> Result<String, RouteError> {
+        let col = &self.cfg.route_by_field;
+        let v = self.column(
+            change,
+            col,
+            OPT_ROUTE_BY,
+            "the value that picks the topic (the aggregate type)",
+        )?;
+        if v.is_null() {
+            return Err(RouteError::NullRouteValue {
+                table: change.table.clone(),
+                column: col.clone(),
+            });
+        }
+        let value = v.as_text().ok_or_else(|| RouteError::RouteValueNotText {
+            table: change.table.clone(),
+            column: col.clone(),
+        })?;
+        let topic = self.topics.topic(&value);
+        if !is_valid_topic(&topic) {
+            return Err(RouteError::InvalidTopic {
+                table: change.table.clone(),
+                column: col.clone(),
+                topic,
+            });
+        }
+        Ok(topic)
+    }
+
+    fn expand(&self, change: &RowChange, payload: &ColumnValue) -> Option<json::Out> {
+        let text: Cow<'_, str> = match payload {
+            ColumnValue::Null => return None,
+            ColumnValue::Bytes(b) => match std::str::from_utf8(b) {
+                Ok(s) => Cow::Borrowed(s),
+                Err(_) => {
+                    tracing::warn!(table = %change.table,
+                        "table.expand.json.payload is on but the payload is binary, not text; written unchanged");
+                    return None;
+                }
+            },
+            other => other.as_text()?,
+        };
+        match json::expand(
+            &text,
+            self.cfg.json_payload_null_behavior,
+            self.cfg.json_payload_empty_array_behavior,
+        ) {
+            Ok(doc) => Some(doc),
+            Err(reason) => {
+                tracing::warn!(table = %change.table, %reason,
+                    "table.expand.json.payload: JSON expansion failed; payload written unchanged");
+                None
+            }
+        }
+    }
+}
+
+/// A column as header/key bytes: text forms as UTF-8, binary as is; `None` for NULL.
+fn text_bytes(v: &ColumnValue) -> Option<Vec<u8>> {
+    match v {
+        ColumnValue::Null => None,
+        ColumnValue::Bytes(b) => Some(b.clone()),
+        other => other.as_text().map(|t| t.into_owned().into_bytes()),
+    }
+}
+
+/// Java `String.trim().isEmpty()` on the payload (NULL counts as empty). Bytes at or below
+/// U+0020 are exactly the characters `trim` removes; multi-byte UTF-8 never contains them.
+fn is_blank(v: &ColumnValue) -> bool {
+    match v.as_payload_bytes() {
+        None => true,
+        Some(b) => b.iter().all(|&c| c <= b' '),
+    }
+}
+
+fn kind_name(v: &ColumnValue) -> &'static str {
+    match v {
+        ColumnValue::Null => "NULL",
+        ColumnValue::Int(_) | ColumnValue::UInt(_) => "an integer",
+        ColumnValue::Float(_) => "a floating-point number",
+        ColumnValue::Decimal(_) => "a decimal",
+        ColumnValue::Text(_) => "text",
+        ColumnValue::Bytes(_) => "binary data",
+        ColumnValue::Json(_) => "JSON",
+        ColumnValue::Uuid(_) => "a UUID",
+        ColumnValue::Timestamp(_) | ColumnValue::DateTime(_) => "a date-time",
+        ColumnValue::Date(_) => "a date",
+        ColumnValue::Time(_) => "a time of day",
+        ColumnValue::Bool(_) => "a boolean",
+    }
+}
+
+fn partition_of(
+    change: &RowChange,
+    column: &str,
+    v: &ColumnValue,
+) -> Result<Option<i32>, RouteError> {
+    let err = |found: String| RouteError::PartitionValue {
+        table: change.table.clone(),
+        column: column.to_string(),
+        found,
+    };
+    match v {
+        ColumnValue::Null => Ok(None),
+        ColumnValue::Int(i) => i32::try_from(*i)
+            .ok()
+            .filter(|p| *p >= 0)
+            .map(Some)
+            .ok_or_else(|| err(format!("the out-of-range value {i}"))),
+        ColumnValue::UInt(u) => i32::try_from(*u)
+            .map(Some)
+            .map_err(|_| err(format!("the out-of-range value {u}"))),
+        other => Err(err(kind_name(other).to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests;

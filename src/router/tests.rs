@@ -1,0 +1,473 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::event::Row;
+
+fn row(cols: &[(&str, ColumnValue)]) -> Row {
+    let names: Arc<[Arc<str>]> = cols.iter().map(|(n, _)| Arc::<str>::from(*n)).collect();
+    Row::new(names, cols.iter().map(|(_, v)| v.clone()).collect())
+}
+
+fn text(s: &str) -> ColumnValue {
+    ColumnValue::Text(s.into())
+}
+
+fn outbox_row(payload: ColumnValue) -> Row {
+    row(&[
+        ("id", ColumnValue::Int(42)),
+        ("aggregate_type", text("Order")),
+        ("aggregate_id", text("order-7")),
+        ("event_type", text("OrderCreated")),
+        ("payload", payload),
+        ("created_at", ColumnValue::DateTime(1_700_000_000_123_456)),
+    ])
+}
+
+fn change(op: Op, row: Row) -> RowChange {
+    RowChange {
+        table: TableName::new("shop", "outbox_events"),
+        op,
+        row,
+        source_ts_ms: 1_700_000_999_000,
+    }
+}
+
+fn insert(payload: ColumnValue) -> RowChange {
+    change(Op::Insert, outbox_row(payload))
+}
+
+fn router(f: impl FnOnce(&mut RouterConfig)) -> EventRouter {
+    let mut cfg = RouterConfig::default();
+    f(&mut cfg);
+    EventRouter::new(&cfg).unwrap()
+}
+
+fn record(r: &EventRouter, c: &RowChange) -> KafkaRecord {
+    match r.route(c).unwrap() {
+        Routed::Record(rec) => rec,
+        other => panic!("expected a record, got {other:?}"),
+    }
+}
+
+#[test]
+fn insert_makes_the_debezium_record() {
+    let r = router(|_| {});
+    let rec = record(&r, &insert(ColumnValue::Json(r#"{"orderId": 7}"#.into())));
+    assert_eq!(rec.topic, "outbox.event.Order");
+    assert_eq!(rec.key.as_deref(), Some(&b"order-7"[..]));
+    assert_eq!(rec.value.as_deref(), Some(&br#"{"orderId": 7}"#[..]));
+    assert_eq!(rec.headers, vec![("id".to_string(), b"42".to_vec())]);
+    assert_eq!(rec.timestamp_ms, Some(1_700_000_999_000));
+    assert_eq!(rec.partition, None);
+    assert_eq!(rec.approx_size(), 18 + 7 + 14 + 2 + 2);
+}
+
+#[test]
+fn route_taking_moves_the_payload_and_leaves_a_failed_row_alone() {
+    let r = router(|_| {});
+    let payload = r#"{"orderId": 7}"#;
+    let mut c = insert(ColumnValue::Json(payload.into()));
+    let expected = record(&r, &c);
+    match r.route_taking(&mut c).unwrap() {
+        Routed::Record(rec) => assert_eq!(rec, expected),
+        other => panic!("expected a record, got {other:?}"),
+    }
+    assert_eq!(c.row.get("payload"), Some(&ColumnValue::Null), "moved out");
+
+    // The route-by column is NULL: no topic, so the row must stay whole for the error.
+    let r = router(|cfg| cfg.route_by_field = "event_type".into());
+    let mut c = insert(ColumnValue::Json(payload.into()));
+    c.row = row(&[
+        ("id", ColumnValue::Int(42)),
+        ("aggregate_type", text("Order")),
+        ("aggregate_id", text("order-7")),
+        ("event_type", ColumnValue::Null),
+        ("payload", ColumnValue::Json(payload.into())),
+    ]);
+    assert!(r.route_taking(&mut c).is_err());
+    assert_eq!(
+        c.row.get("payload"),
+        Some(&ColumnValue::Json(payload.into()))
+    );
+}
+
+#[test]
+fn deletes_skip_silently_and_updates_follow_the_behaviour() {
+    let r = router(|_| {});
+    let del = change(Op::Delete, outbox_row(ColumnValue::Null));
+    assert_eq!(r.route(&del).unwrap(), Routed::Skipped(SkipReason::Delete));
+    let upd = change(Op::Update, outbox_row(ColumnValue::Null));
+    assert_eq!(
+        r.route(&upd).unwrap(),
+        Routed::Skipped(SkipReason::InvalidOpWarned)
+    );
+    let r = router(|c| c.op_invalid_behavior = InvalidOpBehavior::Error);
+    assert_eq!(
+        r.route(&upd).unwrap(),
+        Routed::Skipped(SkipReason::InvalidOpErrorLogged)
+    );
+    assert_eq!(r.route(&del).unwrap(), Routed::Skipped(SkipReason::Delete));
+    let r = router(|c| c.op_invalid_behavior = InvalidOpBehavior::Fatal);
+    let e = r.route(&upd).unwrap_err();
+    assert!(matches!(e, RouteError::InvalidOperation { .. }));
+    assert!(e.to_string().contains("table.op.invalid.behavior"), "{e}");
+    assert!(SkipReason::Delete.to_string().contains("delete"));
+}
+
+#[test]
+fn topic_regex_and_replacement() {
+    let r = router(|c| {
+        c.route_topic_regex = "(?<kind>[A-Z][a-z]+)(?<rest>.*)".into();
+        c.route_topic_replacement = "events.${kind}.$2x\\$".into();
+    });
+    assert_eq!(r.topic_for("OrderLine"), "events.Order.Linex$");
+    // No match (starts lower-case): the value itself, as RegexRouter leaves the topic.
+    assert_eq!(r.topic_for("order"), "order");
+    // Java's matches() is a full match: a partial match does not count.
+    let r = router(|c| {
+        c.route_topic_regex = "Ord".into();
+        c.route_topic_replacement = "x".into();
+    });
+    assert_eq!(r.topic_for("Order"), "Order");
+    // $12 with one group is group 1 then "2" (Java's greedy-while-valid rule).
+    let r = router(|c| {
+        c.route_topic_regex = "(.*)".into();
+        c.route_topic_replacement = "t.$12".into();
+    });
+    assert_eq!(r.topic_for("a"), "t.a2");
+
+    for (re, rep) in [
+        ("(.*)", "x.${nope}"),
+        ("(.*)", "x.$2"),
+        ("(.*)", "x.$"),
+        ("(.*)", "x.\\"),
+        ("(.*)", "x.$a"),
+    ] {
+        let cfg = RouterConfig {
+            route_topic_regex: re.into(),
+            route_topic_replacement: rep.into(),
+            ..RouterConfig::default()
+        };
+        let e = EventRouter::new(&cfg).unwrap_err();
+        assert!(
+            matches!(e, RouterConfigError::Replacement { .. }),
+            "{rep}: {e}"
+        );
+    }
+    let mut cfg = RouterConfig {
+        route_topic_regex: "(?<=a)b".into(),
+        ..RouterConfig::default()
+    };
+    assert!(matches!(
+        EventRouter::new(&cfg).unwrap_err(),
+        RouterConfigError::Regex { .. }
+    ));
+    cfg.route_topic_regex = "a)(b".into();
+    assert!(EventRouter::new(&cfg).is_err());
+}
+
+#[test]
+fn route_value_problems_are_errors() {
+    let r = router(|_| {});
+    let mut c = insert(text("{}"));
+    c.row = row(&[
+        ("id", ColumnValue::Int(1)),
+        ("aggregate_type", ColumnValue::Null),
+        ("aggregate_id", text("a")),
+        ("payload", text("{}")),
+    ]);
+    let e = r.route(&c).unwrap_err();
+    assert!(matches!(e, RouteError::NullRouteValue { .. }), "{e}");
+    assert!(e.to_string().contains("aggregate_type"));
+
+    c.row = row(&[
+        ("id", ColumnValue::Int(1)),
+        ("aggregate_id", text("a")),
+        ("payload", text("{}")),
+    ]);
+    let e = r.route(&c).unwrap_err();
+    assert!(e.to_string().contains("route.by.field"), "{e}");
+    assert!(e.to_string().contains("aggregate_type"), "{e}");
+
+    c.row = row(&[
+        ("id", ColumnValue::Int(1)),
+        ("aggregate_type", text("has space")),
+        ("aggregate_id", text("a")),
+        ("payload", text("{}")),
+    ]);
+    let e = r.route(&c).unwrap_err();
+    assert!(matches!(e, RouteError::InvalidTopic { .. }), "{e}");
+
+    c.row = row(&[
+        ("id", ColumnValue::Int(1)),
+        ("aggregate_type", ColumnValue::Bytes(vec![0xff, 0xfe])),
+        ("aggregate_id", text("a")),
+        ("payload", text("{}")),
+    ]);
+    assert!(matches!(
+        r.route(&c).unwrap_err(),
+        RouteError::RouteValueNotText { .. }
+    ));
+}
+
+#[test]
+fn missing_payload_id_and_key_columns_name_the_option() {
+    let r = router(|_| {});
+    for (missing, option) in [
+        ("payload", "table.field.event.payload"),
+        ("id", "table.field.event.id"),
+        ("aggregate_id", "table.field.event.key"),
+    ] {
+        let cols: Vec<(&str, ColumnValue)> = [
+            ("id", ColumnValue::Int(1)),
+            ("aggregate_type", text("Order")),
+            ("aggregate_id", text("a")),
+            ("payload", text("{}")),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n != missing)
+        .collect();
+        let e = r.route(&change(Op::Insert, row(&cols))).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains(option) && msg.contains(missing), "{msg}");
+    }
+}
+
+#[test]
+fn null_key_gives_no_key() {
+    let r = router(|_| {});
+    let mut c = insert(text("{}"));
+    c.row = row(&[
+        (
+            "id",
+            ColumnValue::Uuid("4d47e190-0402-4048-bc2c-89dd54343cdc".into()),
+        ),
+        ("aggregate_type", text("Order")),
+        ("aggregate_id", ColumnValue::Null),
+        ("payload", text("{}")),
+    ]);
+    let rec = record(&r, &c);
+    assert_eq!(rec.key, None);
+    assert_eq!(rec.headers[0].1, b"4d47e190-0402-4048-bc2c-89dd54343cdc");
+}
+
+#[test]
+fn empty_and_null_payloads() {
+    let plain = router(|_| {});
+    let tomb = router(|c| c.tombstone_on_empty_payload = true);
+    // NULL: no value either way (Debezium passes the null payload through).
+    assert_eq!(record(&plain, &insert(ColumnValue::Null)).value, None);
+    assert_eq!(record(&tomb, &insert(ColumnValue::Null)).value, None);
+    // Blank: tombstone only when enabled; otherwise the bytes as they are.
+    assert_eq!(record(&tomb, &insert(text(" \n\t"))).value, None);
+    assert_eq!(
+        record(&plain, &insert(text(" \n\t"))).value.as_deref(),
+        Some(&b" \n\t"[..])
+    );
+    assert_eq!(
+        record(&plain, &insert(text(""))).value.as_deref(),
+        Some(&b""[..])
+    );
+    assert_eq!(record(&tomb, &insert(text(""))).value, None);
+    // Tombstones keep topic, key and id header.
+    let rec = record(&tomb, &insert(ColumnValue::Null));
+    assert_eq!(rec.topic, "outbox.event.Order");
+    assert_eq!(rec.key.as_deref(), Some(&b"order-7"[..]));
+    assert_eq!(rec.headers.len(), 1);
+}
+
+#[test]
+fn payload_bytes_pass_through_verbatim() {
+    let r = router(|_| {});
+    let utf8 = "{\"emoji\":\"😀𝄞\",\"han\":\"汉字\"}";
+    assert_eq!(utf8.chars().filter(|c| c.len_utf8() == 4).count(), 2);
+    let rec = record(&r, &insert(ColumnValue::Json(utf8.into())));
+    assert_eq!(rec.value.as_deref(), Some(utf8.as_bytes()));
+
+    let mut big = String::with_capacity(1 << 20);
+    big.push_str("{\"blob\":\"");
+    while big.len() < (1 << 20) - 2 {
+        big.push_str("abcdefghij😀");
+    }
+    big.truncate((1 << 20) - 2);
+    while !big.is_char_boundary(big.len()) {
+        big.pop();
+    }
+    big.push_str("\"}");
+    let rec = record(&r, &insert(ColumnValue::Json(big.clone())));
+    assert_eq!(rec.value.as_deref(), Some(big.as_bytes()));
+    let bin: Vec<u8> = (0..=255u8).cycle().take(1 << 20).collect();
+    let rec = record(&r, &insert(ColumnValue::Bytes(bin.clone())));
+    assert_eq!(rec.value, Some(bin));
+}
+
+#[test]
+fn expand_json_payload() {
+    let r = router(|c| c.expand_json_payload = true);
+    let rec = record(
+        &r,
+        &insert(ColumnValue::Json(
+            r#"{"a": 1, "n": null, "p": 39.98}"#.into(),
+        )),
+    );
+    assert_eq!(rec.value.as_deref(), Some(&br#"{"a":1,"p":39.98}"#[..]));
+    // Not JSON: unchanged (Debezium warns and emits the record unchanged).
+    let rec = record(&r, &insert(text("not json")));
+    assert_eq!(rec.value.as_deref(), Some(&b"not json"[..]));
+    let rec = record(&r, &insert(text("{broken")));
+    assert_eq!(rec.value.as_deref(), Some(&b"{broken"[..]));
+    assert_eq!(record(&r, &insert(ColumnValue::Null)).value, None);
+}
+
+#[test]
+fn envelope_placement() {
+    let r = router(|c| {
+        c.additional_placement = AdditionalField::parse_list(
+            "event_type:envelope:type,id:envelope,created_at:envelope:at",
+        )
+        .unwrap();
+    });
+    let rec = record(&r, &insert(ColumnValue::Json(r#"{"a":1}"#.into())));
+    assert_eq!(
+        String::from_utf8(rec.value.unwrap()).unwrap(),
+        r#"{"payload":"{\"a\":1}","type":"OrderCreated","id":42,"at":1700000000123}"#
+    );
+    let r = router(|c| {
+        c.expand_json_payload = true;
+        c.additional_placement = AdditionalField::parse_list("event_type:envelope:type").unwrap();
+    });
+    let rec = record(&r, &insert(ColumnValue::Json(r#"{"a":1}"#.into())));
+    assert_eq!(
+        String::from_utf8(rec.value.unwrap()).unwrap(),
+        r#"{"payload":{"a":1},"type":"OrderCreated"}"#
+    );
+    let rec = record(&r, &insert(ColumnValue::Null));
+    assert_eq!(
+        String::from_utf8(rec.value.unwrap()).unwrap(),
+        r#"{"payload":null,"type":"OrderCreated"}"#
+    );
+    let cfg = RouterConfig {
+        additional_placement: AdditionalField::parse_list("event_type:envelope:payload").unwrap(),
+        ..RouterConfig::default()
+    };
+    assert!(matches!(
+        EventRouter::new(&cfg).unwrap_err(),
+        RouterConfigError::DuplicateEnvelopeField { .. }
+    ));
+}
+
+#[test]
+fn header_placement_and_no_default_type_header() {
+    let r = router(|_| {});
+    let rec = record(&r, &insert(text("{}")));
+    assert_eq!(rec.headers.len(), 1, "no eventType header unless placed");
+
+    let r = router(|c| {
+        c.additional_placement = AdditionalField::parse_list(
+            "event_type:header:eventType,aggregate_type:header,nothing:header",
+        )
+        .unwrap();
+        c.additional_field_missing = MissingFieldBehavior::Ignore;
+    });
+    let mut c = insert(text("{}"));
+    let rec = record(&r, &c);
+    assert_eq!(
+        rec.headers,
+        vec![
+            ("id".to_string(), b"42".to_vec()),
+            ("eventType".to_string(), b"OrderCreated".to_vec()),
+            ("aggregate_type".to_string(), b"Order".to_vec()),
+        ]
+    );
+    // NULL header column: no header.
+    c.row = row(&[
+        ("id", ColumnValue::Int(1)),
+        ("aggregate_type", text("Order")),
+        ("aggregate_id", text("a")),
+        ("event_type", ColumnValue::Null),
+        ("payload", text("{}")),
+    ]);
+    assert_eq!(record(&r, &c).headers.len(), 2);
+    // Missing column with the default `error`.
+    let r =
+        router(|c| c.additional_placement = AdditionalField::parse_list("nothing:header").unwrap());
+    let e = r.route(&insert(text("{}"))).unwrap_err();
+    assert!(
+        e.to_string().contains("table.fields.additional.placement"),
+        "{e}"
+    );
+}
+
+#[test]
+fn partition_placement() {
+    let r =
+        router(|c| c.additional_placement = AdditionalField::parse_list("p:partition").unwrap());
+    let mk = |p: ColumnValue| {
+        change(
+            Op::Insert,
+            row(&[
+                ("id", ColumnValue::Int(1)),
+                ("aggregate_type", text("Order")),
+                ("aggregate_id", text("a")),
+                ("payload", text("{}")),
+                ("p", p),
+            ]),
+        )
+    };
+    assert_eq!(record(&r, &mk(ColumnValue::Int(3))).partition, Some(3));
+    assert_eq!(record(&r, &mk(ColumnValue::UInt(5))).partition, Some(5));
+    assert_eq!(record(&r, &mk(ColumnValue::Null)).partition, None);
+    assert!(matches!(
+        r.route(&mk(ColumnValue::Int(-1))).unwrap_err(),
+        RouteError::PartitionValue { .. }
+    ));
+    assert!(r.route(&mk(ColumnValue::Int(1 << 40))).is_err());
+    assert!(r.route(&mk(text("3"))).is_err());
+}
+
+#[test]
+fn timestamp_column() {
+    let r = router(|c| c.field_event_timestamp = Some("created_at".into()));
+    assert_eq!(
+        record(&r, &insert(text("{}"))).timestamp_ms,
+        Some(1_700_000_000_123)
+    );
+    let r = router(|c| c.field_event_timestamp = Some("event_type".into()));
+    assert!(matches!(
+        r.route(&insert(text("{}"))).unwrap_err(),
+        RouteError::TimestampType { .. }
+    ));
+    let r = router(|c| c.field_event_timestamp = Some("nope".into()));
+    assert!(r
+        .route(&insert(text("{}")))
+        .unwrap_err()
+        .to_string()
+        .contains("table.field.event.timestamp"));
+    // NULL falls back to the source timestamp.
+    let r = router(|c| c.field_event_timestamp = Some("ts".into()));
+    let c = change(
+        Op::Insert,
+        row(&[
+            ("id", ColumnValue::Int(1)),
+            ("aggregate_type", text("Order")),
+            ("aggregate_id", text("a")),
+            ("payload", text("{}")),
+            ("ts", ColumnValue::Null),
+        ]),
+    );
+    assert_eq!(record(&r, &c).timestamp_ms, Some(1_700_000_999_000));
+}
+
+#[test]
+fn empty_column_option_is_a_config_error() {
+    let cfg = RouterConfig {
+        field_event_payload: String::new(),
+        ..RouterConfig::default()
+    };
+    assert!(matches!(
+        EventRouter::new(&cfg).unwrap_err(),
+        RouterConfigError::EmptyColumn {
+            option: "table.field.event.payload"
+        }
+    ));
+}

@@ -1,0 +1,346 @@
+//! The Kafka producer's failures, classified from librdkafka's error codes.
+//!
+//! A record Kafka refuses for good (too large for the topic, no ACL, unknown partition), a
+//! fenced or fatally failed producer and a configuration librdkafka rejects are definite;
+//! everything else (timeouts, brokers unreachable, a transaction coordinator not available,
+//! records purged as the consequence of another failure) is transient. Messages name the
+//! record's topic and event id, never its payload.
+
+use std::fmt;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+use crate::error::Class;
+
+/// Why Kafka refused a record for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Larger than the topic's `max.message.bytes` (or the broker's `message.max.bytes`).
+    TooLarge,
+    /// The record names a partition the topic does not have.
+    UnknownPartition,
+    /// Anything else that will not change on a retry: ACLs, an invalid topic, the record
+    /// format.
+    Other,
+}
+
+/// A failure of the Kafka producer or of one of its records.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SinkError {
+    /// librdkafka rejected the producer's configuration.
+    #[error("cannot create the Kafka producer: {source}; check the kafka.producer properties")]
+    Client {
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+    /// A `kafka.producer` property would weaken a setting the guarantees rest on.
+    #[error(
+        "kafka.producer.{key}={value} would break outboxd's delivery guarantees; remove it \
+         (outboxd always sets {key}={fixed})"
+    )]
+    FixedProperty {
+        /// The property.
+        key: String,
+        /// The value given.
+        value: String,
+        /// The value outboxd sets.
+        fixed: &'static str,
+    },
+    /// An outbox event is larger than `kafka.max_record_bytes`: refused before sending.
+    #[error(
+        "outbox event {id} for topic {topic} is {size} bytes, more than \
+         kafka.max_record_bytes={limit}; raise kafka.max_record_bytes together with the \
+         topic's max.message.bytes (and the broker's message.max.bytes), or shrink the event"
+    )]
+    RecordTooLarge {
+        /// The event id (`id` header).
+        id: String,
+        /// Destination topic.
+        topic: String,
+        /// The record's size (`KafkaRecord::approx_size`).
+        size: usize,
+        /// `kafka.max_record_bytes`.
+        limit: usize,
+    },
+    /// librdkafka refused to enqueue a record for good.
+    #[error("{}", refused_on_send(*reason, id, topic, partition, source))]
+    RefusedOnSend {
+        /// Why.
+        reason: Refusal,
+        /// The event id.
+        id: String,
+        /// Destination topic.
+        topic: String,
+        /// The partition the record named, if any.
+        partition: Option<i32>,
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+    /// librdkafka could not enqueue a record (transient).
+    #[error("enqueuing a record for topic {topic}: {source}")]
+    Enqueue {
+        /// Destination topic.
+        topic: String,
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+    /// The broker refused a record for good (its delivery report).
+    #[error("{}", refused(*reason, id, topic, source))]
+    Refused {
+        /// Why.
+        reason: Refusal,
+        /// The event id.
+        id: String,
+        /// Destination topic.
+        topic: String,
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+    /// A record's delivery failed for a reason a retry may cure (timeout, brokers down,
+    /// purged by an abort).
+    #[error("delivery of outbox event {id} to topic {topic} failed: {source}")]
+    Delivery {
+        /// The event id.
+        id: String,
+        /// Destination topic.
+        topic: String,
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+    /// The producer's fatal error (other than fencing): nothing more can be sent on it.
+    #[error(
+        "fatal Kafka producer error ({code}): {reason}; restart the relay (the last committed \
+         checkpoint is intact)"
+    )]
+    Fatal {
+        /// librdkafka's error code.
+        code: RDKafkaErrorCode,
+        /// librdkafka's description.
+        reason: String,
+    },
+    /// Another instance with the same `transactional.id` took over (Kafka's zombie fencing).
+    #[error(
+        "{what}: this instance was fenced: another outboxd instance with the same \
+         transactional.id took over the connector ({detail}); this one stops without writing \
+         anything more (run one instance per connector)"
+    )]
+    Fenced {
+        /// The call that found out.
+        what: &'static str,
+        /// librdkafka's description.
+        detail: String,
+    },
+    /// A transactional call failed (`init`, `begin`, `commit`, `abort`).
+    #[error("{what}: {}{source}{}", if *fatal { "fatal Kafka transaction error: " } else { "" }, if *fatal { "; restart the relay (the last committed checkpoint is intact)" } else { "" })]
+    Transaction {
+        /// The call.
+        what: &'static str,
+        /// librdkafka says the producer cannot go on.
+        fatal: bool,
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+    /// The producer still held unacknowledged records at a flush's timeout.
+    #[error("flushing the Kafka producer: {source}")]
+    Flush {
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+    /// A metadata request got no answer.
+    #[error("Kafka is not reachable: {source}")]
+    Unreachable {
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+    /// A call handed to the blocking pool did not come back (the runtime is shutting down).
+    #[error("{what}: {detail}")]
+    Abandoned {
+        /// The call.
+        what: &'static str,
+        /// Why it did not complete.
+        detail: String,
+    },
+}
+
+fn refused_on_send(
+    reason: Refusal,
+    id: &str,
+    topic: &str,
+    partition: &Option<i32>,
+    e: &KafkaError,
+) -> String {
+    match reason {
+        Refusal::TooLarge => format!(
+            "Kafka refused outbox event {id} for topic {topic}: record too large ({e}); raise the \
+             topic's max.message.bytes and kafka.max_record_bytes"
+        ),
+        Refusal::UnknownPartition => format!(
+            "outbox event {id} names partition {partition:?} that topic {topic} does not have \
+             ({e}); fix the partition placement column or add partitions"
+        ),
+        Refusal::Other => format!("Kafka refused outbox event {id} for topic {topic}: {e}"),
+    }
+}
+
+fn refused(reason: Refusal, id: &str, topic: &str, e: &KafkaError) -> String {
+    match reason {
+        Refusal::TooLarge => format!(
+            "Kafka refused outbox event {id} for topic {topic} as too large ({e}); raise the \
+             topic's max.message.bytes (and the broker's message.max.bytes) or shrink the \
+             event, then restart (nothing after the last delivered event was checkpointed)"
+        ),
+        Refusal::UnknownPartition | Refusal::Other => format!(
+            "Kafka refused outbox event {id} for topic {topic}: {e}; fix the topic or its \
+             ACLs/limits, then restart (nothing after the last delivered event was \
+             checkpointed)"
+        ),
+    }
+}
+
+impl SinkError {
+    /// Transient or definite, from the variant and librdkafka's error code.
+    pub fn class(&self) -> Class {
+        match self {
+            SinkError::Enqueue { .. }
+            | SinkError::Delivery { .. }
+            | SinkError::Flush { .. }
+            | SinkError::Unreachable { .. }
+            | SinkError::Abandoned { .. }
+            | SinkError::Transaction { fatal: false, .. } => Class::Transient,
+            SinkError::Client { .. }
+            | SinkError::FixedProperty { .. }
+            | SinkError::RecordTooLarge { .. }
+            | SinkError::RefusedOnSend { .. }
+            | SinkError::Refused { .. }
+            | SinkError::Fatal { .. }
+            | SinkError::Fenced { .. }
+            | SinkError::Transaction { fatal: true, .. } => Class::Definite,
+        }
+    }
+
+    /// A failed call of the transactional API: fenced, fatal or transient.
+    pub fn transaction(what: &'static str, e: &KafkaError) -> Self {
+        let code = e.rdkafka_error_code();
+        // InvalidProducerEpoch: what brokers before KIP-588 answer a fenced producer.
+        if matches!(
+            code,
+            Some(
+                RDKafkaErrorCode::Fenced
+                    | RDKafkaErrorCode::ProducerFenced
+                    | RDKafkaErrorCode::InvalidProducerEpoch
+            )
+        ) {
+            return SinkError::Fenced {
+                what,
+                detail: e.to_string(),
+            };
+        }
+        let fatal = matches!(e, KafkaError::Transaction(rd) if rd.is_fatal());
+        SinkError::Transaction {
+            what,
+            fatal,
+            source: Box::new(e.clone()),
+        }
+    }
+
+    /// A record librdkafka would not enqueue: definite for what will not change on a retry.
+    pub fn on_send(e: &KafkaError, id: String, topic: &str, partition: Option<i32>) -> Self {
+        let reason = match e.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::MessageSizeTooLarge) => Some(Refusal::TooLarge),
+            Some(RDKafkaErrorCode::UnknownPartition) => Some(Refusal::UnknownPartition),
+            _ => None,
+        };
+        match reason {
+            Some(reason) => SinkError::RefusedOnSend {
+                reason,
+                id,
+                topic: topic.to_string(),
+                partition,
+                source: Box::new(e.clone()),
+            },
+            None => SinkError::Enqueue {
+                topic: topic.to_string(),
+                source: Box::new(e.clone()),
+            },
+        }
+    }
+
+    /// A failed delivery report: a refusal for what Kafka will not accept on a retry,
+    /// a transient failure otherwise.
+    pub fn on_delivery(e: &KafkaError, id: String, topic: &str) -> Self {
+        use RDKafkaErrorCode as C;
+        let reason = match e.rdkafka_error_code() {
+            Some(C::MessageSizeTooLarge | C::MessageBatchTooLarge) => Some(Refusal::TooLarge),
+            Some(C::UnknownPartition) => Some(Refusal::UnknownPartition),
+            Some(
+                C::InvalidRecord
+                | C::TopicAuthorizationFailed
+                | C::ClusterAuthorizationFailed
+                | C::InvalidTopic
+                | C::UnsupportedForMessageFormat,
+            ) => Some(Refusal::Other),
+            Some(C::Fatal) => {
+                return SinkError::Fatal {
+                    code: C::Fatal,
+                    reason: format!("delivery to topic {topic}: {e}"),
+                }
+            }
+            _ => None,
+        };
+        match reason {
+            Some(reason) => SinkError::Refused {
+                reason,
+                id,
+                topic: topic.to_string(),
+                source: Box::new(e.clone()),
+            },
+            None => SinkError::Delivery {
+                id,
+                topic: topic.to_string(),
+                source: Box::new(e.clone()),
+            },
+        }
+    }
+
+    /// True for a record purged from the producer's queues (an abort, a fatal error): a
+    /// consequence of another failure, never its cause.
+    pub fn is_purged(&self) -> bool {
+        matches!(
+            self,
+            SinkError::Delivery { source, .. }
+                if matches!(
+                    source.rdkafka_error_code(),
+                    Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+                )
+        )
+    }
+
+    /// The refusal, when Kafka refused a record for good.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            SinkError::Refused { reason, .. } | SinkError::RefusedOnSend { reason, .. } => {
+                Some(*reason)
+            }
+            SinkError::RecordTooLarge { .. } => Some(Refusal::TooLarge),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Refusal::TooLarge => "record too large",
+            Refusal::UnknownPartition => "unknown partition",
+            Refusal::Other => "refused",
+        })
+    }
+}

@@ -1,0 +1,44 @@
+//! The Kafka record a routed outbox event (or a checkpoint) becomes.
+
+/// A record ready for the Kafka producer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaRecord {
+    /// Destination topic.
+    pub topic: String,
+    /// Record key bytes (the aggregate id as UTF-8); `None` for a NULL key.
+    pub key: Option<Vec<u8>>,
+    /// Record value bytes; `None` is a tombstone (or a NULL payload).
+    pub value: Option<Vec<u8>>,
+    /// Headers in order: `id` first, then the header placements.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Record timestamp, milliseconds since the Unix epoch (CreateTime).
+    pub timestamp_ms: Option<i64>,
+    /// Explicit partition; `None` lets the producer's partitioner (`murmur2_random`) decide.
+    pub partition: Option<i32>,
+}
+
+impl KafkaRecord {
+    /// Approximate size in bytes: topic, key, value and header names and values. Kafka's own
+    /// per-record framing (a few dozen bytes) is not counted. Used for batching limits and
+    /// `kafka.max_record_bytes`.
+    pub fn approx_size(&self) -> usize {
+        self.topic.len()
+            + self.key.as_ref().map_or(0, Vec::len)
+            + self.value.as_ref().map_or(0, Vec::len)
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+    }
+
+    /// The outbox event id (the `id` header) as text, for naming the record in errors;
+    /// `(no id)` without one.
+    pub fn event_id(&self) -> String {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == "id")
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_else(|| "(no id)".to_string())
+    }
+}

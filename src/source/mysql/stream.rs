@@ -1,0 +1,282 @@
+//! The binlog session: the replication connection to a MySQL/MariaDB server.
+//!
+//! Registers as a replica (`COM_REGISTER_SLAVE` with the configured `server_id`) and asks for
+//! the binlog from the resume position:
+//! - MariaDB GTID position: `SET @mariadb_slave_capability=4` (MARIA_SLAVE_CAPABILITY_GTID,
+//!   so GTID events arrive as such), `SET @slave_connect_state='<pos>'`, then
+//!   `COM_BINLOG_DUMP` (MariaDB KB, "GTID" and "COM_BINLOG_DUMP").
+//! - MySQL GTID set: `COM_BINLOG_DUMP_GTID` with the set (MySQL source, "Replication
+//!   Protocol").
+//! - `file:pos`: `COM_BINLOG_DUMP` with the file and position.
+//!
+//! `@master_heartbeat_period` makes the server send HEARTBEAT events while idle, which keep
+//! the connection alive and let the checkpoint follow an idle server. A silent connection
+//! (no event for three heartbeat periods) is a lost connection. Events flow one way: binlog
+//! event → [`BinlogDecoder`] (positions, only outbox rows decoded) → [`OutboxAdapter`] →
+//! the session's [`crate::source::Outlet`].
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use mysql_async::binlog::events::Event;
+use mysql_async::prelude::*;
+use mysql_async::BinlogStreamRequest;
+
+use super::adapter::OutboxAdapter;
+use super::decode::{BinlogDecoder, BinlogMessage, MissingColumnNames};
+use super::error::MysqlError;
+use super::server::{self, TrackingMode};
+use crate::config::{MysqlSourceConfig, StartPosition};
+use crate::error::Error;
+use crate::event::{SourceEvent, TableName};
+use crate::position::SourcePosition;
+use crate::preflight::Status;
+use crate::source::{Source, SourceContext};
+
+/// That many [`MysqlError::SameServerId`] failures in a row make it definite: two replicas
+/// are fighting over one id.
+const SAME_SERVER_ID_LIMIT: u32 = 5;
+
+/// Longest the first start waits for its start position to be checkpointed.
+const INITIAL_CHECKPOINT_WAIT: Duration = Duration::from_secs(120);
+
+/// A MySQL/MariaDB source: the binlog of one server, filtered to the outbox tables.
+pub struct MysqlSource {
+    cfg: MysqlSourceConfig,
+    tables: BTreeSet<TableName>,
+    /// [`MysqlError::SameServerId`] failures in a row.
+    same_id_failures: u32,
+}
+
+impl MysqlSource {
+    /// The source of server `cfg`, keeping the rows of `tables`.
+    pub fn new(cfg: MysqlSourceConfig, tables: &[TableName]) -> Self {
+        Self {
+            cfg,
+            tables: tables.iter().cloned().collect(),
+            same_id_failures: 0,
+        }
+    }
+}
+
+impl Source for MysqlSource {
+    fn stream_name(&self) -> &'static str {
+        "binlog"
+    }
+
+    fn reconnect_backoff_max(&self) -> Duration {
+        self.cfg.reconnect_backoff_max
+    }
+
+    fn escalate(&mut self, error: Error) -> Error {
+        match error {
+            Error::Mysql(MysqlError::SameServerId { message }) => {
+                self.same_id_failures += 1;
+                if self.same_id_failures >= SAME_SERVER_ID_LIMIT {
+                    MysqlError::SameServerIdRepeated {
+                        server_id: self.cfg.server_id,
+                        times: self.same_id_failures,
+                        message,
+                    }
+                    .into()
+                } else {
+                    MysqlError::SameServerId { message }.into()
+                }
+            }
+            other => {
+                self.same_id_failures = 0;
+                other
+            }
+        }
+    }
+
+    async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), Error> {
+        match self.stream(ctx).await {
+            Ok(()) | Err(Stop::Closed) => Ok(()),
+            Err(Stop::Failed(e)) => Err(e.into()),
+        }
+    }
+}
+
+/// How a session ends.
+enum Stop {
+    /// The delivery loop stopped receiving.
+    Closed,
+    /// The session failed.
+    Failed(MysqlError),
+}
+
+impl From<MysqlError> for Stop {
+    fn from(e: MysqlError) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+impl From<crate::source::Closed> for Stop {
+    fn from(_: crate::source::Closed) -> Self {
+        Stop::Closed
+    }
+}
+
+impl MysqlSource {
+    async fn stream(&mut self, ctx: &mut SourceContext) -> Result<(), Stop> {
+        let cfg = &self.cfg;
+        let connector = ctx.connector.clone();
+        let driver = |e| MysqlError::from_driver(e, cfg);
+        let mut conn = server::connect(cfg).await?;
+        let info = server::server_info(&mut conn, cfg).await?;
+        for check in server::requirements(&info, &connector, &self.tables, cfg) {
+            match check.status {
+                Status::Fail => {
+                    return Err(MysqlError::Requirement {
+                        check: check.name,
+                        detail: check.detail,
+                    }
+                    .into())
+                }
+                Status::Warn => {
+                    tracing::warn!(connector = %connector, check = %check.name, "{}", check.detail)
+                }
+                Status::Pass => {}
+            }
+        }
+        let mode = server::tracking_mode(&info, cfg);
+        // Where to ask the server to start; `from_file` when starting at the earliest binlog.
+        let resume = ctx.out.resume_position().cloned();
+        let (start, from_file) = match resume.clone() {
+            Some(p) => (p, None),
+            None => match cfg.start {
+                StartPosition::Current => {
+                    (server::current_position(&mut conn, cfg, mode).await?, None)
+                }
+                StartPosition::Earliest => {
+                    let first = server::earliest_position(&mut conn, cfg).await?;
+                    (SourcePosition::BinlogFile(first.clone()), Some(first))
+                }
+            },
+        };
+        if !mode.fits(&start) {
+            return Err(MysqlError::PositionMismatch {
+                position: start,
+                mode: mode.as_str(),
+            }
+            .into());
+        }
+        if resume.is_none() && from_file.is_none() {
+            // First start: checkpoint the start position before streaming, so that a crash
+            // from here on resumes here rather than at a later "current" position.
+            ctx.out
+                .send(SourceEvent::Progress {
+                    position: start.clone(),
+                })
+                .await?;
+            let stored = tokio::time::timeout(
+                INITIAL_CHECKPOINT_WAIT,
+                ctx.checkpointed.wait_for(|p| p.is_some()),
+            )
+            .await;
+            if !matches!(stored, Ok(Ok(_))) {
+                return Err(MysqlError::InitialCheckpointTimeout {
+                    after: INITIAL_CHECKPOINT_WAIT,
+                }
+                .into());
+            }
+        }
+        tracing::info!(connector = %connector, server = %info.version, position = %start, "requesting the binlog");
+
+        let hb_ns = cfg
+            .heartbeat_interval
+            .as_nanos()
+            .min(u128::from(u32::MAX) * 1_000_000_000);
+        let _ = conn
+            .query_drop(format!("SET @master_heartbeat_period = {hb_ns}"))
+            .await;
+        let mut request = BinlogStreamRequest::new(cfg.server_id);
+        let file_name: Vec<u8>;
+        let sids;
+        if info.mariadb {
+            conn.query_drop("SET @mariadb_slave_capability = 4")
+                .await
+                .map_err(driver)?;
+        }
+        match &start {
+            SourcePosition::MariadbGtid(pos) if from_file.is_none() => {
+                conn.exec_drop("SET @slave_connect_state = ?", (pos.to_string(),))
+                    .await
+                    .map_err(driver)?;
+                conn.query_drop(
+                    "SET @slave_gtid_strict_mode = 0, @slave_gtid_ignore_duplicates = 0",
+                )
+                .await
+                .map_err(driver)?;
+            }
+            SourcePosition::MysqlGtidSet(set) => {
+                sids = set.to_sids();
+                request = request.with_gtid().with_gtid_set(sids);
+            }
+            SourcePosition::BinlogFile(fp) => {
+                file_name = fp.file.clone().into_bytes();
+                request = request.with_filename(&file_name).with_pos(fp.pos);
+            }
+            other => {
+                return Err(MysqlError::NotABinlogPosition {
+                    position: other.clone(),
+                }
+                .into())
+            }
+        }
+        let mut stream = conn.get_binlog_stream(request).await.map_err(driver)?;
+
+        let mut decoder = BinlogDecoder::new()
+            .with_columns(cfg.columns.clone())
+            .with_missing_names(MissingColumnNames::Error)
+            .with_table_filter(Some(self.tables.clone()));
+        decoder = match (&from_file, mode) {
+            // From the earliest file with GTIDs on: the file's GTID list seeds the position.
+            (Some(first), TrackingMode::MariadbGtid | TrackingMode::MysqlGtid) => {
+                decoder.set_file(first.file.clone(), first.pos);
+                decoder
+            }
+            _ => decoder.with_start(&start),
+        };
+        let mut adapter = OutboxAdapter::new();
+        ctx.streaming();
+        let silence = cfg.heartbeat_interval * 3 + Duration::from_secs(5);
+        let mut messages: Vec<BinlogMessage> = Vec::new();
+        let mut out: Vec<SourceEvent> = Vec::new();
+        loop {
+            let event: Event = match tokio::time::timeout(silence, stream.next()).await {
+                Err(_) => return Err(MysqlError::Silent { after: silence }.into()),
+                Ok(None) => return Err(MysqlError::StreamEnded.into()),
+                Ok(Some(Err(e))) => return Err(driver(e).into()),
+                Ok(Some(Ok(ev))) => ev,
+            };
+            decoder
+                .decode_event_into(&event, None, &mut messages)
+                .map_err(|e| MysqlError::Decode {
+                    source: std::sync::Arc::new(e),
+                })?;
+            for msg in messages.drain(..) {
+                if let BinlogMessage::Incident { message } = &msg {
+                    tracing::error!(connector = %connector, incident = %message, "the server logged an INCIDENT: events may be missing from the binlog here");
+                }
+                if let Err(e) = adapter.on_message(msg, &mut out) {
+                    // Hand on what came before, then stop: the pipeline checkpoints up to the
+                    // last complete transaction and never past this one.
+                    for ev in out.drain(..) {
+                        ctx.out.send(ev).await?;
+                    }
+                    return Err(MysqlError::XaOutbox {
+                        position: decoder.position().clone(),
+                        source: e,
+                    }
+                    .into());
+                }
+            }
+            for ev in out.drain(..) {
+                ctx.out.send(ev).await?;
+            }
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The PostgreSQL source's failures, classified in one place ([`PgError::class`]).
+//!
+//! SQL errors are told apart by their SQLSTATE (PostgreSQL documentation, Appendix A "Error
+//! Codes"), as `tokio_postgres::error::SqlState` constants. The replication connection
+//! (`pgwire-replication`) hands server errors over as text ending in `(SQLSTATE xxxxx)`;
+//! [`sqlstate_in`] reads the code from there, the one place that looks at such text.
+//! Messages name the server, the role and the setting to change, never a password.
+
+use tokio_postgres::error::SqlState;
+
+use super::adapter::AdapterError;
+use super::pgoutput::PgOutputError;
+use crate::config::PostgresSourceConfig;
+use crate::error::Class;
+use crate::position::{Lsn, SourcePosition};
+
+/// A failure of the PostgreSQL source.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PgError {
+    /// No connection could be made (refused, unreachable, name not resolved).
+    #[error("cannot connect to PostgreSQL at {at} ({cause}); check host/port and that the server listens there")]
+    Connect {
+        /// `host:port/dbname`.
+        at: String,
+        /// The cause, in words.
+        cause: String,
+    },
+    /// Connecting (or starting replication) did not complete in time.
+    #[error("{what} PostgreSQL at {at} timed out after {after:?}")]
+    Timeout {
+        /// `connecting to`, `starting replication at`.
+        what: &'static str,
+        /// `host:port/dbname`.
+        at: String,
+        /// `connect_timeout`.
+        after: std::time::Duration,
+    },
+    /// The server refused the role or its password (SQLSTATE 28P01, 28000).
+    #[error("PostgreSQL at {at} refused user {user:?}: {message}; check database.user / database.password and pg_hba.conf")]
+    AuthFailed {
+        /// `host:port/dbname`.
+        at: String,
+        /// The role.
+        user: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The database does not exist (SQLSTATE 3D000).
+    #[error("PostgreSQL at {at}: {message}; check database.dbname")]
+    UnknownDatabase {
+        /// `host:port`.
+        at: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The role lacks a privilege (SQLSTATE 42501).
+    #[error("PostgreSQL at {at}: user {user:?} lacks a privilege: {message}")]
+    InsufficientPrivilege {
+        /// `host:port/dbname`.
+        at: String,
+        /// The role.
+        user: String,
+        /// The server's message.
+        message: String,
+    },
+    /// Any other SQL error, or a lost SQL connection (transient).
+    #[error("PostgreSQL at {at}: {message}{}", sqlstate.as_ref().map(|c| format!(" (SQLSTATE {})", c.code())).unwrap_or_default())]
+    Sql {
+        /// `host:port/dbname`.
+        at: String,
+        /// The server's or the driver's message.
+        message: String,
+        /// The SQLSTATE, when the server sent one.
+        sqlstate: Option<SqlState>,
+    },
+    /// A server setting, a role attribute, an outbox table, the publication or the slot is
+    /// not as the relay needs it (the same checks `outboxd check` reports).
+    #[error("{detail}")]
+    Requirement {
+        /// The check's name (`wal_level`, `publication`, `replication slot`).
+        check: String,
+        /// What was found and what to change.
+        detail: String,
+    },
+    /// Another process streams from the slot.
+    #[error("replication slot {slot:?} is in use by another process: {holder}; another outboxd (or Debezium) is reading it. Stop it, or give this connector its own slot (slot_name / slot.name)")]
+    SlotInUse {
+        /// The slot.
+        slot: String,
+        /// Who (`pid N (application_name ...)`).
+        holder: String,
+    },
+    /// Something just created or found is gone again (a concurrent drop).
+    #[error("{what} vanished")]
+    Vanished {
+        /// What (`replication slot "x" after creation`).
+        what: String,
+    },
+    /// The server sent an LSN that does not parse.
+    #[error("the server sent an unreadable LSN: {detail}")]
+    UnreadableLsn {
+        /// The parser's message.
+        detail: String,
+    },
+    /// The checkpoint is not an LSN.
+    #[error("the checkpoint position {position} is not a PostgreSQL LSN; was the checkpoint written for another source? Delete it or fix the config")]
+    NotAnLsn {
+        /// The checkpoint's position.
+        position: SourcePosition,
+    },
+    /// The replication connection's server error.
+    #[error("PostgreSQL replication at {at}: {message}")]
+    Replication {
+        /// `host:port/dbname`.
+        at: String,
+        /// The server's message, with its SQLSTATE.
+        message: String,
+        /// The SQLSTATE read from it.
+        sqlstate: Option<SqlState>,
+    },
+    /// The replication connection's authentication failed.
+    #[error("PostgreSQL at {at} refused user {user:?}: {message}; check database.user / database.password")]
+    ReplicationAuth {
+        /// `host:port/dbname`.
+        at: String,
+        /// The role.
+        user: String,
+        /// What failed.
+        message: String,
+    },
+    /// TLS on the replication connection failed.
+    #[error("PostgreSQL replication at {at}: TLS: {message}")]
+    ReplicationTls {
+        /// `host:port/dbname`.
+        at: String,
+        /// What failed.
+        message: String,
+    },
+    /// The replication stream broke the protocol, or a frame was too large to accept.
+    #[error("PostgreSQL replication at {at}: {message}")]
+    ReplicationProtocol {
+        /// `host:port/dbname`.
+        at: String,
+        /// What happened.
+        message: String,
+    },
+    /// The replication connection failed otherwise (lost, reset; transient).
+    #[error("PostgreSQL replication at {at}: {message}")]
+    ReplicationLost {
+        /// `host:port/dbname`.
+        at: String,
+        /// What happened.
+        message: String,
+    },
+    /// The server ended the replication stream.
+    #[error("the server ended the replication stream")]
+    StreamEnded,
+    /// A pgoutput message did not decode.
+    #[error("pgoutput decoding failed at LSN {lsn}: {source}")]
+    Decode {
+        /// `wal_start` of the message.
+        lsn: Lsn,
+        /// The decoder's error.
+        #[source]
+        source: PgOutputError,
+    },
+    /// The stream cannot be turned into outbox events (a protocol violation, a value that
+    /// does not decode, a logical decoding message that is not JSON).
+    #[error("PostgreSQL {message} after LSN {after}: {source}")]
+    Adapter {
+        /// The pgoutput message kind.
+        message: &'static str,
+        /// The last position handed on.
+        after: Lsn,
+        /// What is wrong.
+        #[source]
+        source: Box<AdapterError>,
+    },
+}
+
+/// SQLSTATEs with which the replication connection's server errors are definite: the same
+/// request fails again until an operator acts.
+const DEFINITE_REPLICATION_STATES: [&SqlState; 7] = [
+    &SqlState::INVALID_PASSWORD,
+    &SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+    &SqlState::INVALID_CATALOG_NAME,
+    &SqlState::INSUFFICIENT_PRIVILEGE,
+    // WAL the slot needs was removed.
+    &SqlState::UNDEFINED_FILE,
+    // The slot was invalidated, or wal_level is not logical.
+    &SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+    // The publication does not exist.
+    &SqlState::UNDEFINED_OBJECT,
+];
+
+impl PgError {
+    /// Transient (retry after a backoff) or definite (stop), by variant and SQLSTATE.
+    pub fn class(&self) -> Class {
+        match self {
+            PgError::Connect { .. }
+            | PgError::Timeout { .. }
+            | PgError::Sql { .. }
+            | PgError::Vanished { .. }
+            | PgError::ReplicationLost { .. }
+            | PgError::StreamEnded => Class::Transient,
+            PgError::Replication { sqlstate, .. } => match sqlstate {
+                Some(s) if DEFINITE_REPLICATION_STATES.contains(&s) => Class::Definite,
+                _ => Class::Transient,
+            },
+            PgError::AuthFailed { .. }
+            | PgError::UnknownDatabase { .. }
+            | PgError::InsufficientPrivilege { .. }
+            | PgError::Requirement { .. }
+            | PgError::SlotInUse { .. }
+            | PgError::UnreadableLsn { .. }
+            | PgError::NotAnLsn { .. }
+            | PgError::ReplicationAuth { .. }
+            | PgError::ReplicationTls { .. }
+            | PgError::ReplicationProtocol { .. }
+            | PgError::Decode { .. }
+            | PgError::Adapter { .. } => Class::Definite,
+        }
+    }
+
+    /// A `tokio-postgres` error, as the variant its SQLSTATE says.
+    pub fn from_sql(e: &tokio_postgres::Error, cfg: &PostgresSourceConfig) -> Self {
+        let at = where_(cfg);
+        let Some(db) = e.as_db_error() else {
+            return PgError::Sql {
+                at,
+                message: e.to_string(),
+                sqlstate: None,
+            };
+        };
+        let code = db.code();
+        let message = db.message().to_string();
+        if *code == SqlState::INVALID_PASSWORD
+            || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+        {
+            PgError::AuthFailed {
+                at,
+                user: cfg.user.clone(),
+                message,
+            }
+        } else if *code == SqlState::INVALID_CATALOG_NAME {
+            PgError::UnknownDatabase {
+                at: format!("{}:{}", cfg.host, cfg.port),
+                message,
+            }
+        } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
+            PgError::InsufficientPrivilege {
+                at,
+                user: cfg.user.clone(),
+                message,
+            }
+        } else {
+            PgError::Sql {
+                at,
+                message,
+                sqlstate: Some(code.clone()),
+            }
+        }
+    }
+
+    /// A `tokio-postgres` error while connecting: without a server answer it is "cannot
+    /// connect", with the cause (the driver's outermost message says only "error connecting
+    /// to server").
+    pub fn from_connect(e: &tokio_postgres::Error, cfg: &PostgresSourceConfig) -> Self {
+        if e.as_db_error().is_some() {
+            return Self::from_sql(e, cfg);
+        }
+        let cause = match std::error::Error::source(e) {
+            Some(inner) => match inner.downcast_ref::<std::io::Error>() {
+                Some(io) => crate::source::mysql::error::io_cause(io),
+                None => inner.to_string(),
+            },
+            None => e.to_string(),
+        };
+        PgError::Connect {
+            at: where_(cfg),
+            cause,
+        }
+    }
+
+    /// An error of the replication connection.
+    pub fn from_replication(
+        e: &pgwire_replication::PgWireError,
+        cfg: &PostgresSourceConfig,
+    ) -> Self {
+        use pgwire_replication::PgWireError as E;
+        let at = where_(cfg);
+        match e {
+            E::Server(msg) => PgError::Replication {
+                at,
+                sqlstate: sqlstate_in(msg),
+                message: msg.clone(),
+            },
+            E::Auth(msg) => PgError::ReplicationAuth {
+                at,
+                user: cfg.user.clone(),
+                message: msg.clone(),
+            },
+            E::Tls(msg) => PgError::ReplicationTls {
+                at,
+                message: msg.clone(),
+            },
+            E::Protocol(_) | E::MessageTooLarge { .. } => PgError::ReplicationProtocol {
+                at,
+                message: e.to_string(),
+            },
+            other => PgError::ReplicationLost {
+                at,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// The SQLSTATE at the end of a server error as pgwire-replication words it
+/// (`message (SQLSTATE 55000)`).
+pub fn sqlstate_in(message: &str) -> Option<SqlState> {
+    let (_, rest) = message.rsplit_once("(SQLSTATE ")?;
+    let code = rest.strip_suffix(')')?;
+    (code.len() == 5 && code.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .then(|| SqlState::from_code(code))
+}
+
+/// `host:port/dbname` of the source, for messages.
+pub(crate) fn where_(cfg: &PostgresSourceConfig) -> String {
+    format!("{}:{}/{}", cfg.host, cfg.port, cfg.dbname)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstates_are_read_from_replication_errors() {
+        assert_eq!(
+            sqlstate_in("replication slot \"s\" is active for PID 7 (SQLSTATE 55006)"),
+            Some(SqlState::OBJECT_IN_USE)
+        );
+        assert_eq!(
+            sqlstate_in("password authentication failed (SQLSTATE 28P01)"),
+            Some(SqlState::INVALID_PASSWORD)
+        );
+        assert_eq!(sqlstate_in("no code here"), None);
+        assert_eq!(sqlstate_in("odd (SQLSTATE 1234)"), None);
+    }
+}

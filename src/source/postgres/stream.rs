@@ -1,0 +1,339 @@
+//! The PostgreSQL session: the logical replication stream over `pgwire-replication`.
+//!
+//! # What the stream is asked for
+//!
+//! `START_REPLICATION SLOT <slot> LOGICAL <start> (proto_version '1', publication_names
+//! '<publication>', messages 'true')` (pgwire-replication always asks for messages), with the
+//! session settings the value decoder relies on pinned in the startup `options`
+//! (`DateStyle=ISO`, `TimeZone=UTC`, `bytea_output=hex`).
+//!
+//! pgwire-replication parses Begin, Commit and Message itself; the session hands them to the
+//! adapter as they are, and every other pgoutput message (forwarded as the raw `XLogData`
+//! payload) through [`super::pgoutput::decode`].
+//!
+//! # Where the stream starts, and why the flush LSN lags
+//!
+//! * With a checkpoint: at the checkpoint LSN. The server starts decoding at
+//!   `max(start, confirmed_flush_lsn)` and skips transactions whose commit record starts
+//!   before it; the adapter skips them as well, so a slot that replays delivers nothing twice.
+//! * Without one: at the slot's `confirmed_flush_lsn` (for a slot created now, its consistent
+//!   point: only transactions committed from now on).
+//! * After a lost connection: at the last position handed to the pipeline.
+//!
+//! The flush LSN confirmed to the server (standby status update: write = flush = apply,
+//! pgwire-replication reports one applied position) is the last position the pipeline
+//! **durably checkpointed** — everything before it acknowledged by Kafka — published to this
+//! session on a `watch` channel. It is sent every `status_interval` when it moved, at once when
+//! the server asks for a reply, and on idle wakeups. Positions the session merely received are
+//! never confirmed, so a crash (or Kafka being down) leaves the slot where a restart must
+//! resume; the price is WAL retained for the time between delivery and checkpoint.
+//!
+//! While the outbox is idle the walsender sends keepalives carrying how far it has read WAL
+//! (it does so whenever our confirmed position is behind it). The adapter turns those, between
+//! transactions, into [`crate::event::SourceEvent::Progress`]; once checkpointed they are
+//! confirmed, so WAL written to other tables does not stay pinned by an idle outbox.
+//!
+//! # Publication: INSERTs only
+//!
+//! A publication outboxd creates publishes INSERTs only (`WITH (publish = 'insert')`), in
+//! `filtered` mode for the outbox tables only: UPDATEs and DELETEs of outbox rows never reach
+//! outboxd, so `table.op.invalid.behavior` has nothing to act on (the insert-then-delete
+//! cleanup pattern costs nothing). A publication the operator created that also publishes
+//! UPDATE/DELETE works too: those changes then go to the router, which drops DELETEs and
+//! applies `table.op.invalid.behavior` to UPDATEs, as on MySQL.
+//!
+//! # Server version
+//!
+//! PostgreSQL 14 or later: pgwire-replication always asks pgoutput for logical decoding
+//! messages (`messages 'true'`), an option PostgreSQL 14 introduced.
+//!
+//! # Errors
+//!
+//! Transient (reconnect with backoff from the last handed-on position): connection lost,
+//! server restarting, a slot still held by our own previous session. Definite (the connector
+//! stops with what to change): `wal_level` not logical, a role without `REPLICATION`, no free
+//! slot, a slot held by another process (named by pid), a missing outbox table or
+//! publication that may not be created, a slot for another plugin or database, lost WAL,
+//! undecodable data. See [`super::error::PgError::class`].
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig};
+use tokio::sync::watch;
+
+use super::adapter::PgOutboxAdapter;
+use super::catalog;
+use super::error::{where_, PgError};
+use super::pgoutput;
+use crate::config::PostgresSourceConfig;
+use crate::error::Error;
+use crate::event::{SourceEvent, TableName};
+use crate::position::{Lsn, SourcePosition};
+use crate::preflight::Status;
+use crate::source::{Closed, Source, SourceContext};
+
+/// Events buffered between the replication worker and the session.
+const REPLICATION_BUFFER: usize = 1024;
+/// Session settings the value decoder relies on.
+const SESSION_OPTIONS: &str =
+    "-c datestyle=ISO,YMD -c timezone=UTC -c bytea_output=hex -c extra_float_digits=3";
+
+/// A PostgreSQL source: one logical replication slot, filtered by a publication to the
+/// outbox tables, plus logical decoding messages with the configured prefixes.
+pub struct PgSource {
+    cfg: PostgresSourceConfig,
+    tables: Vec<TableName>,
+}
+
+impl PgSource {
+    /// The source of database `cfg`, keeping the changes of `tables`.
+    pub fn new(cfg: PostgresSourceConfig, tables: &[TableName]) -> Self {
+        Self {
+            cfg,
+            tables: tables.to_vec(),
+        }
+    }
+}
+
+/// How a session ends.
+enum Stop {
+    /// The delivery loop stopped receiving.
+    Closed,
+    /// The session failed.
+    Failed(PgError),
+}
+
+impl From<PgError> for Stop {
+    fn from(e: PgError) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+impl From<Closed> for Stop {
+    fn from(_: Closed) -> Self {
+        Stop::Closed
+    }
+}
+
+impl Source for PgSource {
+    fn stream_name(&self) -> &'static str {
+        "PostgreSQL replication"
+    }
+
+    async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), Error> {
+        match self.stream(ctx).await {
+            Ok(()) | Err(Stop::Closed) => Ok(()),
+            Err(Stop::Failed(e)) => Err(e.into()),
+        }
+    }
+}
+
+/// The latest durably checkpointed LSN.
+fn checkpointed_lsn(rx: &watch::Receiver<Option<SourcePosition>>) -> Option<Lsn> {
+    match &*rx.borrow() {
+        Some(SourcePosition::Lsn(l)) => Some(*l),
+        _ => None,
+    }
+}
+
+/// Confirms the latest checkpointed LSN to the server (sent with the next status update).
+fn confirm(client: &ReplicationClient, rx: &watch::Receiver<Option<SourcePosition>>) {
+    if let Some(l) = checkpointed_lsn(rx) {
+        client.update_applied_lsn(pgwire_replication::Lsn::from_u64(l.0));
+    }
+}
+
+impl PgSource {
+    async fn stream(&mut self, ctx: &mut SourceContext) -> Result<(), Stop> {
+        let cfg = &self.cfg;
+        let connector = ctx.connector.clone();
+        let position = match ctx.out.resume_position() {
+            None => None,
+            Some(SourcePosition::Lsn(l)) => Some(*l),
+            Some(other) => {
+                return Err(PgError::NotAnLsn {
+                    position: other.clone(),
+                }
+                .into())
+            }
+        };
+        let sql = catalog::connect(cfg).await?;
+        let info = catalog::server_info(&sql, cfg).await?;
+        for check in catalog::requirements(&info, &connector) {
+            match check.status {
+                Status::Fail => {
+                    return Err(PgError::Requirement {
+                        check: check.name,
+                        detail: check.detail,
+                    }
+                    .into())
+                }
+                Status::Warn => {
+                    tracing::warn!(connector = %connector, check = %check.name, "{}", check.detail)
+                }
+                Status::Pass => {}
+            }
+        }
+        catalog::require_tables(&sql, cfg, &self.tables).await?;
+        catalog::ensure_publication(&sql, cfg, &self.tables).await?;
+        let slot = catalog::ensure_slot(&sql, cfg, &info).await?;
+        drop(sql);
+
+        let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
+        let start = match position {
+            Some(p) => {
+                if confirmed > p {
+                    tracing::warn!(connector = %connector, slot = %cfg.slot_name, checkpoint = %p, confirmed_flush_lsn = %confirmed,
+                        "the slot was confirmed past this connector's checkpoint (by another consumer, or the checkpoint is older than the slot): the server resumes at confirmed_flush_lsn, transactions in between are not delivered");
+                }
+                p
+            }
+            None => confirmed,
+        };
+        let acked = checkpointed_lsn(&ctx.checkpointed).unwrap_or_default();
+        let application_name: String = format!("outboxd {connector}").chars().take(63).collect();
+        let rcfg = ReplicationConfig::new(
+            cfg.host.clone(),
+            cfg.user.clone(),
+            cfg.password.expose().to_string(),
+            cfg.dbname.clone(),
+            cfg.slot_name.clone(),
+            cfg.publication_name.clone(),
+        )
+        .with_port(cfg.port)
+        .with_tls(TlsConfig::disabled())
+        .with_start_lsn(pgwire_replication::Lsn::from_u64(start.0))
+        .with_ack_lsn(pgwire_replication::Lsn::from_u64(acked.0))
+        .with_status_interval(cfg.status_interval)
+        .with_wakeup_interval(cfg.status_interval.min(Duration::from_secs(10)))
+        .with_buffer_size(REPLICATION_BUFFER)
+        .with_options(SESSION_OPTIONS)
+        .with_application_name(application_name);
+        tracing::info!(connector = %connector, slot = %cfg.slot_name, publication = %cfg.publication_name, start = %start, server = %info.version, "starting logical replication");
+        let mut client = match tokio::time::timeout(cfg.connect_timeout, async {
+            let mut c = ReplicationClient::connect(rcfg).await?;
+            c.wait_started().await?;
+            Ok::<_, pgwire_replication::PgWireError>(c)
+        })
+        .await
+        {
+            Err(_) => {
+                return Err(PgError::Timeout {
+                    what: "starting replication at",
+                    at: where_(cfg),
+                    after: cfg.connect_timeout,
+                }
+                .into())
+            }
+            Ok(Err(e)) => return Err(PgError::from_replication(&e, cfg).into()),
+            Ok(Ok(c)) => c,
+        };
+        ctx.streaming();
+        confirm(&client, &ctx.checkpointed);
+
+        let tables: HashSet<TableName> = self.tables.iter().cloned().collect();
+        let mut adapter = PgOutboxAdapter::new(tables, cfg.message_prefixes.clone(), start);
+        let mut out: Vec<SourceEvent> = Vec::new();
+        // Without a checkpoint, the position streaming starts from is the first one: hand it
+        // on at once, so it is checkpointed before anything else happens (the server's next
+        // keepalive can be seconds away, and a relay stopped before it would start over at
+        // whatever the slot says then).
+        if position.is_none() && start.0 != 0 {
+            out.push(SourceEvent::Progress {
+                position: SourcePosition::Lsn(start),
+            });
+        }
+        loop {
+            for ev in out.drain(..) {
+                // Wait for room in the pipeline, confirming checkpoints meanwhile.
+                loop {
+                    tokio::select! {
+                        permit = ctx.out.reserve() => {
+                            permit?.send(ev);
+                            break;
+                        }
+                        changed = ctx.checkpointed.changed() => {
+                            if changed.is_err() {
+                                return Ok(());
+                            }
+                            confirm(&client, &ctx.checkpointed);
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                biased;
+                changed = ctx.checkpointed.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    confirm(&client, &ctx.checkpointed);
+                }
+                ev = client.recv() => {
+                    let ev = match ev {
+                        Err(e) => return Err(PgError::from_replication(&e, cfg).into()),
+                        Ok(None) => return Err(PgError::StreamEnded.into()),
+                        Ok(Some(ev)) => ev,
+                    };
+                    on_event(ev, &mut adapter, &mut out)?;
+                }
+            }
+        }
+    }
+}
+
+/// Hands one replication event to the adapter.
+fn on_event(
+    ev: ReplicationEvent,
+    adapter: &mut PgOutboxAdapter,
+    out: &mut Vec<SourceEvent>,
+) -> Result<(), PgError> {
+    let lsn = |l: pgwire_replication::Lsn| Lsn(l.as_u64());
+    let (kind, result) = match ev {
+        ReplicationEvent::KeepAlive { wal_end, .. } => {
+            adapter.on_keepalive(lsn(wal_end), out);
+            return Ok(());
+        }
+        ReplicationEvent::Begin {
+            final_lsn,
+            commit_time_micros,
+            ..
+        } => (
+            "Begin",
+            adapter.on_begin(lsn(final_lsn), commit_time_micros),
+        ),
+        ReplicationEvent::Commit {
+            lsn: commit_lsn,
+            end_lsn,
+            commit_time_micros,
+        } => (
+            "Commit",
+            adapter.on_commit(lsn(commit_lsn), lsn(end_lsn), commit_time_micros, out),
+        ),
+        ReplicationEvent::Message {
+            transactional,
+            lsn: at,
+            prefix,
+            content,
+        } => (
+            "Message",
+            adapter.on_logical_message(transactional, lsn(at), &prefix, &content, out),
+        ),
+        ReplicationEvent::XLogData {
+            wal_start, data, ..
+        } => {
+            let msg = pgoutput::decode(&data).map_err(|source| PgError::Decode {
+                lsn: lsn(wal_start),
+                source,
+            })?;
+            (msg.kind(), adapter.on_message(msg, out))
+        }
+        ReplicationEvent::StoppedAt { .. } => return Err(PgError::StreamEnded),
+    };
+    result.map_err(|source| PgError::Adapter {
+        message: kind,
+        after: adapter.last_position(),
+        source: Box::new(source),
+    })
+}

@@ -1,0 +1,123 @@
+//! Supervision of a source: sessions one after the other, with reconnects, backoff and the
+//! transient/definite decision in one place.
+//!
+//! A session that fails transiently (connection lost, server restarting) is followed by a
+//! new one after a backoff, resuming at the position after the last transaction handed on
+//! ([`super::Outlet::resume_position`]), so nothing is skipped and nothing repeated. Two
+//! failures go to the delivery loop instead, which stops with them: a definite one (the
+//! connector stops), and any failure after rows of an unfinished transaction were handed on
+//! (a new session would send those rows again after the partial copy; the connector restarts
+//! from its checkpoint, exactly-once aborting what it had started).
+//!
+//! [`Backoff`] is also what the connector uses between its restarts.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{Source, SourceContext};
+use crate::error::Class;
+use crate::health::ConnectorState;
+use crate::metrics as m;
+
+/// The first wait after a failure.
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Exponential backoff between retries: 1 s, doubling up to a maximum.
+#[derive(Debug, Clone)]
+pub(crate) struct Backoff {
+    next: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    /// A backoff doubling from [`FIRST_BACKOFF`] up to `max`.
+    pub(crate) fn new(max: Duration) -> Self {
+        Self {
+            next: FIRST_BACKOFF.min(max),
+            max,
+        }
+    }
+
+    /// Back to the first wait (after a run that worked for a while).
+    pub(crate) fn reset(&mut self) {
+        self.next = FIRST_BACKOFF.min(self.max);
+    }
+
+    /// The wait before the next retry; the one after it is doubled.
+    pub(crate) fn next_wait(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(self.max);
+        wait
+    }
+}
+
+/// Sleeps `wait` before a retry. Returns `false`, early, when `shutdown` turns true first: do
+/// not retry then. So no retry holds a stopping process for its backoff.
+pub(crate) async fn sleep_before_retry(wait: Duration, shutdown: &watch::Receiver<bool>) -> bool {
+    let mut shutdown = shutdown.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = shutdown.wait_for(|v| *v) => false,
+    }
+}
+
+/// Longest wait between reconnection attempts of a source.
+pub(crate) const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Runs `source`'s sessions until the delivery loop stops receiving, shutdown, or a failure
+/// the loop must handle (sent to it through `ctx.out`).
+pub(crate) async fn run<S: Source>(mut source: S, mut ctx: SourceContext) {
+    let mut backoff = Backoff::new(source.reconnect_backoff_max());
+    loop {
+        let result = source.session(&mut ctx).await;
+        metrics::gauge!(m::SOURCE_CONNECTED, m::LABEL_CONNECTOR => ctx.connector.clone()).set(0.0);
+        let streamed = ctx.out.take_streamed();
+        let error = match result {
+            Ok(()) => return,
+            Err(e) => source.escalate(e),
+        };
+        if error.class() == Class::Definite || ctx.out.mid_transaction() || *ctx.shutdown.borrow() {
+            ctx.out.fail(error).await;
+            return;
+        }
+        if streamed {
+            backoff.reset();
+        }
+        let wait = backoff.next_wait();
+        ctx.health.set(&ctx.connector, ConnectorState::Retrying);
+        metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => ctx.connector.clone(), m::LABEL_KIND => Class::Transient.label()).increment(1);
+        tracing::warn!(connector = %ctx.connector, retry_in = ?wait, "{} connection lost, reconnecting: {error}", source.stream_name());
+        if !sleep_before_retry(wait, &ctx.shutdown).await {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_its_cap_and_resets() {
+        let mut b = Backoff::new(Duration::from_secs(5));
+        let waits: Vec<u64> = (0..5).map(|_| b.next_wait().as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 5, 5]);
+        b.reset();
+        assert_eq!(b.next_wait(), FIRST_BACKOFF);
+    }
+
+    #[tokio::test]
+    async fn a_shutdown_cuts_the_wait_short() {
+        let (tx, rx) = watch::channel(false);
+        let waiting =
+            tokio::spawn(async move { sleep_before_retry(Duration::from_secs(60), &rx).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tx.send(true).unwrap();
+        let retry = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the shutdown ends the wait")
+            .unwrap();
+        assert!(!retry);
+    }
+}
