@@ -11,10 +11,12 @@ use tokio::sync::{mpsc, watch};
 use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore};
 use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode};
 use crate::error::{Class, Error};
+use crate::event::SourceEvent;
 use crate::health::{ConnectorState, Health};
 use crate::metrics as m;
 use crate::pipeline::transactional::{self, BatchOptions};
-use crate::pipeline::{self, PipelineOptions};
+use crate::pipeline::{self, LoopContext, PipelineOptions};
+use crate::position::SourcePosition;
 use crate::router::{EventRouter, RouterConfigError};
 use crate::sink::KafkaSink;
 use crate::source::supervise::{sleep_before_retry, Backoff};
@@ -91,19 +93,12 @@ impl Connector {
         Ok(Self { cfg, router })
     }
 
-    /// The connector's name.
-    pub fn name(&self) -> &str {
-        &self.cfg.name
-    }
-
     /// Starts the connector on the runtime, reporting its state to `health`. The handle
     /// stops it ([`RunningConnector::stop`]: drain, final checkpoint) and waits for its end.
     pub fn start(self, health: Health) -> RunningConnector {
         let (stop, stopped) = watch::channel(false);
-        let name = self.cfg.name.clone();
         let task = tokio::spawn(self.run(health, stopped));
         RunningConnector {
-            name,
             stop: StopHandle(Arc::new(stop)),
             task,
         }
@@ -222,33 +217,11 @@ impl Connector {
         tokio::task::block_in_place(|| store.prepare())?;
         let resume = resume_cp.map(|c| c.position);
         let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?;
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        // Positions durably checkpointed, for sources that confirm them to the server
-        // (PostgreSQL's flush LSN).
-        let (checkpointed, checkpointed_rx) = watch::channel(resume.clone());
-        let source_task = source::spawn(
-            cfg,
-            resume.clone(),
-            tx,
-            health,
-            shutdown.clone(),
-            checkpointed_rx,
-        );
-        let opts = PipelineOptions::default();
-        let result = pipeline::run(
-            &cfg.name,
-            rx,
-            &self.router,
-            &sink,
-            store,
-            resume,
-            Some(&checkpointed),
-            &opts,
-            shutdown,
-        )
-        .await;
-        source_task.abort();
-        let _ = source_task.await;
+        let mut feed = self.start_source(resume.clone(), health, &shutdown);
+        let events = feed.take_events();
+        let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);
+        let result = pipeline::run(ctx, events, store, resume, &PipelineOptions::default()).await;
+        feed.stop().await;
         let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)));
         result.and(flushed.map_err(Error::from))
     }
@@ -275,26 +248,74 @@ impl Connector {
         store.ensure_topic().await?;
         let resume = tokio::task::block_in_place(|| store.load())?;
         log_resume(cfg, &resume);
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let position = resume.as_ref().map(|c| c.position.clone());
-        let (checkpointed, checkpointed_rx) = watch::channel(position.clone());
-        let source_task =
-            source::spawn(cfg, position, tx, health, shutdown.clone(), checkpointed_rx);
-        let result = transactional::run(
-            &cfg.name,
-            rx,
-            &self.router,
-            &sink,
-            store,
-            resume,
-            Some(&checkpointed),
-            batch,
-            shutdown,
-        )
-        .await;
-        source_task.abort();
-        let _ = source_task.await;
+        let mut feed = self.start_source(position, health, &shutdown);
+        let events = feed.take_events();
+        let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);
+        let result = transactional::run(ctx, events, store, resume, batch).await;
+        feed.stop().await;
         result
+    }
+
+    /// Starts the source at `resume`: its events, and where the delivery loop publishes what
+    /// it durably checkpointed (sources that confirm positions to the server read it).
+    fn start_source(
+        &self,
+        resume: Option<SourcePosition>,
+        health: &Health,
+        shutdown: &watch::Receiver<bool>,
+    ) -> SourceFeed {
+        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let (checkpointed, checkpointed_rx) = watch::channel(resume.clone());
+        let task = source::spawn(
+            &self.cfg,
+            resume,
+            tx,
+            health,
+            shutdown.clone(),
+            checkpointed_rx,
+        );
+        SourceFeed {
+            events: Some(rx),
+            checkpointed,
+            task,
+        }
+    }
+
+    /// What a delivery loop of this connector delivers with.
+    fn loop_context<'a>(
+        &'a self,
+        sink: &'a KafkaSink,
+        checkpointed: &'a watch::Sender<Option<SourcePosition>>,
+        shutdown: watch::Receiver<bool>,
+    ) -> LoopContext<'a> {
+        LoopContext {
+            connector: &self.cfg.name,
+            router: &self.router,
+            sink,
+            checkpointed,
+            shutdown,
+        }
+    }
+}
+
+/// A running source, as a delivery loop sees it.
+struct SourceFeed {
+    events: Option<mpsc::Receiver<Result<SourceEvent, Error>>>,
+    checkpointed: watch::Sender<Option<SourcePosition>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SourceFeed {
+    /// The source's events (once).
+    fn take_events(&mut self) -> mpsc::Receiver<Result<SourceEvent, Error>> {
+        self.events.take().expect("events are taken once")
+    }
+
+    /// Stops the source and waits until it has.
+    async fn stop(self) {
+        self.task.abort();
+        let _ = self.task.await;
     }
 }
 
@@ -312,25 +333,14 @@ impl StopHandle {
 /// A started connector.
 #[derive(Debug)]
 pub struct RunningConnector {
-    name: String,
     stop: StopHandle,
     task: tokio::task::JoinHandle<Result<(), Error>>,
 }
 
 impl RunningConnector {
-    /// The connector's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// What stops it, to keep while [`join`](Self::join) awaits its end.
     pub fn stop_handle(&self) -> StopHandle {
         self.stop.clone()
-    }
-
-    /// Asks it to stop: drain, final checkpoint.
-    pub fn stop(&self) {
-        self.stop.stop();
     }
 
     /// Waits for the connector to end: `Ok` after a clean stop, the failure otherwise (a

@@ -5,24 +5,24 @@
 //! Outbox Event Router does, delivers it, and checkpoints the source position (GTID set, MariaDB
 //! GTID position, `file:pos` or LSN) only once Kafka has acknowledged everything before it.
 //!
-//! Layout: [`source`] (decoders, sessions, adapters per database) yields
+//! Layout (ARCHITECTURE.md in the repository has the map and the invariants): [`source`] (decoders, sessions, adapters per database) yields
 //! [`event::SourceEvent`]s; [`router`] turns row changes into [`sink::KafkaRecord`]s;
-//! [`sink`] delivers them; [`pipeline`] acknowledges in order and [`checkpoint`]s;
-//! [`connector`] supervises one connector; [`commands`] are the CLI's subcommands.
+//! `sink` delivers them; `pipeline` acknowledges in order and `checkpoint`s;
+//! `connector` supervises one connector; `commands` are the CLI's subcommands.
 
-pub mod checkpoint;
+pub(crate) mod checkpoint;
 pub mod cli;
 pub mod commands;
 pub mod config;
-pub mod connector;
-pub mod error;
+pub(crate) mod connector;
+pub(crate) mod error;
 pub mod event;
-pub mod health;
-pub mod http;
-pub mod metrics;
-pub mod pipeline;
+pub(crate) mod health;
+pub(crate) mod http;
+pub(crate) mod metrics;
+pub(crate) mod pipeline;
 pub mod position;
-pub mod preflight;
+pub(crate) mod preflight;
 pub mod router;
 pub mod sink;
 pub mod source;

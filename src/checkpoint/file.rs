@@ -6,7 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use std::sync::Arc;
 
@@ -22,11 +22,6 @@ impl FileCheckpointStore {
     /// A store at `path`; the parent directory is created on the first write.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self { path: path.into() }
-    }
-
-    /// The checkpoint file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -94,7 +89,8 @@ mod tests {
     fn round_trip_and_replace() {
         let dir = std::env::temp_dir().join(format!("outboxd-ckpt-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        let mut store = FileCheckpointStore::new(dir.join("sub").join("c.json"));
+        let path = dir.join("sub").join("c.json");
+        let mut store = FileCheckpointStore::new(&path);
         assert!(store.load().unwrap().is_none());
         for lsn in [1_u64, 0x16_B374_D848] {
             let c = Checkpoint {
@@ -107,7 +103,7 @@ mod tests {
             assert_eq!(store.load().unwrap(), Some(c));
         }
         assert!(!dir.join("sub").join("c.json.tmp").exists());
-        fs::write(store.path(), b"{not json").unwrap();
+        fs::write(&path, b"{not json").unwrap();
         let err = store.load().unwrap_err();
         assert!(err.to_string().contains("not a valid outboxd checkpoint"));
         let _ = fs::remove_dir_all(&dir);

@@ -50,11 +50,6 @@ impl KafkaCheckpointStore {
         }
     }
 
-    /// The checkpoint topic's name.
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
     /// The record that stores `checkpoint`: key = connector name, value = JSON.
     pub fn record(&self, checkpoint: &Checkpoint) -> Result<KafkaRecord, CheckpointError> {
         let value = serde_json::to_vec(checkpoint).map_err(|e| CheckpointError::Serialise {

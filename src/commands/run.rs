@@ -10,7 +10,7 @@ use crate::connector::Connector;
 use crate::health::Health;
 
 /// Longest the process waits for its connectors after SIGINT/SIGTERM: their own shutdown
-/// grace ([`crate::pipeline::SHUTDOWN_GRACE`], 10 s) plus time for a final checkpoint write.
+/// grace (`crate::pipeline::SHUTDOWN_GRACE`, 10 s) plus time for a final checkpoint write.
 pub const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Runs the connectors; exits 0 after a clean shutdown, 1 when any connector stopped on a

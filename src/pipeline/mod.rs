@@ -63,6 +63,22 @@ impl Unroutable {
 /// after restart, and the process exits 1.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
+/// What a delivery loop delivers with: the connector's router and producer, where durably
+/// stored positions are published, and the shutdown signal.
+pub struct LoopContext<'a> {
+    /// The connector's name (logs, metrics labels).
+    pub connector: &'a str,
+    /// Turns row changes into records.
+    pub router: &'a EventRouter,
+    /// The connector's producer (transactional for the exactly-once loop).
+    pub sink: &'a KafkaSink,
+    /// Every position durably stored is published here: how a PostgreSQL source learns what
+    /// it may confirm to the server as flushed.
+    pub checkpointed: &'a watch::Sender<Option<SourcePosition>>,
+    /// Turns true on shutdown: the loop drains and writes its final checkpoint.
+    pub shutdown: watch::Receiver<bool>,
+}
+
 /// Tuning of the delivery loop.
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
@@ -96,7 +112,7 @@ struct Marker {
 struct Progress<'a> {
     connector: &'a str,
     store: &'a mut dyn CheckpointStore,
-    checkpointed: Option<&'a watch::Sender<Option<SourcePosition>>>,
+    checkpointed: &'a watch::Sender<Option<SourcePosition>>,
     acked: Option<SourcePosition>,
     acked_commit_ts_ms: Option<i64>,
     stored: Option<SourcePosition>,
@@ -126,9 +142,8 @@ impl Progress<'_> {
             updated_at_ms: now_ms(),
         };
         self.store.store(&checkpoint)?;
-        if let Some(tx) = self.checkpointed {
-            tx.send_replace(Some(checkpoint.position.clone()));
-        }
+        self.checkpointed
+            .send_replace(Some(checkpoint.position.clone()));
         self.stored = Some(checkpoint.position);
         self.last_write = Instant::now();
         self.last_advance = Instant::now();
@@ -151,26 +166,25 @@ impl Progress<'_> {
 /// Runs the delivery loop until the source ends, `shutdown` turns true, or a failure.
 ///
 /// `resumed_from` is the position the source started at (already stored). Every position
-/// durably stored is published on `checkpointed` (if given), which is how a PostgreSQL source
-/// learns what it may confirm to the server as flushed. On every exit
+/// durably stored is published on `ctx.checkpointed`. On every exit
 /// the last fully acknowledged position is written to `store` first (a drain on shutdown:
 /// flush the producer, wait for acknowledgements, final checkpoint). Returns the source's or
 /// the sink's failure; a failed delivery never lets a later position be stored.
-#[allow(clippy::too_many_arguments)]
 pub async fn run(
-    connector: &str,
+    ctx: LoopContext<'_>,
     events: mpsc::Receiver<Result<SourceEvent, Error>>,
-    router: &EventRouter,
-    sink: &KafkaSink,
     store: &mut dyn CheckpointStore,
     resumed_from: Option<SourcePosition>,
-    checkpointed: Option<&watch::Sender<Option<SourcePosition>>>,
     opts: &PipelineOptions,
-    mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Error> {
-    if let Some(tx) = checkpointed {
-        tx.send_replace(resumed_from.clone());
-    }
+    let LoopContext {
+        connector,
+        router,
+        sink,
+        checkpointed,
+        mut shutdown,
+    } = ctx;
+    checkpointed.send_replace(resumed_from.clone());
     let mut events = inbox::Inbox::new(events);
     let label = connector.to_string();
     let counters = m::EventCounters::new(connector);

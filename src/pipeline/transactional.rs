@@ -19,13 +19,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::SHUTDOWN_GRACE;
+use super::{LoopContext, SHUTDOWN_GRACE};
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::error::Error;
 use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
-use crate::router::{EventRouter, Routed};
+use crate::router::Routed;
 use crate::sink::KafkaSink;
 
 /// Awaits `fut` (the open transaction's acknowledgements, or its commit) while watching for
@@ -195,18 +195,20 @@ fn fail(sink: &KafkaSink, open: bool, f: impl Into<Error>) -> Error {
 /// `resume` is the last committed checkpoint. On shutdown the open batch is committed first.
 /// Failures abort the open transaction: nothing of it becomes visible and the checkpoint
 /// stays at the last commit.
-#[allow(clippy::too_many_arguments)]
 pub async fn run(
-    connector: &str,
+    ctx: LoopContext<'_>,
     events: mpsc::Receiver<Result<SourceEvent, Error>>,
-    router: &EventRouter,
-    sink: &KafkaSink,
     store: &KafkaCheckpointStore,
     resume: Option<Checkpoint>,
-    checkpointed: Option<&watch::Sender<Option<SourcePosition>>>,
     opts: &BatchOptions,
-    mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Error> {
+    let LoopContext {
+        connector,
+        router,
+        sink,
+        checkpointed,
+        mut shutdown,
+    } = ctx;
     let mut events = super::inbox::Inbox::new(events);
     let deliveries = sink.deliveries();
     // Past the unacknowledged bounds (`factor` 1), or still above half of them (2).
@@ -223,9 +225,7 @@ pub async fn run(
         skip: resume.as_ref().map_or(0, |c| c.skip),
         commit_ts_ms: None,
     };
-    if let Some(tx) = checkpointed {
-        tx.send_replace(cursor.position.clone());
-    }
+    checkpointed.send_replace(cursor.position.clone());
     let mut committed_position = cursor.position.clone();
     // Until the first source commit is read, how far behind the source is is estimated from
     // when the resumed checkpoint was written: a relay that was down for minutes resumes a
@@ -453,9 +453,7 @@ pub async fn run(
             metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => label.clone())
                 .set((now_ms() - ts).max(0) as f64 / 1000.0);
         }
-        if let Some(tx) = checkpointed {
-            tx.send_replace(Some(checkpoint.position.clone()));
-        }
+        checkpointed.send_replace(Some(checkpoint.position.clone()));
         tracing::debug!(connector, records, queued, collect_ms, stalled_ms, starved_ms, ack_ms, commit_ms, position = %checkpoint.position, skip = checkpoint.skip, "committed");
         if stopping {
             return Ok(());

@@ -58,3 +58,18 @@ impl fmt::Display for CheckResult {
         )
     }
 }
+
+/// Enforces requirement checks for `run`: logs each `Warn` (with the connector and the
+/// check's name) and returns the first `Fail`, for the source to stop with.
+pub fn enforce(checks: Vec<CheckResult>) -> Result<(), CheckResult> {
+    for check in checks {
+        match check.status {
+            Status::Fail => return Err(check),
+            Status::Warn => {
+                tracing::warn!(connector = %check.connector, check = %check.name, "{}", check.detail)
+            }
+            Status::Pass => {}
+        }
+    }
+    Ok(())
+}

@@ -7,9 +7,9 @@
 //! `check` and `status`), and an adapter (keeps the outbox rows and maps them to
 //! [`SourceEvent`]s).
 //!
-//! Every source implements [`Source`]: one session, from a position to a failure.
-//! [`supervise`] runs sessions one after the other, owning reconnects, backoff and what a
-//! transient or definite failure means; the events go through an [`Outlet`] into the
+//! Every source implements `Source`: one session, from a position to a failure.
+//! `supervise` runs sessions one after the other, owning reconnects, backoff and what a
+//! transient or definite failure means; the events go through an `Outlet` into the
 //! connector's delivery loop. Data flows one way: decoder → adapter → outlet → delivery loop;
 //! the only thing flowing back is the durably checkpointed position, on a watch channel.
 
@@ -38,7 +38,7 @@ pub(crate) const CHANNEL_CAPACITY: usize = 1024;
 
 /// The pipeline stopped receiving (it finished or failed): the session ends quietly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Closed;
+pub(crate) struct Closed;
 
 /// A source session's end of the channel into the delivery loop.
 ///
@@ -47,7 +47,7 @@ pub struct Closed;
 /// of an unfinished transaction were sent (then a new session would send them again, and the
 /// connector must restart from its checkpoint instead).
 #[derive(Debug)]
-pub struct Outlet {
+pub(crate) struct Outlet {
     tx: mpsc::Sender<Result<SourceEvent, Error>>,
     resume: Option<SourcePosition>,
     mid_transaction: bool,
@@ -111,7 +111,7 @@ impl Outlet {
 }
 
 /// Room for one event in the channel; see [`Outlet::reserve`].
-pub struct Permit<'a> {
+pub(crate) struct Permit<'a> {
     permit: mpsc::Permit<'a, Result<SourceEvent, Error>>,
     resume: &'a mut Option<SourcePosition>,
     mid_transaction: &'a mut bool,
@@ -134,7 +134,7 @@ impl Permit<'_> {
 }
 
 /// What every session of a connector's source gets.
-pub struct SourceContext {
+pub(crate) struct SourceContext {
     /// The connector's name, for logs, metrics and health.
     pub connector: String,
     /// Where connector states are reported.
@@ -157,7 +157,7 @@ impl SourceContext {
 }
 
 /// A database outbox events are streamed from.
-pub trait Source: Send {
+pub(crate) trait Source: Send {
     /// What the stream is called in logs: `binlog`, `PostgreSQL replication`.
     fn stream_name(&self) -> &'static str;
 

@@ -30,11 +30,6 @@ pub mod codes {
     pub const ER_MASTER_FATAL_ERROR_READING_BINLOG: u16 = 1236;
     /// MariaDB `ER_SLAVE_SAME_ID`: a replica with the same server_id connected.
     pub const ER_SLAVE_SAME_ID: u16 = 4052;
-    /// `ER_SECURE_TRANSPORT_REQUIRED` (MySQL 3159, MariaDB 4036): the server refuses plaintext
-    /// connections (`require_secure_transport=ON`).
-    pub const ER_SECURE_TRANSPORT_REQUIRED_MYSQL: u16 = 3159;
-    /// MariaDB's number for `ER_SECURE_TRANSPORT_REQUIRED`.
-    pub const ER_SECURE_TRANSPORT_REQUIRED_MARIADB: u16 = 4036;
 }
 
 /// A failure of the MySQL/MariaDB source.

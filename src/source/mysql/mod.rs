@@ -4,26 +4,26 @@
 //!   (with [`mariadb_events`] for the MariaDB events `mysql_common` leaves unparsed).
 //! * [`framing`]: reading binlog files safely (offline decoding).
 //! * [`offline`]: `outboxd binlog decode` — one JSON object per row change.
-//! * [`server`]: connecting, server facts, the requirement checks, positions (SQL side).
-//! * [`stream`]: the binlog session ([`MysqlSource`]).
-//! * [`adapter`]: outbox rows and commits to [`crate::event::SourceEvent`]s.
-//! * [`error`]: the source's failures and their classification.
+//! * `server`: connecting, server facts, the requirement checks, positions (SQL side).
+//! * `stream`: the binlog session (`MysqlSource`).
+//! * `adapter`: outbox rows and commits to `crate::event::SourceEvent`s.
+//! * `error`: the source's failures and their classification.
 
-pub mod adapter;
+pub(crate) mod adapter;
 pub mod decode;
-pub mod error;
+pub(crate) mod error;
 pub mod framing;
 pub mod mariadb_events;
 pub mod offline;
-pub mod server;
-pub mod stream;
+pub(crate) mod server;
+pub(crate) mod stream;
 mod table;
 mod values;
 
 pub use decode::{
     BinlogDecoder, BinlogMessage, DecodeError, MissingColumnNames, PositionKind, TxnGtid,
 };
-pub use error::MysqlError;
+pub(crate) use error::MysqlError;
 pub use framing::{BinlogFileReader, FramedEvent};
 pub use offline::{decode_file_to_json, DecodeSummary, OnRow};
-pub use stream::MysqlSource;
+pub(crate) use stream::MysqlSource;

@@ -144,27 +144,23 @@ pub fn decode_file_to_json(
                     rows,
                     ts_ms,
                 } => {
+                    let at = EventAt {
+                        file: &file,
+                        pos: framed.offset,
+                        gtid: gtid_text.as_deref(),
+                    };
                     for row in rows {
+                        let change = RowChange {
+                            table: table.clone(),
+                            op,
+                            row,
+                            source_ts_ms: ts_ms,
+                        };
                         line.clear();
-                        write_row_line(
-                            &mut line,
-                            &file,
-                            framed.offset,
-                            gtid_text.as_deref(),
-                            &table,
-                            op.as_str(),
-                            ts_ms,
-                            &row,
-                        );
+                        write_row_line(&mut line, &at, &change);
                         out.write_all(&line).map_err(DecodeError::Output)?;
                         summary.rows += 1;
                         if let Some(cb) = on_row.as_mut() {
-                            let change = RowChange {
-                                table: table.clone(),
-                                op,
-                                row,
-                                source_ts_ms: ts_ms,
-                            };
                             cb(&change, out).map_err(DecodeError::Output)?;
                         }
                     }
@@ -179,29 +175,26 @@ pub fn decode_file_to_json(
     Ok(summary)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn write_row_line(
-    line: &mut Vec<u8>,
-    file: &str,
+/// Where a row change was read: the event's file and offset, and its transaction's GTID.
+struct EventAt<'a> {
+    file: &'a str,
     pos: u64,
-    gtid: Option<&str>,
-    table: &TableName,
-    op: &str,
-    ts_ms: i64,
-    row: &crate::event::Row,
-) {
+    gtid: Option<&'a str>,
+}
+
+fn write_row_line(line: &mut Vec<u8>, at: &EventAt<'_>, change: &RowChange) {
     let mut obj = serde_json::Map::new();
-    obj.insert("file".into(), file.into());
-    obj.insert("pos".into(), pos.into());
+    obj.insert("file".into(), at.file.into());
+    obj.insert("pos".into(), at.pos.into());
     obj.insert(
         "gtid".into(),
-        gtid.map_or(serde_json::Value::Null, Into::into),
+        at.gtid.map_or(serde_json::Value::Null, Into::into),
     );
-    obj.insert("table".into(), table.to_string().into());
-    obj.insert("op".into(), op.into());
-    obj.insert("ts_ms".into(), ts_ms.into());
+    obj.insert("table".into(), change.table.to_string().into());
+    obj.insert("op".into(), change.op.as_str().into());
+    obj.insert("ts_ms".into(), change.source_ts_ms.into());
     let mut values = serde_json::Map::new();
-    for (name, value) in row.iter() {
+    for (name, value) in change.row.iter() {
         values.insert(name.to_owned(), column_value_json(value));
     }
     obj.insert("row".into(), serde_json::Value::Object(values));

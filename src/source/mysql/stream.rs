@@ -31,7 +31,7 @@ use crate::config::{MysqlSourceConfig, StartPosition};
 use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::SourcePosition;
-use crate::preflight::Status;
+use crate::preflight;
 use crate::source::{Source, SourceContext};
 
 /// That many [`MysqlError::SameServerId`] failures in a row make it definite: two replicas
@@ -126,21 +126,12 @@ impl MysqlSource {
         let driver = |e| MysqlError::from_driver(e, cfg);
         let mut conn = server::connect(cfg).await?;
         let info = server::server_info(&mut conn, cfg).await?;
-        for check in server::requirements(&info, &connector, &self.tables, cfg) {
-            match check.status {
-                Status::Fail => {
-                    return Err(MysqlError::Requirement {
-                        check: check.name,
-                        detail: check.detail,
-                    }
-                    .into())
-                }
-                Status::Warn => {
-                    tracing::warn!(connector = %connector, check = %check.name, "{}", check.detail)
-                }
-                Status::Pass => {}
-            }
-        }
+        preflight::enforce(server::requirements(&info, &connector, &self.tables, cfg)).map_err(
+            |check| MysqlError::Requirement {
+                check: check.name,
+                detail: check.detail,
+            },
+        )?;
         let mode = server::tracking_mode(&info, cfg);
         // Where to ask the server to start; `from_file` when starting at the earliest binlog.
         let resume = ctx.out.resume_position().cloned();

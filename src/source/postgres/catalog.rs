@@ -172,6 +172,22 @@ pub fn requirements(info: &ServerInfo, connector: &str) -> Vec<CheckResult> {
             ),
         )
     });
+    out.push(if info.max_wal_senders > 0 {
+        CheckResult::new(
+            name,
+            "max_wal_senders",
+            Status::Pass,
+            info.max_wal_senders.to_string(),
+        )
+    } else {
+        CheckResult::new(
+            name,
+            "max_wal_senders",
+            Status::Fail,
+            "max_wal_senders is 0; a logical replication connection needs a WAL sender (set \
+             max_wal_senders to at least the number of connectors, then restart PostgreSQL)",
+        )
+    });
     out.push(if info.rolreplication || info.rolsuper {
         CheckResult::new(
             name,

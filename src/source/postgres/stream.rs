@@ -70,7 +70,7 @@ use crate::config::PostgresSourceConfig;
 use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::{Lsn, SourcePosition};
-use crate::preflight::Status;
+use crate::preflight;
 use crate::source::{Closed, Source, SourceContext};
 
 /// Events buffered between the replication worker and the session.
@@ -160,21 +160,12 @@ impl PgSource {
         };
         let sql = catalog::connect(cfg).await?;
         let info = catalog::server_info(&sql, cfg).await?;
-        for check in catalog::requirements(&info, &connector) {
-            match check.status {
-                Status::Fail => {
-                    return Err(PgError::Requirement {
-                        check: check.name,
-                        detail: check.detail,
-                    }
-                    .into())
-                }
-                Status::Warn => {
-                    tracing::warn!(connector = %connector, check = %check.name, "{}", check.detail)
-                }
-                Status::Pass => {}
+        preflight::enforce(catalog::requirements(&info, &connector)).map_err(|check| {
+            PgError::Requirement {
+                check: check.name,
+                detail: check.detail,
             }
-        }
+        })?;
         catalog::require_tables(&sql, cfg, &self.tables).await?;
         catalog::ensure_publication(&sql, cfg, &self.tables).await?;
         let slot = catalog::ensure_slot(&sql, cfg, &info).await?;
