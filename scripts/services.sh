@@ -785,15 +785,19 @@ kafka_cluster_id() { sed -n 's/^cluster\.id=//p' "$KAFKA_DIR/data/meta.propertie
 # them once from kafka-configs over PLAINTEXT (an upsert, so running it again is harmless).
 # The marker names the cluster they were made for, so a new data dir is never skipped.
 kafka_ensure_scram_users() {
-  local id; id="$(kafka_cluster_id)"
+  local id mech; id="$(kafka_cluster_id)"
   [[ -n "$id" && "$(cat "$KAFKA_SCRAM_MARKER" 2>/dev/null)" == "$id" ]] && return 0
   log "kafka: adding SCRAM-SHA-256/512 user $KAFKA_SASL_USER (data dir formatted without it)"
-  java -Xmx256m -Djava.awt.headless=true -Dlog4j2.configurationFile="$KAFKA_TOOLS_LOG4J" \
-      -cp "$KAFKA_LIBS/*" kafka.admin.ConfigCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" \
-      --alter --entity-type users --entity-name "$KAFKA_SASL_USER" \
-      --add-config "SCRAM-SHA-256=[password=$KAFKA_SASL_PASSWORD],SCRAM-SHA-512=[password=$KAFKA_SASL_PASSWORD]" \
-      >"$KAFKA_DIR/scram-users.log" 2>&1 \
-    || { tail_log "$KAFKA_DIR/scram-users.log"; die "kafka: adding the SCRAM users failed"; }
+  : >"$KAFKA_DIR/scram-users.log"
+  # One mechanism per call: Kafka 4.1 rejects two credentials of one user in one request
+  # ("A user credential cannot be altered twice in the same request").
+  for mech in SCRAM-SHA-256 SCRAM-SHA-512; do
+    java -Xmx256m -Djava.awt.headless=true -Dlog4j2.configurationFile="$KAFKA_TOOLS_LOG4J" \
+        -cp "$KAFKA_LIBS/*" kafka.admin.ConfigCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" \
+        --alter --entity-type users --entity-name "$KAFKA_SASL_USER" \
+        --add-config "$mech=[password=$KAFKA_SASL_PASSWORD]" >>"$KAFKA_DIR/scram-users.log" 2>&1 \
+      || { tail_log "$KAFKA_DIR/scram-users.log"; die "kafka: adding the $mech user failed"; }
+  done
   printf '%s\n' "$id" >"$KAFKA_SCRAM_MARKER"
 }
 
