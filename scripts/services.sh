@@ -386,12 +386,22 @@ tls_current() {
 # running with certificates made anew since then is noticed instead of failing every check.
 tls_stamp() { cat "$TLS_DIR/ca.pem" "$TLS_DIR/server.pem" | sha256sum | cut -c1-16; }
 
-# tls_check_running SVC DIR: die if running SVC started with other certificates.
+# tls_check_running SVC...: die, naming them all, if any of the secured SVCs is running
+# with other certificates than those in .state/tls now (made anew since it started).
 tls_check_running() {
-  local svc="$1" dir="$2"
-  [[ "$(cat "$dir/tls-stamp" 2>/dev/null)" == "$(tls_stamp)" ]] ||
-    die "$svc: running with certificates other than those in $TLS_DIR now (made anew since
-       it started); restart it: scripts/services.sh restart $svc"
+  local s dir stale=()
+  for s in "$@"; do
+    case "$s" in
+      kafka) dir="$STATE/kafka" ;; mariadb-tls) dir="$STATE/mariadb-tls" ;;
+      postgres-tls) dir="$STATE/postgres-tls" ;; *) continue ;;
+    esac
+    # No stamp: a kafka from before the secured listeners; kafka_up says what to do.
+    if ! pid_alive "$(read_pid "$s")" || [[ ! -f "$dir/tls-stamp" ]]; then continue; fi
+    [[ "$(cat "$dir/tls-stamp" 2>/dev/null)" == "$(tls_stamp)" ]] || stale+=("$s")
+  done
+  (( ${#stale[@]} == 0 )) ||
+    die "${stale[*]}: still running with the certificates from before $TLS_DIR was made
+       anew; restart them: scripts/services.sh restart ${stale[*]}"
 }
 
 # tls_make DIR: the whole set, in DIR (empty).
@@ -581,7 +591,6 @@ mariadb_down() { stop_pid mariadb TERM; }
 # generated option file holds all three, so mariadb-install-db reads the same as mariadbd.
 mariadb_tls_up() {
   local pid; pid="$(read_pid mariadb-tls)"
-  if pid_alive "$pid"; then tls_check_running mariadb-tls "$MARIADB_TLS_DIR"; fi
   mkdir -p "$MARIADB_TLS_DIR"
   cat >"$MARIADB_TLS_DIR/my.cnf" <<EOF2
 # Written by scripts/services.sh on every start of mariadb-tls; edit the included files.
@@ -718,8 +727,6 @@ postgres_up() {
 }
 
 postgres_tls_up() {
-  local pid; pid="$(read_pid postgres-tls)"
-  if pid_alive "$pid"; then tls_check_running postgres-tls "$PG_TLS_DIR"; fi
   postgres_start postgres-tls "$PG_TLS_DIR" "$PG_TLS_PORT" pg_tls_ready pg_tls_configure \
     "$DOCKER_DIR/postgres/init.sql" "$DOCKER_DIR/postgres/init-tls.sql"
 }
@@ -812,7 +819,6 @@ kafka_up() {
        :$KAFKA_SSL_PORT (started by an older services.sh); restart it:
        scripts/services.sh restart kafka"
     fi
-    tls_check_running kafka "$KAFKA_DIR"
     log "kafka: already running (pid $pid)"
     return 0
   fi
@@ -979,7 +985,7 @@ main() {
     up|restart)
       cmd_install "${svcs[@]}"
       # Before any secured server starts: they all read the certificates at start.
-      if needs_tls "${svcs[@]}"; then tls_ensure; fi
+      if needs_tls "${svcs[@]}"; then tls_ensure; tls_check_running "${svcs[@]}"; fi
       for s in "${svcs[@]}"; do "${s//-/_}_up"; done
       env_lines >"$STATE/env"
       env_lines
