@@ -467,8 +467,10 @@ CNF
       -storetype "$type" -keystore "$d/$file" -storepass "$TRUSTSTORE_PASSWORD"
   done
   rm -f "$d/openssl.cnf"
-  chmod 0600 "$d"/*.key "$d"/*.p12
-  chmod 0644 "$d"/*.pem "$d"/truststore.*
+  # Keys 0600 (libpq refuses a client key others may read); the stores are password-
+  # protected and readable, so a container's non-root broker can load them.
+  chmod 0600 "$d"/*.key
+  chmod 0644 "$d"/*.pem "$d"/*.p12 "$d"/truststore.*
 }
 
 # The Java client settings for the secured Kafka listeners (cheap: written every time).
