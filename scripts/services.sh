@@ -5,9 +5,9 @@
 #   mariadb       MariaDB 10.11 (Debian package)      127.0.0.1:33306  binlog ROW + GTID
 #   postgres      PostgreSQL 15 (Debian package)      127.0.0.1:35432  wal_level=logical
 #   kafka         Apache Kafka 4.x, KRaft, one node   127.0.0.1:39092  PLAINTEXT
-#                 (the broker's jars from Maven Central,            :39093  controller
-#                 run with the machine's Java 17)                   :39094  SASL_SSL
-#                                                                   :39095  SSL (mutual TLS)
+#                 (the broker's jars from Maven       127.0.0.1:39093  controller
+#                 Central, run with the machine's     localhost:39094  SASL_SSL
+#                 Java 17)                            localhost:39095  SSL (mutual TLS)
 #   mariadb-tls   a second MariaDB, TLS only          127.0.0.1:33307  require_secure_transport
 #   postgres-tls  a second PostgreSQL, TLS only       127.0.0.1:35433  hostssl only
 #
