@@ -2,12 +2,16 @@
 # scripts/services.sh — the real servers outboxd's integration tests run against, on
 # loopback, with all their data under $ROOT/.state/ (gitignored):
 #
-#   mariadb   MariaDB 10.11 (Debian package)        127.0.0.1:33306   binlog ROW + GTID
-#   postgres  PostgreSQL 15 (Debian package)        127.0.0.1:35432   wal_level=logical
-#   kafka     Apache Kafka 4.x, KRaft, single node  127.0.0.1:39092   (controller :39093)
-#             (the broker's jars from Maven Central, run with the machine's Java 17)
+#   mariadb       MariaDB 10.11 (Debian package)      127.0.0.1:33306  binlog ROW + GTID
+#   postgres      PostgreSQL 15 (Debian package)      127.0.0.1:35432  wal_level=logical
+#   kafka         Apache Kafka 4.x, KRaft, one node   127.0.0.1:39092  PLAINTEXT
+#                 (the broker's jars from Maven       127.0.0.1:39093  controller
+#                 Central, run with the machine's     localhost:39094  SASL_SSL
+#                 Java 17)                            localhost:39095  SSL (mutual TLS)
+#   mariadb-tls   a second MariaDB, TLS only          127.0.0.1:33307  require_secure_transport
+#   postgres-tls  a second PostgreSQL, TLS only       127.0.0.1:35433  hostssl only
 #
-# Usage: scripts/services.sh COMMAND [SERVICE...]     (no SERVICE = all three)
+# Usage: scripts/services.sh COMMAND [SERVICE...]     (no SERVICE = all five)
 #
 #   install          install what is missing (apt packages, Kafka jars); idempotent
 #   up               install if needed, start what is not running, wait until ready,
@@ -16,6 +20,7 @@
 #   restart          down + up
 #   status           which are running; exit status 3 if any is not
 #   env              print the `export VAR=...` lines
+#   tls              make the test certificates if missing or expiring (`up` does it too)
 #   start / stop     aliases of up / down, e.g. `stop kafka` to simulate an outage
 #   kafka-start / kafka-stop   the same as `up kafka` / `down kafka`
 #   kafka-tool CLASS [ARGS...] run a Kafka CLI tool from the broker's jars against the
@@ -24,6 +29,8 @@
 #                      kafka-tool ConsoleProducer --bootstrap-server 127.0.0.1:39092 --topic t
 #                      kafka-tool consumer.ConsoleConsumer --bootstrap-server 127.0.0.1:39092 \
 #                          --topic t --from-beginning --max-messages 1
+#                      kafka-tool TopicCommand --bootstrap-server localhost:39094 \
+#                          --command-config .state/tls/kafka-client-sasl-scram-sha-512.properties --list
 #                    (CLASS without a package is looked up in org.apache.kafka.tools)
 #
 # Typical use:   eval "$(scripts/services.sh up)"
@@ -31,6 +38,41 @@
 #
 # The server configs are the files in docker/ that docker/docker-compose.yml mounts; this
 # script only overrides host-specific settings (ports, loopback, paths) on top of them.
+# The secured servers add docker/mariadb/{tls.cnf,init-tls.sql},
+# docker/postgres/{tls.conf,pg_hba-tls.conf,pg_ident-tls.conf,init-tls.sql} and
+# docker/kafka/secured.properties.
+#
+# Test certificates, .state/tls/ (made by `up`/`tls` with openssl and the JDK's keytool,
+# once; made anew when a file is missing or a certificate expires within a day; RSA 2048,
+# valid 10 years):
+#   ca.pem, ca.key             the test CA (CN=outboxd test CA); every server trusts it
+#   other-ca.pem, other-ca.key an unrelated CA, for "wrong CA" tests
+#   server.pem, server.key     the certificate of all three secured servers, signed by the
+#                              CA; subjectAltName DNS:localhost only, no IP: verify-full /
+#                              verify_identity pass for host `localhost` and fail for
+#                              `127.0.0.1`, where verify-ca still passes
+#   server.p12                 the same as a PKCS12 keystore (Kafka's), password keystore-secret
+#   client.pem, client.key     the client certificate for mutual TLS, CN=outboxd, signed by
+#                              the CA; the key unencrypted PKCS#8, mode 0600 (libpq's rule)
+#   client.p12                 the same with the CA as a PKCS12 keystore, password keystore-secret
+#   truststore.p12             the CA as a trusted-certificate entry (keytool -importcert),
+#   truststore.jks             PKCS12 and JKS; password truststore-secret
+#   kafka-client-{sasl-scram-sha-256,sasl-scram-sha-512,sasl-plain,ssl}.properties
+#                              Java client settings for the secured Kafka listeners
+#                              (--command-config / --producer.config of kafka-tool)
+#
+# Test credentials (fixed, local only; also in docker/*/init*.sql, docker/kafka/):
+#   outboxd_admin / admin-secret, outboxd / outboxd-secret   every database server
+#   outboxd_mtls  (client certificate; MariaDB also mtls-secret)   mariadb-tls, postgres-tls
+#   outboxd / outboxd-sasl-secret   Kafka SASL_SSL: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN
+#
+# `env` prints, besides the plaintext services' OUTBOXD_TEST_{MYSQL,PG}[_ADMIN]_URL and
+# OUTBOXD_KAFKA_BOOTSTRAP: OUTBOXD_TEST_{MYSQL,PG}_TLS_URL, ..._TLS_ADMIN_URL and
+# ..._MTLS_URL (host localhost; add the TLS parameters yourself),
+# OUTBOXD_KAFKA_SASL_BOOTSTRAP / OUTBOXD_KAFKA_SSL_BOOTSTRAP (localhost:PORT),
+# OUTBOXD_KAFKA_SASL_USER / OUTBOXD_KAFKA_SASL_PASSWORD, OUTBOXD_TEST_TLS_DIR (absolute) and
+# one OUTBOXD_TEST_TLS_* per file above (CA, OTHER_CA, CLIENT_CERT, CLIENT_KEY, CLIENT_P12,
+# TRUSTSTORE_P12, TRUSTSTORE_JKS) with OUTBOXD_TEST_TLS_{KEYSTORE,TRUSTSTORE}_PASSWORD.
 #
 # Environment:
 #   OUTBOXD_SERVICES_TIMEOUT       seconds to wait for a service to get ready (default 120)
@@ -46,17 +88,23 @@ KAFKA_POM="$ROOT/scripts/kafka/pom.xml"
 KAFKA_LOG4J="$ROOT/scripts/kafka/log4j2.properties"
 KAFKA_TOOLS_LOG4J="$ROOT/scripts/kafka/log4j2-tools.properties"
 
-ALL_SERVICES=(mariadb postgres kafka)
+ALL_SERVICES=(mariadb postgres kafka mariadb-tls postgres-tls)
 
 # OUTBOXD_SERVICES_PORT_OFFSET moves every port by that much, so a second checkout (a git
 # worktree, say) can run its own services beside these without touching them.
 PORT_OFFSET="${OUTBOXD_SERVICES_PORT_OFFSET:-0}"
-[[ "$PORT_OFFSET" =~ ^[0-9]+$ ]] && (( PORT_OFFSET < 20000 )) \
-  || { printf '[services] error: OUTBOXD_SERVICES_PORT_OFFSET=%s is not a number below 20000\n' "$PORT_OFFSET" >&2; exit 2; }
+if ! [[ "$PORT_OFFSET" =~ ^[0-9]+$ ]] || (( PORT_OFFSET >= 20000 )); then
+  printf '[services] error: OUTBOXD_SERVICES_PORT_OFFSET=%s is not a number below 20000\n' "$PORT_OFFSET" >&2
+  exit 2
+fi
 MARIADB_PORT=$((33306 + PORT_OFFSET))
 PG_PORT=$((35432 + PORT_OFFSET))
 KAFKA_PORT=$((39092 + PORT_OFFSET))
 KAFKA_CONTROLLER_PORT=$((39093 + PORT_OFFSET))
+KAFKA_SASL_PORT=$((39094 + PORT_OFFSET))
+KAFKA_SSL_PORT=$((39095 + PORT_OFFSET))
+MARIADB_TLS_PORT=$((33307 + PORT_OFFSET))
+PG_TLS_PORT=$((35433 + PORT_OFFSET))
 
 PG_BIN=/usr/lib/postgresql/15/bin      # /usr/local/bin/postgres may be a symlink/wrapper
 PG_OS_USER=postgres                    # postgres refuses to run as root
@@ -67,6 +115,12 @@ ADMIN_PASSWORD=admin-secret
 RELAY_USER=outboxd
 RELAY_PASSWORD=outboxd-secret
 PG_DATABASE=outboxd
+MTLS_USER=outboxd_mtls                 # client certificate CN=outboxd (docker/*/init-tls.sql)
+MTLS_MARIADB_PASSWORD=mtls-secret      # MariaDB wants the certificate and a password
+KAFKA_SASL_USER=outboxd                # docker/kafka/secured.properties (PLAIN) + SCRAM
+KAFKA_SASL_PASSWORD=outboxd-sasl-secret
+KEYSTORE_PASSWORD=keystore-secret      # server.p12, client.p12 (and their keys)
+TRUSTSTORE_PASSWORD=truststore-secret  # truststore.p12, truststore.jks
 
 KAFKA_HEAP=(-Xms256m -Xmx768m)
 TIMEOUT="${OUTBOXD_SERVICES_TIMEOUT:-120}"
@@ -112,7 +166,8 @@ read_pid() {
   pid_alive "$pid" || return 0
   comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
   case "$svc:$comm" in
-    mariadb:mariadbd|postgres:postgres|kafka:java) printf '%s\n' "$pid" ;;
+    mariadb:mariadbd|postgres:postgres|kafka:java|mariadb-tls:mariadbd|postgres-tls:postgres)
+      printf '%s\n' "$pid" ;;
   esac
 }
 
@@ -122,6 +177,7 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 port_of() {
   case "$1" in
     mariadb) echo "$MARIADB_PORT" ;; postgres) echo "$PG_PORT" ;; kafka) echo "$KAFKA_PORT" ;;
+    mariadb-tls) echo "$MARIADB_TLS_PORT" ;; postgres-tls) echo "$PG_TLS_PORT" ;;
   esac
 }
 
@@ -209,12 +265,27 @@ psql_tcp() {
     -d "$PG_DATABASE" -v ON_ERROR_STOP=1 -tA "${@:3}"
 }
 
+# The same against the secured instances: TLS, verifying the chain against the test CA but
+# not the host name (the certificate names localhost, these connect to 127.0.0.1).
+mariadb_tls_client() {
+  MYSQL_PWD="$2" mariadb --no-defaults --protocol=TCP -h 127.0.0.1 -P "$MARIADB_TLS_PORT" \
+    --ssl --ssl-ca="$TLS_DIR/ca.pem" -u "$1" --connect-timeout=5 -N -B "${@:3}"
+}
+
+psql_tls() {
+  PGPASSWORD="$2" PGCONNECT_TIMEOUT=5 PGSSLMODE=verify-ca PGSSLROOTCERT="$TLS_DIR/ca.pem" \
+    psql -X -q -h 127.0.0.1 -p "$PG_TLS_PORT" -U "$1" -d "$PG_DATABASE" -v ON_ERROR_STOP=1 \
+    -tA "${@:3}"
+}
+
 # --- install -----------------------------------------------------------------------------
 deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
 install_debs() {
   local pkgs=("$@") missing=() p
-  for p in "${pkgs[@]}"; do deb_installed "$p" || missing+=("$p"); done
+  for p in "${pkgs[@]}"; do
+    deb_installed "$p" || [[ " ${missing[*]} " == *" $p "* ]] || missing+=("$p")
+  done
   (( ${#missing[@]} )) || return 0
 
   log "install: apt-get install ${missing[*]}"
@@ -274,84 +345,289 @@ cmd_install() {
   mkdir -p "$STATE"
   for s in "${svcs[@]}"; do
     case "$s" in
-      mariadb)  debs+=(mariadb-server mariadb-client) ;;
-      postgres) debs+=(postgresql-15 postgresql-client-15) ;;
+      mariadb|mariadb-tls)   debs+=(mariadb-server mariadb-client) ;;
+      postgres|postgres-tls) debs+=(postgresql-15 postgresql-client-15) ;;
       kafka)
         command -v java >/dev/null || debs+=(openjdk-17-jre-headless)
         command -v mvn  >/dev/null || debs+=(maven)
         ;;
     esac
   done
+  # The secured servers' certificates (kafka carries secured listeners too): openssl, and
+  # keytool for the Java truststores, which comes with the JRE.
+  if needs_tls "${svcs[@]}"; then
+    command -v openssl >/dev/null || debs+=(openssl)
+    command -v keytool >/dev/null || debs+=(openjdk-17-jre-headless)
+  fi
   (( ${#debs[@]} )) && install_debs "${debs[@]}"
   if [[ " ${svcs[*]} " == *" kafka "* ]]; then install_kafka_jars; fi
   return 0
 }
 
+# --- TLS: the test CA and certificates ------------------------------------------------------
+# Listed in the header. One server certificate for all three secured servers: they all
+# answer as localhost.
+TLS_DIR="$STATE/tls"
+TLS_DAYS=3650
+TLS_FILES=(ca.key ca.pem other-ca.key other-ca.pem server.key server.pem server.p12
+           client.key client.pem client.p12 truststore.p12 truststore.jks)
+TLS_CERTS=(ca.pem other-ca.pem server.pem client.pem)
+
+# All files there and no certificate expiring within a day.
+tls_current() {
+  local f
+  for f in "${TLS_FILES[@]}"; do [[ -s "$TLS_DIR/$f" ]] || return 1; done
+  for f in "${TLS_CERTS[@]}"; do
+    openssl x509 -noout -checkend 86400 -in "$TLS_DIR/$f" >/dev/null 2>&1 || return 1
+  done
+}
+
+# What a secured server was started with (CA + server certificate), so that a server still
+# running with certificates made anew since then is noticed instead of failing every check.
+tls_stamp() { cat "$TLS_DIR/ca.pem" "$TLS_DIR/server.pem" | sha256sum | cut -c1-16; }
+
+# tls_check_running SVC...: die, naming them all, if any of the secured SVCs is running
+# with other certificates than those in .state/tls now (made anew since it started).
+tls_check_running() {
+  local s dir stale=()
+  for s in "$@"; do
+    case "$s" in
+      kafka) dir="$STATE/kafka" ;; mariadb-tls) dir="$STATE/mariadb-tls" ;;
+      postgres-tls) dir="$STATE/postgres-tls" ;; *) continue ;;
+    esac
+    # No stamp: a kafka from before the secured listeners; kafka_up says what to do.
+    if ! pid_alive "$(read_pid "$s")" || [[ ! -f "$dir/tls-stamp" ]]; then continue; fi
+    [[ "$(cat "$dir/tls-stamp" 2>/dev/null)" == "$(tls_stamp)" ]] || stale+=("$s")
+  done
+  (( ${#stale[@]} == 0 )) ||
+    die "${stale[*]}: still running with the certificates from before $TLS_DIR was made
+       anew; restart them: scripts/services.sh restart ${stale[*]}"
+}
+
+# tls_make DIR: the whole set, in DIR (empty).
+tls_make() {
+  local d="$1" serial
+  # Our own openssl config, so neither the distro's openssl.cnf nor its default extensions
+  # end up in the certificates.
+  cat >"$d/openssl.cnf" <<'CNF'
+[ req ]
+distinguished_name = dn
+prompt             = no
+[ dn ]
+[ ca_ext ]
+basicConstraints       = critical, CA:TRUE
+keyUsage               = critical, keyCertSign, cRLSign
+subjectKeyIdentifier   = hash
+[ server_ext ]
+basicConstraints       = critical, CA:FALSE
+keyUsage               = critical, digitalSignature, keyEncipherment
+extendedKeyUsage       = serverAuth
+# Deliberately no IP:127.0.0.1 (see the header).
+subjectAltName         = DNS:localhost
+subjectKeyIdentifier   = hash
+authorityKeyIdentifier = keyid, issuer
+[ client_ext ]
+basicConstraints       = critical, CA:FALSE
+keyUsage               = critical, digitalSignature, keyEncipherment
+extendedKeyUsage       = clientAuth
+subjectKeyIdentifier   = hash
+authorityKeyIdentifier = keyid, issuer
+CNF
+  # RSA 2048: what every client library here takes (rustls, OpenSSL, Java, librdkafka).
+  # -nodes: keys unencrypted; OpenSSL 3 writes them as PKCS#8 ("BEGIN PRIVATE KEY"), the
+  # form libpq reads.
+  openssl req -x509 -new -config "$d/openssl.cnf" -extensions ca_ext -sha256 \
+    -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" -days "$TLS_DAYS" \
+    -subj '/CN=outboxd test CA'
+  openssl req -x509 -new -config "$d/openssl.cnf" -extensions ca_ext -sha256 \
+    -newkey rsa:2048 -nodes -keyout "$d/other-ca.key" -out "$d/other-ca.pem" -days "$TLS_DAYS" \
+    -subj '/CN=outboxd unrelated test CA'
+  local name cn ext
+  for name in server client; do
+    if [[ "$name" == server ]]; then cn=localhost ext=server_ext; else cn=outboxd ext=client_ext; fi
+    openssl req -new -config "$d/openssl.cnf" -newkey rsa:2048 -nodes \
+      -keyout "$d/$name.key" -out "$d/$name.csr" -subj "/CN=$cn"
+    serial="0x$(openssl rand -hex 16)"
+    openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
+      -set_serial "$serial" -days "$TLS_DAYS" -sha256 \
+      -extfile "$d/openssl.cnf" -extensions "$ext" -out "$d/$name.pem"
+    # The key with its certificate and the CA: a Java (Kafka) keystore.
+    openssl pkcs12 -export -in "$d/$name.pem" -inkey "$d/$name.key" \
+      -certfile "$d/ca.pem" -name "$cn" -out "$d/$name.p12" \
+      -passout "pass:$KEYSTORE_PASSWORD"
+    rm -f "$d/$name.csr"
+  done
+  # Truststores by keytool: only its -importcert marks a certificate as trusted for Java
+  # (a PKCS12 file of openssl's with just a certificate in it trusts nothing there).
+  # -storetype PKCS12 is keytool's default since Java 9; said anyway.
+  local type file
+  for type in PKCS12:truststore.p12 JKS:truststore.jks; do
+    file="${type#*:}" type="${type%%:*}"
+    keytool -importcert -noprompt -alias outboxd-test-ca -file "$d/ca.pem" \
+      -storetype "$type" -keystore "$d/$file" -storepass "$TRUSTSTORE_PASSWORD"
+  done
+  rm -f "$d/openssl.cnf"
+  # Keys 0600 (libpq refuses a client key others may read); the stores are password-
+  # protected and readable, so a container's non-root broker can load them.
+  chmod 0600 "$d"/*.key
+  chmod 0644 "$d"/*.pem "$d"/*.p12 "$d"/truststore.*
+}
+
+# The Java client settings for the secured Kafka listeners (cheap: written every time).
+tls_write_kafka_clients() {
+  local mech jaas
+  for mech in SCRAM-SHA-256 SCRAM-SHA-512 PLAIN; do
+    if [[ "$mech" == PLAIN ]]; then jaas=org.apache.kafka.common.security.plain.PlainLoginModule
+    else jaas=org.apache.kafka.common.security.scram.ScramLoginModule; fi
+    cat >"$TLS_DIR/kafka-client-sasl-${mech,,}.properties" <<EOP
+# Written by scripts/services.sh: Kafka's SASL_SSL listener (localhost:$KAFKA_SASL_PORT), $mech.
+security.protocol=SASL_SSL
+sasl.mechanism=$mech
+sasl.jaas.config=$jaas required username="$KAFKA_SASL_USER" password="$KAFKA_SASL_PASSWORD";
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$TLS_DIR/truststore.p12
+ssl.truststore.password=$TRUSTSTORE_PASSWORD
+EOP
+  done
+  cat >"$TLS_DIR/kafka-client-ssl.properties" <<EOP
+# Written by scripts/services.sh: Kafka's SSL listener (localhost:$KAFKA_SSL_PORT), mutual TLS.
+security.protocol=SSL
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$TLS_DIR/truststore.p12
+ssl.truststore.password=$TRUSTSTORE_PASSWORD
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS_DIR/client.p12
+ssl.keystore.password=$KEYSTORE_PASSWORD
+ssl.key.password=$KEYSTORE_PASSWORD
+EOP
+}
+
+# Make the set once and keep it; anew (all of it, so everything stays signed by one CA)
+# when a file is missing or a certificate is about to expire.
+tls_ensure() {
+  if ! tls_current; then
+    command -v openssl >/dev/null || die "tls: openssl not found (run install)"
+    command -v keytool >/dev/null || die "tls: keytool not found; it comes with the JRE (run install)"
+    log "tls: making a test CA and certificates in $TLS_DIR"
+    local tmp="$STATE/tls.tmp"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    tls_make "$tmp" >"$STATE/tls.log" 2>&1 \
+      || { tail_log "$STATE/tls.log"; die "tls: making the certificates failed"; }
+    rm -rf "$TLS_DIR"
+    mv "$tmp" "$TLS_DIR"
+  fi
+  tls_write_kafka_clients
+}
+
+needs_tls() {
+  local s
+  for s in "$@"; do case "$s" in kafka|*-tls) return 0 ;; esac; done
+  return 1
+}
+
 # --- MariaDB ------------------------------------------------------------------------------
 MARIADB_DIR="$STATE/mariadb"
 MARIADB_CNF="$DOCKER_DIR/mariadb/outboxd.cnf"
+MARIADB_TLS_DIR="$STATE/mariadb-tls"
 
 mariadb_ready() { mariadb_client "$ADMIN_USER" "$ADMIN_PASSWORD" -e 'SELECT 1' >/dev/null; }
+mariadb_tls_ready() { mariadb_tls_client "$ADMIN_USER" "$ADMIN_PASSWORD" -e 'SELECT 1' >/dev/null; }
 
-mariadb_up() {
-  local pid sock; pid="$(read_pid mariadb)"; sock="$(socket_dir mariadb)"
+# mariadb_start SVC DIR PORT DEFAULTS_FILE READY_CHECK INIT_SQL...: one MariaDB instance,
+# data in DIR/data; both instances differ only in these.
+mariadb_start() {
+  local svc="$1" dir="$2" port="$3" cnf="$4" ready="$5"; shift 5
+  local pid sock sql; pid="$(read_pid "$svc")"; sock="$(socket_dir "$svc")"
   if pid_alive "$pid"; then
-    wait_until "mariadb" "$pid" "$MARIADB_DIR/mariadb.log" mariadb_ready
-    log "mariadb: already running (pid $pid)"
+    wait_until "$svc" "$pid" "$dir/mariadb.log" "$ready"
+    log "$svc: already running (pid $pid)"
     return 0
   fi
-  check_port_free mariadb "$MARIADB_PORT"
-  mkdir -p "$MARIADB_DIR/data" "$sock"
+  check_port_free "$svc" "$port"
+  mkdir -p "$dir/data" "$sock"
 
-  if [[ ! -d "$MARIADB_DIR/data/mysql" ]]; then
-    log "mariadb: initialising $MARIADB_DIR/data"
+  if [[ ! -d "$dir/data/mysql" ]]; then
+    log "$svc: initialising $dir/data"
     # root@localhost authenticates by unix_socket (we are root); no test database.
-    mariadb-install-db --defaults-file="$MARIADB_CNF" --user=root \
-        --datadir="$MARIADB_DIR/data" --auth-root-authentication-method=socket \
-        --skip-test-db >"$MARIADB_DIR/install-db.log" 2>&1 \
-      || { tail_log "$MARIADB_DIR/install-db.log"; die "mariadb: mariadb-install-db failed"; }
+    mariadb-install-db --defaults-file="$cnf" --user=root \
+        --datadir="$dir/data" --auth-root-authentication-method=socket \
+        --skip-test-db >"$dir/install-db.log" 2>&1 \
+      || { tail_log "$dir/install-db.log"; die "$svc: mariadb-install-db failed"; }
   fi
 
-  log "mariadb: starting on 127.0.0.1:$MARIADB_PORT"
+  log "$svc: starting on 127.0.0.1:$port"
   # --defaults-file must come first; the rest override the shared config for this host.
   # Binlog kept 1 h, not a week: a full benchmark run writes several GB of it.
-  launch "$MARIADB_DIR/mariadb.log" /usr/sbin/mariadbd \
-    --defaults-file="$MARIADB_CNF" \
+  launch "$dir/mariadb.log" /usr/sbin/mariadbd \
+    --defaults-file="$cnf" \
     --user=root \
-    --datadir="$MARIADB_DIR/data" \
-    --port="$MARIADB_PORT" --bind-address=127.0.0.1 \
+    --datadir="$dir/data" \
+    --port="$port" --bind-address=127.0.0.1 \
     --socket="$sock/mariadb.sock" \
-    --pid-file="$MARIADB_DIR/mariadbd.pid" \
-    --log-error="$MARIADB_DIR/mariadb.log" \
+    --pid-file="$dir/mariadbd.pid" \
+    --log-error="$dir/mariadb.log" \
     --binlog-expire-logs-seconds=3600
   pid="$LAUNCHED_PID"
-  echo "$pid" >"$(pid_file mariadb)"
+  echo "$pid" >"$(pid_file "$svc")"
 
   # Ready for root over the socket -> (re)apply users -> ready for outboxd_admin over TCP.
-  wait_until "mariadb" "$pid" "$MARIADB_DIR/mariadb.log" \
+  wait_until "$svc" "$pid" "$dir/mariadb.log" \
     mariadb-admin --no-defaults --socket="$sock/mariadb.sock" -u root ping
-  mariadb --no-defaults --socket="$sock/mariadb.sock" -u root <"$DOCKER_DIR/mariadb/init.sql" \
-    || { tail_log "$MARIADB_DIR/mariadb.log"; die "mariadb: docker/mariadb/init.sql failed"; }
-  wait_until "mariadb" "$pid" "$MARIADB_DIR/mariadb.log" mariadb_ready
-  log "mariadb: ready (pid $pid)"
+  for sql in "$@"; do
+    mariadb --no-defaults --socket="$sock/mariadb.sock" -u root <"$sql" \
+      || { tail_log "$dir/mariadb.log"; die "$svc: ${sql#"$ROOT/"} failed"; }
+  done
+  wait_until "$svc" "$pid" "$dir/mariadb.log" "$ready"
+  log "$svc: ready (pid $pid)"
+}
+
+mariadb_up() {
+  mariadb_start mariadb "$MARIADB_DIR" "$MARIADB_PORT" "$MARIADB_CNF" mariadb_ready \
+    "$DOCKER_DIR/mariadb/init.sql"
 }
 
 mariadb_down() { stop_pid mariadb TERM; }
 
+# The secured instance: outboxd.cnf + tls.cnf, with the certificates of .state/tls. One
+# generated option file holds all three, so mariadb-install-db reads the same as mariadbd.
+mariadb_tls_up() {
+  local pid; pid="$(read_pid mariadb-tls)"
+  mkdir -p "$MARIADB_TLS_DIR"
+  cat >"$MARIADB_TLS_DIR/my.cnf" <<EOF2
+# Written by scripts/services.sh on every start of mariadb-tls; edit the included files.
+!include $MARIADB_CNF
+!include $DOCKER_DIR/mariadb/tls.cnf
+
+# The host's certificate paths instead of the container's.
+[mariadbd]
+ssl_ca   = $TLS_DIR/ca.pem
+ssl_cert = $TLS_DIR/server.pem
+ssl_key  = $TLS_DIR/server.key
+EOF2
+  if ! pid_alive "$pid"; then tls_stamp >"$MARIADB_TLS_DIR/tls-stamp"; fi
+  mariadb_start mariadb-tls "$MARIADB_TLS_DIR" "$MARIADB_TLS_PORT" "$MARIADB_TLS_DIR/my.cnf" \
+    mariadb_tls_ready "$DOCKER_DIR/mariadb/init.sql" "$DOCKER_DIR/mariadb/init-tls.sql"
+}
+
+mariadb_tls_down() { stop_pid mariadb-tls TERM; }
+
 # --- PostgreSQL ---------------------------------------------------------------------------
 PG_DIR="$STATE/postgres"
+PG_TLS_DIR="$STATE/postgres-tls"
 
-# The server runs as the postgres OS user, which must be able to reach $PG_DIR. A checkout
+# The server runs as the postgres OS user, which must be able to reach DIR. A checkout
 # under a root-owned 0700 directory (e.g. mktemp -d) would stop it, so add o+x ("search",
 # not read) to every ancestor that lacks it.
 pg_ensure_traversable() {
-  local d="$PG_DIR" ancestors=() i
+  local svc="$1" target="$2" d ancestors=() i
+  d="$target"
   while [[ "$d" != "/" ]]; do d="$(dirname "$d")"; ancestors+=("$d"); done
   # Outermost first: a directory can only be tested once its parents let us through.
   for ((i = ${#ancestors[@]} - 1; i >= 0; i--)); do
     d="${ancestors[i]}"
     if ! runuser -u "$PG_OS_USER" -- test -x "$d"; then
-      log "postgres: chmod o+x $d (so the $PG_OS_USER user can reach $PG_DIR)"
+      log "$svc: chmod o+x $d (so the $PG_OS_USER user can reach $target)"
       chmod o+x "$d"
     fi
   done
@@ -362,76 +638,129 @@ pg_ready() {
     psql_tcp "$ADMIN_USER" "$ADMIN_PASSWORD" -c 'SELECT 1' >/dev/null
 }
 
-postgres_up() {
-  local pid sock; pid="$(read_pid postgres)"; sock="$(socket_dir postgres)"
+pg_tls_ready() {
+  "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_TLS_PORT" &&
+    psql_tls "$ADMIN_USER" "$ADMIN_PASSWORD" -c 'SELECT 1' >/dev/null
+}
+
+# postgres_start SVC DIR PORT READY_CHECK CONFIGURE INIT_SQL...: one PostgreSQL cluster,
+# data in DIR/data. CONFIGURE DIR copies that instance's configs into DIR/conf (for the
+# postgres user to read) and sets PG_CONF_OPTS, the -c options naming them.
+postgres_start() {
+  local svc="$1" dir="$2" port="$3" ready="$4" configure="$5"; shift 5
+  local pid sock sql; pid="$(read_pid "$svc")"; sock="$(socket_dir "$svc")"
   if pid_alive "$pid"; then
-    wait_until "postgres" "$pid" "$PG_DIR/postgres.log" pg_ready
-    log "postgres: already running (pid $pid)"
+    wait_until "$svc" "$pid" "$dir/postgres.log" "$ready"
+    log "$svc: already running (pid $pid)"
     return 0
   fi
-  check_port_free postgres "$PG_PORT"
-  [[ -x "$PG_BIN/postgres" ]] || die "postgres: $PG_BIN/postgres not found (run install)"
-  id "$PG_OS_USER" >/dev/null 2>&1 || die "postgres: OS user $PG_OS_USER missing (run install)"
+  check_port_free "$svc" "$port"
+  [[ -x "$PG_BIN/postgres" ]] || die "$svc: $PG_BIN/postgres not found (run install)"
+  id "$PG_OS_USER" >/dev/null 2>&1 || die "$svc: OS user $PG_OS_USER missing (run install)"
 
-  mkdir -p "$PG_DIR/data" "$PG_DIR/conf" "$sock"
-  chown "$PG_OS_USER:$PG_OS_USER" "$PG_DIR" "$PG_DIR/data" "$PG_DIR/conf" "$sock"
-  chmod 700 "$PG_DIR/data"
-  pg_ensure_traversable
+  mkdir -p "$dir/data" "$dir/conf" "$sock"
+  chown "$PG_OS_USER:$PG_OS_USER" "$dir" "$dir/data" "$dir/conf" "$sock"
+  chmod 700 "$dir/data"
+  pg_ensure_traversable "$svc" "$dir"
 
-  if [[ ! -f "$PG_DIR/data/PG_VERSION" ]]; then
-    log "postgres: initialising $PG_DIR/data"
-    runuser -u "$PG_OS_USER" -- "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres \
+  if [[ ! -f "$dir/data/PG_VERSION" ]]; then
+    log "$svc: initialising $dir/data"
+    runuser -u "$PG_OS_USER" -- "$PG_BIN/initdb" -D "$dir/data" -U postgres \
         --auth-local=peer --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 \
-        >"$PG_DIR/initdb.log" 2>&1 \
-      || { tail_log "$PG_DIR/initdb.log"; die "postgres: initdb failed"; }
+        >"$dir/initdb.log" 2>&1 \
+      || { tail_log "$dir/initdb.log"; die "$svc: initdb failed"; }
   fi
 
-  # The shared configs from docker/postgres, copied where the postgres user can read them.
-  install -m 0644 -o "$PG_OS_USER" -g "$PG_OS_USER" \
-    "$DOCKER_DIR/postgres/postgresql.conf" "$DOCKER_DIR/postgres/pg_hba.conf" "$PG_DIR/conf/"
-  touch "$PG_DIR/postgres.log"
-  chown "$PG_OS_USER:$PG_OS_USER" "$PG_DIR/postgres.log"
+  PG_CONF_OPTS=""
+  "$configure" "$dir"
+  touch "$dir/postgres.log"
+  chown "$PG_OS_USER:$PG_OS_USER" "$dir/postgres.log"
 
-  log "postgres: starting on 127.0.0.1:$PG_PORT"
-  local opts="-c config_file=$PG_DIR/conf/postgresql.conf -c hba_file=$PG_DIR/conf/pg_hba.conf"
-  opts+=" -c listen_addresses=127.0.0.1 -c port=$PG_PORT -c unix_socket_directories=$sock"
+  log "$svc: starting on 127.0.0.1:$port"
+  local opts="$PG_CONF_OPTS"
+  opts+=" -c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$sock"
   # pg_ctl detaches the postmaster and waits (-w) until it accepts connections. Its own
   # few messages go to the same log as the server's.
   # shellcheck disable=SC2094
-  runuser -u "$PG_OS_USER" -- "$PG_BIN/pg_ctl" start -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" \
-      -w -t "$TIMEOUT" -s -o "$opts" </dev/null >>"$PG_DIR/postgres.log" 2>&1 9>&- \
-    || { tail_log "$PG_DIR/postgres.log"; die "postgres: pg_ctl start failed"; }
-  pid="$(head -n 1 "$PG_DIR/data/postmaster.pid")"
-  echo "$pid" >"$(pid_file postgres)"
+  runuser -u "$PG_OS_USER" -- "$PG_BIN/pg_ctl" start -D "$dir/data" -l "$dir/postgres.log" \
+      -w -t "$TIMEOUT" -s -o "$opts" </dev/null >>"$dir/postgres.log" 2>&1 9>&- \
+    || { tail_log "$dir/postgres.log"; die "$svc: pg_ctl start failed"; }
+  pid="$(head -n 1 "$dir/data/postmaster.pid")"
+  echo "$pid" >"$(pid_file "$svc")"
 
   # Roles and database over the socket as the postgres superuser (peer auth).
-  runuser -u "$PG_OS_USER" -- psql -X -q -h "$sock" -p "$PG_PORT" -U postgres -d postgres \
-      -v ON_ERROR_STOP=1 -f - <"$DOCKER_DIR/postgres/init.sql" >/dev/null \
-    || { tail_log "$PG_DIR/postgres.log"; die "postgres: docker/postgres/init.sql failed"; }
-  wait_until "postgres" "$pid" "$PG_DIR/postgres.log" pg_ready
-  log "postgres: ready (pid $pid)"
+  for sql in "$@"; do
+    runuser -u "$PG_OS_USER" -- psql -X -q -h "$sock" -p "$port" -U postgres -d postgres \
+        -v ON_ERROR_STOP=1 -f - <"$sql" >/dev/null \
+      || { tail_log "$dir/postgres.log"; die "$svc: ${sql#"$ROOT/"} failed"; }
+  done
+  wait_until "$svc" "$pid" "$dir/postgres.log" "$ready"
+  log "$svc: ready (pid $pid)"
+}
+
+# The shared configs from docker/postgres, copied where the postgres user can read them.
+pg_configure() {
+  local dir="$1"
+  install -m 0644 -o "$PG_OS_USER" -g "$PG_OS_USER" \
+    "$DOCKER_DIR/postgres/postgresql.conf" "$DOCKER_DIR/postgres/pg_hba.conf" "$dir/conf/"
+  PG_CONF_OPTS="-c config_file=$dir/conf/postgresql.conf -c hba_file=$dir/conf/pg_hba.conf"
+}
+
+# The secured cluster: tls.conf (which includes postgresql.conf) and its pg_hba/pg_ident,
+# plus copies of the certificates. The server key must belong to the postgres user, mode
+# 0600: PostgreSQL refuses a key that others may read.
+pg_tls_configure() {
+  local dir="$1" c="$1/conf"
+  install -m 0644 -o "$PG_OS_USER" -g "$PG_OS_USER" \
+    "$DOCKER_DIR/postgres/postgresql.conf" "$DOCKER_DIR/postgres/tls.conf" \
+    "$DOCKER_DIR/postgres/pg_hba-tls.conf" "$DOCKER_DIR/postgres/pg_ident-tls.conf" "$c/"
+  install -d -m 0700 -o "$PG_OS_USER" -g "$PG_OS_USER" "$c/tls"
+  install -m 0644 -o "$PG_OS_USER" -g "$PG_OS_USER" "$TLS_DIR/ca.pem" "$TLS_DIR/server.pem" "$c/tls/"
+  install -m 0600 -o "$PG_OS_USER" -g "$PG_OS_USER" "$TLS_DIR/server.key" "$c/tls/"
+  tls_stamp >"$dir/tls-stamp"
+  PG_CONF_OPTS="-c config_file=$c/tls.conf -c hba_file=$c/pg_hba-tls.conf"
+  PG_CONF_OPTS+=" -c ident_file=$c/pg_ident-tls.conf -c ssl_ca_file=$c/tls/ca.pem"
+  PG_CONF_OPTS+=" -c ssl_cert_file=$c/tls/server.pem -c ssl_key_file=$c/tls/server.key"
+}
+
+postgres_up() {
+  postgres_start postgres "$PG_DIR" "$PG_PORT" pg_ready pg_configure \
+    "$DOCKER_DIR/postgres/init.sql"
+}
+
+postgres_tls_up() {
+  postgres_start postgres-tls "$PG_TLS_DIR" "$PG_TLS_PORT" pg_tls_ready pg_tls_configure \
+    "$DOCKER_DIR/postgres/init.sql" "$DOCKER_DIR/postgres/init-tls.sql"
 }
 
 # SIGINT = "fast" shutdown: SIGTERM ("smart") would wait for every client to disconnect,
 # including a replication connection a test left open.
 postgres_down() { stop_pid postgres INT; }
+postgres_tls_down() { stop_pid postgres-tls INT; }
 
 # --- Kafka --------------------------------------------------------------------------------
 KAFKA_DIR="$STATE/kafka"
 KAFKA_PROPS="$KAFKA_DIR/server.properties"
+# The cluster id whose metadata holds our SCRAM users (see kafka_ensure_scram_users).
+KAFKA_SCRAM_MARKER="$KAFKA_DIR/scram-users-cluster-id"
 
-# The shared server.properties, then the host overrides (last value of a key wins).
+# The shared server.properties and secured.properties, then the host overrides (last value
+# of a key wins). The plaintext listener is the same as before the secured ones existed.
 kafka_write_props() {
   {
     cat "$DOCKER_DIR/kafka/server.properties"
+    printf '\n'
+    cat "$DOCKER_DIR/kafka/secured.properties"
     cat <<EOF
 
 # ---- overrides appended by scripts/services.sh for the local harness ----
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://localhost:$KAFKA_SASL_PORT,SSL://localhost:$KAFKA_SSL_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
 log.dirs=$KAFKA_DIR/data
+ssl.keystore.location=$TLS_DIR/server.p12
+ssl.truststore.location=$TLS_DIR/truststore.p12
 EOF
   } >"$KAFKA_PROPS"
 }
@@ -440,13 +769,17 @@ EOF
 KAFKA_JAVA=(java "${KAFKA_HEAP[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
             -Dlog4j2.configurationFile="$KAFKA_LOG4J" -cp "$KAFKA_LIBS/*")
 
-# Ready = the broker said so in this start's part of the log, and the port answers.
+kafka_ports_open() {
+  port_open "$KAFKA_PORT" && port_open "$KAFKA_SASL_PORT" && port_open "$KAFKA_SSL_PORT"
+}
+
+# Ready = the broker said so in this start's part of the log, and the ports answer.
 # "Kafka Server started" is logged by KafkaRaftServer after the broker has caught up with
 # the metadata log and been unfenced, i.e. when it serves Metadata/Produce requests.
 # .state/kafka/log-offset remembers where this start's part of kafka.log begins.
 kafka_started() {
   local offset; offset="$(cat "$KAFKA_DIR/log-offset" 2>/dev/null || echo 0)"
-  port_open "$KAFKA_PORT" &&
+  kafka_ports_open &&
     # No `grep -q`: it would exit at the first match and, under pipefail, tail's SIGPIPE
     # would make the whole check fail once the log has grown past a pipe buffer.
     tail -c +"$((offset + 1))" "$KAFKA_DIR/kafka.log" | grep -F 'Kafka Server started' >/dev/null
@@ -454,17 +787,47 @@ kafka_started() {
 
 kafka_listening() { port_open "$KAFKA_PORT"; }
 
+kafka_cluster_id() { sed -n 's/^cluster\.id=//p' "$KAFKA_DIR/data/meta.properties" 2>/dev/null; }
+
+# SCRAM credentials are cluster metadata, not config. A data dir formatted here gets them
+# at format time (--add-scram); one formatted before the secured listeners existed gets
+# them once from kafka-configs over PLAINTEXT (an upsert, so running it again is harmless).
+# The marker names the cluster they were made for, so a new data dir is never skipped.
+kafka_ensure_scram_users() {
+  local id mech; id="$(kafka_cluster_id)"
+  [[ -n "$id" && "$(cat "$KAFKA_SCRAM_MARKER" 2>/dev/null)" == "$id" ]] && return 0
+  log "kafka: adding SCRAM-SHA-256/512 user $KAFKA_SASL_USER (data dir formatted without it)"
+  : >"$KAFKA_DIR/scram-users.log"
+  # One mechanism per call: Kafka 4.1 rejects two credentials of one user in one request
+  # ("A user credential cannot be altered twice in the same request").
+  for mech in SCRAM-SHA-256 SCRAM-SHA-512; do
+    java -Xmx256m -Djava.awt.headless=true -Dlog4j2.configurationFile="$KAFKA_TOOLS_LOG4J" \
+        -cp "$KAFKA_LIBS/*" kafka.admin.ConfigCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" \
+        --alter --entity-type users --entity-name "$KAFKA_SASL_USER" \
+        --add-config "$mech=[password=$KAFKA_SASL_PASSWORD]" >>"$KAFKA_DIR/scram-users.log" 2>&1 \
+      || { tail_log "$KAFKA_DIR/scram-users.log"; die "kafka: adding the $mech user failed"; }
+  done
+  printf '%s\n' "$id" >"$KAFKA_SCRAM_MARKER"
+}
+
 kafka_up() {
   local pid; pid="$(read_pid kafka)"
   if pid_alive "$pid"; then
     # Started (and found ready) by an earlier `up`; its log may have rolled since, so only
-    # the listener is checked here.
+    # the listeners are checked here.
     wait_until "kafka" "$pid" "$KAFKA_DIR/kafka.log" kafka_listening
+    if ! port_open "$KAFKA_SASL_PORT" || ! port_open "$KAFKA_SSL_PORT"; then
+      die "kafka: running (pid $pid) without the secured listeners on :$KAFKA_SASL_PORT and
+       :$KAFKA_SSL_PORT (started by an older services.sh); restart it:
+       scripts/services.sh restart kafka"
+    fi
     log "kafka: already running (pid $pid)"
     return 0
   fi
   check_port_free kafka "$KAFKA_PORT"
   check_port_free kafka-controller "$KAFKA_CONTROLLER_PORT"
+  check_port_free kafka-sasl-ssl "$KAFKA_SASL_PORT"
+  check_port_free kafka-ssl "$KAFKA_SSL_PORT"
   command -v java >/dev/null || die "kafka: java not found (run install)"
   [[ -f "$KAFKA_LIBS/.resolved-kafka-$KAFKA_VERSION" ]] || die "kafka: jars missing (run install)"
   mkdir -p "$KAFKA_DIR/data"
@@ -477,18 +840,25 @@ kafka_up() {
     log "kafka: formatting $KAFKA_DIR/data (cluster id $cluster_id)"
     # kafka.tools.StorageTool is what bin/kafka-storage.sh runs (in the kafka_2.13 jar).
     "${KAFKA_JAVA[@]}" kafka.tools.StorageTool format --config "$KAFKA_PROPS" \
-        --cluster-id "$cluster_id" --ignore-formatted >"$KAFKA_DIR/format.log" 2>&1 \
+        --cluster-id "$cluster_id" --ignore-formatted \
+        --add-scram "SCRAM-SHA-256=[name=$KAFKA_SASL_USER,password=$KAFKA_SASL_PASSWORD]" \
+        --add-scram "SCRAM-SHA-512=[name=$KAFKA_SASL_USER,password=$KAFKA_SASL_PASSWORD]" \
+        >"$KAFKA_DIR/format.log" 2>&1 \
       || { tail_log "$KAFKA_DIR/format.log"; die "kafka: storage format failed"; }
+    printf '%s\n' "$cluster_id" >"$KAFKA_SCRAM_MARKER"
   fi
 
-  log "kafka: starting on 127.0.0.1:$KAFKA_PORT (controller :$KAFKA_CONTROLLER_PORT)"
+  log "kafka: starting on 127.0.0.1:$KAFKA_PORT (controller :$KAFKA_CONTROLLER_PORT," \
+      "SASL_SSL localhost:$KAFKA_SASL_PORT, SSL localhost:$KAFKA_SSL_PORT)"
   touch "$KAFKA_DIR/kafka.log"
   stat -c %s "$KAFKA_DIR/kafka.log" >"$KAFKA_DIR/log-offset"
   printf '\n==== %s services.sh: starting kafka ====\n' "$(date -Is)" >>"$KAFKA_DIR/kafka.log"
+  tls_stamp >"$KAFKA_DIR/tls-stamp"
   launch "$KAFKA_DIR/kafka.log" "${KAFKA_JAVA[@]}" kafka.Kafka "$KAFKA_PROPS"
   pid="$LAUNCHED_PID"
   echo "$pid" >"$(pid_file kafka)"
   wait_until "kafka" "$pid" "$KAFKA_DIR/kafka.log" kafka_started
+  kafka_ensure_scram_users
   log "kafka: ready (pid $pid)"
 }
 
@@ -504,6 +874,26 @@ export OUTBOXD_TEST_MYSQL_URL=mysql://$RELAY_USER:$RELAY_PASSWORD@127.0.0.1:$MAR
 export OUTBOXD_TEST_PG_ADMIN_URL=postgres://$ADMIN_USER:$ADMIN_PASSWORD@127.0.0.1:$PG_PORT/$PG_DATABASE
 export OUTBOXD_TEST_PG_URL=postgres://$RELAY_USER:$RELAY_PASSWORD@127.0.0.1:$PG_PORT/$PG_DATABASE
 export OUTBOXD_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
+export OUTBOXD_TEST_MYSQL_TLS_ADMIN_URL=mysql://$ADMIN_USER:$ADMIN_PASSWORD@localhost:$MARIADB_TLS_PORT
+export OUTBOXD_TEST_MYSQL_TLS_URL=mysql://$RELAY_USER:$RELAY_PASSWORD@localhost:$MARIADB_TLS_PORT
+export OUTBOXD_TEST_MYSQL_MTLS_URL=mysql://$MTLS_USER:$MTLS_MARIADB_PASSWORD@localhost:$MARIADB_TLS_PORT
+export OUTBOXD_TEST_PG_TLS_ADMIN_URL=postgres://$ADMIN_USER:$ADMIN_PASSWORD@localhost:$PG_TLS_PORT/$PG_DATABASE
+export OUTBOXD_TEST_PG_TLS_URL=postgres://$RELAY_USER:$RELAY_PASSWORD@localhost:$PG_TLS_PORT/$PG_DATABASE
+export OUTBOXD_TEST_PG_MTLS_URL=postgres://$MTLS_USER@localhost:$PG_TLS_PORT/$PG_DATABASE
+export OUTBOXD_KAFKA_SASL_BOOTSTRAP=localhost:$KAFKA_SASL_PORT
+export OUTBOXD_KAFKA_SSL_BOOTSTRAP=localhost:$KAFKA_SSL_PORT
+export OUTBOXD_KAFKA_SASL_USER=$KAFKA_SASL_USER
+export OUTBOXD_KAFKA_SASL_PASSWORD=$KAFKA_SASL_PASSWORD
+export OUTBOXD_TEST_TLS_DIR=$TLS_DIR
+export OUTBOXD_TEST_TLS_CA=$TLS_DIR/ca.pem
+export OUTBOXD_TEST_TLS_OTHER_CA=$TLS_DIR/other-ca.pem
+export OUTBOXD_TEST_TLS_CLIENT_CERT=$TLS_DIR/client.pem
+export OUTBOXD_TEST_TLS_CLIENT_KEY=$TLS_DIR/client.key
+export OUTBOXD_TEST_TLS_CLIENT_P12=$TLS_DIR/client.p12
+export OUTBOXD_TEST_TLS_TRUSTSTORE_P12=$TLS_DIR/truststore.p12
+export OUTBOXD_TEST_TLS_TRUSTSTORE_JKS=$TLS_DIR/truststore.jks
+export OUTBOXD_TEST_TLS_KEYSTORE_PASSWORD=$KEYSTORE_PASSWORD
+export OUTBOXD_TEST_TLS_TRUSTSTORE_PASSWORD=$TRUSTSTORE_PASSWORD
 EOF
 }
 
@@ -512,13 +902,19 @@ cmd_status() {
   for s in "$@"; do
     pid="$(read_pid "$s")"; port="$(port_of "$s")"
     if pid_alive "$pid"; then
-      if port_open "$port"; then
-        printf '%-9s running  pid %-7s 127.0.0.1:%s\n' "$s" "$pid" "$port"
+      if [[ "$s" == kafka ]] && port_open "$port" && ! kafka_ports_open; then
+        printf '%-12s running  pid %-7s 127.0.0.1:%s without its secured listeners (restart kafka)\n' \
+          "$s" "$pid" "$port"; rc=3
+      elif [[ "$s" == kafka ]] && port_open "$port"; then
+        printf '%-12s running  pid %-7s 127.0.0.1:%s, SASL_SSL localhost:%s, SSL localhost:%s\n' \
+          "$s" "$pid" "$port" "$KAFKA_SASL_PORT" "$KAFKA_SSL_PORT"
+      elif port_open "$port"; then
+        printf '%-12s running  pid %-7s 127.0.0.1:%s\n' "$s" "$pid" "$port"
       else
-        printf '%-9s starting pid %-7s 127.0.0.1:%s not open yet\n' "$s" "$pid" "$port"; rc=3
+        printf '%-12s starting pid %-7s 127.0.0.1:%s not open yet\n' "$s" "$pid" "$port"; rc=3
       fi
     else
-      printf '%-9s stopped\n' "$s"; rc=3
+      printf '%-12s stopped\n' "$s"; rc=3
     fi
   done
   return "$rc"
@@ -543,6 +939,7 @@ main() {
     kafka-stop)  cmd=down; set -- kafka ;;
     kafka-tool)  cmd_kafka_tool "$@" ;;
     start)       cmd=up ;;
+    tls)         (( $# == 0 )) || die "tls: takes no service names" ;;
     stop)        cmd=down ;;
     -h|--help|help) usage; return 0 ;;
     "") usage; return 2 ;;
@@ -562,7 +959,7 @@ main() {
   case "$cmd" in
     env)    env_lines; return 0 ;;
     status) cmd_status "${svcs[@]}"; return $? ;;
-    install|up|down|restart) ;;
+    install|up|down|restart|tls) ;;
     *) usage; die "unknown command '$cmd'" ;;
   esac
 
@@ -575,12 +972,23 @@ main() {
   local i
   case "$cmd" in
     install) cmd_install "${svcs[@]}" ;;
+    tls)
+      local debs=()
+      command -v openssl >/dev/null || debs+=(openssl)
+      command -v keytool >/dev/null || debs+=(openjdk-17-jre-headless)
+      (( ${#debs[@]} == 0 )) || install_debs "${debs[@]}"
+      tls_ensure
+      log "tls: the test certificates are in $TLS_DIR"
+      ;;
     down|restart)
-      for ((i = ${#svcs[@]} - 1; i >= 0; i--)); do "${svcs[i]}_down"; done
+      # mariadb-tls -> mariadb_tls_down, and so on.
+      for ((i = ${#svcs[@]} - 1; i >= 0; i--)); do "${svcs[i]//-/_}_down"; done
       ;;&
     up|restart)
       cmd_install "${svcs[@]}"
-      for s in "${svcs[@]}"; do "${s}_up"; done
+      # Before any secured server starts: they all read the certificates at start.
+      if needs_tls "${svcs[@]}"; then tls_ensure; tls_check_running "${svcs[@]}"; fi
+      for s in "${svcs[@]}"; do "${s//-/_}_up"; done
       env_lines >"$STATE/env"
       env_lines
       ;;
