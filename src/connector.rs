@@ -18,7 +18,7 @@ use crate::pipeline::transactional::{self, BatchOptions};
 use crate::pipeline::{self, LoopContext, PipelineOptions};
 use crate::position::SourcePosition;
 use crate::router::{EventRouter, RouterConfigError};
-use crate::sink::KafkaSink;
+use crate::sink::{KafkaLink, KafkaSink};
 use crate::source::supervise::{sleep_before_retry, Backoff};
 use crate::source::{self, CHANNEL_CAPACITY};
 
@@ -49,7 +49,7 @@ enum Delivery {
     },
 }
 
-fn delivery(cfg: &ConnectorConfig) -> Delivery {
+fn delivery(cfg: &ConnectorConfig, link: &Arc<KafkaLink>) -> Delivery {
     match &cfg.checkpoint {
         CheckpointConfig::Kafka {
             topic,
@@ -59,7 +59,9 @@ fn delivery(cfg: &ConnectorConfig) -> Delivery {
             batch_max_bytes,
             batch_max_ms,
         } => Delivery::Transactional {
-            store: Box::new(KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name)),
+            store: Box::new(
+                KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name).with_link(link.clone()),
+            ),
             transactional_id: transactional_id
                 .clone()
                 .unwrap_or_else(|| format!("outboxd-{}", cfg.name)),
@@ -73,7 +75,10 @@ fn delivery(cfg: &ConnectorConfig) -> Delivery {
                 ..BatchOptions::default()
             },
         },
-        _ => Delivery::Acked(open_store(cfg)),
+        CheckpointConfig::Kafka { topic, .. } => Delivery::Acked(Box::new(
+            KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name).with_link(link.clone()),
+        )),
+        CheckpointConfig::File { .. } => Delivery::Acked(open_store(cfg)),
     }
 }
 
@@ -81,6 +86,8 @@ fn delivery(cfg: &ConnectorConfig) -> Delivery {
 pub struct Connector {
     cfg: ConnectorConfig,
     router: EventRouter,
+    /// The connection state of the connector's Kafka cluster, shared by all its clients.
+    link: Arc<KafkaLink>,
 }
 
 impl Connector {
@@ -90,7 +97,8 @@ impl Connector {
     /// this, so it only happens for a configuration built another way).
     pub fn new(cfg: ConnectorConfig) -> Result<Self, RouterConfigError> {
         let router = EventRouter::new(&cfg.router)?;
-        Ok(Self { cfg, router })
+        let link = KafkaLink::new(&cfg.name, &cfg.kafka.bootstrap_servers);
+        Ok(Self { cfg, router, link })
     }
 
     /// Starts the connector on the runtime, reporting its state to `health`. The handle
@@ -157,7 +165,7 @@ impl Connector {
     ) -> Result<(), Error> {
         let name = self.cfg.name.as_str();
         health.set(name, ConnectorState::Starting);
-        let mut delivery = delivery(&self.cfg);
+        let mut delivery = delivery(&self.cfg, &self.link);
         let mut backoff = Backoff::new(MAX_BACKOFF);
         loop {
             let started = Instant::now();
@@ -209,6 +217,7 @@ impl Connector {
         let cfg = &self.cfg;
         if let CheckpointConfig::Kafka { topic, .. } = &cfg.checkpoint {
             KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name)
+                .with_link(self.link.clone())
                 .ensure_topic()
                 .await?;
         }
@@ -216,7 +225,7 @@ impl Connector {
         log_resume(cfg, &resume_cp);
         tokio::task::block_in_place(|| store.prepare())?;
         let resume = resume_cp.map(|c| c.position);
-        let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?;
+        let sink = KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?;
         let mut feed = self.start_source(resume.clone(), health, &shutdown);
         let events = feed.take_events();
         let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);
@@ -235,7 +244,12 @@ impl Connector {
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
         let cfg = &self.cfg;
-        let sink = KafkaSink::new_transactional(&cfg.kafka, &cfg.name, transactional_id)?;
+        let sink = KafkaSink::new_transactional(
+            &cfg.kafka,
+            &cfg.name,
+            transactional_id,
+            self.link.clone(),
+        )?;
         // Fence older instances first: their open transaction is aborted, so the checkpoint
         // read next is the last one anybody will ever commit before us.
         // With Kafka unreachable this waits up to a minute: a shutdown meanwhile stops at once

@@ -95,6 +95,9 @@ pub enum CheckpointError {
         /// Kafka's answer.
         code: RDKafkaErrorCode,
     },
+    /// The cluster refused the credentials, or TLS with it failed verification.
+    #[error(transparent)]
+    Link(#[from] crate::sink::LinkFailure),
     /// A request to the cluster failed or timed out.
     #[error("{what}: {}", match source { Some(e) => e.to_string(), None => "no answer".into() })]
     Kafka {
@@ -117,6 +120,7 @@ impl CheckpointError {
             | CheckpointError::RecordInvalid { .. }
             | CheckpointError::Serialise { .. }
             | CheckpointError::Client { .. }
+            | CheckpointError::Link(_)
             | CheckpointError::TopicRefused { .. } => Class::Definite,
         }
     }

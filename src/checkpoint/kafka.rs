@@ -21,8 +21,9 @@ use std::sync::Arc;
 
 use super::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::config::KafkaConfig;
+use crate::error::Class;
 use crate::sink::client_log::ClientLog;
-use crate::sink::{client, KafkaRecord};
+use crate::sink::{client, KafkaLink, KafkaRecord};
 
 /// How long one metadata / watermark / produce round trip may take.
 const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,6 +33,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connector's checkpoint in a compacted Kafka topic.
 pub struct KafkaCheckpointStore {
     kafka: KafkaConfig,
+    link: Arc<KafkaLink>,
     topic: String,
     connector: String,
     producer: Option<FutureProducer<ClientLog>>,
@@ -44,10 +46,18 @@ impl KafkaCheckpointStore {
     pub fn new(kafka: &KafkaConfig, topic: &str, connector: &str) -> Self {
         Self {
             kafka: kafka.clone(),
+            link: KafkaLink::new(connector, &kafka.bootstrap_servers),
             topic: topic.to_string(),
             connector: connector.to_string(),
             producer: None,
         }
+    }
+
+    /// Reports the store's clients' connection trouble to `link` (the connector's), instead
+    /// of a link of its own.
+    pub fn with_link(mut self, link: Arc<KafkaLink>) -> Self {
+        self.link = link;
+        self
     }
 
     /// The record that stores `checkpoint`: key = connector name, value = JSON.
@@ -72,7 +82,7 @@ impl KafkaCheckpointStore {
     /// (e.g. no ACL): then create it by hand with `cleanup.policy=compact`.
     pub async fn ensure_topic(&self) -> Result<(), CheckpointError> {
         let admin: AdminClient<ClientLog> = client::config(&self.kafka)
-            .create_with_context(ClientLog)
+            .create_with_context(ClientLog::new(self.link.clone()))
             .map_err(|source| CheckpointError::Client {
                 client: "admin client",
                 source,
@@ -80,8 +90,13 @@ impl KafkaCheckpointStore {
         let topic = NewTopic::new(&self.topic, 1, TopicReplication::Fixed(-1))
             .set("cleanup.policy", "compact");
         let opts = AdminOptions::new().operation_timeout(Some(KAFKA_TIMEOUT));
-        let results = tokio::time::timeout(KAFKA_TIMEOUT, admin.create_topics([&topic], &opts))
-            .await
+        let created = tokio::time::timeout(KAFKA_TIMEOUT, admin.create_topics([&topic], &opts));
+        // A refused login or failed TLS verification ends the wait at once.
+        let results = tokio::select! {
+            r = created => r,
+            f = self.link.wait_definite() => return Err(CheckpointError::Link(f)),
+        };
+        let results = results
             .map_err(|_| {
                 CheckpointError::kafka("Kafka did not answer a CreateTopics request", None)
             })?
@@ -126,7 +141,7 @@ impl KafkaCheckpointStore {
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "false")
-            .create_with_context(ClientLog)
+            .create_with_context(ClientLog::new(self.link.clone()))
             .map_err(consumer_error)?;
         let md = consumer
             .fetch_metadata(Some(&self.topic), KAFKA_TIMEOUT)
@@ -147,7 +162,7 @@ impl KafkaCheckpointStore {
                 format!("outboxd-checkpoint-reader-{}", self.connector),
             )
             .set("isolation.level", "read_uncommitted")
-            .create_with_context(ClientLog)
+            .create_with_context(ClientLog::new(self.link.clone()))
             .map_err(consumer_error)?;
         let mut tpl = TopicPartitionList::new();
         let mut ends = Vec::new();
@@ -228,7 +243,7 @@ impl KafkaCheckpointStore {
                 .set("enable.idempotence", "true")
                 .set("acks", "all")
                 .set("linger.ms", "0")
-                .create_with_context(ClientLog)
+                .create_with_context(ClientLog::new(self.link.clone()))
                 .map_err(|source| CheckpointError::Client {
                     client: "producer",
                     source,
@@ -242,6 +257,10 @@ impl KafkaCheckpointStore {
 impl CheckpointStore for KafkaCheckpointStore {
     fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
         self.read_last()
+            .map_err(|e| match self.link.definite_failure() {
+                Some(f) if e.class() == Class::Transient => CheckpointError::Link(f),
+                _ => e,
+            })
     }
 
     /// Creates the producer and waits for the checkpoint topic's metadata: the broker

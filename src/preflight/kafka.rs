@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use super::{CheckResult, Status};
 use crate::config::ConnectorConfig;
-use crate::sink::KafkaSink;
+use crate::sink::{KafkaLink, KafkaSink};
 
 /// Checks that Kafka is reachable with the connector's producer settings.
 pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
-    let sink = match KafkaSink::new(&cfg.kafka, name) {
+    let link = KafkaLink::new(name, &cfg.kafka.bootstrap_servers);
+    let sink = match KafkaSink::new(&cfg.kafka, name, link) {
         Ok(s) => s,
         Err(f) => {
             return vec![CheckResult::new(

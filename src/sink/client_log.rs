@@ -9,13 +9,16 @@
 //! `__transaction_state` or loads it, and a WARN there sent first-time users looking for a
 //! fault; a coordinator that never comes is warned about again after that.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::KafkaError;
 use rdkafka::ClientContext;
 use tracing::Level;
+
+use super::link::KafkaLink;
 
 /// How long after the first librdkafka line a starting coordinator is INFO; past it the
 /// warning is a WARN again (a coordinator that never comes, e.g. for an idempotent producer
@@ -63,14 +66,42 @@ pub fn log(rd_level: RDKafkaLogLevel, fac: &str, message: &str) {
     }
 }
 
-/// rdkafka's default client context with [`log`] for its log lines: for clients that need
-/// no other callback (the checkpoint store's admin client, consumers and producer).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ClientLog;
+/// The client context of every Kafka client that needs no callback of its own (the
+/// checkpoint store's admin client, consumers and producer): its log lines go through [`log`]
+/// unless the connector's [`KafkaLink`] reports the same itself, and its error and statistics
+/// callbacks feed that link.
+#[derive(Debug, Clone)]
+pub struct ClientLog {
+    link: Arc<KafkaLink>,
+}
+
+impl ClientLog {
+    /// A context reporting to `link`.
+    pub fn new(link: Arc<KafkaLink>) -> Self {
+        Self { link }
+    }
+}
+
+/// librdkafka's log line through `link` (which may cover it) or [`log`].
+pub fn log_via(link: &KafkaLink, level: RDKafkaLogLevel, fac: &str, message: &str) {
+    if link.covers_log_line(fac, message) {
+        tracing::debug!(target: "librdkafka", "librdkafka: {fac} {message}");
+    } else {
+        log(level, fac, message);
+    }
+}
 
 impl ClientContext for ClientLog {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        log(level, fac, message);
+        log_via(&self.link, level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.link.on_error(&error, reason);
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        self.link.on_statistics(statistics);
     }
 }
 

@@ -160,6 +160,9 @@ pub enum SinkError {
         #[source]
         source: Box<KafkaError>,
     },
+    /// The cluster refused the credentials, or TLS with it failed verification.
+    #[error(transparent)]
+    Link(#[from] super::link::LinkFailure),
     /// A call handed to the blocking pool did not come back (the runtime is shutting down).
     #[error("{what}: {detail}")]
     Abandoned {
@@ -222,6 +225,7 @@ impl SinkError {
             | SinkError::Refused { .. }
             | SinkError::Fatal { .. }
             | SinkError::Fenced { .. }
+            | SinkError::Link(_)
             | SinkError::Transaction { fatal: true, .. } => Class::Definite,
         }
     }

@@ -14,6 +14,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use super::error::SinkError;
+use super::link::KafkaLink;
 use super::record::KafkaRecord;
 use super::tracker::{self, DeliveryTracker};
 use crate::config::KafkaConfig;
@@ -42,8 +43,12 @@ impl KafkaSink {
     ///
     /// Errors (definite) when librdkafka rejects a property or a user override tries to
     /// weaken a fixed property (`enable.idempotence`, `acks`, `partitioner`).
-    pub fn new(cfg: &KafkaConfig, client_id: &str) -> Result<Self, SinkError> {
-        Self::build(cfg, client_id, None)
+    pub fn new(
+        cfg: &KafkaConfig,
+        client_id: &str,
+        link: Arc<KafkaLink>,
+    ) -> Result<Self, SinkError> {
+        Self::build(cfg, client_id, None, link)
     }
 
     /// Creates a transactional producer with `transactional.id` = `transactional_id`
@@ -53,17 +58,23 @@ impl KafkaSink {
         cfg: &KafkaConfig,
         client_id: &str,
         transactional_id: &str,
+        link: Arc<KafkaLink>,
     ) -> Result<Self, SinkError> {
-        Self::build(cfg, client_id, Some(transactional_id))
+        Self::build(cfg, client_id, Some(transactional_id), link)
     }
 
     fn build(
         cfg: &KafkaConfig,
         client_id: &str,
         transactional_id: Option<&str>,
+        link: Arc<KafkaLink>,
     ) -> Result<Self, SinkError> {
         let mut cc = super::client::config(cfg);
         cc.set("client.id", format!("outboxd-{client_id}"))
+            .set(
+                "statistics.interval.ms",
+                super::link::STATISTICS_INTERVAL_MS.to_string(),
+            )
             .set("linger.ms", "5")
             .set("compression.type", "lz4")
             .set("message.timeout.ms", "300000")
@@ -100,7 +111,7 @@ impl KafkaSink {
                 cc.set("linger.ms", TXN_LINGER_MS.to_string());
             }
         }
-        let producer = TrackedProducer::from_config_and_context(&cc, DeliveryTracker::default())
+        let producer = TrackedProducer::from_config_and_context(&cc, DeliveryTracker::new(link))
             .map_err(|e| SinkError::Client {
                 source: Box::new(e),
             })?;
@@ -190,8 +201,11 @@ impl KafkaSink {
             .client()
             .fetch_metadata(None, timeout)
             .map(|m| m.brokers().len())
-            .map_err(|e| SinkError::Unreachable {
-                source: Box::new(e),
+            .map_err(|e| match self.deliveries().link().definite_failure() {
+                Some(f) => SinkError::Link(f),
+                None => SinkError::Unreachable {
+                    source: Box::new(e),
+                },
             })
     }
 }
@@ -241,12 +255,19 @@ impl KafkaSink {
         call: impl FnOnce(&TrackedProducer) -> KafkaResult<()> + Send + 'static,
     ) -> Result<(), SinkError> {
         let producer = self.producer.clone();
-        match tokio::task::spawn_blocking(move || call(&producer)).await {
-            Ok(r) => r.map_err(|e| SinkError::transaction(what, &e)),
-            Err(e) => Err(SinkError::Abandoned {
-                what,
-                detail: e.to_string(),
-            }),
+        let call = tokio::task::spawn_blocking(move || call(&producer));
+        // A refused login or a failed TLS verification will not change while the call waits
+        // out its timeout: stop waiting then (the call finishes in the background).
+        let link = self.deliveries().link().clone();
+        tokio::select! {
+            r = call => match r {
+                Ok(r) => r.map_err(|e| SinkError::transaction(what, &e)),
+                Err(e) => Err(SinkError::Abandoned {
+                    what,
+                    detail: e.to_string(),
+                }),
+            },
+            f = link.wait_definite() => Err(SinkError::Link(f)),
         }
     }
 

@@ -4,10 +4,12 @@ pub mod client;
 pub mod client_log;
 mod error;
 pub mod kafka;
+pub mod link;
 pub mod record;
 pub mod tracker;
 
 pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
+pub use link::{KafkaLink, LinkFailure};
 pub use record::KafkaRecord;
 pub use tracker::DeliveryTracker;

@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::{DeliveryResult, ProducerContext};
@@ -24,6 +24,7 @@ use rdkafka::ClientContext;
 use tokio::sync::Notify;
 
 use super::error::{Refusal, SinkError};
+use super::link::KafkaLink;
 use crate::error::Class;
 
 /// Bits of a record's number in its delivery opaque; the full number is recovered from the
@@ -47,8 +48,9 @@ pub fn opaque(seq: u64, counted: u64) -> usize {
 /// Delivery state of one producer: what was sent, what Kafka acknowledged, the first
 /// failure. The producer's context ([`ProducerContext`]), so librdkafka's polling thread
 /// updates it; the delivery loop reads it and waits on [`changed`](Self::changed).
-#[derive(Default)]
 pub struct DeliveryTracker {
+    /// The connection state the client's error, log and statistics callbacks feed.
+    link: Arc<KafkaLink>,
     /// Records enqueued (the next record's number).
     sent: AtomicU64,
     /// Their sizes summed, in bytes ([`counted_size`]).
@@ -138,6 +140,28 @@ fn event_id(m: &BorrowedMessage<'_>) -> String {
 }
 
 impl DeliveryTracker {
+    /// A tracker with nothing sent yet, whose client reports to `link`.
+    pub fn new(link: Arc<KafkaLink>) -> Self {
+        Self {
+            link,
+            sent: AtomicU64::default(),
+            sent_bytes: AtomicU64::default(),
+            acked: AtomicU64::default(),
+            acked_bytes: AtomicU64::default(),
+            acked_below: AtomicU64::default(),
+            window: Mutex::default(),
+            failed: AtomicBool::default(),
+            failed_count: AtomicU64::default(),
+            failure: Mutex::default(),
+            notify: Notify::new(),
+        }
+    }
+
+    /// The connection state of this producer's cluster.
+    pub fn link(&self) -> &Arc<KafkaLink> {
+        &self.link
+    }
+
     /// Records enqueued so far; the next record sent gets this number.
     pub fn sent(&self) -> u64 {
         self.sent.load(Ordering::Acquire)
@@ -275,7 +299,15 @@ impl DeliveryTracker {
 
 impl ClientContext for DeliveryTracker {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
-        super::client_log::log(level, fac, message);
+        super::client_log::log_via(&self.link, level, fac, message);
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        self.link.on_error(&error, reason);
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        self.link.on_statistics(statistics);
     }
 }
 
@@ -353,7 +385,7 @@ mod tests {
 
     #[test]
     fn counters_follow_reports_and_the_most_telling_failure_is_kept() {
-        let t = DeliveryTracker::default();
+        let t = DeliveryTracker::new(KafkaLink::new("test", "test:1"));
         for size in [10, 20, 30] {
             t.enqueued(size);
         }
@@ -385,7 +417,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn purged_records_are_no_cause() {
-        let t = DeliveryTracker::default();
+        let t = DeliveryTracker::new(KafkaLink::new("test", "test:1"));
         t.enqueued(1);
         t.on_failed(failed(C::PurgeQueue, "purged"), 1);
         assert!(t.failure().is_some());
@@ -401,7 +433,7 @@ mod tests {
 
     #[tokio::test]
     async fn all_acked_waits_for_the_last_report_or_a_failure() {
-        let t = std::sync::Arc::new(DeliveryTracker::default());
+        let t = std::sync::Arc::new(DeliveryTracker::new(KafkaLink::new("test", "test:1")));
         t.enqueued(1);
         t.enqueued(1);
         let waiter = tokio::spawn({
