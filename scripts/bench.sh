@@ -5,6 +5,8 @@
 #
 #   full (default)  the full run; results go to benches/results/e2e.{md,json,png}
 #   smoke           a tiny run of every scenario and peer (CI); results go to .state/bench-smoke/
+#   failover        three members of a group, their owners killed, frozen and stopped in turn;
+#                   results go to benches/results/failover.{md,json} (--rounds N, --out DIR)
 #   ARGS            passed to the harness, e.g. --sources postgres --peers outboxd,debezium
 #                   (`scripts/bench.sh full --help` lists them)
 #
@@ -18,9 +20,9 @@ cd "$ROOT"
 
 mode="${1:-full}"
 case "$mode" in
-  full | smoke) shift || true ;;
+  full | smoke | failover) shift || true ;;
   -*) mode=full ;;
-  *) echo "usage: scripts/bench.sh [full|smoke] [ARGS...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench.sh [full|smoke|failover] [ARGS...]" >&2; exit 2 ;;
 esac
 
 log() { printf '[bench] %s\n' "$*" >&2; }
@@ -33,6 +35,10 @@ flock -n 9 || { log "another scripts/bench.sh is running (lock: .state/bench.loc
 
 # --- services --------------------------------------------------------------------------
 eval "$(bash scripts/services.sh up)"
+
+if [[ "$mode" == failover ]]; then
+  exec cargo bench --bench failover -- "$@"
+fi
 
 # --- Kafka Connect + Debezium classpath ------------------------------------------------
 # Two flat classpaths: Debezium 3.6.1 PostgreSQL (default profile) and 3.5.0 MariaDB (profile

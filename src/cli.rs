@@ -69,6 +69,12 @@ pub struct ConfigArgs {
     /// across cores: on 2 cores a backlog drain took ~25% less CPU (benches/results/profile.md).
     #[arg(long, env = "OUTBOXD_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: Option<u16>,
+    /// Run as a member of group NAME: processes started with the same group name and the
+    /// same connector files share the connectors through Kafka's group coordinator (each
+    /// runs in one member; another takes it over in seconds when it dies). Overrides the
+    /// config files' `[group] name`. `status` shows each connector's owner with it.
+    #[arg(long, env = "OUTBOXD_GROUP")]
+    pub group: Option<String>,
 }
 
 /// `outboxd binlog ...`

@@ -88,6 +88,8 @@ pub struct Connector {
     router: EventRouter,
     /// The connection state of the connector's Kafka cluster, shared by all its clients.
     link: Arc<KafkaLink>,
+    /// Runs as a member of a group took it over (see [`Connector::taking_over`]).
+    taking_over: bool,
 }
 
 impl Connector {
@@ -98,7 +100,21 @@ impl Connector {
     pub fn new(cfg: ConnectorConfig) -> Result<Self, RouterConfigError> {
         let router = EventRouter::new(&cfg.router)?;
         let link = KafkaLink::new(&cfg.name, &cfg.kafka.bootstrap_servers);
-        Ok(Self { cfg, router, link })
+        Ok(Self {
+            cfg,
+            router,
+            link,
+            taking_over: false,
+        })
+    }
+
+    /// Marks the connector as taken over by this member of a group from a previous owner
+    /// that may not have let go of the source yet: until it streams, a PostgreSQL source ends
+    /// a walsender still attached to its slot (`pg_terminate_backend`) instead of waiting for
+    /// it. Being fenced by a newer owner is then a handover, not a failure.
+    pub fn taking_over(mut self) -> Self {
+        self.taking_over = true;
+        self
     }
 
     /// Starts the connector on the runtime, reporting its state to `health`. The handle
@@ -117,6 +133,7 @@ impl Connector {
     /// written, and what was read since the last one is delivered again after restart.
     pub async fn run(self, health: Health, shutdown: watch::Receiver<bool>) -> Result<(), Error> {
         let name = self.cfg.name.clone();
+        metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(1.0);
         // Every series exists from the start (at 0), so dashboards and alerts see them before
         // the first event or failure.
         for kind in [Class::Transient, Class::Definite] {
@@ -148,6 +165,10 @@ impl Connector {
                     "stopped without a final checkpoint (what was read since the last one, if \
                      anything, is delivered again after restart): {f}"
                 );
+            }
+            Err(f) if self.taking_over && f.is_fenced() => {
+                health.set(&name, ConnectorState::Standby);
+                tracing::info!(connector = %name, "stopped: another member of the group runs it now ({f})");
             }
             Err(f) => {
                 health.set(&name, ConnectorState::Failed);
@@ -288,6 +309,7 @@ impl Connector {
             health,
             shutdown.clone(),
             checkpointed_rx,
+            self.taking_over,
         );
         SourceFeed {
             events: Some(rx),
@@ -352,6 +374,11 @@ pub struct RunningConnector {
 }
 
 impl RunningConnector {
+    /// Whether it has ended (stopped, or failed by itself).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
     /// What stops it, to keep while [`join`](Self::join) awaits its end.
     pub fn stop_handle(&self) -> StopHandle {
         self.stop.clone()

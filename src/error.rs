@@ -98,6 +98,11 @@ impl Error {
         }
     }
 
+    /// True when another instance with the same `transactional.id` took the connector over.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Sink(crate::sink::SinkError::Fenced { .. }))
+    }
+
     /// True when the connector should be restarted after a backoff.
     pub fn is_transient(&self) -> bool {
         self.class() == Class::Transient

@@ -17,6 +17,7 @@ pub mod config;
 pub(crate) mod connector;
 pub(crate) mod error;
 pub mod event;
+pub(crate) mod group;
 pub(crate) mod health;
 pub(crate) mod http;
 pub(crate) mod metrics;

@@ -9,6 +9,8 @@ pub const LABEL_CONNECTOR: &str = "connector";
 pub const LABEL_KIND: &str = "kind";
 /// Label: why an outbox row change made no record (`delete`, `update`, ...).
 pub const LABEL_REASON: &str = "reason";
+/// Label: an assignment change in a group, `assigned` or `revoked`.
+pub const LABEL_CHANGE: &str = "change";
 
 /// Counter: outbox row changes read from the source.
 pub const EVENTS_READ: &str = "outboxd_events_read_total";
@@ -31,6 +33,13 @@ pub const CHECKPOINT_LAG: &str = "outboxd_checkpoint_lag_seconds";
 pub const SOURCE_CONNECTED: &str = "outboxd_source_connected";
 /// Counter: connector restarts after transient failures.
 pub const RESTARTS: &str = "outboxd_connector_restarts_total";
+/// Gauge: 1 in the member of a group that runs the connector, 0 in the others (and 1 for
+/// every connector of a process without a group).
+pub const CONNECTOR_OWNED: &str = "outboxd_connector_owned";
+/// Gauge: members of this process's group, as the group coordinator last described it.
+pub const GROUP_MEMBERS: &str = "outboxd_group_members";
+/// Counter: connectors assigned to or revoked from this member, by `change`.
+pub const GROUP_ASSIGNMENTS: &str = "outboxd_group_assignments_total";
 
 /// Registers descriptions so `/metrics` documents each series.
 pub fn describe() {
@@ -53,6 +62,15 @@ pub fn describe() {
     );
     describe_gauge!(SOURCE_CONNECTED, "1 while the source is streaming");
     describe_counter!(RESTARTS, "Connector restarts after transient failures");
+    describe_gauge!(
+        CONNECTOR_OWNED,
+        "1 in the group member that runs the connector, 0 in the others"
+    );
+    describe_gauge!(GROUP_MEMBERS, "Members of this process's group");
+    describe_counter!(
+        GROUP_ASSIGNMENTS,
+        "Connectors assigned to or revoked from this member"
+    );
 }
 
 /// The per-event counters of one connector, looked up once.

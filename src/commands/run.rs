@@ -6,7 +6,10 @@ use anyhow::Context;
 
 use crate::cli::ConfigArgs;
 use crate::config;
+use tokio::sync::watch;
+
 use crate::connector::Connector;
+use crate::group::{self, GroupPlan};
 use crate::health::Health;
 
 /// Longest the process waits for its connectors after SIGINT/SIGTERM: their own shutdown
@@ -20,6 +23,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
         .context("loading the configuration")?;
     config::log_ignored_keys(&cfg);
+    let plan = GroupPlan::for_config(&cfg, args.group.as_deref())?;
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .context("installing the Prometheus recorder")?;
@@ -34,15 +38,26 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         });
     }
 
+    // Each task ends with whether it failed; a shutdown reaches them through `stops` (each
+    // connector of a process without a group) or `shutdown` (a group member).
+    let (shutdown, shutdown_rx) = watch::channel(false);
     let mut stops = Vec::new();
     let mut tasks = tokio::task::JoinSet::new();
-    for c in cfg.connectors {
-        tracing::info!(connector = %c.name, tables = ?c.tables.iter().map(|t| t.to_string()).collect::<Vec<_>>(), "starting connector");
-        let running = Connector::new(c)
-            .context("building the connector")?
-            .start(health.clone());
-        stops.push(running.stop_handle());
-        tasks.spawn(running.join());
+    match plan {
+        Some(plan) => {
+            tracing::info!(group = %plan.name, connectors = ?cfg.connectors.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), "running as a member of group {}: connectors start when the group assigns them", plan.name);
+            tasks.spawn(group::run_member(cfg, plan, health.clone(), shutdown_rx));
+        }
+        None => {
+            for c in cfg.connectors {
+                tracing::info!(connector = %c.name, tables = ?c.tables.iter().map(|t| t.to_string()).collect::<Vec<_>>(), "starting connector");
+                let running = Connector::new(c)
+                    .context("building the connector")?
+                    .start(health.clone());
+                stops.push(running.stop_handle());
+                tasks.spawn(async move { running.join().await.is_err() });
+            }
+        }
     }
 
     let signal = async {
@@ -70,12 +85,13 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 r.context("waiting for signals")?;
                 tracing::info!("signal received: draining and writing final checkpoints");
                 stop_deadline = Some(tokio::time::Instant::now() + STOP_DEADLINE);
+                shutdown.send_replace(true);
                 for stop in &stops {
                     stop.stop();
                 }
             }
             Some(joined) = tasks.join_next() => {
-                failed |= !matches!(joined, Ok(Ok(())));
+                failed |= !matches!(joined, Ok(false));
             }
             _ = overdue => {
                 // A connector stuck in a blocking Kafka call (a checkpoint write or a

@@ -16,6 +16,7 @@ use crate::source::mysql::server;
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
         .context("loading the configuration")?;
+    let plan = crate::group::GroupPlan::for_config(&cfg, args.group.as_deref())?;
     let mut ok = true;
     for c in &cfg.connectors {
         let store = open_store(c);
@@ -72,6 +73,21 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         });
         if let (Some(s), Some(obj)) = (slot, line.as_object_mut()) {
             obj.insert("slot".into(), s);
+        }
+        if let (Some(plan), Some(obj)) = (&plan, line.as_object_mut()) {
+            // In a group: who runs the connector, as its owner recorded when it took it over.
+            let (kafka, group, name) = (c.kafka.clone(), plan.name.clone(), c.name.clone());
+            let owner = tokio::task::spawn_blocking(move || {
+                crate::group::topics::read_owner(&kafka, &group, &name)
+            })
+            .await?;
+            obj.insert(
+                "owner".into(),
+                match owner {
+                    Ok(o) => serde_json::to_value(o)?,
+                    Err(e) => serde_json::json!({ "error": e }),
+                },
+            );
         }
         println!("{line}");
     }

@@ -72,6 +72,59 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Logging settings (TOML `[log]`).
     pub log: LogConfig,
+    /// Group membership (TOML `[group]`; `--group` / `OUTBOXD_GROUP` set the name).
+    pub group: GroupConfig,
+}
+
+/// Membership of a group of outboxd processes that share the connectors through Kafka's group
+/// coordinator (TOML `[group]`): each connector runs in exactly one member at a time.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    /// The group's name; members with the same name (and Kafka cluster) share the
+    /// connectors. `None` (default): no group, the process runs every connector itself.
+    /// `--group` / `OUTBOXD_GROUP` override it.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// How long the group coordinator waits for a member's heartbeat before it moves the
+    /// member's connectors to the others (Kafka consumer `session.timeout.ms`); default 6 s,
+    /// the broker's default `group.min.session.timeout.ms`. Failover after a crash takes
+    /// about this plus the connector's start.
+    #[serde(
+        default = "default_session_timeout",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub session_timeout: Duration,
+    /// How often a member heartbeats (Kafka consumer `heartbeat.interval.ms`); default 1 s,
+    /// at most a third of `session_timeout`.
+    #[serde(
+        default = "default_heartbeat_interval",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub heartbeat_interval: Duration,
+}
+
+/// Default [`GroupConfig::session_timeout`].
+pub const DEFAULT_GROUP_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// Default [`GroupConfig::heartbeat_interval`].
+pub const DEFAULT_GROUP_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
+fn default_session_timeout() -> Duration {
+    DEFAULT_GROUP_SESSION_TIMEOUT
+}
+
+fn default_heartbeat_interval() -> Duration {
+    DEFAULT_GROUP_HEARTBEAT_INTERVAL
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            name: None,
+            session_timeout: DEFAULT_GROUP_SESSION_TIMEOUT,
+            heartbeat_interval: DEFAULT_GROUP_HEARTBEAT_INTERVAL,
+        }
+    }
 }
 
 /// Prometheus `/metrics`, `/health`, `/ready` endpoint.
@@ -472,10 +525,12 @@ pub fn load_many_with_env<P: AsRef<Path>>(
         connectors: Vec::new(),
         metrics: MetricsConfig::default(),
         log: LogConfig::default(),
+        group: GroupConfig::default(),
     };
     let mut origins: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut metrics_from: Option<PathBuf> = None;
     let mut log_from: Option<PathBuf> = None;
+    let mut group_from: Option<PathBuf> = None;
     for p in paths {
         let path = p.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -483,38 +538,15 @@ pub fn load_many_with_env<P: AsRef<Path>>(
             source,
         })?;
         let cfg = parse(&text, path, kafka_bootstrap_override, env)?;
-        if cfg.metrics != MetricsConfig::default() {
-            match &metrics_from {
-                Some(first) if merged.metrics != cfg.metrics => {
-                    return Err(ConfigError::ConflictingSection {
-                        path: path.to_path_buf(),
-                        first: first.clone(),
-                        section: "metrics",
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    metrics_from = Some(path.to_path_buf());
-                    merged.metrics = cfg.metrics;
-                }
-            }
-        }
-        if cfg.log != LogConfig::default() {
-            match &log_from {
-                Some(first) if merged.log != cfg.log => {
-                    return Err(ConfigError::ConflictingSection {
-                        path: path.to_path_buf(),
-                        first: first.clone(),
-                        section: "log",
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    log_from = Some(path.to_path_buf());
-                    merged.log = cfg.log;
-                }
-            }
-        }
+        merge_section(
+            &mut merged.metrics,
+            cfg.metrics,
+            &mut metrics_from,
+            path,
+            "metrics",
+        )?;
+        merge_section(&mut merged.log, cfg.log, &mut log_from, path, "log")?;
+        merge_section(&mut merged.group, cfg.group, &mut group_from, path, "group")?;
         for c in cfg.connectors {
             if let Some(first) = origins.get(&c.name) {
                 return Err(ConfigError::DuplicateConnector {
@@ -528,6 +560,34 @@ pub fn load_many_with_env<P: AsRef<Path>>(
         }
     }
     Ok(merged)
+}
+
+/// Takes `section` of file `path` into `merged`: a process-wide section (`[metrics]`, `[log]`,
+/// `[group]`) may be set in one file, or identically in several; `from` remembers the file
+/// that set it first.
+fn merge_section<T: PartialEq + Default>(
+    merged: &mut T,
+    section: T,
+    from: &mut Option<PathBuf>,
+    path: &Path,
+    name: &'static str,
+) -> Result<(), ConfigError> {
+    if section == T::default() {
+        return Ok(());
+    }
+    match from {
+        Some(first) if *merged != section => Err(ConfigError::ConflictingSection {
+            path: path.to_path_buf(),
+            first: first.clone(),
+            section: name,
+        }),
+        Some(_) => Ok(()),
+        None => {
+            *from = Some(path.to_path_buf());
+            *merged = section;
+            Ok(())
+        }
+    }
 }
 
 /// Logs every connector's [`ConnectorConfig::ignored_keys`] (one warning per key, with the
@@ -565,6 +625,7 @@ pub fn parse(
             connectors: vec![connector],
             metrics: MetricsConfig::default(),
             log: LogConfig::default(),
+            group: GroupConfig::default(),
         }
     } else {
         native::parse(text, &ctx)?

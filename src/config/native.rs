@@ -8,9 +8,10 @@ use serde::Deserialize;
 
 use super::{
     default_pg_object_name, duration, read_secret_file, validate_connector_name, CheckpointConfig,
-    Config, ConfigError, ConnectorConfig, KafkaConfig, LoadCtx, LogConfig, MetricsConfig,
-    MysqlFlavor, MysqlSourceConfig, PositionMode, PostgresSourceConfig, PublicationAutocreate,
-    RouterConfig, Secret, SourceConfig, StartPosition, DEFAULT_MAX_RECORD_BYTES,
+    Config, ConfigError, ConnectorConfig, GroupConfig, KafkaConfig, LoadCtx, LogConfig,
+    MetricsConfig, MysqlFlavor, MysqlSourceConfig, PositionMode, PostgresSourceConfig,
+    PublicationAutocreate, RouterConfig, Secret, SourceConfig, StartPosition,
+    DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
 use crate::router::UnknownOption;
@@ -22,6 +23,8 @@ struct FileToml {
     metrics: MetricsConfig,
     #[serde(default)]
     log: LogConfig,
+    #[serde(default)]
+    group: GroupConfig,
     #[serde(default)]
     connectors: Vec<ConnectorToml>,
 }
@@ -126,6 +129,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<Config, ConfigError
         connectors,
         metrics: file.metrics,
         log: file.log,
+        group: file.group,
     })
 }
 

@@ -134,6 +134,11 @@ impl KafkaLink {
                 tracing::debug!(target: "librdkafka", owner = %self.owner, "Kafka connection error: {reason}");
                 self.state().last_error = Some(reason.to_string());
             }
+            // The producer reports a fencing itself (a definite failure, or in a group the
+            // handover to the connector's new owner).
+            Some(RDKafkaErrorCode::Fenced) => {
+                tracing::debug!(target: "librdkafka", owner = %self.owner, "{error}: {reason}")
+            }
             _ => {
                 tracing::warn!(target: "librdkafka", owner = %self.owner, "Kafka client error: {error}: {reason}")
             }
@@ -256,7 +261,10 @@ impl KafkaLink {
             }
             return recent;
         }
-        (down && message.contains("brokers are down"))
+        // The producer reports a fencing itself, once, with what it means.
+        message.contains("has been fenced by a newer instance")
+            || message.contains("Producer attempted an operation with an old epoch")
+            || (down && message.contains("brokers are down"))
             || (failed && (message.contains("SASL") || message.contains("SSL")))
     }
 }

@@ -184,7 +184,8 @@ pub(crate) trait Source: Send {
 
 /// Starts connector `cfg`'s source on the runtime: sessions from `resume` (the checkpoint)
 /// into `tx`, supervised ([`supervise::run`]) until the delivery loop stops receiving,
-/// shutdown, or a definite failure (sent into `tx`).
+/// shutdown, or a definite failure (sent into `tx`). `taking_over`: a group member just took
+/// the connector over (see `Connector::taking_over`).
 pub(crate) fn spawn(
     cfg: &ConnectorConfig,
     resume: Option<SourcePosition>,
@@ -192,6 +193,7 @@ pub(crate) fn spawn(
     health: &Health,
     shutdown: watch::Receiver<bool>,
     checkpointed: watch::Receiver<Option<SourcePosition>>,
+    taking_over: bool,
 ) -> tokio::task::JoinHandle<()> {
     let ctx = SourceContext {
         connector: cfg.name.clone(),
@@ -206,7 +208,7 @@ pub(crate) fn spawn(
             ctx,
         )),
         SourceConfig::Postgres(src) => tokio::spawn(supervise::run(
-            postgres::PgSource::new(src.clone(), &cfg.tables),
+            postgres::PgSource::new(src.clone(), &cfg.tables).taking_over(taking_over),
             ctx,
         )),
     }

@@ -17,6 +17,10 @@ use crate::preflight::{CheckResult, Status};
 /// (a relay restarted right after `kill -9` finds its old walsender still exiting).
 pub const SLOT_BUSY_WAIT: Duration = Duration::from_secs(10);
 
+/// After a group takeover, how long a walsender still attached to the slot is given to go
+/// away by itself (a dead owner's notices its closed connection at once) before it is ended.
+pub const TAKEOVER_GRACE: Duration = Duration::from_secs(1);
+
 /// What the server told us about itself and our role.
 #[derive(Debug, Clone)]
 pub struct ServerInfo {
@@ -483,10 +487,17 @@ pub async fn describe_pid(client: &tokio_postgres::Client, pid: i32) -> String {
 
 /// The slot, created when missing and allowed, checked for plugin, database and lost WAL,
 /// and free (waiting up to [`SLOT_BUSY_WAIT`] for a previous holder to go away).
+///
+/// `taking_over`: a group member just took the connector over; a walsender still attached
+/// after [`TAKEOVER_GRACE`] is the previous owner's (frozen, or cut off) and is ended with
+/// `pg_terminate_backend` (allowed for the same role, or with `pg_signal_backend`); a role
+/// that may not end it gets a transient [`PgError::SlotHeld`] (retried) instead of the
+/// definite [`PgError::SlotInUse`].
 pub async fn ensure_slot(
     client: &tokio_postgres::Client,
     cfg: &PostgresSourceConfig,
     info: &ServerInfo,
+    taking_over: bool,
 ) -> Result<SlotInfo, PgError> {
     let name = &cfg.slot_name;
     let mut slot = match slot_info(client, cfg, name).await? {
@@ -588,10 +599,42 @@ pub async fn ensure_slot(
             ),
         });
     }
-    let deadline = Instant::now() + SLOT_BUSY_WAIT;
+    let started = Instant::now();
+    let deadline = started + SLOT_BUSY_WAIT;
+    let mut ended: Option<i32> = None;
     while let Some(pid) = slot.active_pid {
+        if taking_over && started.elapsed() >= TAKEOVER_GRACE && ended != Some(pid) {
+            let who = describe_pid(client, pid).await;
+            match client
+                .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+                .await
+            {
+                Ok(row) => {
+                    let done: bool = row.get(0);
+                    if done {
+                        tracing::info!(slot = %name, "ended the previous owner's walsender on the slot: {who}");
+                    }
+                    ended = Some(pid);
+                }
+                Err(e) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => {
+                    return Err(PgError::SlotHeld {
+                        slot: name.clone(),
+                        holder: who,
+                        user: cfg.user.clone(),
+                    })
+                }
+                Err(e) => return Err(PgError::from_sql(&e, cfg)),
+            }
+        }
         if Instant::now() >= deadline {
             let who = describe_pid(client, pid).await;
+            if taking_over {
+                return Err(PgError::SlotHeld {
+                    slot: name.clone(),
+                    holder: who,
+                    user: cfg.user.clone(),
+                });
+            }
             return Err(PgError::SlotInUse {
                 slot: name.clone(),
                 holder: who,

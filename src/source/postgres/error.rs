@@ -90,6 +90,17 @@ pub enum PgError {
         /// Who (`pid N (application_name ...)`).
         holder: String,
     },
+    /// After a group takeover, the previous owner's walsender still holds the slot and this
+    /// role may not end it (transient: retried until it goes away).
+    #[error("replication slot {slot:?} is still held by the previous owner's walsender ({holder}) and role {user:?} may not end it; GRANT pg_signal_backend TO {user} (or run every member as the role that streams from the slot); retrying")]
+    SlotHeld {
+        /// The slot.
+        slot: String,
+        /// Who (`pid N (application_name ...)`).
+        holder: String,
+        /// This connector's role.
+        user: String,
+    },
     /// Something just created or found is gone again (a concurrent drop).
     #[error("{what} vanished")]
     Vanished {
@@ -201,6 +212,7 @@ impl PgError {
             | PgError::Timeout { .. }
             | PgError::Sql { .. }
             | PgError::Vanished { .. }
+            | PgError::SlotHeld { .. }
             | PgError::ReplicationLost { .. }
             | PgError::StreamEnded => Class::Transient,
             PgError::Replication { sqlstate, .. } => match sqlstate {

@@ -84,6 +84,9 @@ const SESSION_OPTIONS: &str =
 pub struct PgSource {
     cfg: PostgresSourceConfig,
     tables: Vec<TableName>,
+    /// Until the first session streams: end a walsender still attached to the slot (a
+    /// previous owner's, after a group takeover) instead of waiting for it.
+    taking_over: bool,
 }
 
 impl PgSource {
@@ -92,7 +95,15 @@ impl PgSource {
         Self {
             cfg,
             tables: tables.to_vec(),
+            taking_over: false,
         }
+    }
+
+    /// Whether this source was just taken over by a group member from a previous owner
+    /// (see `Connector::taking_over`).
+    pub fn taking_over(mut self, taking_over: bool) -> Self {
+        self.taking_over = taking_over;
+        self
     }
 }
 
@@ -168,7 +179,7 @@ impl PgSource {
         })?;
         catalog::require_tables(&sql, cfg, &self.tables).await?;
         catalog::ensure_publication(&sql, cfg, &self.tables).await?;
-        let slot = catalog::ensure_slot(&sql, cfg, &info).await?;
+        let slot = catalog::ensure_slot(&sql, cfg, &info, self.taking_over).await?;
         drop(sql);
 
         let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
@@ -221,6 +232,8 @@ impl PgSource {
             Ok(Ok(c)) => c,
         };
         ctx.streaming();
+        // Streaming: from now on a walsender on the slot is not a previous owner's.
+        self.taking_over = false;
         confirm(&client, &ctx.checkpointed);
 
         let tables: HashSet<TableName> = self.tables.iter().cloned().collect();

@@ -1,0 +1,288 @@
+//! This process's membership in the group: a Kafka consumer in a consumer group, on a thread
+//! of its own, whose partition assignment says which connectors this member runs.
+//!
+//! Each connector has a coordination topic of one partition (see [`super::topics`]); every
+//! member subscribes to the topics of the connectors it has a configuration for, and the
+//! client-side `cooperative-sticky` assignor (KIP-429) spreads those partitions over the
+//! members: a join or a leave moves only what must move, and a member only ever gets
+//! connectors it knows. The consumer never reads records for their content.
+//!
+//! The group coordinator decides; this module reports its decisions as [`Change`]s:
+//! * an assignment (`post_rebalance`, Assign) is reported and the callback returns;
+//! * a revocation (`pre_rebalance`, Revoke) is reported and the callback **waits** until the
+//!   member says the connectors have stopped (drained, final commit) or [`REVOKE_WAIT`] has
+//!   passed: only after the callback returns does the coordinator hand them to another member,
+//!   so two members never run one connector knowingly. A member that lost its membership
+//!   without knowing (frozen, cut off from Kafka past the session timeout) learns it from its
+//!   next heartbeat: librdkafka then revokes with the assignment marked lost. Its connectors'
+//!   Kafka writes are fenced by their successors' `transactional.id` in any case.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
+use rdkafka::{ClientContext, TopicPartitionList};
+use tokio::sync::mpsc;
+
+use super::topics;
+use crate::config::KafkaConfig;
+use crate::sink::client_log;
+use crate::sink::{client, KafkaLink};
+
+/// Longest a revocation waits for the member to stop the revoked connectors: their shutdown
+/// grace (10 s) plus a final checkpoint.
+pub const REVOKE_WAIT: Duration = Duration::from_secs(15);
+
+/// How often the member count is read from the group coordinator.
+const MEMBERS_EVERY: Duration = Duration::from_secs(5);
+
+/// Why connectors were taken away from this member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevokeReason {
+    /// A rebalance moved them to another member (one joined, or the assignor rebalanced).
+    Rebalance,
+    /// This member lost its membership without leaving (its session timed out: it was frozen
+    /// or cut off from Kafka); another member may already run them.
+    Lost,
+    /// This member is leaving the group.
+    Leaving,
+}
+
+impl RevokeReason {
+    /// The reason in words, for the log line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RevokeReason::Rebalance => "moved to another member by the group coordinator",
+            RevokeReason::Lost => {
+                "this member lost its group membership (its session timed out: frozen, or cut off \
+                 from Kafka); another member has taken over"
+            }
+            RevokeReason::Leaving => "this member is leaving the group",
+        }
+    }
+}
+
+/// A decision of the group coordinator about this member.
+#[derive(Debug)]
+pub enum Change {
+    /// These connectors are now this member's.
+    Assigned(BTreeSet<String>),
+    /// These connectors are no longer this member's: stop them, then answer on `done`.
+    Revoked {
+        /// The connectors.
+        connectors: BTreeSet<String>,
+        /// Why.
+        reason: RevokeReason,
+        /// Answer (anything) once they have stopped.
+        done: std_mpsc::Sender<()>,
+    },
+    /// The group's member count, as the coordinator last described the group.
+    Members(usize),
+    /// The membership thread ended (it was asked to leave, or failed to start): `Err` says why.
+    Ended(Result<(), String>),
+}
+
+/// The consumer's context: reports rebalances as [`Change`]s and feeds the Kafka link.
+struct GroupContext {
+    group: String,
+    changes: mpsc::UnboundedSender<Change>,
+    link: Arc<KafkaLink>,
+    leaving: Arc<AtomicBool>,
+}
+
+impl GroupContext {
+    fn connectors(&self, tpl: &TopicPartitionList) -> BTreeSet<String> {
+        tpl.elements()
+            .iter()
+            .filter_map(|e| topics::connector_of(&self.group, e.topic()))
+            .collect()
+    }
+}
+
+impl ClientContext for GroupContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        client_log::log_via(&self.link, level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.link.on_error(&error, reason);
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        self.link.on_statistics(statistics);
+    }
+}
+
+impl ConsumerContext for GroupContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(tpl) = rebalance else {
+            return;
+        };
+        let connectors = self.connectors(tpl);
+        if connectors.is_empty() {
+            return;
+        }
+        let reason = if self.leaving.load(Ordering::Acquire) {
+            RevokeReason::Leaving
+        } else if consumer.assignment_lost() {
+            RevokeReason::Lost
+        } else {
+            RevokeReason::Rebalance
+        };
+        let (done, stopped) = std_mpsc::channel();
+        if self
+            .changes
+            .send(Change::Revoked {
+                connectors: connectors.clone(),
+                reason,
+                done,
+            })
+            .is_err()
+        {
+            return;
+        }
+        // Only once this returns does the coordinator give them to another member.
+        if stopped.recv_timeout(REVOKE_WAIT).is_err() {
+            tracing::error!(connectors = ?connectors, "revoked connectors did not stop within {REVOKE_WAIT:?}; handing them over anyway (their Kafka writes are fenced by the next owner)");
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                let connectors = self.connectors(tpl);
+                if !connectors.is_empty() {
+                    let _ = self.changes.send(Change::Assigned(connectors));
+                }
+            }
+            Rebalance::Revoke(_) => {}
+            Rebalance::Error(e) => {
+                tracing::warn!(group = %self.group, "group rebalance failed: {e} (the coordinator retries)")
+            }
+        }
+    }
+}
+
+/// What starts the membership.
+pub struct MembershipSettings {
+    /// The group's name.
+    pub group: String,
+    /// The Kafka cluster (the settings every client of the process uses).
+    pub kafka: KafkaConfig,
+    /// The connectors this member has a configuration for.
+    pub connectors: Vec<String>,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `heartbeat.interval.ms`.
+    pub heartbeat_interval: Duration,
+    /// This member's id in logs and in the coordinator's member list (`client.id`).
+    pub member: String,
+}
+
+/// A running membership: the consumer thread.
+pub struct Membership {
+    leaving: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Membership {
+    /// Joins the group on a thread of its own; decisions arrive on `changes`.
+    pub fn join(settings: MembershipSettings, changes: mpsc::UnboundedSender<Change>) -> Self {
+        let leaving = Arc::new(AtomicBool::new(false));
+        let flag = leaving.clone();
+        let thread = std::thread::Builder::new()
+            .name("outboxd-group".into())
+            .spawn(move || {
+                let ended = member_loop(&settings, &changes, &flag);
+                let _ = changes.send(Change::Ended(ended));
+            })
+            .expect("spawning the group membership thread");
+        Self {
+            leaving,
+            thread: Some(thread),
+        }
+    }
+
+    /// Leaves the group: the coordinator moves this member's connectors to the others at once
+    /// (stop them first: the revocation waits for them otherwise). Returns once the consumer
+    /// has closed.
+    pub async fn leave(mut self) {
+        self.leaving.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+    }
+}
+
+/// The consumer's life: subscribe, poll until asked to leave, close (leaving the group).
+fn member_loop(
+    settings: &MembershipSettings,
+    changes: &mpsc::UnboundedSender<Change>,
+    leaving: &Arc<AtomicBool>,
+) -> Result<(), String> {
+    let link = KafkaLink::new(
+        &format!("group {}", settings.group),
+        &settings.kafka.bootstrap_servers,
+    );
+    let context = GroupContext {
+        group: settings.group.clone(),
+        changes: changes.clone(),
+        link,
+        leaving: leaving.clone(),
+    };
+    let consumer: BaseConsumer<GroupContext> = client::config(&settings.kafka)
+        .set("group.id", topics::group_id(&settings.group))
+        .set("client.id", &settings.member)
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set(
+            "session.timeout.ms",
+            settings.session_timeout.as_millis().to_string(),
+        )
+        .set(
+            "heartbeat.interval.ms",
+            settings.heartbeat_interval.as_millis().to_string(),
+        )
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "latest")
+        .set(
+            "statistics.interval.ms",
+            crate::sink::link::STATISTICS_INTERVAL_MS.to_string(),
+        )
+        .create_with_context(context)
+        .map_err(|e| format!("cannot create the group's Kafka consumer: {e}"))?;
+    let subscribed: Vec<String> = settings
+        .connectors
+        .iter()
+        .map(|c| topics::coordination_topic(&settings.group, c))
+        .collect();
+    let refs: Vec<&str> = subscribed.iter().map(String::as_str).collect();
+    consumer
+        .subscribe(&refs)
+        .map_err(|e| format!("cannot subscribe to the group's coordination topics: {e}"))?;
+    tracing::info!(group = %settings.group, member = %settings.member, connectors = ?settings.connectors, "joining the group");
+    let mut members_at = Instant::now() - MEMBERS_EVERY;
+    while !leaving.load(Ordering::Acquire) {
+        // Serves the rebalance callbacks, heartbeats are librdkafka's own thread's.
+        let _ = consumer.poll(Duration::from_millis(100));
+        if members_at.elapsed() >= MEMBERS_EVERY {
+            members_at = Instant::now();
+            if let Ok(list) = consumer.fetch_group_list(
+                Some(&topics::group_id(&settings.group)),
+                Duration::from_secs(2),
+            ) {
+                if let Some(g) = list.groups().first() {
+                    let _ = changes.send(Change::Members(g.members().len()));
+                }
+            }
+        }
+    }
+    tracing::info!(group = %settings.group, member = %settings.member, "leaving the group");
+    // Dropping the consumer closes it: a last revocation (the connectors are already stopped),
+    // then LeaveGroup, so the coordinator rebalances at once instead of after the session.
+    drop(consumer);
+    Ok(())
+}
