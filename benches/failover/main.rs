@@ -371,6 +371,7 @@ fn median(v: &mut [f64]) -> f64 {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    let load_before = load_average();
     let tag = format!("fo_{}", std::process::id());
     let dir = repo_root().join(".state").join("bench-failover");
     std::fs::create_dir_all(&dir)?;
@@ -552,9 +553,13 @@ async fn main() -> Result<()> {
          fault to the first record of the connector's topic that a `read_committed` consumer \
          sees afterwards, while a writer inserts one event every 20 ms on each source; the \
          killed or stopped member is started again (as a standby) before the next round. See \
-         `benches/failover/main.rs`.\n\n{table}",
+         `benches/failover/main.rs`. Load average (1 min) at the start and the end: {} / {} \
+         on this machine's {} cores.\n\n{table}",
         args.command_label,
         chrono_like_now(),
+        load_before,
+        load_average(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("failover.md"), &md)?;
@@ -564,6 +569,14 @@ async fn main() -> Result<()> {
     )?;
     print!("{md}");
     Ok(())
+}
+
+/// The 1-minute load average (`/proc/loadavg`), to read the figures against.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// The hex id as a UUID (PostgreSQL's outbox id column is a uuid).
