@@ -216,7 +216,7 @@ impl Connector {
         log_resume(cfg, &resume_cp);
         tokio::task::block_in_place(|| store.prepare())?;
         let resume = resume_cp.map(|c| c.position);
-        let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?;
+        let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?.with_shutdown(shutdown.clone());
         let mut feed = self.start_source(resume.clone(), health, &shutdown);
         let events = feed.take_events();
         let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);
@@ -235,7 +235,8 @@ impl Connector {
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
         let cfg = &self.cfg;
-        let sink = KafkaSink::new_transactional(&cfg.kafka, &cfg.name, transactional_id)?;
+        let sink = KafkaSink::new_transactional(&cfg.kafka, &cfg.name, transactional_id)?
+            .with_shutdown(shutdown.clone());
         // Fence older instances first: their open transaction is aborted, so the checkpoint
         // read next is the last one anybody will ever commit before us.
         // With Kafka unreachable this waits up to a minute: a shutdown meanwhile stops at once

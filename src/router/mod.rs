@@ -164,6 +164,17 @@ pub enum RouteError {
         /// What the column should hold.
         what: &'static str,
     },
+    /// A configured column exists in the table but is not in the row's binlog image
+    /// (`binlog_row_image=MINIMAL` or `NOBLOB` leave out the columns an INSERT did not set).
+    #[error("outbox table {table} has column `{column}` ({option}), but this row's binlog row image leaves it out: binlog_row_image is MINIMAL or NOBLOB on the server, which omits columns an INSERT left to their defaults; set binlog_row_image=FULL on the server (SET GLOBAL binlog_row_image = 'FULL', and in its configuration file)")]
+    NotInRowImage {
+        /// The table.
+        table: TableName,
+        /// The configured column.
+        column: String,
+        /// Debezium option naming it.
+        option: &'static str,
+    },
     /// The `route.by.field` column is NULL.
     #[error("outbox table {table}: column `{column}` (route.by.field) is NULL, so the row has no topic; make the column NOT NULL or point route.by.field at another column")]
     NullRouteValue {
@@ -321,12 +332,7 @@ impl EventRouter {
         change
             .row
             .get(column)
-            .ok_or_else(|| RouteError::MissingColumn {
-                table: change.table.clone(),
-                column: column.to_string(),
-                option,
-                what,
-            })
+            .ok_or_else(|| missing_column(change, column, option, what))
     }
 
     fn route_insert(&self, change: &mut RowChange) -> Result<KafkaRecord, RouteError> {
@@ -359,12 +365,12 @@ impl EventRouter {
                 Some(v) => v,
                 None if cfg.additional_field_missing == MissingFieldBehavior::Ignore => continue,
                 None => {
-                    return Err(RouteError::MissingColumn {
-                        table: change.table.clone(),
-                        column: f.column.clone(),
-                        option: OPT_PLACEMENT,
-                        what: "a value to place (or set table.field.additional.missing=ignore)",
-                    })
+                    return Err(missing_column(
+                        change,
+                        &f.column,
+                        OPT_PLACEMENT,
+                        "a value to place (or set table.field.additional.missing=ignore)",
+                    ))
                 }
             };
             match f.placement {
@@ -486,6 +492,30 @@ impl EventRouter {
                     "table.expand.json.payload: JSON expansion failed; payload written unchanged");
                 None
             }
+        }
+    }
+}
+
+/// The error for a configured `column` that `change`'s row does not carry: left out of a
+/// partial binlog row image, or not a column of the table at all.
+fn missing_column(
+    change: &RowChange,
+    column: &str,
+    option: &'static str,
+    what: &'static str,
+) -> RouteError {
+    if change.row.is_omitted(column) {
+        RouteError::NotInRowImage {
+            table: change.table.clone(),
+            column: column.to_string(),
+            option,
+        }
+    } else {
+        RouteError::MissingColumn {
+            table: change.table.clone(),
+            column: column.to_string(),
+            option,
+            what,
         }
     }
 }

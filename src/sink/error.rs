@@ -63,6 +63,21 @@ pub enum SinkError {
         /// `kafka.max_record_bytes`.
         limit: usize,
     },
+    /// `kafka.max_record_bytes` and the producer's size settings do not fit together (a
+    /// record of the allowed size could never be produced): refused at startup.
+    #[error("{detail}")]
+    RecordLimit {
+        /// Which settings, what they are and what to change.
+        detail: String,
+    },
+    /// The producer's queue stayed full until shutdown: the record was not enqueued.
+    #[error("the Kafka producer's queue was still full at shutdown (waited {waited:?} to enqueue a record for topic {topic}): Kafka did not acknowledge what was queued")]
+    QueueFull {
+        /// Destination topic of the record that waited.
+        topic: String,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
     /// librdkafka refused to enqueue a record for good.
     #[error("{}", refused_on_send(*reason, id, topic, partition, source))]
     RefusedOnSend {
@@ -210,6 +225,7 @@ impl SinkError {
     pub fn class(&self) -> Class {
         match self {
             SinkError::Enqueue { .. }
+            | SinkError::QueueFull { .. }
             | SinkError::Delivery { .. }
             | SinkError::Flush { .. }
             | SinkError::Unreachable { .. }
@@ -217,6 +233,7 @@ impl SinkError {
             | SinkError::Transaction { fatal: false, .. } => Class::Transient,
             SinkError::Client { .. }
             | SinkError::FixedProperty { .. }
+            | SinkError::RecordLimit { .. }
             | SinkError::RecordTooLarge { .. }
             | SinkError::RefusedOnSend { .. }
             | SinkError::Refused { .. }

@@ -130,15 +130,22 @@ impl BinlogDecoder {
             return Err(malformed(what, at, "no column bitmap for the row image"));
         };
         let kept_count = kept.iter().filter(|b| **b).count();
-        let columns: Arc<[Arc<str>]> = if kept_count == names.len() {
-            names
-        } else {
-            kept.iter()
-                .zip(names.iter())
-                .filter(|(k, _)| **k)
-                .map(|(_, name)| name.clone())
-                .collect()
-        };
+        // A partial image (binlog_row_image=MINIMAL/NOBLOB): the columns it leaves out are
+        // named on every row, so that a missing column can be told from a column the table
+        // does not have.
+        let (columns, omitted): (Arc<[Arc<str>]>, Option<Arc<[Arc<str>]>>) =
+            if kept_count == names.len() {
+                (names, None)
+            } else {
+                let pick = |present: bool| -> Arc<[Arc<str>]> {
+                    kept.iter()
+                        .zip(names.iter())
+                        .filter(|(k, _)| **k == present)
+                        .map(|(_, name)| name.clone())
+                        .collect()
+                };
+                (pick(true), Some(pick(false)))
+            };
 
         let result = guarded(what, at, || {
             let mut data = rows.rows_data();
@@ -165,7 +172,11 @@ impl BinlogDecoder {
                 if data.len() >= start_len {
                     return Err("a row image without any bytes".to_owned());
                 }
-                out_rows.push(Row::new(columns.clone(), kept_values.unwrap_or_default()));
+                let row = Row::new(columns.clone(), kept_values.unwrap_or_default());
+                out_rows.push(match &omitted {
+                    Some(o) => row.with_omitted(o.clone()),
+                    None => row,
+                });
             }
             Ok(out_rows)
         })?;
