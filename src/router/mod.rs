@@ -58,7 +58,8 @@ pub use self::config::{
     DEFAULT_ROUTE_TOPIC_REPLACEMENT,
 };
 use self::json::{column_json, payload_json};
-use self::topic::{is_valid_topic, TopicRoute};
+pub(crate) use self::topic::is_valid_topic;
+use self::topic::TopicRoute;
 use crate::event::{Op, RowChange, TableName};
 use crate::sink::KafkaRecord;
 use crate::value::ColumnValue;
@@ -231,6 +232,23 @@ pub enum RouteError {
     },
 }
 
+impl RouteError {
+    /// A stable short name of the failure, for dead-letter headers
+    /// (`__connect.errors.exception.class.name`): `outboxd.route.<kind>`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RouteError::MissingColumn { .. } => "outboxd.route.missing_column",
+            RouteError::NotInRowImage { .. } => "outboxd.route.not_in_row_image",
+            RouteError::NullRouteValue { .. } => "outboxd.route.null_route_value",
+            RouteError::RouteValueNotText { .. } => "outboxd.route.route_value_not_text",
+            RouteError::InvalidTopic { .. } => "outboxd.route.invalid_topic",
+            RouteError::InvalidOperation { .. } => "outboxd.route.invalid_operation",
+            RouteError::TimestampType { .. } => "outboxd.route.timestamp_type",
+            RouteError::PartitionValue { .. } => "outboxd.route.partition_value",
+        }
+    }
+}
+
 /// The outbox router, built once per connector from its [`RouterConfig`].
 #[derive(Debug, Clone)]
 pub struct EventRouter {
@@ -320,6 +338,32 @@ impl EventRouter {
                 }),
             },
         }
+    }
+
+    /// The event id of `change` as text (`table.field.event.id`), for naming it in errors
+    /// and dead letters; `(none)` when the row has no such column or it is NULL.
+    pub fn event_id(&self, change: &RowChange) -> String {
+        change
+            .row
+            .get(&self.cfg.field_event_id)
+            .and_then(|v| v.as_text().map(|t| t.into_owned()))
+            .unwrap_or_else(|| "(none)".into())
+    }
+
+    /// The key and value a dead letter of `change` carries when it cannot be routed: the
+    /// `table.field.event.key` column as text and the `table.field.event.payload` column's
+    /// bytes as written (no expansion, no envelope), each `None` when the row lacks it or it
+    /// is NULL.
+    pub fn dead_letter_parts(&self, change: &RowChange) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        let key = change
+            .row
+            .get(&self.cfg.field_event_key)
+            .and_then(text_bytes);
+        let value = change
+            .row
+            .get(&self.cfg.field_event_payload)
+            .and_then(|v| v.as_payload_bytes().map(|b| b.into_owned()));
+        (key, value)
     }
 
     fn column<'r>(

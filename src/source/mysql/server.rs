@@ -530,7 +530,7 @@ pub fn mysql_gtid_gap(checkpoint: &GtidSet, purged: &GtidSet) -> Option<String> 
 
 /// [`checkpoint_gap`] for a `file:pos` checkpoint given the server's binlog files.
 pub fn binlog_file_gap(checkpoint: &BinlogFilePosition, files: &[String]) -> Option<String> {
-    (!files.iter().any(|f| *f == checkpoint.file)).then(|| {
+    (!files.contains(&checkpoint.file)).then(|| {
         format!(
             "the connector's checkpoint is in binlog file {}, which the server no longer has \
              (its binlogs: {}); the binlogs from there on were purged",

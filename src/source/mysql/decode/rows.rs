@@ -133,19 +133,18 @@ impl BinlogDecoder {
         // A partial image (binlog_row_image=MINIMAL/NOBLOB): the columns it leaves out are
         // named on every row, so that a missing column can be told from a column the table
         // does not have.
-        let (columns, omitted): (Arc<[Arc<str>]>, Option<Arc<[Arc<str>]>>) =
-            if kept_count == names.len() {
-                (names, None)
-            } else {
-                let pick = |present: bool| -> Arc<[Arc<str>]> {
-                    kept.iter()
-                        .zip(names.iter())
-                        .filter(|(k, _)| **k == present)
-                        .map(|(_, name)| name.clone())
-                        .collect()
-                };
-                (pick(true), Some(pick(false)))
-            };
+        let pick = |present: bool| -> Arc<[Arc<str>]> {
+            kept.iter()
+                .zip(names.iter())
+                .filter(|(k, _)| **k == present)
+                .map(|(_, name)| name.clone())
+                .collect()
+        };
+        let (columns, omitted) = if kept_count == names.len() {
+            (names.clone(), None)
+        } else {
+            (pick(true), Some(pick(false)))
+        };
 
         let result = guarded(what, at, || {
             let mut data = rows.rows_data();

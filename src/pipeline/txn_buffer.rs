@@ -1,0 +1,118 @@
+//! The records of the source transaction being read, held back until its commit.
+//!
+//! A delivery loop sends a source transaction's records only once its commit has been read,
+//! so that an event of it that cannot be delivered (the router refuses it, or its record is
+//! too large) stops the connector before anything of that transaction was sent: everything
+//! ahead of it is delivered and checkpointed, nothing of it is (no half-delivered source
+//! transaction). A transaction with more records than the buffer holds
+//! ([`TxnBuffer::new`]'s bounds) is *spilled*: its records so far are sent, and the rest go
+//! straight through; such a transaction can end up partly delivered, which the stop's error
+//! then says (and memory stays bounded however large the transaction).
+
+use crate::sink::KafkaRecord;
+
+/// A record waiting for its source transaction's commit.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    /// The record: an outbox event's, or a dead letter.
+    pub record: KafkaRecord,
+    /// Whether it is a dead letter (for the dead-letter topic).
+    pub dead: bool,
+}
+
+/// The records of the current source transaction not sent yet, in order.
+#[derive(Debug)]
+pub struct TxnBuffer {
+    items: Vec<Pending>,
+    bytes: usize,
+    /// The transaction's outbox row (1-based) of the first record held.
+    first_row: u64,
+    max_records: usize,
+    max_bytes: usize,
+}
+
+impl TxnBuffer {
+    /// A buffer that asks to be spilled past `max_records` records or `max_bytes` bytes
+    /// (`KafkaRecord::approx_size`).
+    pub fn new(max_records: usize, max_bytes: usize) -> Self {
+        Self {
+            items: Vec::new(),
+            bytes: 0,
+            first_row: 0,
+            max_records: max_records.max(1),
+            max_bytes: max_bytes.max(1),
+        }
+    }
+
+    /// Holds `record`, made from outbox row `row` (1-based) of the transaction. Returns true
+    /// when the buffer is past its bounds: spill it ([`take`](Self::take)).
+    pub fn push(&mut self, row: u64, record: KafkaRecord, dead: bool) -> bool {
+        if self.items.is_empty() {
+            self.first_row = row;
+        }
+        self.bytes += record.approx_size();
+        self.items.push(Pending { record, dead });
+        self.items.len() >= self.max_records || self.bytes >= self.max_bytes
+    }
+
+    /// Records held.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The outbox row of the first record held, if any: rows before it are settled (sent or
+    /// skipped), so a checkpoint inside the transaction may count them as delivered.
+    pub fn first_row(&self) -> Option<u64> {
+        (!self.items.is_empty()).then_some(self.first_row)
+    }
+
+    /// Hands out what is held, in order, and empties the buffer.
+    pub fn take(&mut self) -> Vec<Pending> {
+        self.bytes = 0;
+        std::mem::take(&mut self.items)
+    }
+
+    /// Drops what is held (the transaction will not be delivered in this run).
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: usize) -> KafkaRecord {
+        KafkaRecord {
+            topic: "t".into(),
+            key: None,
+            value: Some(vec![b'x'; n]),
+            headers: Vec::new(),
+            timestamp_ms: None,
+            partition: None,
+        }
+    }
+
+    #[test]
+    fn holds_in_order_and_asks_to_spill_at_its_bounds() {
+        let mut b = TxnBuffer::new(3, 1_000);
+        assert_eq!(b.first_row(), None);
+        assert!(!b.push(2, record(10), false));
+        assert!(!b.push(4, record(10), true));
+        assert_eq!(b.first_row(), Some(2));
+        assert!(b.push(5, record(10), false), "three records");
+        let taken = b.take();
+        assert_eq!(taken.len(), 3);
+        assert!(taken[1].dead);
+        assert!(b.is_empty() && b.first_row().is_none());
+        assert!(b.push(9, record(2_000), false), "bytes");
+        b.clear();
+        assert_eq!(b.len(), 0);
+    }
+}
