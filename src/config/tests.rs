@@ -839,8 +839,14 @@ fn toml_error_policy() {
 
     for (body, expect) in [
         ("tolerance = \"all\"", "needs a dead-letter topic"),
-        ("dead_letter_topic = \"x\"", "only used with tolerance = \"all\""),
-        ("tolerance = \"all\"\ndead_letter_topic = \"bad topic\"", "not a valid Kafka topic"),
+        (
+            "dead_letter_topic = \"x\"",
+            "only used with tolerance = \"all\"",
+        ),
+        (
+            "tolerance = \"all\"\ndead_letter_topic = \"bad topic\"",
+            "not a valid Kafka topic",
+        ),
         (
             "tolerance = \"all\"\ndead_letter_topic = \"outboxd.checkpoints.shop\"",
             "is the checkpoint topic",
@@ -897,6 +903,10 @@ fn debezium_error_policy_keys() {
         .contains("errors.tolerance=all"));
     let e = err(&with(r#", "errors.tolerance": "all""#), Some("k:9092"), &[]);
     assert!(e.contains("needs a dead-letter topic"), "{e}");
-    let e = err(&with(r#", "errors.tolerance": "sometimes""#), Some("k:9092"), &[]);
+    let e = err(
+        &with(r#", "errors.tolerance": "sometimes""#),
+        Some("k:9092"),
+        &[],
+    );
     assert!(e.contains("errors.tolerance"), "{e}");
 }

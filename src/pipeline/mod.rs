@@ -161,6 +161,8 @@ enum Interrupt {
     },
     /// An event to stop at.
     Poison(Box<Poison>),
+    /// A delivery failed (the tracker has it): handled like one seen between turns.
+    Undelivered,
 }
 
 /// The at-least-once loop's reading side: routing, the transaction buffer, sending, markers.
@@ -184,6 +186,8 @@ struct Alo<'a> {
     base_seq: u64,
     /// Numbers of dead letters sent and not yet acknowledged.
     dead_seqs: BTreeSet<u64>,
+    /// Turns true on shutdown.
+    signal: watch::Receiver<bool>,
 }
 
 impl Alo<'_> {
@@ -197,6 +201,11 @@ impl Alo<'_> {
             if let Some(c) = commit {
                 dead_letter::with_commit(&mut record, self.stage.policy(), c);
             }
+        }
+        if dead {
+            // A dead letter waits for every record before it: were one of them refused, its
+            // own dead letter (written by the replay that follows) must come first.
+            self.settle_before_dead_letter().await?;
         }
         let seq = self.deliveries.sent();
         if let Err(f) = self.sink.send(&record).await {
@@ -218,6 +227,22 @@ impl Alo<'_> {
             self.counters.dead_lettered.increment(1);
         }
         Ok(())
+    }
+
+    /// Waits until every record sent is acknowledged ([`Interrupt::Undelivered`] when one
+    /// fails), giving up at shutdown (transient: what was read is delivered again after
+    /// restart).
+    async fn settle_before_dead_letter(&mut self) -> Result<(), Interrupt> {
+        let mut signal = self.signal.clone();
+        tokio::select! {
+            r = self.deliveries.all_acked() => r.map_err(|_| Interrupt::Undelivered),
+            _ = signal.wait_for(|v| *v) => Err(Interrupt::Failed(Error::ShutdownTimeout {
+                what: "acknowledge the records ahead of a dead letter".into(),
+                grace: Duration::ZERO,
+                consequence: "they are not checkpointed and will be delivered again after \
+                              restart",
+            })),
+        }
     }
 
     async fn on_event(&mut self, ev: SourceEvent) -> Result<(), Interrupt> {
@@ -345,6 +370,7 @@ pub async fn run(
         spilled: skip > 0,
         base_seq: deliveries.sent(),
         dead_seqs: BTreeSet::new(),
+        signal: shutdown.clone(),
     };
     // Acknowledgements already counted in the metrics.
     let mut counted = deliveries.acked();
@@ -405,6 +431,7 @@ pub async fn run(
                 break stop_at(p, &mut alo, &mut progress, &mut events, &mut shutdown).await
             }
             Err(Interrupt::RefusedOnSend { seq, refusal }) => Some((seq, refusal)),
+            Err(Interrupt::Undelivered) => None,
         };
         if refused_on_send.is_some() || deliveries.failure().is_some() {
             break refused(&mut alo, &mut progress, refused_on_send);
