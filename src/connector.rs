@@ -218,7 +218,10 @@ impl Connector {
         let mut resume = tokio::task::block_in_place(|| store.load())?;
         log_resume(cfg, &resume);
         tokio::task::block_in_place(|| store.prepare())?;
-        let sink = KafkaSink::new(&cfg.kafka, &cfg.name)?.with_shutdown(shutdown.clone());
+        let new_sink = || -> Result<KafkaSink, Error> {
+            Ok(KafkaSink::new(&cfg.kafka, &cfg.name)?.with_shutdown(shutdown.clone()))
+        };
+        let mut sink = new_sink()?;
         let mut plan = Plan::default();
         let result = loop {
             let position = resume.as_ref().map(|c| c.position.clone());
@@ -232,6 +235,9 @@ impl Connector {
                 Ok(Ending::Replay(r)) => {
                     log_replay(cfg, &r);
                     (resume, plan) = (Some(r.from), r.plan);
+                    // The replay sends on a fresh producer, as the exactly-once one does:
+                    // nothing of the refused records' sequence numbers is left to trip on.
+                    sink = new_sink()?;
                 }
                 Ok(Ending::Done) => break Ok(()),
                 Err(f) => break Err(f),
@@ -250,17 +256,9 @@ impl Connector {
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
         let cfg = &self.cfg;
-        let sink = KafkaSink::new_transactional(&cfg.kafka, &cfg.name, transactional_id)?
-            .with_shutdown(shutdown.clone());
-        // Fence older instances first: their open transaction is aborted, so the checkpoint
-        // read next is the last one anybody will ever commit before us.
-        // With Kafka unreachable this waits up to a minute: a shutdown meanwhile stops at once
-        // (nothing was read yet, so nothing is left uncommitted).
-        let mut sd = shutdown.clone();
-        tokio::select! {
-            r = sink.init_transactions() => r?,
-            _ = sd.wait_for(|v| *v) => return Ok(()),
-        }
+        let Some(mut sink) = self.transactional_sink(transactional_id, &shutdown).await? else {
+            return Ok(());
+        };
         store.ensure_topic().await?;
         self.ensure_dead_letter_topic().await?;
         let mut resume = tokio::task::block_in_place(|| store.load())?;
@@ -277,11 +275,41 @@ impl Connector {
                 Ok(Ending::Replay(r)) => {
                     log_replay(cfg, &r);
                     (resume, plan) = (Some(r.from), r.plan);
+                    // A producer whose transaction a refused record doomed can be left with
+                    // sequence numbers the broker no longer accepts ("skipped sequence
+                    // numbers ... requires epoch bump"): the replay gets a fresh one, which
+                    // fences the old.
+                    drop(sink);
+                    sink = match self.transactional_sink(transactional_id, &shutdown).await? {
+                        Some(s) => s,
+                        None => return Ok(()),
+                    };
                 }
                 Ok(Ending::Done) => return Ok(()),
                 Err(f) => return Err(f),
             }
         }
+    }
+
+    /// A transactional producer with `transactional_id`, initialised: older instances with
+    /// that id are fenced (their open transaction is aborted), so the checkpoint read next is
+    /// the last one anybody will ever commit before us. With Kafka unreachable this waits up
+    /// to a minute: a shutdown meanwhile gives `None` at once (nothing was read yet, so
+    /// nothing is left uncommitted).
+    async fn transactional_sink(
+        &self,
+        transactional_id: &str,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<Option<KafkaSink>, Error> {
+        let cfg = &self.cfg;
+        let sink = KafkaSink::new_transactional(&cfg.kafka, &cfg.name, transactional_id)?
+            .with_shutdown(shutdown.clone());
+        let mut sd = shutdown.clone();
+        tokio::select! {
+            r = sink.init_transactions() => r?,
+            _ = sd.wait_for(|v| *v) => return Ok(None),
+        }
+        Ok(Some(sink))
     }
 
     /// Creates the dead-letter topic when events go there (`errors.tolerance=all`).

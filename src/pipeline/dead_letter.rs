@@ -3,9 +3,9 @@
 //!
 //! A dead letter goes to the connector's dead-letter topic with the event's key and, when
 //! it has one, its value (the routed record's value for a record Kafka refused; the payload
-//! column as written for a row the router refused). A record refused as too large keeps no
-//! value (it would be refused again); neither does a dead letter that would itself be
-//! larger than `kafka.max_record_bytes`; header `__outboxd.value.dropped` says so.
+//! column as written for a row the router refused), so that it can be replayed from there.
+//! A dead letter that would be larger than `kafka.max_record_bytes` (a record refused for
+//! being larger than that) keeps no value; header `__outboxd.value.dropped` says so.
 //!
 //! Headers: the record's own (`id` first) and, with context headers on
 //! (`errors.deadletterqueue.context.headers.enable`), Kafka Connect's error context under its
@@ -116,11 +116,6 @@ pub fn record(
         .unwrap_or_else(|| "(no dead-letter topic)".into());
     let mut headers = contents.headers;
     let mut dropped: Option<String> = None;
-    let mut value = contents.value;
-    if cause.too_large() && value.is_some() {
-        dropped = Some("Kafka refused the record as too large".into());
-        value = None;
-    }
     if policy.context_headers {
         let (stage, class) = match cause {
             Cause::Route(_) => (
@@ -153,7 +148,7 @@ pub fn record(
     let mut dead = KafkaRecord {
         topic,
         key: contents.key,
-        value,
+        value: contents.value,
         headers,
         timestamp_ms: contents.timestamp_ms,
         partition: None,

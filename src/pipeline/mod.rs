@@ -21,16 +21,16 @@ use tokio::sync::{mpsc, watch};
 
 use self::inbox::Inbox;
 use self::poison::{DeadLetterRefused, Ending, Plan, Poison, Replay};
-use self::stage::{At, Stage, Step};
-use self::txn_buffer::{Pending, TxnBuffer};
+use self::stage::Stage;
+use self::txn_buffer::{Admitted, Pending, SourceTxn};
 use crate::checkpoint::{now_ms, Checkpoint, CheckpointStore};
 use crate::config::ErrorPolicy;
 use crate::error::Error;
-use crate::event::{RowChange, SourceEvent};
+use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
 use crate::router::EventRouter;
-use crate::sink::{DeliveryTracker, KafkaSink, SinkError};
+use crate::sink::{DeliveryTracker, KafkaRecord, KafkaSink, Refused, SinkError};
 
 /// Longest a shutdown waits for Kafka to acknowledge (and, exactly-once, commit) what was
 /// read, counted from the signal: fits common stop timeouts (Kubernetes' 30 s). Past it the
@@ -148,40 +148,43 @@ impl Progress<'_> {
     }
 }
 
-/// What stops the at-least-once loop's reading.
+/// What interrupts a delivery loop's reading.
 enum Interrupt {
     /// A failure (the source's, the sink's, the checkpoint store's).
     Failed(Error),
-    /// librdkafka refused to enqueue the record numbered `seq` for good.
-    RefusedOnSend {
-        /// The number the record would have had.
-        seq: u64,
-        /// The refusal.
-        refusal: SinkError,
-    },
+    /// librdkafka refused to enqueue the record numbered `seq` for good (found on sending):
+    /// like a refusal in a delivery report.
+    RefusedOnSend(Refused),
     /// An event to stop at.
     Poison(Box<Poison>),
     /// A delivery failed (the tracker has it): handled like one seen between turns.
     Undelivered,
 }
 
-/// The at-least-once loop's reading side: routing, the transaction buffer, sending, markers.
+impl Interrupt {
+    /// What a failed send of `record`, number `seq` (a dead letter when `dead`), means.
+    fn of_send(f: SinkError, record: &KafkaRecord, seq: u64, dead: bool) -> Self {
+        match (f.refusal(), dead) {
+            (Some(_), true) => Interrupt::Failed(DeadLetterRefused::of(f)),
+            (Some(_), false) => Interrupt::RefusedOnSend(Refused {
+                seq,
+                size: crate::sink::tracker::counted_size(record.approx_size()),
+                refusal: f,
+            }),
+            (None, _) => Interrupt::Failed(f.into()),
+        }
+    }
+}
+
+/// The at-least-once loop's reading side: routing, the held-back transaction, sending,
+/// markers.
 struct Alo<'a> {
-    label: String,
     sink: &'a KafkaSink,
     deliveries: &'a DeliveryTracker,
     counters: m::EventCounters,
     stage: Stage<'a>,
     markers: VecDeque<Marker>,
-    /// The position before the current source transaction.
-    position: Option<SourcePosition>,
-    /// Outbox rows of the current source transaction seen so far.
-    txn_rows: u64,
-    /// Rows of the first source transaction to drop on resume (a checkpoint inside it).
-    skip: u64,
-    buffer: TxnBuffer,
-    /// Records of the current source transaction were sent already.
-    spilled: bool,
+    txn: SourceTxn,
     /// Number of the first record of this run: record ordinals count from it.
     base_seq: u64,
     /// Numbers of dead letters sent and not yet acknowledged.
@@ -201,30 +204,29 @@ impl Alo<'_> {
             if let Some(c) = commit {
                 dead_letter::with_commit(&mut record, self.stage.policy(), c);
             }
-        }
-        if dead {
             // A dead letter waits for every record before it: were one of them refused, its
             // own dead letter (written by the replay that follows) must come first.
             self.settle_before_dead_letter().await?;
         }
         let seq = self.deliveries.sent();
-        if let Err(f) = self.sink.send(&record).await {
-            return Err(match (f.refusal(), dead) {
-                (Some(_), true) => Interrupt::Failed(
-                    Box::new(DeadLetterRefused {
-                        topic: record.topic.clone(),
-                        id: record.event_id(),
-                        source: f,
-                    })
-                    .into(),
-                ),
-                (Some(_), false) => Interrupt::RefusedOnSend { seq, refusal: f },
-                (None, _) => Interrupt::Failed(f.into()),
-            });
-        }
+        self.sink
+            .send(&record)
+            .await
+            .map_err(|f| Interrupt::of_send(f, &record, seq, dead))?;
         if dead {
             self.dead_seqs.insert(seq);
             self.counters.dead_lettered.increment(1);
+        }
+        Ok(())
+    }
+
+    async fn send_all(
+        &mut self,
+        pending: Vec<Pending>,
+        commit: Option<&SourcePosition>,
+    ) -> Result<(), Interrupt> {
+        for p in pending {
+            self.send(p, commit).await?;
         }
         Ok(())
     }
@@ -245,78 +247,47 @@ impl Alo<'_> {
         }
     }
 
+    fn mark(&mut self, position: SourcePosition, commit_ts_ms: Option<i64>) {
+        self.markers.push_back(Marker {
+            after: self.deliveries.sent(),
+            position,
+            skip: 0,
+            commit_ts_ms,
+        });
+    }
+
     async fn on_event(&mut self, ev: SourceEvent) -> Result<(), Interrupt> {
         match ev {
-            SourceEvent::Change(change) => self.on_change(change).await,
+            SourceEvent::Change(change) => {
+                self.counters.read.increment(1);
+                let sent = self.deliveries.sent() - self.base_seq;
+                let admitted = self
+                    .txn
+                    .admit(&self.stage, change, sent)
+                    .map_err(Interrupt::Failed)?;
+                match admitted {
+                    Admitted::Nothing => Ok(()),
+                    Admitted::Stop(poison) => Err(Interrupt::Poison(poison)),
+                    Admitted::Send(pending) => self.send_all(pending, None).await,
+                }
+            }
             SourceEvent::Commit {
                 position,
                 commit_ts_ms,
             } => {
-                for p in self.buffer.take() {
-                    self.send(p, Some(&position)).await?;
-                }
-                self.markers.push_back(Marker {
-                    after: self.deliveries.sent(),
-                    position: position.clone(),
-                    skip: 0,
-                    commit_ts_ms: Some(commit_ts_ms),
-                });
-                self.position = Some(position);
-                self.txn_rows = 0;
-                self.skip = 0;
-                self.spilled = false;
+                let held = self.txn.commit(position.clone());
+                self.send_all(held, Some(&position)).await?;
+                self.mark(position, Some(commit_ts_ms));
                 Ok(())
             }
             SourceEvent::Progress { position } => {
-                if self.txn_rows == 0 {
-                    self.markers.push_back(Marker {
-                        after: self.deliveries.sent(),
-                        position: position.clone(),
-                        skip: 0,
-                        commit_ts_ms: None,
-                    });
-                    self.position = Some(position);
+                if self.txn.between() {
+                    self.txn.position = Some(position.clone());
+                    self.mark(position, None);
                 }
                 Ok(())
             }
         }
-    }
-
-    async fn on_change(&mut self, mut change: RowChange) -> Result<(), Interrupt> {
-        self.txn_rows += 1;
-        self.counters.read.increment(1);
-        if self.txn_rows <= self.skip {
-            return Ok(()); // delivered before the checkpoint
-        }
-        let ordinal = self.deliveries.sent() - self.base_seq + self.buffer.len() as u64;
-        let at = At {
-            before: self.position.as_ref(),
-            row: self.txn_rows,
-            partly_delivered: self.spilled,
-        };
-        let step = self
-            .stage
-            .route(&mut change, ordinal, &at)
-            .map_err(Interrupt::Failed)?;
-        let (record, dead) = match step {
-            Step::Skipped(reason) => {
-                metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => self.label.clone(), m::LABEL_REASON => reason.label()).increment(1);
-                return Ok(());
-            }
-            Step::Stop(poison) => return Err(Interrupt::Poison(poison)),
-            Step::Record(r) => (r, false),
-            Step::DeadLetter(r) => (r, true),
-        };
-        if self.spilled {
-            return self.send(Pending { record, dead }, None).await;
-        }
-        if self.buffer.push(self.txn_rows, record, dead) {
-            self.spilled = true;
-            for p in self.buffer.take() {
-                self.send(p, None).await?;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -355,19 +326,13 @@ pub async fn run(
     let deliveries = sink.deliveries();
     // Reports of an earlier run on this producer (before a replay) are done with.
     deliveries.rebase();
-    let skip = resume.as_ref().map_or(0, |c| c.skip);
     let mut alo = Alo {
-        label: connector.to_string(),
         sink,
         deliveries,
         counters: m::EventCounters::new(connector),
         stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan),
         markers: VecDeque::new(),
-        position: resumed_from.clone(),
-        txn_rows: 0,
-        skip,
-        buffer: TxnBuffer::new(opts.max_in_flight / 2, 4 * 1024 * 1024),
-        spilled: skip > 0,
+        txn: SourceTxn::new(resume.as_ref(), opts.max_in_flight / 2, 4 * 1024 * 1024),
         base_seq: deliveries.sent(),
         dead_seqs: BTreeSet::new(),
         signal: shutdown.clone(),
@@ -430,7 +395,7 @@ pub async fn run(
             Err(Interrupt::Poison(p)) => {
                 break stop_at(p, &mut alo, &mut progress, &mut events, &mut shutdown).await
             }
-            Err(Interrupt::RefusedOnSend { seq, refusal }) => Some((seq, refusal)),
+            Err(Interrupt::RefusedOnSend(r)) => Some(r),
             Err(Interrupt::Undelivered) => None,
         };
         if refused_on_send.is_some() || deliveries.failure().is_some() {
@@ -502,7 +467,7 @@ fn reach_markers(alo: &mut Alo<'_>, progress: &mut Progress<'_>) -> bool {
 fn refused(
     alo: &mut Alo<'_>,
     progress: &mut Progress<'_>,
-    on_send: Option<(u64, SinkError)>,
+    on_send: Option<Refused>,
 ) -> Result<Ending, Error> {
     let deliveries = alo.deliveries;
     // The records refused with it, and the cause among them, report one by one.
@@ -510,10 +475,9 @@ fn refused(
     let only_refusals = on_send.is_some() || deliveries.only_refusals();
     let mut refused = deliveries.take_refused();
     refused.extend(on_send);
-    refused.sort_by_key(|(seq, _)| *seq);
     let Some(cause) = settled
         .or_else(|| deliveries.failure())
-        .or_else(|| refused.first().map(|(_, e)| e.clone()))
+        .or_else(|| refused.first().map(|r| r.refusal.clone()))
     else {
         return Err(Error::TaskLost {
             detail: "a delivery failure without a cause".into(),
@@ -532,33 +496,22 @@ fn refused(
     let dead_letters = alo.stage.policy().dead_letters().is_some();
     let mut plan = std::mem::take(alo.stage.plan_mut());
     plan.rebase(stored_after - alo.base_seq);
-    for (seq, refusal) in refused.into_iter().filter(|(s, _)| *s >= stored_after) {
-        if alo.dead_seqs.contains(&seq) {
-            let (id, topic) = refusal
-                .refused_record()
-                .map(|(i, t)| (i.to_string(), t.to_string()))
-                .unwrap_or_default();
-            return Err(Box::new(DeadLetterRefused {
-                topic,
-                id,
-                source: refusal,
-            })
-            .into());
-        }
-        tracing::warn!(
-            connector = progress.connector,
-            "Kafka refused a record for good: {refusal}; replaying from the checkpoint to {} it",
-            if dead_letters {
-                "dead-letter"
-            } else {
-                "stop at"
-            }
-        );
-        plan.insert(seq - stored_after, poison::planned(refusal, dead_letters));
-        if !dead_letters {
-            break;
-        }
-    }
+    let refused = refused
+        .into_iter()
+        .filter(|r| r.seq >= stored_after)
+        .map(|r| Refused {
+            seq: r.seq - stored_after,
+            ..r
+        })
+        .collect();
+    let is_dead_letter = |ordinal: u64| alo.dead_seqs.contains(&(ordinal + stored_after));
+    poison::plan_refusals(
+        &mut plan,
+        refused,
+        is_dead_letter,
+        dead_letters,
+        progress.connector,
+    )?;
     Ok(Ending::Replay(Replay { from, plan }))
 }
 
@@ -572,13 +525,13 @@ async fn stop_at(
     events: &mut Inbox<Result<SourceEvent, Error>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<Ending, Error> {
-    alo.buffer.clear();
-    if alo.spilled {
-        if let Some(position) = alo.position.clone() {
+    let skip = alo.txn.stop_at(poison.row);
+    if alo.txn.spilled {
+        if let Some(position) = alo.txn.position.clone() {
             alo.markers.push_back(Marker {
                 after: alo.deliveries.sent(),
                 position,
-                skip: poison.row - 1,
+                skip,
                 commit_ts_ms: None,
             });
         }

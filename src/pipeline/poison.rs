@@ -37,7 +37,7 @@ use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::SourcePosition;
 use crate::router::RouteError;
-use crate::sink::SinkError;
+use crate::sink::{Refused, SinkError};
 
 /// Why an outbox event cannot be delivered.
 #[derive(Debug, Clone)]
@@ -56,11 +56,6 @@ impl Cause {
             Cause::Route(e) => e.kind(),
             Cause::Refused(e) => e.kind(),
         }
-    }
-
-    /// Whether Kafka refused the record as too large (its dead letter then carries no value).
-    pub fn too_large(&self) -> bool {
-        matches!(self, Cause::Refused(e) if e.refusal() == Some(crate::sink::Refusal::TooLarge))
     }
 }
 
@@ -181,6 +176,58 @@ pub struct DeadLetterRefused {
     /// Kafka's refusal.
     #[source]
     pub source: SinkError,
+}
+
+impl DeadLetterRefused {
+    /// The failure for a dead letter Kafka refused with `refusal` (which names it).
+    pub fn of(refusal: SinkError) -> Error {
+        let (id, topic) = refusal
+            .refused_record()
+            .map(|(i, t)| (i.to_string(), t.to_string()))
+            .unwrap_or_default();
+        Box::new(DeadLetterRefused {
+            topic,
+            id,
+            source: refusal,
+        })
+        .into()
+    }
+}
+
+/// Adds Kafka's refusals to `plan`: `refused` with their `seq` already the record ordinal;
+/// with `dead_letters` each is to be dead-lettered, otherwise the replay stops at the first.
+///
+/// Kafka refuses a produce request as too large as a whole, so every record of it reports
+/// "too large": of those, only the largest is taken as the cause (the others, likely
+/// collateral, are sent again by the replay; if one of them is too large too, it is refused
+/// again and found then). Errors (definite) when a refused record was itself a dead letter
+/// (`is_dead_letter` of its ordinal): the dead-letter topic refused it.
+pub fn plan_refusals(
+    plan: &mut Plan,
+    mut refused: Vec<Refused>,
+    is_dead_letter: impl Fn(u64) -> bool,
+    dead_letters: bool,
+    connector: &str,
+) -> Result<(), Error> {
+    if let Some(r) = refused.iter().find(|r| is_dead_letter(r.seq)) {
+        return Err(DeadLetterRefused::of(r.refusal.clone()));
+    }
+    let too_large = |r: &Refused| r.refusal.refusal() == Some(crate::sink::Refusal::TooLarge);
+    let largest = refused
+        .iter()
+        .filter(|r| too_large(r))
+        .max_by_key(|r| r.size)
+        .map(|r| r.seq);
+    refused.retain(|r| !too_large(r) || Some(r.seq) == largest);
+    refused.sort_by_key(|r| r.seq);
+    for Refused { seq, refusal, .. } in refused {
+        tracing::warn!(connector, ordinal = seq, "Kafka refused a record for good: {refusal}; replaying from the last checkpoint to {} it", if dead_letters { "dead-letter" } else { "stop at" });
+        plan.insert(seq, planned(refusal, dead_letters));
+        if !dead_letters {
+            break; // the stop is at the first refused record
+        }
+    }
+    Ok(())
 }
 
 /// What a replayed run does at a record ordinal.
@@ -373,6 +420,50 @@ mod tests {
                 && unknown.contains("shutting down"),
             "{unknown}"
         );
+    }
+
+    fn refused(seq: u64, size: u64, code: rdkafka::error::RDKafkaErrorCode) -> Refused {
+        Refused {
+            seq,
+            size,
+            refusal: SinkError::on_delivery(
+                &rdkafka::error::KafkaError::MessageProduction(code),
+                format!("e{seq}"),
+                "t",
+            ),
+        }
+    }
+
+    #[test]
+    fn of_a_request_refused_as_too_large_only_its_largest_record_is_planned() {
+        use rdkafka::error::RDKafkaErrorCode as C;
+        let batch = || {
+            vec![
+                refused(4, 10, C::MessageSizeTooLarge),
+                refused(2, 90_000, C::MessageSizeTooLarge),
+                refused(3, 10, C::MessageSizeTooLarge),
+                refused(7, 10, C::TopicAuthorizationFailed),
+            ]
+        };
+        let mut plan = Plan::default();
+        plan_refusals(&mut plan, batch(), |_| false, true, "c").unwrap();
+        let planned: Vec<u64> = plan.iter().map(|(o, _)| o).collect();
+        assert_eq!(
+            planned,
+            vec![2, 7],
+            "the largest too-large one and the ACL refusal"
+        );
+        // Stopping: at the first cause only.
+        let mut plan = Plan::default();
+        plan_refusals(&mut plan, batch(), |_| false, false, "c").unwrap();
+        let planned: Vec<(u64, bool)> = plan
+            .iter()
+            .map(|(o, p)| (o, matches!(p.action, Action::Stop(_))))
+            .collect();
+        assert_eq!(planned, vec![(2, true)]);
+        // A refused dead letter is a definite failure.
+        let e = plan_refusals(&mut Plan::default(), batch(), |o| o == 3, true, "c").unwrap_err();
+        assert!(matches!(e, Error::DeadLetter(_)), "{e}");
     }
 
     #[test]

@@ -6,8 +6,9 @@ use super::poison::{Action, Cause, Plan, Poison};
 use crate::config::ErrorPolicy;
 use crate::error::Error;
 use crate::event::RowChange;
+use crate::metrics as m;
 use crate::position::SourcePosition;
-use crate::router::{EventRouter, Routed, SkipReason};
+use crate::router::{EventRouter, Routed};
 use crate::sink::KafkaRecord;
 
 /// What a row change becomes.
@@ -17,8 +18,9 @@ pub enum Step {
     Record(KafkaRecord),
     /// Deliver this dead letter in the event's place (`errors.tolerance=all`).
     DeadLetter(KafkaRecord),
-    /// Nothing to deliver (a DELETE, a tolerated UPDATE).
-    Skipped(SkipReason),
+    /// Nothing to deliver (a DELETE, a tolerated UPDATE); counted in
+    /// `outboxd_events_skipped_total`.
+    Skipped,
     /// Stop at this event (`errors.tolerance=none`), after delivering what is ahead of its
     /// source transaction.
     Stop(Box<Poison>),
@@ -83,7 +85,10 @@ impl<'a> Stage<'a> {
     pub fn route(&self, change: &mut RowChange, ordinal: u64, at: &At<'_>) -> Result<Step, Error> {
         let dead_letters = self.policy.dead_letters().is_some();
         let record = match self.router.route_taking(change) {
-            Ok(Routed::Skipped(reason)) => return Ok(Step::Skipped(reason)),
+            Ok(Routed::Skipped(reason)) => {
+                metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => self.connector.to_string(), m::LABEL_REASON => reason.label()).increment(1);
+                return Ok(Step::Skipped);
+            }
             Ok(Routed::Record(record)) => record,
             Err(e) => {
                 let id = self.router.event_id(change);

@@ -21,16 +21,16 @@ use tokio::time::Instant;
 
 use super::dead_letter;
 use super::inbox::Inbox;
-use super::poison::{self, DeadLetterRefused, Ending, Plan, Poison, Replay};
-use super::stage::{At, Stage, Step};
-use super::txn_buffer::{Pending, TxnBuffer};
-use super::{LoopContext, SHUTDOWN_GRACE};
+use super::poison::{self, Ending, Plan, Poison, Replay};
+use super::stage::Stage;
+use super::txn_buffer::{Admitted, Pending, SourceTxn};
+use super::{Interrupt, LoopContext, SHUTDOWN_GRACE};
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::error::Error;
 use crate::event::{RowChange, SourceEvent};
 use crate::metrics as m;
 use crate::position::SourcePosition;
-use crate::sink::{DeliveryTracker, KafkaRecord, KafkaSink, SinkError};
+use crate::sink::{DeliveryTracker, KafkaSink, Refused};
 
 /// Awaits `fut` (the open transaction's acknowledgements, or its commit) while watching for
 /// shutdown: once it is signalled (`stop_by` is then set to the signal time plus
@@ -147,35 +147,6 @@ fn extend_deadline(
     (behind && delivering && now < cap).then(|| (now.max(deadline) + opts.max_wait).min(cap))
 }
 
-/// Where the loop stands in the source stream.
-struct Cursor {
-    /// Position after the last complete source transaction (or the resume position).
-    position: Option<SourcePosition>,
-    /// Outbox rows of the current, unfinished source transaction seen so far (including
-    /// rows skipped because an earlier run delivered them).
-    txn_rows: u64,
-    /// Rows of the first source transaction to drop on resume.
-    skip: u64,
-    /// Commit time of the last complete source transaction, epoch ms.
-    commit_ts_ms: Option<i64>,
-}
-
-/// What interrupts a batch before its commit.
-enum Interrupt {
-    /// A failure: the open transaction is given up, and what Kafka refused meanwhile decides
-    /// between a replay and the failure ([`Eos::failed`]).
-    Failed(Error),
-    /// librdkafka refused to enqueue record `ordinal` for good (found on sending).
-    RefusedOnSend {
-        /// The record's ordinal (counted from the last commit).
-        ordinal: u64,
-        /// The refusal.
-        refusal: SinkError,
-    },
-    /// An event to stop at ([`Eos::stop_at`]).
-    Poison(Box<Poison>),
-}
-
 /// Figures of a batch, for its commit's debug line.
 #[derive(Default)]
 struct BatchStats {
@@ -200,12 +171,10 @@ struct Eos<'a> {
     opts: &'a BatchOptions,
     counters: m::EventCounters,
     stage: Stage<'a>,
-    cursor: Cursor,
-    /// The current source transaction's records not sent yet.
-    buffer: TxnBuffer,
-    /// Records of the current source transaction were sent already (it was larger than the
-    /// buffer, or an earlier run delivered part of it): its records go straight through.
-    spilled: bool,
+    /// Where the loop stands in the source stream, the current transaction held back.
+    txn: SourceTxn,
+    /// Commit time of the last complete source transaction, epoch ms.
+    commit_ts_ms: Option<i64>,
     /// The last committed checkpoint (at first the one resumed from).
     committed: Option<Checkpoint>,
     /// Number of the first record sent after the last commit: record ordinals count from it.
@@ -237,23 +206,13 @@ impl Eos<'_> {
             || records as usize > self.opts.max_unacked_records / factor
     }
 
-    /// The ordinal the next record gets (counted from the last commit): what was sent since,
-    /// plus what the buffer holds.
-    fn ordinal(&self) -> u64 {
-        self.deliveries.sent() - self.base_seq + self.buffer.len() as u64
-    }
-
     /// The checkpoint for what is sent so far: the position before the current source
     /// transaction plus its rows settled (sent or skipped, none held back before them).
     fn checkpoint(&self) -> Option<Checkpoint> {
-        let skip = match self.buffer.first_row() {
-            Some(row) => row - 1,
-            None => self.cursor.txn_rows,
-        };
-        self.cursor.position.clone().map(|position| Checkpoint {
+        self.txn.position.clone().map(|position| Checkpoint {
             connector: self.connector.to_string(),
             position,
-            skip,
+            skip: self.txn.settled(),
             updated_at_ms: now_ms(),
         })
     }
@@ -282,16 +241,10 @@ impl Eos<'_> {
             self.open = true;
         }
         let seq = self.deliveries.sent();
-        if let Err(f) = self.sink.send(&record).await {
-            return Err(match (f.refusal(), dead) {
-                (Some(_), true) => Interrupt::Failed(dead_letter_refused(&record, f)),
-                (Some(_), false) => Interrupt::RefusedOnSend {
-                    ordinal: seq - self.base_seq,
-                    refusal: f,
-                },
-                (None, _) => Interrupt::Failed(f.into()),
-            });
-        }
+        self.sink
+            .send(&record)
+            .await
+            .map_err(|f| Interrupt::of_send(f, &record, seq, dead))?;
         if dead {
             self.dead_seqs.push(seq);
         }
@@ -308,42 +261,30 @@ impl Eos<'_> {
         Ok(())
     }
 
-    /// One outbox row change of the current source transaction.
-    async fn on_change(&mut self, mut change: RowChange) -> Result<(), Interrupt> {
-        self.cursor.txn_rows += 1;
-        self.counters.read.increment(1);
-        if self.cursor.txn_rows <= self.cursor.skip {
-            return Ok(()); // delivered by an earlier run
-        }
-        let at = At {
-            before: self.cursor.position.as_ref(),
-            row: self.cursor.txn_rows,
-            partly_delivered: self.spilled,
-        };
-        let step = self
-            .stage
-            .route(&mut change, self.ordinal(), &at)
-            .map_err(Interrupt::Failed)?;
-        let (record, dead) = match step {
-            Step::Skipped(reason) => {
-                metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => self.label.clone(), m::LABEL_REASON => reason.label()).increment(1);
-                return Ok(());
-            }
-            Step::Stop(poison) => return Err(Interrupt::Poison(poison)),
-            Step::Record(r) => (r, false),
-            Step::DeadLetter(r) => (r, true),
-        };
-        if self.spilled {
-            return self.send(Pending { record, dead }, None).await;
-        }
-        if self.buffer.push(self.cursor.txn_rows, record, dead) {
-            // Larger than the buffer: split across what is sent now and what follows.
-            self.spilled = true;
-            for p in self.buffer.take() {
-                self.send(p, None).await?;
-            }
+    async fn send_all(
+        &mut self,
+        pending: Vec<Pending>,
+        commit: Option<&SourcePosition>,
+    ) -> Result<(), Interrupt> {
+        for p in pending {
+            self.send(p, commit).await?;
         }
         Ok(())
+    }
+
+    /// One outbox row change of the current source transaction.
+    async fn on_change(&mut self, change: RowChange) -> Result<(), Interrupt> {
+        self.counters.read.increment(1);
+        let sent = self.deliveries.sent() - self.base_seq;
+        let admitted = self
+            .txn
+            .admit(&self.stage, change, sent)
+            .map_err(Interrupt::Failed)?;
+        match admitted {
+            Admitted::Nothing => Ok(()),
+            Admitted::Stop(poison) => Err(Interrupt::Poison(poison)),
+            Admitted::Send(pending) => self.send_all(pending, None).await,
+        }
     }
 
     /// The current source transaction committed at `position`: its records go out.
@@ -352,14 +293,9 @@ impl Eos<'_> {
         position: SourcePosition,
         commit_ts_ms: i64,
     ) -> Result<(), Interrupt> {
-        for p in self.buffer.take() {
-            self.send(p, Some(&position)).await?;
-        }
-        self.cursor.position = Some(position);
-        self.cursor.txn_rows = 0;
-        self.cursor.skip = 0;
-        self.cursor.commit_ts_ms = Some(commit_ts_ms);
-        self.spilled = false;
+        let held = self.txn.commit(position.clone());
+        self.send_all(held, Some(&position)).await?;
+        self.commit_ts_ms = Some(commit_ts_ms);
         if self.records > 0 {
             let now = Instant::now();
             self.opened_at.get_or_insert(now);
@@ -428,7 +364,7 @@ impl Eos<'_> {
             stats.stalled.as_millis() as u64,
             stats.starved.as_millis() as u64,
         );
-        self.cursor.skip = checkpoint.skip;
+        self.txn.skip = checkpoint.skip;
         self.counters
             .produced
             .increment((self.records - dead) as u64);
@@ -437,7 +373,7 @@ impl Eos<'_> {
         metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => self.label.clone())
             .increment(1);
         metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => self.label.clone()).set(0.0);
-        if let Some(ts) = self.cursor.commit_ts_ms {
+        if let Some(ts) = self.commit_ts_ms {
             metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => self.label.clone())
                 .set((now_ms() - ts).max(0) as f64 / 1000.0);
         }
@@ -462,7 +398,7 @@ impl Eos<'_> {
     /// error state, and the next send or the commit then fails with librdkafka's "Erroneous
     /// state": the refusal is the cause to report (a definite failure that names the event),
     /// not that (a transient one, which would retry the same refusal for ever).
-    fn failed(&mut self, f: Error, on_send: Option<(u64, SinkError)>) -> Result<Ending, Error> {
+    fn failed(&mut self, f: Error, on_send: Option<Refused>) -> Result<Ending, Error> {
         if let Some(fatal) = self.sink.fatal() {
             return Err(fatal.into());
         }
@@ -476,45 +412,41 @@ impl Eos<'_> {
             .deliveries
             .settled_failure(DeliveryTracker::SETTLE_WITHIN);
         let base = self.base_seq;
-        let mut refused: Vec<(u64, SinkError)> = self
+        // Ordinals, counted from the last commit.
+        let mut refused: Vec<Refused> = self
             .deliveries
             .take_refused()
             .into_iter()
-            .filter(|(seq, _)| *seq >= base)
-            .map(|(seq, e)| (seq - base, e))
+            .filter(|r| r.seq >= base)
+            .map(|r| Refused {
+                seq: r.seq - base,
+                ..r
+            })
             .collect();
         refused.extend(on_send);
-        refused.sort_by_key(|(ordinal, _)| *ordinal);
         let cause = settled.map(Error::from).unwrap_or(f);
         let from = match (&self.committed, refused.is_empty() || signalled) {
             (Some(from), false) => from.clone(),
             _ => return Err(cause),
         };
-        let dead_letters = self.stage.policy().dead_letters().is_some();
+        // The checkpoint record itself refused: no replay helps.
         let checkpoint_ordinal = self.checkpoint_seq.map(|s| s - base);
-        let mut plan = std::mem::take(self.stage.plan_mut());
-        for (ordinal, refusal) in refused {
-            if Some(ordinal) == checkpoint_ordinal {
-                return Err(refusal.into());
-            }
-            if self.dead_seqs.contains(&(ordinal + base)) {
-                let (id, topic) = refusal
-                    .refused_record()
-                    .map(|(i, t)| (i.to_string(), t.to_string()))
-                    .unwrap_or_default();
-                return Err(Box::new(DeadLetterRefused {
-                    topic,
-                    id,
-                    source: refusal,
-                })
-                .into());
-            }
-            tracing::warn!(connector = self.connector, ordinal, "Kafka refused a record for good: {refusal}; replaying from the last committed checkpoint to {} it", if dead_letters { "dead-letter" } else { "stop at" });
-            plan.insert(ordinal, poison::planned(refusal, dead_letters));
-            if !dead_letters {
-                break; // the stop is at the first refused record
-            }
+        if let Some(i) = refused
+            .iter()
+            .position(|r| Some(r.seq) == checkpoint_ordinal)
+        {
+            return Err(refused.swap_remove(i).refusal.into());
         }
+        let dead_letters = self.stage.policy().dead_letters().is_some();
+        let mut plan = std::mem::take(self.stage.plan_mut());
+        let dead_seqs = &self.dead_seqs;
+        poison::plan_refusals(
+            &mut plan,
+            refused,
+            |ordinal| dead_seqs.contains(&(ordinal + base)),
+            dead_letters,
+            self.connector,
+        )?;
         Ok(Ending::Replay(Replay { from, plan }))
     }
 
@@ -527,16 +459,12 @@ impl Eos<'_> {
         events: &mut Inbox<Result<SourceEvent, Error>>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<Ending, Error> {
-        self.buffer.clear();
-        if let Some(position) = self.cursor.position.clone() {
+        let skip = self.txn.stop_at(poison.row);
+        if let Some(position) = self.txn.position.clone() {
             let checkpoint = Checkpoint {
                 connector: self.connector.to_string(),
                 position,
-                skip: if self.spilled {
-                    poison.row - 1
-                } else {
-                    self.cursor.skip
-                },
+                skip,
                 updated_at_ms: now_ms(),
             };
             if self.open || self.moved(Some(&checkpoint)) {
@@ -563,22 +491,26 @@ impl Eos<'_> {
     ) -> Result<Ending, Error> {
         match interrupt {
             Interrupt::Failed(f) => self.failed(f, None),
-            Interrupt::RefusedOnSend { ordinal, refusal } => {
-                self.failed(refusal.clone().into(), Some((ordinal, refusal)))
+            Interrupt::RefusedOnSend(r) => {
+                let ordinal = Refused {
+                    seq: r.seq - self.base_seq,
+                    ..r
+                };
+                self.failed(ordinal.refusal.clone().into(), Some(ordinal))
             }
             Interrupt::Poison(p) => self.stop_at(p, events, shutdown).await,
+            Interrupt::Undelivered => {
+                let f = self
+                    .deliveries
+                    .failure()
+                    .map(Error::from)
+                    .unwrap_or_else(|| Error::TaskLost {
+                        detail: "a delivery failure without a cause".into(),
+                    });
+                self.failed(f, None)
+            }
         }
     }
-}
-
-/// The failure for a dead letter Kafka refused.
-fn dead_letter_refused(dead: &KafkaRecord, refusal: SinkError) -> Error {
-    Box::new(DeadLetterRefused {
-        topic: dead.topic.clone(),
-        id: dead.event_id(),
-        source: refusal,
-    })
-    .into()
 }
 
 /// Runs the exactly-once loop until the source ends, `shutdown`, a failure, or a replay.
@@ -608,7 +540,6 @@ pub async fn run(
     let deliveries = sink.deliveries();
     // Reports of an earlier run on this producer (an aborted transaction) are done with.
     deliveries.rebase();
-    let skip = resume.as_ref().map_or(0, |c| c.skip);
     let mut eos = Eos {
         connector,
         label: connector.to_string(),
@@ -620,14 +551,12 @@ pub async fn run(
         opts,
         counters: m::EventCounters::new(connector),
         stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan),
-        cursor: Cursor {
-            position: resume.as_ref().map(|c| c.position.clone()),
-            txn_rows: 0,
-            skip,
-            commit_ts_ms: None,
-        },
-        buffer: TxnBuffer::new(opts.max_unacked_records / 2, opts.max_unacked_bytes / 2),
-        spilled: skip > 0,
+        txn: SourceTxn::new(
+            resume.as_ref(),
+            opts.max_unacked_records / 2,
+            opts.max_unacked_bytes / 2,
+        ),
+        commit_ts_ms: None,
         committed: resume.clone(),
         base_seq: deliveries.sent(),
         dead_seqs: Vec::new(),
@@ -641,7 +570,7 @@ pub async fn run(
         last_commit: Instant::now(),
         stop_by: None,
     };
-    checkpointed.send_replace(eos.cursor.position.clone());
+    checkpointed.send_replace(eos.txn.position.clone());
     // Until the first source commit is read, how far behind the source is is estimated from
     // when the resumed checkpoint was written: a relay that was down for minutes resumes a
     // backlog.
@@ -696,8 +625,8 @@ pub async fn run(
                         eos.on_commit(position, commit_ts_ms).await
                     }
                     Some(Ok(SourceEvent::Progress { position })) => {
-                        if eos.cursor.txn_rows == 0 && eos.buffer.is_empty() {
-                            eos.cursor.position = Some(position);
+                        if eos.txn.between() {
+                            eos.txn.position = Some(position);
                             // Commit the first checkpoint now.
                             first_checkpoint = eos.committed.is_none();
                         }
@@ -706,7 +635,6 @@ pub async fn run(
                 },
                 _ = tokio::time::sleep_until(sleep_until) => {
                     let lag = eos
-                        .cursor
                         .commit_ts_ms
                         .or(resumed_at_ms)
                         .map(|ts| Duration::from_millis((now_ms() - ts).max(0) as u64));

@@ -9,7 +9,126 @@
 //! straight through; such a transaction can end up partly delivered, which the stop's error
 //! then says (and memory stays bounded however large the transaction).
 
+use super::poison::Poison;
+use super::stage::{At, Stage, Step};
+use crate::checkpoint::Checkpoint;
+use crate::error::Error;
+use crate::event::RowChange;
+use crate::position::SourcePosition;
 use crate::sink::KafkaRecord;
+
+/// Where a delivery loop stands in the source stream: the position before the source
+/// transaction being read, its outbox rows so far, and its records held back
+/// ([`TxnBuffer`]) until its commit.
+#[derive(Debug)]
+pub struct SourceTxn {
+    /// The position after the last complete source transaction (or the resume position).
+    pub position: Option<SourcePosition>,
+    /// Outbox rows of the current transaction seen so far (those dropped on resume too).
+    pub rows: u64,
+    /// Rows of the first transaction to drop on resume (a checkpoint inside it).
+    pub skip: u64,
+    /// Records of the current transaction were sent already (it was larger than the
+    /// buffer, or an earlier run delivered part of it): the rest goes straight through.
+    pub spilled: bool,
+    buffer: TxnBuffer,
+}
+
+/// What an outbox row change asks of the delivery loop.
+#[derive(Debug)]
+pub enum Admitted {
+    /// Nothing now (held back, skipped, or delivered by an earlier run).
+    Nothing,
+    /// Send these, in order.
+    Send(Vec<Pending>),
+    /// Stop at this event, after delivering what is ahead of its source transaction.
+    Stop(Box<Poison>),
+}
+
+impl SourceTxn {
+    /// At `resume` (the checkpoint the source starts at), holding back at most
+    /// `max_records` records or `max_bytes` bytes of a transaction.
+    pub fn new(resume: Option<&Checkpoint>, max_records: usize, max_bytes: usize) -> Self {
+        let skip = resume.map_or(0, |c| c.skip);
+        Self {
+            position: resume.map(|c| c.position.clone()),
+            rows: 0,
+            skip,
+            spilled: skip > 0,
+            buffer: TxnBuffer::new(max_records, max_bytes),
+        }
+    }
+
+    /// One outbox row change of the current transaction, routed by `stage`; `sent` is the
+    /// number of records sent since the plan's ordinals start.
+    ///
+    /// Errors as [`Stage::route`] does.
+    pub fn admit(
+        &mut self,
+        stage: &Stage<'_>,
+        mut change: RowChange,
+        sent: u64,
+    ) -> Result<Admitted, Error> {
+        self.rows += 1;
+        if self.rows <= self.skip {
+            return Ok(Admitted::Nothing);
+        }
+        let at = At {
+            before: self.position.as_ref(),
+            row: self.rows,
+            partly_delivered: self.spilled,
+        };
+        let ordinal = sent + self.buffer.len() as u64;
+        let (record, dead) = match stage.route(&mut change, ordinal, &at)? {
+            Step::Skipped => return Ok(Admitted::Nothing),
+            Step::Stop(poison) => return Ok(Admitted::Stop(poison)),
+            Step::Record(r) => (r, false),
+            Step::DeadLetter(r) => (r, true),
+        };
+        if self.spilled {
+            return Ok(Admitted::Send(vec![Pending { record, dead }]));
+        }
+        if self.buffer.push(self.rows, record, dead) {
+            // Larger than the buffer: what is held goes now, the rest as it comes.
+            self.spilled = true;
+            return Ok(Admitted::Send(self.buffer.take()));
+        }
+        Ok(Admitted::Nothing)
+    }
+
+    /// The current transaction committed at `position`: its held records, to send now.
+    pub fn commit(&mut self, position: SourcePosition) -> Vec<Pending> {
+        self.position = Some(position);
+        self.rows = 0;
+        self.skip = 0;
+        self.spilled = false;
+        self.buffer.take()
+    }
+
+    /// Whether the stream is between transactions (a progress report may move the
+    /// position then).
+    pub fn between(&self) -> bool {
+        self.rows == 0 && self.buffer.is_empty()
+    }
+
+    /// Rows of the current transaction settled (sent, skipped or dropped, none held back
+    /// before them): what a checkpoint taken now counts as delivered (its `skip`).
+    pub fn settled(&self) -> u64 {
+        self.buffer.first_row().map_or(self.rows, |first| first - 1)
+    }
+
+    /// Drops what is held for a stop at the transaction's row `row`, and returns the
+    /// checkpoint's `skip` there: the rows before it when the transaction is partly
+    /// delivered, else what the checkpoint already skips.
+    pub fn stop_at(&mut self, row: u64) -> u64 {
+        self.buffer.clear();
+        if self.spilled {
+            row - 1
+        } else {
+            self.skip
+        }
+    }
+}
 
 /// A record waiting for its source transaction's commit.
 #[derive(Debug, Clone)]

@@ -10,4 +10,4 @@ pub mod tracker;
 pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
 pub use record::KafkaRecord;
-pub use tracker::DeliveryTracker;
+pub use tracker::{DeliveryTracker, Refused};

@@ -67,12 +67,23 @@ pub struct DeliveryTracker {
     /// Records whose delivery failed.
     failed_count: AtomicU64,
     failure: Mutex<Option<Recorded>>,
-    /// Records Kafka refused for good, by number, in report order.
-    refused: Mutex<Vec<(u64, SinkError)>>,
+    /// Records Kafka refused for good, in report order.
+    refused: Mutex<Vec<Refused>>,
     /// Reports of records numbered below this are from before the last
     /// [`rebase`](DeliveryTracker::rebase) and are ignored.
     base: AtomicU64,
     notify: Notify,
+}
+
+/// A record Kafka refused for good.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// The record's number.
+    pub seq: u64,
+    /// Its size as counted ([`counted_size`]).
+    pub size: u64,
+    /// Why.
+    pub refusal: SinkError,
 }
 
 /// The failure kept: the most telling one ([`Telling`]), the first among equals, except that
@@ -237,9 +248,9 @@ impl DeliveryTracker {
         self.failed.load(Ordering::Acquire) && !self.failed_otherwise.load(Ordering::Acquire)
     }
 
-    /// The records Kafka refused for good since the last call (or rebase): their numbers and
-    /// refusals, in the order they were reported.
-    pub fn take_refused(&self) -> Vec<(u64, SinkError)> {
+    /// The records Kafka refused for good since the last call (or rebase), in the order
+    /// they were reported.
+    pub fn take_refused(&self) -> Vec<Refused> {
         std::mem::take(&mut *self.refused.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
@@ -314,7 +325,11 @@ impl DeliveryTracker {
             self.refused
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push((seq, failure.clone()));
+                .push(Refused {
+                    seq,
+                    size,
+                    refusal: failure.clone(),
+                });
         } else {
             self.failed_otherwise.store(true, Ordering::Release);
         }
@@ -484,7 +499,7 @@ mod tests {
         t.on_failed(1, failed(C::MessageSizeTooLarge, "big"), 5);
         t.on_failed(3, failed(C::TopicAuthorizationFailed, "acl"), 5);
         assert!(t.only_refusals());
-        let refused: Vec<u64> = t.take_refused().into_iter().map(|(s, _)| s).collect();
+        let refused: Vec<u64> = t.take_refused().into_iter().map(|r| r.seq).collect();
         assert_eq!(refused, vec![1, 3]);
         assert!(t.take_refused().is_empty());
         t.on_failed(2, failed(C::MessageTimedOut, "slow"), 5);
