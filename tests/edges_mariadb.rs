@@ -70,16 +70,8 @@ async fn a_dead_letter_topic_that_refuses_stops_the_connector() {
         "{EXACTLY_ONCE}\n\n[connectors.errors]\ntolerance = \"all\"\ndead_letter_topic = \"{dlq}\""
     );
     let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", &checkpoint, "c.toml");
-    let mut relay = Relay::start(path, port);
+    let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
     let orders = topic(&db, "Order");
-    let e1 = event("Order", "o-1", 0);
-    db.insert(std::slice::from_ref(&e1), false).await;
-    read_topics(
-        std::slice::from_ref(&orders),
-        1,
-        Duration::from_secs(60),
-        Duration::ZERO,
-    );
     let filler: String = (0..8_000)
         .map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap())
         .collect();
@@ -92,12 +84,7 @@ async fn a_dead_letter_topic_that_refuses_stops_the_connector() {
     let e2 = event("Order", "o-1", 2);
     db.insert(std::slice::from_ref(&poison), false).await;
     db.insert(std::slice::from_ref(&e2), false).await;
-    let code = relay.wait_exit(Duration::from_secs(90));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(90));
     assert!(
         log.contains(&format!(
             "the dead-letter topic {dlq} refused the dead letter of outbox event {}",
@@ -135,12 +122,7 @@ async fn poison_inside_a_split_transaction(db: &MariaDb, checkpoint: &str, exact
     let bad = txn[bad_index].clone();
     db.insert(&txn, false).await;
     relay.spawn();
-    let code = relay.wait_exit(Duration::from_secs(120));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(120));
     assert!(
         log.contains(&format!("outbox event {}", bad.id))
             && log.contains("first 5500 row(s) are already delivered"),
@@ -221,12 +203,7 @@ async fn a_column_left_out_of_a_minimal_row_image_is_named_as_such() {
     .await
     .unwrap();
     drop(c);
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains(&format!(
             "outbox table {} has column `status`",
@@ -255,12 +232,7 @@ async fn a_producer_queue_smaller_than_the_largest_record_is_refused_at_startup(
     );
     let log = path.with_extension("log");
     let mut relay = Relay::launch_with_args(&[path.to_str().unwrap()], port, log);
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains("kafka.producer.queue.buffering.max.kbytes=16384")
             && log.contains("kafka.max_record_bytes=33554432"),
@@ -300,19 +272,6 @@ async fn purge_all_but_a_new_binlog(db: &MariaDb) {
     }
 }
 
-/// The checkpoint, as `outboxd checkpoint show` prints it: `kind:value`.
-fn stored_position(config: &std::path::Path) -> String {
-    let (code, out, err) = run_cli(&["checkpoint", "show", "--config", config.to_str().unwrap()]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-    let p = &v["checkpoint"]["position"];
-    format!(
-        "{}:{}",
-        p["kind"].as_str().unwrap(),
-        p["value"].as_str().unwrap()
-    )
-}
-
 /// Issue 17, case 1 on MariaDB: binlogs purged past a stopped connector's checkpoint.
 /// `check` and `status` report it before `run` does; `run` stops with a definite error that
 /// names the checkpoint's position; `checkpoint reset` is the explicit way to start fresh,
@@ -323,18 +282,9 @@ async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fres
     let db = MariaDb::new("edge_purged").await;
     let (path, port) = suite::write_config(&db, &db.outbox_table(), "");
     let cfg = path.to_str().unwrap().to_string();
-    let orders = topic(&db, "Order");
-    let mut relay = Relay::start(path.clone(), port);
-    let e1 = event("Order", "o-1", 0);
-    db.insert(std::slice::from_ref(&e1), false).await;
-    read_topics(
-        std::slice::from_ref(&orders),
-        1,
-        Duration::from_secs(60),
-        Duration::ZERO,
-    );
+    let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
     assert_eq!(relay.stop(), Some(0));
-    let checkpoint = stored_position(&path);
+    let checkpoint = edges::stored_position(&path);
     assert!(checkpoint.starts_with("mariadb_gtid:"), "{checkpoint}");
     let (code, out, err) = run_cli(&["check", "--config", &cfg]);
     assert_eq!(code, 0, "before the purge:\n{out}\n{err}");
@@ -363,12 +313,7 @@ async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fres
     );
 
     relay.spawn();
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
     let gtid = checkpoint.trim_start_matches("mariadb_gtid:");
     assert!(
         log.contains(&format!(
@@ -379,23 +324,5 @@ async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fres
         "log:\n{log}"
     );
 
-    let (code, out, err) = run_cli(&["checkpoint", "reset", "--config", &cfg]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    assert!(
-        out.contains(&format!("checkpoint {checkpoint} removed"))
-            && out.contains("will not be delivered"),
-        "{out}"
-    );
-    relay.spawn();
-    relay.wait_ready(Duration::from_secs(60));
-    let e3 = event("Order", "o-1", 2);
-    db.insert(std::slice::from_ref(&e3), false).await;
-    let got = read_topics(
-        &[orders],
-        2,
-        Duration::from_secs(60),
-        Duration::from_secs(3),
-    );
-    assert_eq!(ids(&got), vec![e1.id, e3.id], "the purged event is the gap");
-    assert_eq!(relay.stop(), Some(0));
+    edges::reset_then_start_fresh(&db, &mut relay, &path, &checkpoint, &[e1.id]).await;
 }

@@ -7,11 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::edges::{self, event, ids};
-use common::kafka::read_topics;
+use common::edges::{self, event};
 use common::postgres::Postgres;
 use common::relay::{run_cli, Relay};
-use common::suite::{self, topic, SourceDb, EXACTLY_ONCE};
+use common::suite::{self, SourceDb, EXACTLY_ONCE};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn poison_stop_commits_ahead_then_steps_past_exactly_once() {
@@ -29,15 +28,12 @@ async fn twenty_megabyte_event_is_delivered() {
     edges::twenty_megabyte_event_is_delivered(&Postgres::new("pg_edge_large").await).await;
 }
 
-/// The checkpoint LSN, as `outboxd checkpoint show` prints it (`16/B374D848`).
+/// The checkpoint LSN (`16/B374D848`).
 fn stored_lsn(config: &std::path::Path) -> String {
-    let (code, out, err) = run_cli(&["checkpoint", "show", "--config", config.to_str().unwrap()]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-    assert_eq!(v["checkpoint"]["position"]["kind"], "lsn", "{v}");
-    v["checkpoint"]["position"]["value"]
-        .as_str()
-        .unwrap()
+    let position = edges::stored_position(config);
+    position
+        .strip_prefix("lsn:")
+        .unwrap_or_else(|| panic!("not an LSN: {position}"))
         .to_string()
 }
 
@@ -57,25 +53,35 @@ async fn admin_until_ok(db: &Postgres, sql: &str) {
     }
 }
 
-/// A relay that delivered `e1` and stopped with a checkpoint; returns (relay, config path).
-async fn stopped_with_a_checkpoint(db: &Postgres) -> (Relay, std::path::PathBuf, String) {
-    let (path, port) = suite::write_config(db, &db.outbox_table(), "");
-    let mut relay = Relay::start(path.clone(), port);
-    let e1 = event("Order", "o-1", 0);
-    db.insert(std::slice::from_ref(&e1), false).await;
-    read_topics(
-        &[topic(db, "Order")],
-        1,
-        Duration::from_secs(60),
-        Duration::ZERO,
-    );
+/// A relay that delivered an event and stopped with a checkpoint.
+struct Stopped {
+    relay: Relay,
+    config: std::path::PathBuf,
+    /// The config path as text, for the CLI.
+    cfg: String,
+    /// The checkpoint LSN.
+    lsn: String,
+    /// The event delivered.
+    delivered: String,
+}
+
+async fn stopped_with_a_checkpoint(db: &Postgres) -> Stopped {
+    let (config, port) = suite::write_config(db, &db.outbox_table(), "");
+    let (mut relay, first) = edges::started_with_one_delivered(db, &config, port).await;
     assert_eq!(relay.stop(), Some(0));
-    (relay, path, e1.id)
+    Stopped {
+        relay,
+        cfg: config.to_str().unwrap().to_string(),
+        lsn: stored_lsn(&config),
+        config,
+        delivered: first.id,
+    }
 }
 
 /// `check` and `status` report `expect` about the checkpoint before `run` does; `run` stops
 /// with a definite error naming the checkpoint LSN and `checkpoint reset`.
-fn reported_everywhere(db: &Postgres, relay: &mut Relay, config: &str, lsn: &str, expect: &str) {
+fn reported_everywhere(db: &Postgres, stopped: &mut Stopped, expect: &str) {
+    let (config, lsn, relay) = (&stopped.cfg, &stopped.lsn, &mut stopped.relay);
     let (code, out, _) = run_cli(&["check", "--config", config]);
     assert_ne!(code, 0, "{out}");
     assert!(
@@ -95,12 +101,7 @@ fn reported_everywhere(db: &Postgres, relay: &mut Relay, config: &str, lsn: &str
         "{v}"
     );
     relay.spawn();
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = edges::expect_failed_exit(relay, Duration::from_secs(60));
     assert!(
         log.contains(expect)
             && log.contains(&format!("LSN {lsn}"))
@@ -123,9 +124,7 @@ fn reported_everywhere(db: &Postgres, relay: &mut Relay, config: &str, lsn: &str
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dropped_slot_is_a_definite_stop_until_an_explicit_reset() {
     let db = Postgres::new("pg_edge_dropped").await;
-    let (mut relay, path, e1) = stopped_with_a_checkpoint(&db).await;
-    let cfg = path.to_str().unwrap().to_string();
-    let lsn = stored_lsn(&path);
+    let mut stopped = stopped_with_a_checkpoint(&db).await;
     let lost = event("Order", "o-2", 1);
     db.insert(std::slice::from_ref(&lost), false).await;
     admin_until_ok(
@@ -135,38 +134,28 @@ async fn a_dropped_slot_is_a_definite_stop_until_an_explicit_reset() {
     .await;
     reported_everywhere(
         &db,
-        &mut relay,
-        &cfg,
-        &lsn,
+        &mut stopped,
         "does not exist, but the connector's checkpoint",
     );
     assert!(
         db.slot_state().await.is_none(),
         "the failed start must not have created the slot"
     );
-    let (code, out, err) = run_cli(&["checkpoint", "reset", "--config", &cfg]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    assert!(
-        out.contains(&format!("checkpoint lsn:{lsn} removed"))
-            && out.contains("will not be delivered"),
-        "{out}"
-    );
-    relay.spawn();
-    relay.wait_ready(Duration::from_secs(60));
-    let e3 = event("Order", "o-1", 2);
-    db.insert(std::slice::from_ref(&e3), false).await;
-    let got = read_topics(
-        &[topic(&db, "Order")],
-        2,
-        Duration::from_secs(60),
-        Duration::from_secs(3),
-    );
-    assert_eq!(
-        ids(&got),
-        vec![e1, e3.id],
-        "the event written while the slot was gone is the gap"
-    );
-    assert_eq!(relay.stop(), Some(0));
+    let Stopped {
+        mut relay,
+        config,
+        lsn,
+        delivered,
+        ..
+    } = stopped;
+    edges::reset_then_start_fresh(
+        &db,
+        &mut relay,
+        &config,
+        &format!("lsn:{lsn}"),
+        &[delivered],
+    )
+    .await;
 }
 
 /// Issue 17, case 1: a slot confirmed past the connector's checkpoint (another consumer
@@ -175,9 +164,7 @@ async fn a_dropped_slot_is_a_definite_stop_until_an_explicit_reset() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slot_confirmed_past_the_checkpoint_is_a_definite_stop() {
     let db = Postgres::new("pg_edge_advanced").await;
-    let (mut relay, path, _) = stopped_with_a_checkpoint(&db).await;
-    let cfg = path.to_str().unwrap().to_string();
-    let lsn = stored_lsn(&path);
+    let mut stopped = stopped_with_a_checkpoint(&db).await;
     db.insert(&[event("Order", "o-2", 1)], false).await;
     admin_until_ok(
         &db,
@@ -187,11 +174,5 @@ async fn a_slot_confirmed_past_the_checkpoint_is_a_definite_stop() {
         ),
     )
     .await;
-    reported_everywhere(
-        &db,
-        &mut relay,
-        &cfg,
-        &lsn,
-        "past the connector's checkpoint",
-    );
+    reported_everywhere(&db, &mut stopped, "past the connector's checkpoint");
 }

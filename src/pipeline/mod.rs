@@ -194,39 +194,22 @@ struct Alo<'a> {
 }
 
 impl Alo<'_> {
-    async fn send(
-        &mut self,
-        pending: Pending,
-        commit: Option<&SourcePosition>,
-    ) -> Result<(), Interrupt> {
-        let Pending { mut record, dead } = pending;
-        if dead {
-            if let Some(c) = commit {
-                dead_letter::with_commit(&mut record, self.stage.policy(), c);
-            }
-            // A dead letter waits for every record before it: were one of them refused, its
-            // own dead letter (written by the replay that follows) must come first.
-            self.settle_before_dead_letter().await?;
-        }
-        let seq = self.deliveries.sent();
-        self.sink
-            .send(&record)
-            .await
-            .map_err(|f| Interrupt::of_send(f, &record, seq, dead))?;
-        if dead {
-            self.dead_seqs.insert(seq);
-            self.counters.dead_lettered.increment(1);
-        }
-        Ok(())
-    }
-
     async fn send_all(
         &mut self,
         pending: Vec<Pending>,
         commit: Option<&SourcePosition>,
     ) -> Result<(), Interrupt> {
         for p in pending {
-            self.send(p, commit).await?;
+            if p.dead {
+                // A dead letter waits for every record before it: were one of them refused,
+                // its own dead letter (written by the replay that follows) must come first.
+                self.settle_before_dead_letter().await?;
+            }
+            let (seq, _, dead) = send_pending(self.sink, self.stage.policy(), p, commit).await?;
+            if dead {
+                self.dead_seqs.insert(seq);
+                self.counters.dead_lettered.increment(1);
+            }
         }
         Ok(())
     }
@@ -261,15 +244,8 @@ impl Alo<'_> {
             SourceEvent::Change(change) => {
                 self.counters.read.increment(1);
                 let sent = self.deliveries.sent() - self.base_seq;
-                let admitted = self
-                    .txn
-                    .admit(&self.stage, change, sent)
-                    .map_err(Interrupt::Failed)?;
-                match admitted {
-                    Admitted::Nothing => Ok(()),
-                    Admitted::Stop(poison) => Err(Interrupt::Poison(poison)),
-                    Admitted::Send(pending) => self.send_all(pending, None).await,
-                }
+                let pending = admitted(self.txn.admit(&self.stage, change, sent))?;
+                self.send_all(pending, None).await
             }
             SourceEvent::Commit {
                 position,
@@ -289,6 +265,35 @@ impl Alo<'_> {
             }
         }
     }
+}
+
+/// What an admitted row change asks of a loop: records to send now (perhaps none), or the
+/// interrupt (a stop at a poison event, a failure).
+fn admitted(admitted: Result<Admitted, Error>) -> Result<Vec<Pending>, Interrupt> {
+    match admitted.map_err(Interrupt::Failed)? {
+        Admitted::Nothing => Ok(Vec::new()),
+        Admitted::Stop(poison) => Err(Interrupt::Poison(poison)),
+        Admitted::Send(pending) => Ok(pending),
+    }
+}
+
+/// Sends `pending` (a dead letter gets its transaction's `commit` position when known):
+/// the record's number, its size, and whether it is a dead letter.
+async fn send_pending(
+    sink: &KafkaSink,
+    policy: &ErrorPolicy,
+    pending: Pending,
+    commit: Option<&SourcePosition>,
+) -> Result<(u64, usize, bool), Interrupt> {
+    let Pending { mut record, dead } = pending;
+    if let (true, Some(c)) = (dead, commit) {
+        dead_letter::with_commit(&mut record, policy, c);
+    }
+    let seq = sink.deliveries().sent();
+    sink.send(&record)
+        .await
+        .map_err(|f| Interrupt::of_send(f, &record, seq, dead))?;
+    Ok((seq, record.approx_size(), dead))
 }
 
 /// Longest a stop at a poison event waits for the records ahead of it to be acknowledged.
@@ -496,14 +501,7 @@ fn refused(
     let dead_letters = alo.stage.policy().dead_letters().is_some();
     let mut plan = std::mem::take(alo.stage.plan_mut());
     plan.rebase(stored_after - alo.base_seq);
-    let refused = refused
-        .into_iter()
-        .filter(|r| r.seq >= stored_after)
-        .map(|r| Refused {
-            seq: r.seq - stored_after,
-            ..r
-        })
-        .collect();
+    let refused = poison::ordinals_from(refused, stored_after);
     let is_dead_letter = |ordinal: u64| alo.dead_seqs.contains(&(ordinal + stored_after));
     poison::plan_refusals(
         &mut plan,

@@ -194,6 +194,19 @@ impl DeadLetterRefused {
     }
 }
 
+/// `refused` records numbered from `base` on, renumbered as ordinals counted from it (those
+/// before `base` are left out: they belong to what was already stored).
+pub fn ordinals_from(refused: Vec<Refused>, base: u64) -> Vec<Refused> {
+    refused
+        .into_iter()
+        .filter(|r| r.seq >= base)
+        .map(|r| Refused {
+            seq: r.seq - base,
+            ..r
+        })
+        .collect()
+}
+
 /// Adds Kafka's refusals to `plan`: `refused` with their `seq` already the record ordinal;
 /// with `dead_letters` each is to be dead-lettered, otherwise the replay stops at the first.
 ///

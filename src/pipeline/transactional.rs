@@ -19,11 +19,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::dead_letter;
 use super::inbox::Inbox;
 use super::poison::{self, Ending, Plan, Poison, Replay};
 use super::stage::Stage;
-use super::txn_buffer::{Admitted, Pending, SourceTxn};
+use super::txn_buffer::{Pending, SourceTxn};
 use super::{Interrupt, LoopContext, SHUTDOWN_GRACE};
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::error::Error;
@@ -223,51 +222,32 @@ impl Eos<'_> {
             != self.committed.as_ref().map(|c| (&c.position, c.skip))
     }
 
-    /// Sends `pending` in the open transaction (opening one if needed); a dead letter gets
-    /// its transaction's `commit` position when known.
-    async fn send(
-        &mut self,
-        pending: Pending,
-        commit: Option<&SourcePosition>,
-    ) -> Result<(), Interrupt> {
-        let Pending { mut record, dead } = pending;
-        if dead {
-            if let Some(c) = commit {
-                dead_letter::with_commit(&mut record, self.stage.policy(), c);
-            }
-        }
-        if !self.open {
-            self.sink.begin().map_err(|f| Interrupt::Failed(f.into()))?;
-            self.open = true;
-        }
-        let seq = self.deliveries.sent();
-        self.sink
-            .send(&record)
-            .await
-            .map_err(|f| Interrupt::of_send(f, &record, seq, dead))?;
-        if dead {
-            self.dead_seqs.push(seq);
-        }
-        self.records += 1;
-        self.bytes += record.approx_size();
-        self.draining = self.over_bounds(1);
-        if self.draining {
-            // Waiting for acknowledgements: no point lingering.
-            self.sink.kick();
-        }
-        let now = Instant::now();
-        self.opened_at.get_or_insert(now);
-        self.deadline.get_or_insert(now + self.opts.max_wait);
-        Ok(())
-    }
-
+    /// Sends `pending` in the open transaction (opening one if needed), in order.
     async fn send_all(
         &mut self,
         pending: Vec<Pending>,
         commit: Option<&SourcePosition>,
     ) -> Result<(), Interrupt> {
         for p in pending {
-            self.send(p, commit).await?;
+            if !self.open {
+                self.sink.begin().map_err(|f| Interrupt::Failed(f.into()))?;
+                self.open = true;
+            }
+            let (seq, size, dead) =
+                super::send_pending(self.sink, self.stage.policy(), p, commit).await?;
+            if dead {
+                self.dead_seqs.push(seq);
+            }
+            self.records += 1;
+            self.bytes += size;
+            self.draining = self.over_bounds(1);
+            if self.draining {
+                // Waiting for acknowledgements: no point lingering.
+                self.sink.kick();
+            }
+            let now = Instant::now();
+            self.opened_at.get_or_insert(now);
+            self.deadline.get_or_insert(now + self.opts.max_wait);
         }
         Ok(())
     }
@@ -276,15 +256,8 @@ impl Eos<'_> {
     async fn on_change(&mut self, change: RowChange) -> Result<(), Interrupt> {
         self.counters.read.increment(1);
         let sent = self.deliveries.sent() - self.base_seq;
-        let admitted = self
-            .txn
-            .admit(&self.stage, change, sent)
-            .map_err(Interrupt::Failed)?;
-        match admitted {
-            Admitted::Nothing => Ok(()),
-            Admitted::Stop(poison) => Err(Interrupt::Poison(poison)),
-            Admitted::Send(pending) => self.send_all(pending, None).await,
-        }
+        let pending = super::admitted(self.txn.admit(&self.stage, change, sent))?;
+        self.send_all(pending, None).await
     }
 
     /// The current source transaction committed at `position`: its records go out.
@@ -413,16 +386,7 @@ impl Eos<'_> {
             .settled_failure(DeliveryTracker::SETTLE_WITHIN);
         let base = self.base_seq;
         // Ordinals, counted from the last commit.
-        let mut refused: Vec<Refused> = self
-            .deliveries
-            .take_refused()
-            .into_iter()
-            .filter(|r| r.seq >= base)
-            .map(|r| Refused {
-                seq: r.seq - base,
-                ..r
-            })
-            .collect();
+        let mut refused = poison::ordinals_from(self.deliveries.take_refused(), base);
         refused.extend(on_send);
         let cause = settled.map(Error::from).unwrap_or(f);
         let from = match (&self.committed, refused.is_empty() || signalled) {

@@ -59,6 +59,82 @@ pub fn checkpoint_set(config: &Path, args: &[String]) {
     assert_eq!(code, 0, "checkpoint set {args:?}: {out}\n{err}");
 }
 
+/// Starts the relay of `config` (metrics on `port`) and waits until a first event of
+/// `db`'s is delivered (so a checkpoint exists); returns the relay and that event.
+pub async fn started_with_one_delivered<S: SourceDb>(
+    db: &S,
+    config: &Path,
+    port: u16,
+) -> (Relay, OutboxEvent) {
+    let relay = Relay::start(config.to_path_buf(), port);
+    let first = event("Order", "o-1", 0);
+    db.insert(std::slice::from_ref(&first), false).await;
+    read_topics(
+        &[topic(db, "Order")],
+        1,
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    (relay, first)
+}
+
+/// Waits (at most `within`) for the relay to stop by itself with a failure (exit code not
+/// 0); returns its log.
+pub fn expect_failed_exit(relay: &mut Relay, within: Duration) -> String {
+    let code = relay.wait_exit(within);
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "the relay must stop with an error (exit {code:?}); log:\n{log}"
+    );
+    log
+}
+
+/// The stored checkpoint's position as `outboxd checkpoint show` gives it, `kind:value`.
+pub fn stored_position(config: &Path) -> String {
+    let (code, out, err) = run_cli(&["checkpoint", "show", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let p = &v["checkpoint"]["position"];
+    format!(
+        "{}:{}",
+        p["kind"].as_str().unwrap(),
+        p["value"].as_str().unwrap()
+    )
+}
+
+/// `outboxd checkpoint reset` with `config` removes checkpoint `old` (`kind:value`) and
+/// says that the gap is not delivered; the restarted relay then starts fresh: a new event is
+/// delivered after `delivered` (the ids `db`'s `Order` topic held), and nothing of the gap.
+pub async fn reset_then_start_fresh<S: SourceDb>(
+    db: &S,
+    relay: &mut Relay,
+    config: &Path,
+    old: &str,
+    delivered: &[String],
+) {
+    let (code, out, err) = run_cli(&["checkpoint", "reset", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains(&format!("checkpoint {old} removed")) && out.contains("will not be delivered"),
+        "{out}"
+    );
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let fresh = event("Order", "o-1", 99);
+    db.insert(std::slice::from_ref(&fresh), false).await;
+    let mut want = delivered.to_vec();
+    want.push(fresh.id);
+    let got = read_topics(
+        &[topic(db, "Order")],
+        want.len(),
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    assert_eq!(ids(&got), want, "the events of the gap are not delivered");
+    assert_eq!(relay.stop(), Some(0));
+}
+
 /// Issue 17, case 2: e1, e2 committed, then a transaction with a good event, e3 whose topic
 /// is illegal and another good one, then e4, all in one backlog (so one Kafka transaction).
 /// The relay delivers and checkpoints e1 and e2, nothing of e3's transaction, and stops
@@ -72,15 +148,7 @@ pub async fn poison_stop_commits_ahead_then_steps_past<S: SourceDb>(
 ) {
     let (path, port) = write_config_full(db, &db.outbox_table(), "", "", checkpoint, "poison.toml");
     let orders = topic(db, "Order");
-    let mut relay = Relay::start(path.clone(), port);
-    let e0 = event("Order", "o-1", 0);
-    db.insert(std::slice::from_ref(&e0), false).await;
-    read_topics(
-        std::slice::from_ref(&orders),
-        1,
-        Duration::from_secs(60),
-        Duration::ZERO,
-    );
+    let (mut relay, e0) = started_with_one_delivered(db, &path, port).await;
     assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
     let (e1, e2, e3a, e3c, e4) = (
         event("Order", "o-1", 1),
@@ -96,12 +164,7 @@ pub async fn poison_stop_commits_ahead_then_steps_past<S: SourceDb>(
         .await;
     db.insert(std::slice::from_ref(&e4), false).await;
     relay.spawn();
-    let code = relay.wait_exit(Duration::from_secs(90));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "the relay stops on e3 (exit {code:?}); log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(90));
     for part in [
         format!("outbox event {} in {}", e3.id, db.outbox_table()),
         "row 2 of the source transaction after".to_string(),
