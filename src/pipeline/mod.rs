@@ -230,11 +230,13 @@ impl Alo<'_> {
         }
     }
 
+    /// Queues `position` (with the rows of the transaction after it already delivered: a
+    /// resumed checkpoint's `skip` until that transaction's commit) behind what was sent.
     fn mark(&mut self, position: SourcePosition, commit_ts_ms: Option<i64>) {
         self.markers.push_back(Marker {
             after: self.deliveries.sent(),
             position,
-            skip: 0,
+            skip: self.txn.skip,
             commit_ts_ms,
         });
     }

@@ -112,9 +112,13 @@ impl SourceTxn {
     }
 
     /// Rows of the current transaction settled (sent, skipped or dropped, none held back
-    /// before them): what a checkpoint taken now counts as delivered (its `skip`).
+    /// before them): what a checkpoint taken now counts as delivered (its `skip`). Never
+    /// less than what the resumed checkpoint skips: those rows were delivered before, also
+    /// while they have not been read again yet (a commit right after resuming inside a
+    /// split transaction must keep its `skip`).
     pub fn settled(&self) -> u64 {
-        self.buffer.first_row().map_or(self.rows, |first| first - 1)
+        let settled = self.buffer.first_row().map_or(self.rows, |first| first - 1);
+        settled.max(self.skip)
     }
 
     /// Drops what is held for a stop at the transaction's row `row`, and returns the
@@ -206,6 +210,107 @@ impl TxnBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ErrorPolicy;
+    use crate::event::{Op, Row, TableName};
+    use crate::position::Lsn;
+    use crate::router::{EventRouter, RouterConfig};
+    use crate::value::ColumnValue;
+
+    fn change(id: &str, aggregate_type: &str) -> RowChange {
+        let names: std::sync::Arc<[std::sync::Arc<str>]> =
+            ["id", "aggregate_type", "aggregate_id", "payload"]
+                .into_iter()
+                .map(std::sync::Arc::from)
+                .collect();
+        let values = [id, aggregate_type, "a-1", "{}"]
+            .into_iter()
+            .map(|v| ColumnValue::Text(v.into()))
+            .collect();
+        RowChange {
+            table: TableName::new("shop", "outbox_events"),
+            op: Op::Insert,
+            row: Row::new(names, values),
+            source_ts_ms: 1,
+        }
+    }
+
+    #[test]
+    fn resumed_inside_a_split_transaction_the_skip_holds_until_rows_pass_it() {
+        let router = EventRouter::new(&RouterConfig::default()).unwrap();
+        let policy = ErrorPolicy::default();
+        let stage = Stage::new("c", &router, &policy, 1 << 20, Default::default());
+        let resume = Checkpoint {
+            connector: "c".into(),
+            position: SourcePosition::Lsn(Lsn(0x10)),
+            skip: 3,
+            updated_at_ms: 0,
+        };
+        let mut txn = SourceTxn::new(Some(&resume), 10, 1 << 20);
+        assert!(txn.spilled);
+        assert_eq!(
+            txn.settled(),
+            3,
+            "a commit before any row must keep the skip"
+        );
+        for i in 0..3 {
+            let a = txn
+                .admit(&stage, change(&format!("e{i}"), "Order"), 0)
+                .unwrap();
+            assert!(
+                matches!(a, Admitted::Nothing),
+                "row {i} was delivered before"
+            );
+        }
+        assert_eq!(txn.settled(), 3);
+        let a = txn.admit(&stage, change("e3", "Order"), 0).unwrap();
+        assert!(
+            matches!(a, Admitted::Send(ref p) if p.len() == 1),
+            "spilled: straight on"
+        );
+        assert_eq!(txn.settled(), 4);
+        let stop = txn.admit(&stage, change("e4", "bad topic"), 1).unwrap();
+        let Admitted::Stop(poison) = stop else {
+            panic!("{stop:?}")
+        };
+        assert_eq!((poison.row, poison.partly_delivered), (5, true));
+        assert_eq!(txn.stop_at(poison.row), 4);
+    }
+
+    #[test]
+    fn a_transaction_is_held_until_its_commit_or_spilled_past_the_bound() {
+        let router = EventRouter::new(&RouterConfig::default()).unwrap();
+        let policy = ErrorPolicy::default();
+        let stage = Stage::new("c", &router, &policy, 1 << 20, Default::default());
+        let mut txn = SourceTxn::new(None, 2, 1 << 20);
+        assert!(matches!(
+            txn.admit(&stage, change("e0", "Order"), 0).unwrap(),
+            Admitted::Nothing
+        ));
+        assert_eq!(txn.settled(), 0, "held back: not delivered yet");
+        let held = txn.commit(SourcePosition::Lsn(Lsn(0x20)));
+        assert_eq!(held.len(), 1);
+        assert!(txn.between());
+        // Past two records: what is held goes out, and then straight on.
+        assert!(matches!(
+            txn.admit(&stage, change("e1", "Order"), 1).unwrap(),
+            Admitted::Nothing
+        ));
+        let a = txn.admit(&stage, change("e2", "Order"), 1).unwrap();
+        assert!(matches!(a, Admitted::Send(ref p) if p.len() == 2), "{a:?}");
+        assert!(txn.spilled);
+        // Stopping at a poison row of a transaction not spilled: nothing of it was sent.
+        txn.commit(SourcePosition::Lsn(Lsn(0x30)));
+        assert!(matches!(
+            txn.admit(&stage, change("e5", "Order"), 3).unwrap(),
+            Admitted::Nothing
+        ));
+        let Admitted::Stop(poison) = txn.admit(&stage, change("e6", "bad topic"), 3).unwrap()
+        else {
+            panic!("a stop")
+        };
+        assert!(!poison.partly_delivered);
+        assert_eq!(txn.stop_at(poison.row), 0);
+    }
 
     fn record(n: usize) -> KafkaRecord {
         KafkaRecord {
