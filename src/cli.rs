@@ -110,5 +110,23 @@ pub enum CheckpointCommand {
         /// `lsn:16/B374D848`. The connector resumes after this position.
         #[arg(long)]
         position: String,
+        /// Outbox rows of the transaction right after `--position` to treat as done: the
+        /// connector resumes at that row (e.g. to step past one unroutable event of a
+        /// transaction already partly delivered, as its error says). Default 0.
+        #[arg(long, default_value_t = 0)]
+        skip: u64,
+    },
+    /// Remove a connector's checkpoint, so that its next start begins fresh: at the source's
+    /// current position (`start = "earliest"`: its oldest binlog; PostgreSQL: the slot's
+    /// confirmed_flush_lsn, or a new slot). Events after the old checkpoint that were not
+    /// delivered are then never delivered: this is how to accept a gap the server can no
+    /// longer serve (purged binlogs, a dropped slot). Stop the connector first.
+    Reset {
+        /// Where the connector's config comes from.
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// The connector (required when the files define several).
+        #[arg(long)]
+        connector: Option<String>,
     },
 }

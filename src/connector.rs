@@ -14,6 +14,7 @@ use crate::error::{Class, Error};
 use crate::event::SourceEvent;
 use crate::health::{ConnectorState, Health};
 use crate::metrics as m;
+use crate::pipeline::poison::{Action, Ending, Plan, Replay};
 use crate::pipeline::transactional::{self, BatchOptions};
 use crate::pipeline::{self, LoopContext, PipelineOptions};
 use crate::position::SourcePosition;
@@ -146,6 +147,7 @@ impl Connector {
         for counter in [
             m::EVENTS_READ,
             m::EVENTS_PRODUCED,
+            m::EVENTS_DEAD_LETTERED,
             m::BYTES_PRODUCED,
             m::CHECKPOINT_WRITES,
             m::RESTARTS,
@@ -242,16 +244,36 @@ impl Connector {
                 .ensure_topic()
                 .await?;
         }
-        let resume_cp = tokio::task::block_in_place(|| store.load())?;
-        log_resume(cfg, &resume_cp);
+        self.ensure_dead_letter_topic().await?;
+        let mut resume = tokio::task::block_in_place(|| store.load())?;
+        log_resume(cfg, &resume);
         tokio::task::block_in_place(|| store.prepare())?;
-        let resume = resume_cp.map(|c| c.position);
-        let sink = KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?;
-        let mut feed = self.start_source(resume.clone(), health, &shutdown);
-        let events = feed.take_events();
-        let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);
-        let result = pipeline::run(ctx, events, store, resume, &PipelineOptions::default()).await;
-        feed.stop().await;
+        let new_sink = || -> Result<KafkaSink, Error> {
+            Ok(KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?
+                .with_shutdown(shutdown.clone()))
+        };
+        let mut sink = new_sink()?;
+        let mut plan = Plan::default();
+        let result = loop {
+            let position = resume.as_ref().map(|c| c.position.clone());
+            let mut feed = self.start_source(position, health, &shutdown);
+            let events = feed.take_events();
+            let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone());
+            let opts = PipelineOptions::default();
+            let ended = pipeline::run(ctx, events, store, resume, plan, &opts).await;
+            feed.stop().await;
+            match ended {
+                Ok(Ending::Replay(r)) => {
+                    log_replay(cfg, &r);
+                    (resume, plan) = (Some(r.from), r.plan);
+                    // The replay sends on a fresh producer, as the exactly-once one does:
+                    // nothing of the refused records' sequence numbers is left to trip on.
+                    sink = new_sink()?;
+                }
+                Ok(Ending::Done) => break Ok(()),
+                Err(f) => break Err(f),
+            }
+        };
         let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)));
         result.and(flushed.map_err(Error::from))
     }
@@ -265,31 +287,73 @@ impl Connector {
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
         let cfg = &self.cfg;
+        let Some(mut sink) = self.transactional_sink(transactional_id, &shutdown).await? else {
+            return Ok(());
+        };
+        store.ensure_topic().await?;
+        self.ensure_dead_letter_topic().await?;
+        let mut resume = tokio::task::block_in_place(|| store.load())?;
+        log_resume(cfg, &resume);
+        let mut plan = Plan::default();
+        loop {
+            let position = resume.as_ref().map(|c| c.position.clone());
+            let mut feed = self.start_source(position, health, &shutdown);
+            let events = feed.take_events();
+            let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone());
+            let ended = transactional::run(ctx, events, store, resume, plan, batch).await;
+            feed.stop().await;
+            match ended {
+                Ok(Ending::Replay(r)) => {
+                    log_replay(cfg, &r);
+                    (resume, plan) = (Some(r.from), r.plan);
+                    // A producer whose transaction a refused record doomed can be left with
+                    // sequence numbers the broker no longer accepts ("skipped sequence
+                    // numbers ... requires epoch bump"): the replay gets a fresh one, which
+                    // fences the old.
+                    drop(sink);
+                    sink = match self.transactional_sink(transactional_id, &shutdown).await? {
+                        Some(s) => s,
+                        None => return Ok(()),
+                    };
+                }
+                Ok(Ending::Done) => return Ok(()),
+                Err(f) => return Err(f),
+            }
+        }
+    }
+
+    /// A transactional producer with `transactional_id`, initialised: older instances with
+    /// that id are fenced (their open transaction is aborted), so the checkpoint read next is
+    /// the last one anybody will ever commit before us. With Kafka unreachable this waits up
+    /// to a minute: a shutdown meanwhile gives `None` at once (nothing was read yet, so
+    /// nothing is left uncommitted).
+    async fn transactional_sink(
+        &self,
+        transactional_id: &str,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<Option<KafkaSink>, Error> {
+        let cfg = &self.cfg;
         let sink = KafkaSink::new_transactional(
             &cfg.kafka,
             &cfg.name,
             transactional_id,
             self.link.clone(),
-        )?;
-        // Fence older instances first: their open transaction is aborted, so the checkpoint
-        // read next is the last one anybody will ever commit before us.
-        // With Kafka unreachable this waits up to a minute: a shutdown meanwhile stops at once
-        // (nothing was read yet, so nothing is left uncommitted).
+        )?
+        .with_shutdown(shutdown.clone());
         let mut sd = shutdown.clone();
         tokio::select! {
             r = sink.init_transactions() => r?,
-            _ = sd.wait_for(|v| *v) => return Ok(()),
+            _ = sd.wait_for(|v| *v) => return Ok(None),
         }
-        store.ensure_topic().await?;
-        let resume = tokio::task::block_in_place(|| store.load())?;
-        log_resume(cfg, &resume);
-        let position = resume.as_ref().map(|c| c.position.clone());
-        let mut feed = self.start_source(position, health, &shutdown);
-        let events = feed.take_events();
-        let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);
-        let result = transactional::run(ctx, events, store, resume, batch).await;
-        feed.stop().await;
-        result
+        Ok(Some(sink))
+    }
+
+    /// Creates the dead-letter topic when events go there (`errors.tolerance=all`).
+    async fn ensure_dead_letter_topic(&self) -> Result<(), Error> {
+        if let Some(topic) = self.cfg.errors.dead_letters() {
+            pipeline::dead_letter::ensure_topic(&self.cfg.kafka, topic, self.link.clone()).await?;
+        }
+        Ok(())
     }
 
     /// Starts the source at `resume`: its events, and where the delivery loop publishes what
@@ -328,6 +392,7 @@ impl Connector {
         LoopContext {
             connector: &self.cfg.name,
             router: &self.router,
+            policy: &self.cfg.errors,
             sink,
             checkpointed,
             shutdown,
@@ -412,6 +477,17 @@ async fn wait_to_retry(
             backoff: wait,
             cause: Box::new(failure),
         })
+    }
+}
+
+fn log_replay(cfg: &ConnectorConfig, replay: &Replay) {
+    for (ordinal, planned) in replay.plan.iter() {
+        let action = match planned.action {
+            Action::DeadLetter(_) => "dead-letter",
+            Action::Stop(_) => "stop at",
+        };
+        tracing::info!(connector = %cfg.name, position = %replay.from.position, skip = replay.from.skip, ordinal, event_id = %planned.event_id, topic = %planned.topic,
+            "replaying from the checkpoint to {action} the outbox event Kafka refused");
     }
 }
 

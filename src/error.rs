@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use crate::checkpoint::CheckpointError;
-use crate::pipeline::Unroutable;
+use crate::pipeline::poison::{DeadLetterRefused, Poison};
 use crate::sink::SinkError;
 use crate::source::mysql::MysqlError;
 use crate::source::postgres::PgError;
@@ -54,9 +54,24 @@ pub enum Error {
     /// The checkpoint store.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
-    /// An outbox row the router cannot turn into a record.
+    /// An outbox event that cannot be delivered (the router refuses it, or Kafka refuses its
+    /// record for good), stopped at with `errors.tolerance=none`.
     #[error(transparent)]
-    Unroutable(#[from] Box<Unroutable>),
+    Poison(#[from] Box<Poison>),
+    /// The dead-letter topic refused a dead letter.
+    #[error(transparent)]
+    DeadLetter(#[from] Box<DeadLetterRefused>),
+    /// A replay (to dead-letter or stop at a record Kafka refused) found another record at
+    /// the planned place: the source did not send the same records again.
+    #[error("replaying from the checkpoint to handle a record Kafka refused, the relay found {found} where it expected {expected} (record {ordinal} after the checkpoint): the source did not replay the same events; the connector stops rather than dead-letter or skip the wrong event. Restart it (the refused record is then met again)")]
+    ReplayDiverged {
+        /// The record's number after the checkpoint.
+        ordinal: u64,
+        /// What the plan expected there.
+        expected: String,
+        /// What came.
+        found: String,
+    },
     /// Shutdown came before Kafka acknowledged (or committed) what was read: nothing of it is
     /// lost, it is delivered again after restart.
     #[error("shutdown: Kafka did not {what} within {grace:?} of the signal; {consequence}")]
@@ -93,7 +108,10 @@ impl Error {
             Error::Postgres(e) => e.class(),
             Error::Sink(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
-            Error::Unroutable(_) | Error::TaskLost { .. } => Class::Definite,
+            Error::Poison(_)
+            | Error::DeadLetter(_)
+            | Error::ReplayDiverged { .. }
+            | Error::TaskLost { .. } => Class::Definite,
             Error::ShutdownTimeout { .. } | Error::StoppedDuringRetry { .. } => Class::Transient,
         }
     }
@@ -109,8 +127,8 @@ impl Error {
     }
 }
 
-impl From<Unroutable> for Error {
-    fn from(e: Unroutable) -> Self {
-        Error::Unroutable(Box::new(e))
+impl From<Poison> for Error {
+    fn from(e: Poison) -> Self {
+        Error::Poison(Box::new(e))
     }
 }

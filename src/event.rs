@@ -75,6 +75,9 @@ impl Op {
 pub struct Row {
     columns: Arc<[Arc<str>]>,
     values: Vec<ColumnValue>,
+    /// Columns of the table that this image leaves out (a MySQL/MariaDB binlog row image
+    /// under `binlog_row_image=MINIMAL` or `NOBLOB`); `None` when the image is complete.
+    omitted: Option<Arc<[Arc<str>]>>,
 }
 
 impl Row {
@@ -83,7 +86,27 @@ impl Row {
     /// Panics never: a length mismatch is truncated to the shorter of the two.
     pub fn new(columns: Arc<[Arc<str>]>, mut values: Vec<ColumnValue>) -> Self {
         values.truncate(columns.len());
-        Self { columns, values }
+        Self {
+            columns,
+            values,
+            omitted: None,
+        }
+    }
+
+    /// The same row, noting that the table's columns `omitted` exist but are not in this
+    /// image (MySQL "binlog_row_image": MINIMAL and NOBLOB images leave out the columns an
+    /// INSERT did not set). An empty list means the image is complete.
+    pub fn with_omitted(mut self, omitted: Arc<[Arc<str>]>) -> Self {
+        self.omitted = (!omitted.is_empty()).then_some(omitted);
+        self
+    }
+
+    /// True when the table has column `name` but this row image leaves it out
+    /// ([`with_omitted`](Self::with_omitted)).
+    pub fn is_omitted(&self, name: &str) -> bool {
+        self.omitted
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|c| &**c == name))
     }
 
     /// The value of column `name` (exact, case-sensitive match), or `None` when the row has

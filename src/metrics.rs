@@ -18,6 +18,8 @@ pub const EVENTS_READ: &str = "outboxd_events_read_total";
 pub const EVENTS_PRODUCED: &str = "outboxd_events_produced_total";
 /// Counter: outbox row changes that made no record, by reason.
 pub const EVENTS_SKIPPED: &str = "outboxd_events_skipped_total";
+/// Counter: outbox events written to the dead-letter topic instead (`errors.tolerance=all`).
+pub const EVENTS_DEAD_LETTERED: &str = "outboxd_events_dead_lettered_total";
 /// Counter: bytes (key + value + headers) of records Kafka acknowledged.
 pub const BYTES_PRODUCED: &str = "outboxd_bytes_produced_total";
 /// Counter: failures, by kind.
@@ -47,6 +49,10 @@ pub fn describe() {
     describe_counter!(EVENTS_READ, "Outbox row changes read from the source");
     describe_counter!(EVENTS_PRODUCED, "Records acknowledged by Kafka");
     describe_counter!(EVENTS_SKIPPED, "Outbox row changes that produced no record");
+    describe_counter!(
+        EVENTS_DEAD_LETTERED,
+        "Outbox events written to the dead-letter topic"
+    );
     describe_counter!(BYTES_PRODUCED, Unit::Bytes, "Bytes acknowledged by Kafka");
     describe_counter!(ERRORS, "Connector failures by kind");
     describe_counter!(CHECKPOINT_WRITES, "Checkpoints written");
@@ -85,6 +91,8 @@ pub struct EventCounters {
     pub produced: metrics::Counter,
     /// [`BYTES_PRODUCED`] for the connector.
     pub bytes: metrics::Counter,
+    /// [`EVENTS_DEAD_LETTERED`] for the connector.
+    pub dead_lettered: metrics::Counter,
 }
 
 impl EventCounters {
@@ -94,6 +102,7 @@ impl EventCounters {
             read: metrics::counter!(EVENTS_READ, LABEL_CONNECTOR => connector.to_string()),
             produced: metrics::counter!(EVENTS_PRODUCED, LABEL_CONNECTOR => connector.to_string()),
             bytes: metrics::counter!(BYTES_PRODUCED, LABEL_CONNECTOR => connector.to_string()),
+            dead_lettered: metrics::counter!(EVENTS_DEAD_LETTERED, LABEL_CONNECTOR => connector.to_string()),
         }
     }
 }

@@ -78,6 +78,27 @@ impl CheckpointStore for FileCheckpointStore {
             .map_err(|e| io_err("fsync the directory of the", e))?;
         Ok(())
     }
+
+    /// Removes the file (a missing one is fine) and fsyncs its directory.
+    fn clear(&mut self) -> Result<(), CheckpointError> {
+        let io_err = |step: &'static str, e: std::io::Error| CheckpointError::FileWrite {
+            step,
+            path: self.path.clone(),
+            source: Arc::new(e),
+        };
+        match fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err("remove the", e)),
+        }
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err("fsync the directory of the", e))
+    }
 }
 
 #[cfg(test)]
@@ -106,6 +127,9 @@ mod tests {
         fs::write(&path, b"{not json").unwrap();
         let err = store.load().unwrap_err();
         assert!(err.to_string().contains("not a valid outboxd checkpoint"));
+        store.clear().unwrap();
+        assert!(store.load().unwrap().is_none());
+        store.clear().unwrap();
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -281,17 +281,30 @@ impl CheckpointStore for KafkaCheckpointStore {
     /// mode; exactly-once writes [`record`](Self::record) inside its transactions instead).
     fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
         let record = self.record(checkpoint)?;
+        self.write(record.value)
+    }
+
+    /// Produces a tombstone for the connector's key (a null value, which compaction keeps
+    /// until `delete.retention.ms` and `load` reads as "no checkpoint").
+    fn clear(&mut self) -> Result<(), CheckpointError> {
+        self.write(None)
+    }
+}
+
+impl KafkaCheckpointStore {
+    /// Produces `value` (a checkpoint's JSON, or `None` for a tombstone) under the
+    /// connector's key and waits (at most [`WRITE_TIMEOUT`]) until Kafka acknowledged it.
+    fn write(&mut self, value: Option<Vec<u8>>) -> Result<(), CheckpointError> {
         let producer = self.producer()?.clone();
-        let key = record.key.unwrap_or_default();
-        let value = record.value.unwrap_or_default();
+        let key = self.connector.clone().into_bytes();
+        let topic = self.topic.clone();
         let delivery = async move {
+            let mut record = FutureRecord::<[u8], [u8]>::to(&topic).key(&key);
+            if let Some(v) = &value {
+                record = record.payload(v);
+            }
             producer
-                .send(
-                    FutureRecord::<[u8], [u8]>::to(&record.topic)
-                        .key(&key)
-                        .payload(&value),
-                    KAFKA_TIMEOUT,
-                )
+                .send(record, KAFKA_TIMEOUT)
                 .await
                 .map(|_| ())
                 .map_err(|(e, _)| CheckpointError::kafka("writing the checkpoint", Some(e)))

@@ -44,6 +44,9 @@ pub trait CheckpointStore: Send {
     fn load(&self) -> Result<Option<Checkpoint>, CheckpointError>;
     /// Durably replaces the stored checkpoint. Returns only once it would survive a crash.
     fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError>;
+    /// Durably removes the stored checkpoint: the next [`load`](Self::load) finds none, and
+    /// the connector's next start begins as a first start does (`outboxd checkpoint reset`).
+    fn clear(&mut self) -> Result<(), CheckpointError>;
     /// Connects whatever [`store`](Self::store) needs, so that the first checkpoint written
     /// while events stream does not stall the pipeline for a connection set-up. Blocking;
     /// call once before streaming. The default does nothing.

@@ -6,6 +6,7 @@ use anyhow::Context;
 
 use crate::cli::ConfigArgs;
 use crate::config::{self, SourceConfig};
+use crate::connector::open_store;
 use crate::preflight::{self, CheckResult, Status};
 
 /// Prints one line per check; exits 0 only when no check failed.
@@ -22,9 +23,30 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 why.clone(),
             ));
         }
+        // The stored checkpoint, to tell whether the source can still serve it.
+        let checkpoint = {
+            let store = open_store(c);
+            match tokio::task::block_in_place(|| store.load()) {
+                Ok(cp) => Some(cp),
+                Err(f) => {
+                    results.push(CheckResult::new(
+                        &c.name,
+                        "checkpoint",
+                        Status::Fail,
+                        format!("cannot read the stored checkpoint: {f}"),
+                    ));
+                    None
+                }
+            }
+        };
+        let checkpoint = checkpoint.as_ref().map(Option::as_ref);
         match &c.source {
-            SourceConfig::Mysql(src) => results.extend(preflight::mysql::check(c, src).await),
-            SourceConfig::Postgres(src) => results.extend(preflight::postgres::check(c, src).await),
+            SourceConfig::Mysql(src) => {
+                results.extend(preflight::mysql::check(c, src, checkpoint).await)
+            }
+            SourceConfig::Postgres(src) => {
+                results.extend(preflight::postgres::check(c, src, checkpoint).await)
+            }
         }
         let c2 = c.clone();
         results.extend(tokio::task::spawn_blocking(move || preflight::kafka::check(&c2)).await?);

@@ -1,9 +1,13 @@
-//! `outboxd checkpoint show|set`: read or replace a connector's stored checkpoint.
+//! `outboxd checkpoint show|set|reset`: read, replace or remove a connector's stored
+//! checkpoint.
 //!
-//! `set` is the operator's way past an outbox row that can never be routed (it stays in the
-//! binlog/WAL forever): point the checkpoint at the position after that row's transaction
-//! (`outboxd status` and the connector's error show positions) and restart. The connector must
-//! be stopped: a running one keeps writing its own checkpoint.
+//! `set` is the operator's way past an outbox event that can never be delivered (it stays in
+//! the binlog/WAL forever): the connector's error names the event and prints the exact
+//! `checkpoint set` that steps past its transaction (or, for a transaction already partly
+//! delivered, past that event: `--skip`). `reset` removes the checkpoint, so the next start
+//! begins fresh: the explicit way to accept a gap the source can no longer serve (purged
+//! binlogs, a dropped slot). The connector must be stopped: a running one keeps writing its
+//! own checkpoint.
 
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -12,7 +16,7 @@ use anyhow::{bail, Context};
 
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::cli::CheckpointCommand;
-use crate::config::{self, CheckpointConfig, ConnectorConfig, SourceConfig};
+use crate::config::{self, CheckpointConfig, ConnectorConfig, SourceConfig, StartPosition};
 use crate::connector::open_store;
 use crate::position::SourcePosition;
 
@@ -33,10 +37,49 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        CheckpointCommand::Reset {
+            config: args,
+            connector,
+        } => {
+            let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
+                .context("loading the configuration")?;
+            let c = pick(&cfg.connectors, connector.as_deref())?;
+            ensure_topic(c).await?;
+            let mut store = open_store(c);
+            let old = tokio::task::block_in_place(|| store.load())
+                .map_err(|f| anyhow::anyhow!(f.to_string()))?;
+            tokio::task::block_in_place(|| store.clear())
+                .map_err(|f| anyhow::anyhow!(f.to_string()))?;
+            let fresh = match &c.source {
+                SourceConfig::Mysql(src) if src.start == StartPosition::Earliest => {
+                    "the oldest binlog the server has"
+                }
+                SourceConfig::Mysql(_) => "the server's current binlog position",
+                SourceConfig::Postgres(_) => {
+                    "the slot's confirmed_flush_lsn (or, if the slot is missing, the WAL position \
+                     where the connector creates it)"
+                }
+            };
+            let note = match &old {
+                Some(cp) => format!(
+                    "checkpoint {} removed: the next start begins at {fresh}; events after {} \
+                     that were not delivered will not be delivered",
+                    cp.position, cp.position
+                ),
+                None => format!("there was no checkpoint; the next start begins at {fresh}"),
+            };
+            tracing::warn!(connector = %c.name, "{note}");
+            println!(
+                "{}",
+                serde_json::json!({"connector": c.name, "previous": old, "checkpoint": null, "note": note})
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         CheckpointCommand::Set {
             config: args,
             connector,
             position,
+            skip,
         } => {
             let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
                 .context("loading the configuration")?;
@@ -60,19 +103,14 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
                     c.name
                 );
             }
-            if let CheckpointConfig::Kafka { topic, .. } = &c.checkpoint {
-                KafkaCheckpointStore::new(&c.kafka, topic, &c.name)
-                    .ensure_topic()
-                    .await
-                    .map_err(|f| anyhow::anyhow!(f.to_string()))?;
-            }
+            ensure_topic(c).await?;
             let mut store = open_store(c);
             let old = tokio::task::block_in_place(|| store.load())
                 .map_err(|f| anyhow::anyhow!(f.to_string()))?;
             let new = Checkpoint {
                 connector: c.name.clone(),
                 position,
-                skip: 0,
+                skip,
                 updated_at_ms: now_ms(),
             };
             tokio::task::block_in_place(|| store.store(&new))
@@ -84,6 +122,17 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Creates the connector's checkpoint topic if it has a Kafka store and the topic is missing.
+async fn ensure_topic(c: &ConnectorConfig) -> anyhow::Result<()> {
+    if let CheckpointConfig::Kafka { topic, .. } = &c.checkpoint {
+        KafkaCheckpointStore::new(&c.kafka, topic, &c.name)
+            .ensure_topic()
+            .await
+            .map_err(|f| anyhow::anyhow!(f.to_string()))?;
+    }
+    Ok(())
 }
 
 fn pick<'a>(

@@ -12,7 +12,9 @@ use crate::position::SourcePosition;
 use crate::source::mysql::server;
 
 /// Prints one JSON object per connector:
-/// `{"connector":..,"checkpoint":..,"checkpoint_updated_at_ms":..,"source":..,"behind":..}`.
+/// `{"connector":..,"checkpoint":..,"checkpoint_updated_at_ms":..,"source":..,"behind":..}`,
+/// plus `"checkpoint_lost": "<why>"` when the server can no longer serve the checkpoint
+/// (purged binlogs; a dropped, overtaken or WAL-less slot), which also makes it exit 1.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
         .context("loading the configuration")?;
@@ -31,35 +33,18 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        // PostgreSQL: the slot's figures (confirmed_flush_lsn, restart_lsn, lag in bytes).
-        let mut slot: Option<serde_json::Value> = None;
-        let current = match &c.source {
-            SourceConfig::Mysql(src) => match server::status_position(src).await {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    ok = false;
-                    println!(
-                        "{}",
-                        serde_json::json!({"connector": c.name, "error": e.to_string()})
-                    );
-                    continue;
-                }
-            },
-            SourceConfig::Postgres(src) => match crate::preflight::postgres::status(src).await {
-                Ok((p, s)) => {
-                    slot = Some(s);
-                    Some(p)
-                }
-                Err(e) => {
-                    ok = false;
-                    println!(
-                        "{}",
-                        serde_json::json!({"connector": c.name, "error": e.to_string()})
-                    );
-                    continue;
-                }
-            },
+        let position = checkpoint.as_ref().map(|cp| &cp.position);
+        // The source's position, the slot's figures (PostgreSQL: confirmed_flush_lsn,
+        // restart_lsn, lag in bytes) and why the source can no longer serve the checkpoint.
+        let (current, slot, gap) = match source_status(&c.source, position).await {
+            Ok(r) => r,
+            Err(e) => {
+                ok = false;
+                println!("{}", serde_json::json!({"connector": c.name, "error": e}));
+                continue;
+            }
         };
+        let current = Some(current);
         let behind = match (&checkpoint, &current) {
             (Some(cp), Some(cur)) => behind(&cp.position, cur),
             _ => None,
@@ -71,8 +56,21 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             "source": current.as_ref().map(|p| p.to_string()),
             "behind": behind,
         });
-        if let (Some(s), Some(obj)) = (slot, line.as_object_mut()) {
-            obj.insert("slot".into(), s);
+        if let Some(obj) = line.as_object_mut() {
+            if let Some(s) = slot {
+                obj.insert("slot".into(), s);
+            }
+            if let Some(g) = gap {
+                ok = false;
+                obj.insert(
+                    "checkpoint_lost".into(),
+                    format!(
+                        "{g}; `outboxd run` will stop on this (see `outboxd checkpoint reset` \
+                         to start fresh, accepting the gap)"
+                    )
+                    .into(),
+                );
+            }
         }
         if let (Some(plan), Some(obj)) = (&plan, line.as_object_mut()) {
             // In a group: who runs the connector, as its owner recorded when it took it over.
@@ -96,6 +94,30 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// What `status` reads of a connector's source: its current position, the slot's figures
+/// (PostgreSQL) and why it cannot serve `checkpoint`, if it cannot.
+async fn source_status(
+    source: &SourceConfig,
+    checkpoint: Option<&SourcePosition>,
+) -> Result<(SourcePosition, Option<serde_json::Value>, Option<String>), String> {
+    match source {
+        SourceConfig::Mysql(src) => server::status(src, checkpoint)
+            .await
+            .map(|r| (r.current, None, r.gap))
+            .map_err(|e| e.to_string()),
+        SourceConfig::Postgres(src) => {
+            let lsn = match checkpoint {
+                Some(SourcePosition::Lsn(l)) => Some(*l),
+                _ => None,
+            };
+            crate::preflight::postgres::status(src, lsn)
+                .await
+                .map(|r| (r.current, Some(r.slot), r.gap))
+                .map_err(|e| e.to_string())
+        }
+    }
 }
 
 /// A human description of the distance between a checkpoint and the source's position:

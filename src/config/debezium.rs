@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use super::native::validate_slot_name;
 use super::{
-    validate_connector_name, ConfigError, ConnectorConfig, KafkaConfig, LoadCtx, MysqlFlavor,
-    MysqlSourceConfig, PositionMode, PostgresSourceConfig, PublicationAutocreate, RouterConfig,
-    Secret, SourceConfig, StartPosition, DEFAULT_MAX_RECORD_BYTES,
+    validate_connector_name, ConfigError, ConnectorConfig, ErrorPolicy, ErrorTolerance,
+    KafkaConfig, LoadCtx, MysqlFlavor, MysqlSourceConfig, PositionMode, PostgresSourceConfig,
+    PublicationAutocreate, RouterConfig, Secret, SourceConfig, StartPosition,
+    DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
 use crate::router::{parse_bool, Placement, UnknownOption};
@@ -58,7 +59,10 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("connect.keep.alive", "outboxd keeps the binlog connection alive with replication heartbeats"),
     ("connect.keep.alive.interval.ms", "outboxd keeps the binlog connection alive with replication heartbeats"),
     ("connect.max.attempts", "outboxd reconnects with its own backoff"),
-    ("errors.*", "Kafka Connect error handling; outboxd halts on a definite error without advancing its checkpoint"),
+    ("errors.log.*", "outboxd always logs an event it cannot deliver (id, table, positions; never the payload)"),
+    ("errors.retry.*", "outboxd retries transient failures with its own backoff; an event that cannot be routed or is refused for good is not retried"),
+    ("errors.deadletterqueue.topic.replication.factor", "outboxd creates a missing dead-letter topic with the broker's default replication factor"),
+    ("errors.*", "Kafka Connect error handling setting outboxd does not use"),
     ("decimal.handling.mode", "representation of values in change events; outboxd writes the payload bytes verbatim and headers as text"),
     ("time.precision.mode", "representation of values in change events; outboxd writes the payload bytes verbatim and headers as text"),
     ("bigint.unsigned.handling.mode", "representation of values in change events; outboxd writes the payload bytes verbatim and headers as text"),
@@ -463,6 +467,10 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         });
     };
 
+    // Error policy (Kafka Connect errors.tolerance and the dead-letter queue).
+    let errors_policy =
+        error_policy(&mut keys).map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
+
     // Everything else: report.
     let rest = std::mem::take(&mut keys.map);
     for (k, _) in rest {
@@ -487,10 +495,19 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
     ignored_keys.sort();
 
     let checkpoint = ctx.default_checkpoint(&name);
+    let errors = errors_policy;
+    let checkpoint_topic = match &checkpoint {
+        super::CheckpointConfig::Kafka { topic, .. } => Some(topic.as_str()),
+        super::CheckpointConfig::File { .. } => None,
+    };
+    errors
+        .validate(checkpoint_topic)
+        .map_err(|m| ctx.invalid(format!("{here}: errors.*"), m))?;
     Ok(ConnectorConfig {
         name,
         source,
         router,
+        errors,
         kafka: KafkaConfig {
             bootstrap_servers: bootstrap,
             producer: BTreeMap::new(),
@@ -499,6 +516,45 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         checkpoint,
         tables,
         ignored_keys,
+    })
+}
+
+/// Kafka Connect's error policy keys: `errors.tolerance` (`none`, the default, or `all`),
+/// `errors.deadletterqueue.topic.name`, `errors.deadletterqueue.context.headers.enable`
+/// (default false, as in Connect). A dead-letter topic without `errors.tolerance=all` is
+/// reported as unused (Connect does not write to it then either).
+fn error_policy(keys: &mut Keys) -> Result<ErrorPolicy, (String, String)> {
+    let tolerance = match keys
+        .take_nonempty("errors.tolerance")
+        .map(|v| v.to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("none") => ErrorTolerance::None,
+        Some("all") => ErrorTolerance::All,
+        Some(other) => {
+            return Err((
+                "errors.tolerance".into(),
+                format!("{other:?} is not none or all"),
+            ))
+        }
+    };
+    let topic_key = "errors.deadletterqueue.topic.name";
+    let headers_key = "errors.deadletterqueue.context.headers.enable";
+    let mut dead_letter_topic = keys.take_nonempty(topic_key);
+    let context_headers = match keys.take_nonempty(headers_key) {
+        Some(v) => parse_bool(&v).map_err(|m| (headers_key.to_string(), m))?,
+        None => false,
+    };
+    if tolerance == ErrorTolerance::None && dead_letter_topic.take().is_some() {
+        keys.ignore(
+            topic_key,
+            "used only with errors.tolerance=all (the default, none, stops the connector instead)",
+        );
+    }
+    Ok(ErrorPolicy {
+        tolerance,
+        dead_letter_topic,
+        context_headers,
     })
 }
 

@@ -170,6 +170,9 @@ pub struct ConnectorConfig {
     pub kafka: KafkaConfig,
     /// Where the delivered source position is kept.
     pub checkpoint: CheckpointConfig,
+    /// What happens to an outbox event that cannot be delivered (Kafka Connect's
+    /// `errors.*`): stop (default) or the dead-letter topic.
+    pub errors: ErrorPolicy,
     /// Outbox tables (`schema.table`), at least one. Debezium `table.include.list` (literal
     /// names only, regex metacharacters are rejected).
     pub tables: Vec<TableName>,
@@ -365,6 +368,67 @@ pub enum CheckpointConfig {
         #[serde(default = "default_batch_max_ms")]
         batch_max_ms: u64,
     },
+}
+
+/// Kafka Connect's `errors.tolerance`: what a connector does with an outbox event it cannot
+/// deliver (the router cannot route it, or Kafka refuses it for good).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorTolerance {
+    /// Stop the connector (after committing everything ahead of the event's source
+    /// transaction), naming the event and how to step past it. Connect's default.
+    #[default]
+    None,
+    /// Write the event to the dead-letter topic, with headers saying why and where it came
+    /// from, and go on.
+    All,
+}
+
+/// A connector's error policy: Kafka Connect's `errors.tolerance`,
+/// `errors.deadletterqueue.topic.name` and `errors.deadletterqueue.context.headers.enable`
+/// (TOML `[connectors.errors]`: `tolerance`, `dead_letter_topic`, `context_headers`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrorPolicy {
+    /// Stop or dead-letter.
+    pub tolerance: ErrorTolerance,
+    /// The dead-letter topic (required with [`ErrorTolerance::All`]); created with one
+    /// partition if missing, so dead letters keep source order.
+    pub dead_letter_topic: Option<String>,
+    /// Whether dead letters carry the `__connect.errors.*` / `__outboxd.*` context headers
+    /// (TOML default true; a Debezium JSON import follows Connect's default, false).
+    pub context_headers: bool,
+}
+
+impl ErrorPolicy {
+    /// Checks the policy of a connector whose checkpoint topic (Kafka store) is
+    /// `checkpoint_topic`: `all` needs a valid dead-letter topic other than that one.
+    /// Returns what is wrong.
+    pub fn validate(&self, checkpoint_topic: Option<&str>) -> Result<(), String> {
+        match (&self.tolerance, &self.dead_letter_topic) {
+            (ErrorTolerance::All, None) => Err(
+                "tolerance \"all\" (errors.tolerance=all) needs a dead-letter topic \
+                 (errors.deadletterqueue.topic.name / dead_letter_topic): outboxd never drops \
+                 an event silently"
+                    .into(),
+            ),
+            (_, Some(t)) if !crate::router::is_valid_topic(t) => Err(format!(
+                "dead-letter topic {t:?} is not a valid Kafka topic name (1-249 characters of \
+                 a-z A-Z 0-9 . _ -)"
+            )),
+            (_, Some(t)) if Some(t.as_str()) == checkpoint_topic => Err(format!(
+                "dead-letter topic {t:?} is the checkpoint topic; choose another"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The dead-letter topic when events go there (`tolerance = all`).
+    pub fn dead_letters(&self) -> Option<&str> {
+        match self.tolerance {
+            ErrorTolerance::All => self.dead_letter_topic.as_deref(),
+            ErrorTolerance::None => None,
+        }
+    }
 }
 
 /// How records and checkpoints reach Kafka.

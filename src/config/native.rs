@@ -8,9 +8,9 @@ use serde::Deserialize;
 
 use super::{
     default_pg_object_name, duration, read_secret_file, validate_connector_name, CheckpointConfig,
-    Config, ConfigError, ConnectorConfig, GroupConfig, KafkaConfig, LoadCtx, LogConfig,
-    MetricsConfig, MysqlFlavor, MysqlSourceConfig, PositionMode, PostgresSourceConfig,
-    PublicationAutocreate, RouterConfig, Secret, SourceConfig, StartPosition,
+    Config, ConfigError, ConnectorConfig, ErrorPolicy, ErrorTolerance, GroupConfig, KafkaConfig,
+    LoadCtx, LogConfig, MetricsConfig, MysqlFlavor, MysqlSourceConfig, PositionMode,
+    PostgresSourceConfig, PublicationAutocreate, RouterConfig, Secret, SourceConfig, StartPosition,
     DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
@@ -41,6 +41,20 @@ struct ConnectorToml {
     kafka: KafkaToml,
     #[serde(default)]
     checkpoint: Option<CheckpointConfig>,
+    #[serde(default)]
+    errors: Option<ErrorsToml>,
+}
+
+/// `[connectors.errors]`: Kafka Connect's `errors.*` policy.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorsToml {
+    #[serde(default)]
+    tolerance: ErrorTolerance,
+    #[serde(default)]
+    dead_letter_topic: Option<String>,
+    #[serde(default)]
+    context_headers: Option<bool>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -242,10 +256,38 @@ fn connector(
         None => ctx.default_checkpoint(&c.name),
     };
 
+    let errors = match c.errors {
+        None => ErrorPolicy {
+            context_headers: true,
+            ..ErrorPolicy::default()
+        },
+        Some(e) => {
+            if e.tolerance == ErrorTolerance::None && e.dead_letter_topic.is_some() {
+                return Err(ctx.invalid(
+                    format!("{here}.errors.dead_letter_topic"),
+                    "is only used with tolerance = \"all\"; set tolerance = \"all\" or remove it",
+                ));
+            }
+            ErrorPolicy {
+                tolerance: e.tolerance,
+                dead_letter_topic: e.dead_letter_topic,
+                context_headers: e.context_headers.unwrap_or(true),
+            }
+        }
+    };
+    let checkpoint_topic = match &checkpoint {
+        CheckpointConfig::Kafka { topic, .. } => Some(topic.as_str()),
+        CheckpointConfig::File { .. } => None,
+    };
+    errors
+        .validate(checkpoint_topic)
+        .map_err(|m| ctx.invalid(format!("{here}.errors"), m))?;
+
     Ok(ConnectorConfig {
         name: c.name,
         source,
         router,
+        errors,
         kafka: KafkaConfig {
             bootstrap_servers: bootstrap,
             producer,

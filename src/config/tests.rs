@@ -813,3 +813,100 @@ fn password_file_and_exclusivity() {
     assert!(e.contains("only one of"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+const MINIMAL_TOML: &str = r#"
+[[connectors]]
+name = "shop"
+tables = ["shop.outbox_events"]
+source = { kind = "mariadb", host = "db", user = "u", server_id = 7 }
+"#;
+
+#[test]
+fn toml_error_policy() {
+    let c = one(MINIMAL_TOML, Some("k:9092"), &[]);
+    assert_eq!(c.errors.tolerance, ErrorTolerance::None);
+    assert!(c.errors.context_headers, "TOML default: context headers on");
+    assert_eq!(c.errors.dead_letters(), None);
+
+    let c = one(
+        &format!("{MINIMAL_TOML}\n[connectors.errors]\ntolerance = \"all\"\ndead_letter_topic = \"shop.dlq\"\ncontext_headers = false\n"),
+        Some("k:9092"),
+        &[],
+    );
+    assert_eq!(c.errors.tolerance, ErrorTolerance::All);
+    assert_eq!(c.errors.dead_letters(), Some("shop.dlq"));
+    assert!(!c.errors.context_headers);
+
+    for (body, expect) in [
+        ("tolerance = \"all\"", "needs a dead-letter topic"),
+        (
+            "dead_letter_topic = \"x\"",
+            "only used with tolerance = \"all\"",
+        ),
+        (
+            "tolerance = \"all\"\ndead_letter_topic = \"bad topic\"",
+            "not a valid Kafka topic",
+        ),
+        (
+            "tolerance = \"all\"\ndead_letter_topic = \"outboxd.checkpoints.shop\"",
+            "is the checkpoint topic",
+        ),
+        ("tolerance = \"some\"", "unknown variant"),
+        ("tolerence = \"all\"", "unknown field"),
+    ] {
+        let e = err(
+            &format!("{MINIMAL_TOML}\n[connectors.errors]\n{body}\n"),
+            Some("k:9092"),
+            &[],
+        );
+        assert!(e.contains(expect), "{body}: {e}");
+    }
+}
+
+#[test]
+fn debezium_error_policy_keys() {
+    let base = r#"{"name": "shop", "config": {
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+        "database.hostname": "db", "database.user": "u", "database.server.id": "7",
+        "table.include.list": "shop.outbox_events",
+        "transforms": "outbox",
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"
+        EXTRA }}"#;
+    let with = |extra: &str| base.replace("EXTRA", extra);
+    let c = one(&with(""), Some("k:9092"), &[]);
+    assert_eq!(c.errors, ErrorPolicy::default());
+
+    let c = one(
+        &with(
+            r#", "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "shop-dlq",
+            "errors.deadletterqueue.context.headers.enable": "true",
+            "errors.log.enable": "true", "errors.retry.timeout": "0""#,
+        ),
+        Some("k:9092"),
+        &[],
+    );
+    assert_eq!(c.errors.dead_letters(), Some("shop-dlq"));
+    assert!(c.errors.context_headers);
+    assert!(ignored(&c, "errors.log.enable").is_some());
+    assert!(ignored(&c, "errors.retry.timeout").is_some());
+    assert!(ignored(&c, "errors.tolerance").is_none(), "used");
+
+    // Connect's default for context headers is false; a DLQ topic without `all` is unused.
+    let c = one(
+        &with(r#", "errors.deadletterqueue.topic.name": "shop-dlq""#),
+        Some("k:9092"),
+        &[],
+    );
+    assert_eq!(c.errors.dead_letters(), None);
+    assert!(ignored(&c, "errors.deadletterqueue.topic.name")
+        .unwrap()
+        .contains("errors.tolerance=all"));
+    let e = err(&with(r#", "errors.tolerance": "all""#), Some("k:9092"), &[]);
+    assert!(e.contains("needs a dead-letter topic"), "{e}");
+    let e = err(
+        &with(r#", "errors.tolerance": "sometimes""#),
+        Some("k:9092"),
+        &[],
+    );
+    assert!(e.contains("errors.tolerance"), "{e}");
+}

@@ -1,61 +1,36 @@
-//! The delivery loop of one connector: source events -> router -> Kafka -> in-order
-//! acknowledgements -> checkpoint.
+//! The delivery loops of one connector: source events -> router -> Kafka -> checkpoint.
 //!
-//! Every source transaction boundary is queued as a marker behind that transaction's records
-//! (the number of records sent before it). A marker is reached only when Kafka acknowledged
-//! every record sent before it ([`crate::sink::DeliveryTracker::acked_below`]), so the
-//! checkpoint can only ever name a position whose whole past was delivered; a failed
-//! delivery stops the loop before any later marker is reached. In-flight records are bounded
-//! ([`PipelineOptions::max_in_flight`]), which is the backpressure that slows the source
-//! reader when Kafka is slow.
+//! This module is the at-least-once loop (in-order acknowledgements -> checkpoint);
+//! [`transactional`] is the exactly-once one (records and checkpoint in one Kafka
+//! transaction). Both hold a source transaction's records back until its commit
+//! ([`txn_buffer`]), route with the connector's error policy ([`stage`]), and stop at or
+//! dead-letter events that cannot be delivered ([`poison`], [`dead_letter`]).
+//!
+//! At-least-once: every source transaction boundary is queued as a marker behind that
+//! transaction's records (the number of records sent before it). A marker is reached only
+//! when Kafka acknowledged every record sent before it
+//! ([`crate::sink::DeliveryTracker::acked_below`]), so the checkpoint can only ever name a
+//! position whose whole past was delivered; a failed delivery stops the loop before any
+//! later marker is reached. In-flight records are bounded ([`PipelineOptions::max_in_flight`]),
+//! which is the backpressure that slows the source reader when Kafka is slow.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+use self::inbox::Inbox;
+use self::poison::{DeadLetterRefused, Ending, Plan, Poison, Replay};
+use self::stage::Stage;
+use self::txn_buffer::{Admitted, Pending, SourceTxn};
 use crate::checkpoint::{now_ms, Checkpoint, CheckpointStore};
+use crate::config::ErrorPolicy;
 use crate::error::Error;
-use crate::event::{RowChange, SourceEvent, TableName};
+use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
-use crate::router::{EventRouter, RouteError, Routed};
-use crate::sink::KafkaSink;
-
-/// An outbox row the router cannot turn into a record (a definite failure): names the table
-/// and the event id (never the payload) and says what happens to the checkpoint.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "outbox row in {table} with event id {id} could not be routed: {source}. The checkpoint \
-     stays at the last delivered transaction: fix the routing options and restart; a row \
-     already in the log cannot be changed, so if it must be dropped, set the checkpoint past \
-     its transaction (`outboxd status` shows positions)"
-)]
-pub struct Unroutable {
-    /// The outbox table.
-    pub table: TableName,
-    /// The event id (`table.field.event.id`), `(none)` without one.
-    pub id: String,
-    /// Why the router refused it.
-    #[source]
-    pub source: RouteError,
-}
-
-impl Unroutable {
-    /// The failure for `change`, which `router` refused with `source`.
-    pub fn new(router: &EventRouter, change: &RowChange, source: RouteError) -> Self {
-        let id = change
-            .row
-            .get(&router.config().field_event_id)
-            .and_then(|v| v.as_text().map(|t| t.into_owned()))
-            .unwrap_or_else(|| "(none)".into());
-        Self {
-            table: change.table.clone(),
-            id,
-            source,
-        }
-    }
-}
+use crate::router::EventRouter;
+use crate::sink::{DeliveryTracker, KafkaRecord, KafkaSink, Refused, SinkError};
 
 /// Longest a shutdown waits for Kafka to acknowledge (and, exactly-once, commit) what was
 /// read, counted from the signal: fits common stop timeouts (Kubernetes' 30 s). Past it the
@@ -70,6 +45,8 @@ pub struct LoopContext<'a> {
     pub connector: &'a str,
     /// Turns row changes into records.
     pub router: &'a EventRouter,
+    /// What happens to events that cannot be delivered.
+    pub policy: &'a ErrorPolicy,
     /// The connector's producer (transactional for the exactly-once loop).
     pub sink: &'a KafkaSink,
     /// Every position durably stored is published here: how a PostgreSQL source learns what
@@ -105,6 +82,8 @@ struct Marker {
     /// this is acknowledged.
     after: u64,
     position: SourcePosition,
+    /// Rows of the transaction after `position` delivered (a stop inside a split one).
+    skip: u64,
     commit_ts_ms: Option<i64>,
 }
 
@@ -113,38 +92,44 @@ struct Progress<'a> {
     connector: &'a str,
     store: &'a mut dyn CheckpointStore,
     checkpointed: &'a watch::Sender<Option<SourcePosition>>,
-    acked: Option<SourcePosition>,
+    /// The last position (and skip) whose past is acknowledged, and its marker's `after`.
+    acked: Option<(SourcePosition, u64)>,
+    acked_after: u64,
     acked_commit_ts_ms: Option<i64>,
-    stored: Option<SourcePosition>,
+    /// What is stored, and its marker's `after` (record ordinals of a replay count from it).
+    stored: Option<Checkpoint>,
+    stored_after: u64,
     last_write: Instant,
     last_advance: Instant,
 }
 
 impl Progress<'_> {
-    fn advance(&mut self, position: SourcePosition, commit_ts_ms: Option<i64>) {
-        self.acked = Some(position);
-        if commit_ts_ms.is_some() {
-            self.acked_commit_ts_ms = commit_ts_ms;
+    fn advance(&mut self, mk: Marker) {
+        self.acked = Some((mk.position, mk.skip));
+        self.acked_after = mk.after;
+        if mk.commit_ts_ms.is_some() {
+            self.acked_commit_ts_ms = mk.commit_ts_ms;
         }
     }
 
     fn flush(&mut self) -> Result<(), Error> {
-        let Some(acked) = &self.acked else {
+        let Some((position, skip)) = &self.acked else {
             return Ok(());
         };
-        if self.stored.as_ref() == Some(acked) {
+        if self.stored.as_ref().map(|c| (&c.position, c.skip)) == Some((position, *skip)) {
             return Ok(());
         }
         let checkpoint = Checkpoint {
             connector: self.connector.to_string(),
-            position: acked.clone(),
-            skip: 0,
+            position: position.clone(),
+            skip: *skip,
             updated_at_ms: now_ms(),
         };
         self.store.store(&checkpoint)?;
         self.checkpointed
             .send_replace(Some(checkpoint.position.clone()));
-        self.stored = Some(checkpoint.position);
+        self.stored = Some(checkpoint);
+        self.stored_after = self.acked_after;
         self.last_write = Instant::now();
         self.last_advance = Instant::now();
         metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => self.connector.to_string())
@@ -163,42 +148,213 @@ impl Progress<'_> {
     }
 }
 
-/// Runs the delivery loop until the source ends, `shutdown` turns true, or a failure.
+/// What interrupts a delivery loop's reading.
+enum Interrupt {
+    /// A failure (the source's, the sink's, the checkpoint store's).
+    Failed(Error),
+    /// librdkafka refused to enqueue the record numbered `seq` for good (found on sending):
+    /// like a refusal in a delivery report.
+    RefusedOnSend(Refused),
+    /// An event to stop at.
+    Poison(Box<Poison>),
+    /// A delivery failed (the tracker has it): handled like one seen between turns.
+    Undelivered,
+}
+
+impl Interrupt {
+    /// What a failed send of `record`, number `seq` (a dead letter when `dead`), means.
+    fn of_send(f: SinkError, record: &KafkaRecord, seq: u64, dead: bool) -> Self {
+        match (f.refusal(), dead) {
+            (Some(_), true) => Interrupt::Failed(DeadLetterRefused::of(f)),
+            (Some(_), false) => Interrupt::RefusedOnSend(Refused {
+                seq,
+                size: crate::sink::tracker::counted_size(record.approx_size()),
+                refusal: f,
+            }),
+            (None, _) => Interrupt::Failed(f.into()),
+        }
+    }
+}
+
+/// The at-least-once loop's reading side: routing, the held-back transaction, sending,
+/// markers.
+struct Alo<'a> {
+    sink: &'a KafkaSink,
+    deliveries: &'a DeliveryTracker,
+    counters: m::EventCounters,
+    stage: Stage<'a>,
+    markers: VecDeque<Marker>,
+    txn: SourceTxn,
+    /// Number of the first record of this run: record ordinals count from it.
+    base_seq: u64,
+    /// Numbers of dead letters sent and not yet acknowledged.
+    dead_seqs: BTreeSet<u64>,
+    /// Turns true on shutdown.
+    signal: watch::Receiver<bool>,
+}
+
+impl Alo<'_> {
+    async fn send_all(
+        &mut self,
+        pending: Vec<Pending>,
+        commit: Option<&SourcePosition>,
+    ) -> Result<(), Interrupt> {
+        for p in pending {
+            if p.dead {
+                // A dead letter waits for every record before it: were one of them refused,
+                // its own dead letter (written by the replay that follows) must come first.
+                self.settle_before_dead_letter().await?;
+            }
+            let (seq, _, dead) = send_pending(self.sink, self.stage.policy(), p, commit).await?;
+            if dead {
+                self.dead_seqs.insert(seq);
+                self.counters.dead_lettered.increment(1);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every record sent is acknowledged ([`Interrupt::Undelivered`] when one
+    /// fails), giving up at shutdown (transient: what was read is delivered again after
+    /// restart).
+    async fn settle_before_dead_letter(&mut self) -> Result<(), Interrupt> {
+        let mut signal = self.signal.clone();
+        tokio::select! {
+            r = self.deliveries.all_acked() => r.map_err(|_| Interrupt::Undelivered),
+            _ = signal.wait_for(|v| *v) => Err(Interrupt::Failed(Error::ShutdownTimeout {
+                what: "acknowledge the records ahead of a dead letter".into(),
+                grace: Duration::ZERO,
+                consequence: "they are not checkpointed and will be delivered again after \
+                              restart",
+            })),
+        }
+    }
+
+    /// Queues `position` (with the rows of the transaction after it already delivered: a
+    /// resumed checkpoint's `skip` until that transaction's commit) behind what was sent.
+    fn mark(&mut self, position: SourcePosition, commit_ts_ms: Option<i64>) {
+        self.markers.push_back(Marker {
+            after: self.deliveries.sent(),
+            position,
+            skip: self.txn.skip,
+            commit_ts_ms,
+        });
+    }
+
+    async fn on_event(&mut self, ev: SourceEvent) -> Result<(), Interrupt> {
+        match ev {
+            SourceEvent::Change(change) => {
+                self.counters.read.increment(1);
+                let sent = self.deliveries.sent() - self.base_seq;
+                let pending = admitted(self.txn.admit(&self.stage, change, sent))?;
+                self.send_all(pending, None).await
+            }
+            SourceEvent::Commit {
+                position,
+                commit_ts_ms,
+            } => {
+                let held = self.txn.commit(position.clone());
+                self.send_all(held, Some(&position)).await?;
+                self.mark(position, Some(commit_ts_ms));
+                Ok(())
+            }
+            SourceEvent::Progress { position } => {
+                if self.txn.between() {
+                    self.txn.position = Some(position.clone());
+                    self.mark(position, None);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What an admitted row change asks of a loop: records to send now (perhaps none), or the
+/// interrupt (a stop at a poison event, a failure).
+fn admitted(admitted: Result<Admitted, Error>) -> Result<Vec<Pending>, Interrupt> {
+    match admitted.map_err(Interrupt::Failed)? {
+        Admitted::Nothing => Ok(Vec::new()),
+        Admitted::Stop(poison) => Err(Interrupt::Poison(poison)),
+        Admitted::Send(pending) => Ok(pending),
+    }
+}
+
+/// Sends `pending` (a dead letter gets its transaction's `commit` position when known):
+/// the record's number, its size, and whether it is a dead letter.
+async fn send_pending(
+    sink: &KafkaSink,
+    policy: &ErrorPolicy,
+    pending: Pending,
+    commit: Option<&SourcePosition>,
+) -> Result<(u64, usize, bool), Interrupt> {
+    let Pending { mut record, dead } = pending;
+    if let (true, Some(c)) = (dead, commit) {
+        dead_letter::with_commit(&mut record, policy, c);
+    }
+    let seq = sink.deliveries().sent();
+    sink.send(&record)
+        .await
+        .map_err(|f| Interrupt::of_send(f, &record, seq, dead))?;
+    Ok((seq, record.approx_size(), dead))
+}
+
+/// Longest a stop at a poison event waits for the records ahead of it to be acknowledged.
+const STOP_DRAIN: Duration = Duration::from_secs(60);
+
+/// Runs the delivery loop until the source ends, `shutdown` turns true, a failure, or a
+/// replay.
 ///
-/// `resumed_from` is the position the source started at (already stored). Every position
-/// durably stored is published on `ctx.checkpointed`. On every exit
-/// the last fully acknowledged position is written to `store` first (a drain on shutdown:
-/// flush the producer, wait for acknowledgements, final checkpoint). Returns the source's or
-/// the sink's failure; a failed delivery never lets a later position be stored.
+/// `resume` is the checkpoint the source started at (already stored), `plan` a replay's
+/// (empty otherwise). Every position durably stored is published on `ctx.checkpointed`. On
+/// every exit the last fully acknowledged position is written to `store` first (a drain on
+/// shutdown: flush the producer, wait for acknowledgements, final checkpoint). Returns the
+/// source's or the sink's failure; a failed delivery never lets a later position be stored.
+/// Records Kafka refused end the loop with [`Ending::Replay`] from the checkpoint stored
+/// before them ([`poison`]).
 pub async fn run(
     ctx: LoopContext<'_>,
     events: mpsc::Receiver<Result<SourceEvent, Error>>,
     store: &mut dyn CheckpointStore,
-    resumed_from: Option<SourcePosition>,
+    resume: Option<Checkpoint>,
+    plan: Plan,
     opts: &PipelineOptions,
-) -> Result<(), Error> {
+) -> Result<Ending, Error> {
     let LoopContext {
         connector,
         router,
+        policy,
         sink,
         checkpointed,
         mut shutdown,
     } = ctx;
+    let resumed_from = resume.as_ref().map(|c| c.position.clone());
     checkpointed.send_replace(resumed_from.clone());
     let mut events = inbox::Inbox::new(events);
-    let label = connector.to_string();
-    let counters = m::EventCounters::new(connector);
     let deliveries = sink.deliveries();
-    let mut markers: VecDeque<Marker> = VecDeque::new();
+    // Reports of an earlier run on this producer (before a replay) are done with.
+    deliveries.rebase();
+    let mut alo = Alo {
+        sink,
+        deliveries,
+        counters: m::EventCounters::new(connector),
+        stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan),
+        markers: VecDeque::new(),
+        txn: SourceTxn::new(resume.as_ref(), opts.max_in_flight / 2, 4 * 1024 * 1024),
+        base_seq: deliveries.sent(),
+        dead_seqs: BTreeSet::new(),
+        signal: shutdown.clone(),
+    };
     // Acknowledgements already counted in the metrics.
     let mut counted = deliveries.acked();
     let mut progress = Progress {
         connector,
         store,
         checkpointed,
-        acked: resumed_from.clone(),
+        acked: resume.as_ref().map(|c| (c.position.clone(), c.skip)),
+        acked_after: alo.base_seq,
         acked_commit_ts_ms: None,
-        stored: resumed_from,
+        stored: resume,
+        stored_after: alo.base_seq,
         last_write: Instant::now(),
         last_advance: Instant::now(),
     };
@@ -207,9 +363,9 @@ pub async fn run(
     let mut source_open = true;
     let mut drain_deadline: Option<Instant> = None;
 
-    let outcome: Result<(), Error> = loop {
+    let outcome: Result<Ending, Error> = loop {
         let in_flight = deliveries.unacked().0 as usize;
-        tokio::select! {
+        let turn: Result<(), Interrupt> = tokio::select! {
             biased;
             changed = shutdown.changed(), if source_open => {
                 if changed.is_err() || *shutdown.borrow() {
@@ -218,46 +374,45 @@ pub async fn run(
                     events.close();
                     drain_deadline = Some(Instant::now() + SHUTDOWN_GRACE);
                 }
+                Ok(())
             }
             ev = events.recv(), if source_open && in_flight < opts.max_in_flight => {
                 match ev {
-                    None => { source_open = false; }
-                    Some(Err(f)) => break Err(f),
-                    Some(Ok(ev)) => {
-                        if let Err(f) = handle_event(&label, &counters, ev, router, sink, &mut markers).await {
-                            break Err(f);
-                        }
+                    None => {
+                        source_open = false;
+                        Ok(())
                     }
+                    Some(Err(f)) => Err(Interrupt::Failed(f)),
+                    Some(Ok(ev)) => alo.on_event(ev).await,
                 }
             }
             // Markers are checked after every turn; this only wakes the loop when it waits.
-            _ = deliveries.changed(), if in_flight > 0 => {}
+            _ = deliveries.changed(), if in_flight > 0 => Ok(()),
             _ = tick.tick() => {
                 if progress.last_write.elapsed() >= opts.checkpoint_interval {
                     if let Err(f) = progress.flush() { break Err(f); }
                 }
                 progress.report_gauges();
+                Ok(())
             }
-        }
-        if deliveries.failure().is_some() {
-            // The records refused with it, and the cause among them, report one by one.
-            break Err(deliveries
-                .settled_failure(crate::sink::DeliveryTracker::SETTLE_WITHIN)
-                .or_else(|| deliveries.failure())
-                .expect("a failure stays recorded")
-                .into());
+        };
+        let refused_on_send = match turn {
+            Ok(()) => None,
+            Err(Interrupt::Failed(f)) => break Err(f),
+            Err(Interrupt::Poison(p)) => {
+                break stop_at(p, &mut alo, &mut progress, &mut events, &mut shutdown).await
+            }
+            Err(Interrupt::RefusedOnSend(r)) => Some(r),
+            Err(Interrupt::Undelivered) => None,
+        };
+        if refused_on_send.is_some() || deliveries.failure().is_some() {
+            break refused(&mut alo, &mut progress, refused_on_send);
         }
         let acked = deliveries.acked();
-        counters.produced.increment(acked.0 - counted.0);
-        counters.bytes.increment(acked.1 - counted.1);
+        alo.counters.produced.increment(acked.0 - counted.0);
+        alo.counters.bytes.increment(acked.1 - counted.1);
         counted = acked;
-        let acked_below = deliveries.acked_below();
-        let mut reached = false;
-        while markers.front().is_some_and(|mk| mk.after <= acked_below) {
-            let mk = markers.pop_front().expect("front exists");
-            progress.advance(mk.position, mk.commit_ts_ms);
-            reached = true;
-        }
+        let reached = reach_markers(&mut alo, &mut progress);
         // The very first checkpoint is written at once: until it exists a crash would
         // restart at the server's *current* position.
         if reached
@@ -268,8 +423,8 @@ pub async fn run(
                 break Err(f);
             }
         }
-        if !source_open && markers.is_empty() && deliveries.unacked().0 == 0 {
-            break Ok(());
+        if !source_open && alo.markers.is_empty() && deliveries.unacked().0 == 0 {
+            break Ok(Ending::Done);
         }
         if drain_deadline.is_some_and(|d| Instant::now() >= d) {
             // Kafka does not acknowledge (unreachable?): stop anyway, before an orchestrator
@@ -289,45 +444,131 @@ pub async fn run(
     // them is stored.
     let flushed = progress.flush();
     progress.report_gauges();
-    outcome.and(flushed)
+    match (outcome, flushed) {
+        (Ok(Ending::Done), f) => f.map(|()| Ending::Done),
+        (outcome, _) => outcome,
+    }
 }
 
-async fn handle_event(
-    label: &str,
-    counters: &m::EventCounters,
-    ev: SourceEvent,
-    router: &EventRouter,
-    sink: &KafkaSink,
-    markers: &mut VecDeque<Marker>,
-) -> Result<(), Error> {
-    let (position, commit_ts_ms) = match ev {
-        SourceEvent::Change(mut change) => {
-            counters.read.increment(1);
-            let routed = router
-                .route_taking(&mut change)
-                .map_err(|e| Unroutable::new(router, &change, e))?;
-            match routed {
-                Routed::Record(record) => sink.send(&record).await?,
-                Routed::Skipped(reason) => {
-                    metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => label.to_string(), m::LABEL_REASON => reason.label())
-                        .increment(1);
-                }
-            }
-            return Ok(());
-        }
-        SourceEvent::Commit {
-            position,
-            commit_ts_ms,
-        } => (position, Some(commit_ts_ms)),
-        SourceEvent::Progress { position } => (position, None),
+/// Pops every marker whose records are all acknowledged into `progress`; true if one was.
+fn reach_markers(alo: &mut Alo<'_>, progress: &mut Progress<'_>) -> bool {
+    let acked_below = alo.deliveries.acked_below();
+    let mut reached = false;
+    while alo
+        .markers
+        .front()
+        .is_some_and(|mk| mk.after <= acked_below)
+    {
+        let mk = alo.markers.pop_front().expect("front exists");
+        progress.advance(mk);
+        reached = true;
+    }
+    alo.dead_seqs = alo.dead_seqs.split_off(&acked_below);
+    reached
+}
+
+/// A delivery failed (or, with `on_send`, a record was refused when sent). When every
+/// failure is a refusal for good, the loop is replayed from the checkpoint stored once the
+/// records before them are acknowledged, with a plan to dead-letter them (or stop at the
+/// first): [`poison`]. Otherwise the failure that best tells the cause.
+fn refused(
+    alo: &mut Alo<'_>,
+    progress: &mut Progress<'_>,
+    on_send: Option<Refused>,
+) -> Result<Ending, Error> {
+    let deliveries = alo.deliveries;
+    // The records refused with it, and the cause among them, report one by one.
+    let settled = deliveries.settled_failure(DeliveryTracker::SETTLE_WITHIN);
+    let only_refusals = on_send.is_some() || deliveries.only_refusals();
+    let mut refused = deliveries.take_refused();
+    refused.extend(on_send);
+    let Some(cause) = settled
+        .or_else(|| deliveries.failure())
+        .or_else(|| refused.first().map(|r| r.refusal.clone()))
+    else {
+        return Err(Error::TaskLost {
+            detail: "a delivery failure without a cause".into(),
+        });
     };
-    markers.push_back(Marker {
-        after: sink.deliveries().sent(),
-        position,
-        commit_ts_ms,
-    });
-    Ok(())
+    if !only_refusals || refused.is_empty() {
+        return Err(cause.into());
+    }
+    // Everything acknowledged before the first refused record is checkpointed: the replay
+    // starts there.
+    reach_markers(alo, progress);
+    progress.flush()?;
+    let (Some(from), stored_after) = (progress.stored.clone(), progress.stored_after) else {
+        return Err(cause.into());
+    };
+    let dead_letters = alo.stage.policy().dead_letters().is_some();
+    let mut plan = std::mem::take(alo.stage.plan_mut());
+    plan.rebase(stored_after - alo.base_seq);
+    let refused = poison::ordinals_from(refused, stored_after);
+    let is_dead_letter = |ordinal: u64| alo.dead_seqs.contains(&(ordinal + stored_after));
+    poison::plan_refusals(
+        &mut plan,
+        refused,
+        is_dead_letter,
+        dead_letters,
+        progress.connector,
+    )?;
+    Ok(Ending::Replay(Replay { from, plan }))
 }
 
+/// Stops at `poison`: waits until every record sent before it is acknowledged, checkpoints
+/// up to its source transaction (or, for a split one, up to the event), reads on to the
+/// transaction's end, and returns the poison.
+async fn stop_at(
+    mut poison: Box<Poison>,
+    alo: &mut Alo<'_>,
+    progress: &mut Progress<'_>,
+    events: &mut Inbox<Result<SourceEvent, Error>>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<Ending, Error> {
+    let skip = alo.txn.stop_at(poison.row);
+    if alo.txn.spilled {
+        if let Some(position) = alo.txn.position.clone() {
+            alo.markers.push_back(Marker {
+                after: alo.deliveries.sent(),
+                position,
+                skip,
+                commit_ts_ms: None,
+            });
+        }
+    }
+    let drained = tokio::select! {
+        r = tokio::time::timeout(STOP_DRAIN, alo.deliveries.all_acked()) => r.ok(),
+        _ = shutdown.wait_for(|v| *v) => None,
+    };
+    match drained {
+        Some(Ok(())) => {}
+        Some(Err(_)) => return refused(alo, progress, None),
+        None => {
+            return Err(Error::ShutdownTimeout {
+                what: format!(
+                    "acknowledge the {} records ahead of outbox event {}, which cannot be \
+                     delivered",
+                    alo.deliveries.unacked().0,
+                    poison.id
+                ),
+                grace: STOP_DRAIN,
+                consequence: "they are not checkpointed and will be delivered again after \
+                              restart (the event is met again then)",
+            })
+        }
+    }
+    reach_markers(alo, progress);
+    progress.flush()?;
+    match poison::read_to_commit(events, shutdown).await {
+        Ok(after) => poison.after = Some(after),
+        Err(why) => poison.after_unknown = Some(why),
+    }
+    Err(Error::Poison(poison))
+}
+
+pub mod dead_letter;
 pub mod inbox;
+pub mod poison;
+pub mod stage;
 pub mod transactional;
+pub mod txn_buffer;

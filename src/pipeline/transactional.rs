@@ -19,14 +19,17 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::{LoopContext, SHUTDOWN_GRACE};
+use super::inbox::Inbox;
+use super::poison::{self, Ending, Plan, Poison, Replay};
+use super::stage::Stage;
+use super::txn_buffer::{Pending, SourceTxn};
+use super::{Interrupt, LoopContext, SHUTDOWN_GRACE};
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::error::Error;
-use crate::event::SourceEvent;
+use crate::event::{RowChange, SourceEvent};
 use crate::metrics as m;
 use crate::position::SourcePosition;
-use crate::router::Routed;
-use crate::sink::KafkaSink;
+use crate::sink::{DeliveryTracker, KafkaSink, Refused};
 
 /// Awaits `fut` (the open transaction's acknowledgements, or its commit) while watching for
 /// shutdown: once it is signalled (`stop_by` is then set to the signal time plus
@@ -143,272 +146,160 @@ fn extend_deadline(
     (behind && delivering && now < cap).then(|| (now.max(deadline) + opts.max_wait).min(cap))
 }
 
-/// Where the loop stands in the source stream.
-struct Cursor {
-    /// Position after the last complete source transaction (or the resume position).
-    position: Option<SourcePosition>,
-    /// Outbox rows of the current, unfinished source transaction seen so far (including
-    /// rows skipped because an earlier run delivered them).
-    txn_rows: u64,
-    /// Rows of the first source transaction to drop on resume.
-    skip: u64,
-    /// Commit time of the last complete source transaction, epoch ms.
-    commit_ts_ms: Option<i64>,
+/// Figures of a batch, for its commit's debug line.
+#[derive(Default)]
+struct BatchStats {
+    /// Source events waiting when the batch was collected.
+    queued: usize,
+    /// Time spent taking acknowledgements before reading on.
+    stalled: Duration,
+    /// Time spent waiting for the source.
+    starved: Duration,
 }
 
-impl Cursor {
-    fn checkpoint(&self, connector: &str) -> Option<Checkpoint> {
-        self.position.clone().map(|position| Checkpoint {
-            connector: connector.to_string(),
+/// The exactly-once loop's state.
+struct Eos<'a> {
+    connector: &'a str,
+    label: String,
+    sink: &'a KafkaSink,
+    deliveries: &'a DeliveryTracker,
+    store: &'a KafkaCheckpointStore,
+    checkpointed: &'a watch::Sender<Option<SourcePosition>>,
+    /// Turns true on shutdown (read, never awaited, here).
+    signal: watch::Receiver<bool>,
+    opts: &'a BatchOptions,
+    counters: m::EventCounters,
+    stage: Stage<'a>,
+    /// Where the loop stands in the source stream, the current transaction held back.
+    txn: SourceTxn,
+    /// Commit time of the last complete source transaction, epoch ms.
+    commit_ts_ms: Option<i64>,
+    /// The last committed checkpoint (at first the one resumed from).
+    committed: Option<Checkpoint>,
+    /// Number of the first record sent after the last commit: record ordinals count from it.
+    base_seq: u64,
+    /// Numbers of the dead letters in the open transaction.
+    dead_seqs: Vec<u64>,
+    /// Number of the open transaction's checkpoint record, once sent.
+    checkpoint_seq: Option<u64>,
+    /// A Kafka transaction is open.
+    open: bool,
+    /// Records and their bytes sent in the open transaction.
+    records: usize,
+    bytes: usize,
+    /// Taking acknowledgements before reading on.
+    draining: bool,
+    /// When the open transaction's collection ends, and when its first record was sent.
+    deadline: Option<Instant>,
+    opened_at: Option<Instant>,
+    last_commit: Instant,
+    /// Once stopping: when the open batch must be committed by.
+    stop_by: Option<Instant>,
+}
+
+impl Eos<'_> {
+    /// Past the unacknowledged bounds (`factor` 1), or still above half of them (2).
+    fn over_bounds(&self, factor: usize) -> bool {
+        let (records, bytes) = self.deliveries.unacked();
+        bytes as usize > self.opts.max_unacked_bytes / factor
+            || records as usize > self.opts.max_unacked_records / factor
+    }
+
+    /// The checkpoint for what is sent so far: the position before the current source
+    /// transaction plus its rows settled (sent or skipped, none held back before them).
+    fn checkpoint(&self) -> Option<Checkpoint> {
+        self.txn.position.clone().map(|position| Checkpoint {
+            connector: self.connector.to_string(),
             position,
-            skip: self.txn_rows,
+            skip: self.txn.settled(),
             updated_at_ms: now_ms(),
         })
     }
-}
 
-/// Ends the open transaction after `f` and returns the failure to report: the producer's
-/// fatal error (fencing) if it has one — then nothing more is sent, not even an abort —
-/// else, after aborting, the first failed delivery if a record failed, else `f`.
-///
-/// A record Kafka refuses (too large, no ACL) leaves the transaction in an abortable error
-/// state, and the next send or the commit then fails with librdkafka's "Erroneous state":
-/// the refusal is the cause to report (a definite failure that names the event), not that
-/// (a transient one, which would retry the same refusal for ever).
-fn fail(sink: &KafkaSink, open: bool, f: impl Into<Error>) -> Error {
-    if let Some(fatal) = sink.fatal() {
-        return fatal.into();
+    /// Whether `checkpoint` is beyond the last committed one.
+    fn moved(&self, checkpoint: Option<&Checkpoint>) -> bool {
+        checkpoint.map(|c| (&c.position, c.skip))
+            != self.committed.as_ref().map(|c| (&c.position, c.skip))
     }
-    if open {
-        sink.abort();
+
+    /// Sends `pending` in the open transaction (opening one if needed), in order.
+    async fn send_all(
+        &mut self,
+        pending: Vec<Pending>,
+        commit: Option<&SourcePosition>,
+    ) -> Result<(), Interrupt> {
+        for p in pending {
+            if !self.open {
+                self.sink.begin().map_err(|f| Interrupt::Failed(f.into()))?;
+                self.open = true;
+            }
+            let (seq, size, dead) =
+                super::send_pending(self.sink, self.stage.policy(), p, commit).await?;
+            if dead {
+                self.dead_seqs.push(seq);
+            }
+            self.records += 1;
+            self.bytes += size;
+            self.draining = self.over_bounds(1);
+            if self.draining {
+                // Waiting for acknowledgements: no point lingering.
+                self.sink.kick();
+            }
+            let now = Instant::now();
+            self.opened_at.get_or_insert(now);
+            self.deadline.get_or_insert(now + self.opts.max_wait);
+        }
+        Ok(())
     }
-    // The abort purged what was left; which record failed first is told by the reports.
-    sink.deliveries()
-        .settled_failure(crate::sink::DeliveryTracker::SETTLE_WITHIN)
-        .map(Error::from)
-        .unwrap_or_else(|| f.into())
-}
 
-/// Runs the exactly-once loop until the source ends, `shutdown`, or a failure.
-///
-/// `sink` must be transactional and initialised ([`KafkaSink::init_transactions`]);
-/// `resume` is the last committed checkpoint. On shutdown the open batch is committed first.
-/// Failures abort the open transaction: nothing of it becomes visible and the checkpoint
-/// stays at the last commit.
-pub async fn run(
-    ctx: LoopContext<'_>,
-    events: mpsc::Receiver<Result<SourceEvent, Error>>,
-    store: &KafkaCheckpointStore,
-    resume: Option<Checkpoint>,
-    opts: &BatchOptions,
-) -> Result<(), Error> {
-    let LoopContext {
-        connector,
-        router,
-        sink,
-        checkpointed,
-        mut shutdown,
-    } = ctx;
-    let mut events = super::inbox::Inbox::new(events);
-    let deliveries = sink.deliveries();
-    // Past the unacknowledged bounds (`factor` 1), or still above half of them (2).
-    let over_bounds = |factor: usize| {
-        let (records, bytes) = deliveries.unacked();
-        bytes as usize > opts.max_unacked_bytes / factor
-            || records as usize > opts.max_unacked_records / factor
-    };
-    let label = connector.to_string();
-    let counters = m::EventCounters::new(connector);
-    let mut cursor = Cursor {
-        position: resume.as_ref().map(|c| c.position.clone()),
-        txn_rows: 0,
-        skip: resume.as_ref().map_or(0, |c| c.skip),
-        commit_ts_ms: None,
-    };
-    checkpointed.send_replace(cursor.position.clone());
-    let mut committed_position = cursor.position.clone();
-    // Until the first source commit is read, how far behind the source is is estimated from
-    // when the resumed checkpoint was written: a relay that was down for minutes resumes a
-    // backlog.
-    let resumed_at_ms = resume.as_ref().map(|c| c.updated_at_ms);
-    let mut last_commit = Instant::now();
-    let mut stopping = false;
-    // Once stopping: when the open batch must be committed by.
-    let mut stop_by: Option<Instant> = None;
-    loop {
-        // ---- collect one batch
-        let mut open = false;
-        let (mut records, mut bytes) = (0usize, 0usize);
-        // Whether the loop is taking acknowledgements before reading on.
-        let mut draining = false;
-        let mut deadline: Option<Instant> = None;
-        // When the first record of the transaction was sent (deadline - max_wait).
-        let mut opened_at: Option<Instant> = None;
-        // Time spent taking acknowledgements before reading on, and waiting for the source.
-        let (mut stalled, mut starved) = (Duration::ZERO, Duration::ZERO);
-        // Whether outbox rows or commits arrived since the last deadline.
-        let mut arrived = false;
-        while !stopping {
-            // Only turns that wait are timed: no clock read per event while events flow.
-            let (was_draining, was_empty) = (draining, events.is_empty());
-            let turn = (was_draining || was_empty).then(Instant::now);
-            let sleep_until =
-                deadline.unwrap_or_else(|| Instant::now() + opts.idle_checkpoint_interval);
-            tokio::select! {
-                biased;
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        tracing::info!(connector, "shutdown: committing the open batch");
-                        stopping = true;
-                    }
-                }
-                _ = deliveries.changed(), if draining => {
-                    if let Some(f) = deliveries.failure() {
-                        return Err(fail(sink, true, f));
-                    }
-                    draining = over_bounds(2);
-                }
-                ev = events.recv(), if !draining => match ev {
-                    None => stopping = true,
-                    Some(Err(f)) => return Err(fail(sink, open, f)),
-                    Some(Ok(SourceEvent::Change(mut change))) => {
-                        arrived = true;
-                        cursor.txn_rows += 1;
-                        counters.read.increment(1);
-                        if cursor.txn_rows <= cursor.skip {
-                            continue; // delivered by an earlier run
-                        }
-                        let routed = router
-                            .route_taking(&mut change)
-                            .map_err(|e| super::Unroutable::new(router, &change, e));
-                        let routed = match routed {
-                            Ok(r) => r,
-                            Err(f) => return Err(fail(sink, open, f)),
-                        };
-                        match routed {
-                            Routed::Record(record) => {
-                                if !open {
-                                    sink.begin().map_err(|f| fail(sink, false, f))?;
-                                    open = true;
-                                }
-                                let size = record.approx_size();
-                                if let Err(f) = sink.send(&record).await {
-                                    return Err(fail(sink, true, f));
-                                }
-                                records += 1;
-                                bytes += size;
-                                draining = over_bounds(1);
-                                if draining {
-                                    // Waiting for acknowledgements: no point lingering.
-                                    sink.kick();
-                                }
-                                let now = Instant::now();
-                                opened_at.get_or_insert(now);
-                                deadline.get_or_insert(now + opts.max_wait);
-                            }
-                            Routed::Skipped(reason) => {
-                                metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => label.clone(), m::LABEL_REASON => reason.label()).increment(1);
-                            }
-                        }
-                    }
-                    Some(Ok(SourceEvent::Commit { position, commit_ts_ms })) => {
-                        arrived = true;
-                        cursor.position = Some(position);
-                        cursor.txn_rows = 0;
-                        cursor.skip = 0;
-                        cursor.commit_ts_ms = Some(commit_ts_ms);
-                        if records > 0 {
-                            let now = Instant::now();
-                            opened_at.get_or_insert(now);
-                            deadline.get_or_insert(now + opts.max_wait);
-                        }
-                    }
-                    Some(Ok(SourceEvent::Progress { position })) => {
-                        if cursor.txn_rows == 0 {
-                            cursor.position = Some(position);
-                            if committed_position.is_none() {
-                                break; // commit the first checkpoint now
-                            }
-                        }
-                    }
-                },
-                _ = tokio::time::sleep_until(sleep_until) => {
-                    let lag = cursor
-                        .commit_ts_ms
-                        .or(resumed_at_ms)
-                        .map(|ts| Duration::from_millis((now_ms() - ts).max(0) as u64));
-                    let delivering =
-                        std::mem::take(&mut arrived) || draining || !events.is_empty();
-                    let next = match (deadline, opened_at) {
-                        (Some(d), Some(o)) if !stopping => {
-                            extend_deadline(Instant::now(), d, o, lag, delivering, opts)
-                        }
-                        _ => None,
-                    };
-                    match next {
-                        Some(d) => deadline = Some(d),
-                        None => break,
-                    }
-                }
-            }
-            if let Some(turn) = turn {
-                if was_draining {
-                    stalled += turn.elapsed();
-                } else {
-                    starved += turn.elapsed();
-                }
-            }
-            if records >= opts.max_events || bytes >= opts.max_bytes {
-                break;
-            }
-        }
+    /// One outbox row change of the current source transaction.
+    async fn on_change(&mut self, change: RowChange) -> Result<(), Interrupt> {
+        self.counters.read.increment(1);
+        let sent = self.deliveries.sent() - self.base_seq;
+        let pending = super::admitted(self.txn.admit(&self.stage, change, sent))?;
+        self.send_all(pending, None).await
+    }
 
-        // ---- commit it (records + checkpoint), or nothing if nothing moved
-        let moved = cursor.position != committed_position || cursor.txn_rows > cursor.skip;
-        // The very first checkpoint is committed at once: until it exists a crash would
-        // restart at the server's *current* position.
-        let idle_due =
-            committed_position.is_none() || last_commit.elapsed() >= opts.idle_checkpoint_interval;
-        let keepalive_due =
-            committed_position.is_some() && last_commit.elapsed() >= opts.keepalive_interval;
-        if records == 0 && !keepalive_due && (!moved || (!idle_due && !stopping)) {
-            if open {
-                sink.abort();
-            }
-            if stopping {
-                return Ok(());
-            }
-            continue;
+    /// The current source transaction committed at `position`: its records go out.
+    async fn on_commit(
+        &mut self,
+        position: SourcePosition,
+        commit_ts_ms: i64,
+    ) -> Result<(), Interrupt> {
+        let held = self.txn.commit(position.clone());
+        self.send_all(held, Some(&position)).await?;
+        self.commit_ts_ms = Some(commit_ts_ms);
+        if self.records > 0 {
+            let now = Instant::now();
+            self.opened_at.get_or_insert(now);
+            self.deadline.get_or_insert(now + self.opts.max_wait);
         }
-        let Some(checkpoint) = cursor.checkpoint(connector) else {
-            // No position known yet (e.g. before the first GTID list): nothing to commit.
-            if open {
-                sink.abort();
-            }
-            if stopping {
-                return Ok(());
-            }
-            continue;
-        };
-        if !open {
-            sink.begin().map_err(|f| fail(sink, false, f))?;
+        Ok(())
+    }
+
+    /// Commits the open transaction (opening one if needed) with `checkpoint`: its records
+    /// are acknowledged and librdkafka holds nothing before commit(), because
+    /// rust-rdkafka's commit_transaction flushes first and that flush polls in 100 ms steps
+    /// while anything is outstanding, which added 100 ms to every commit
+    /// (benches/results/profile.md §2, §4).
+    async fn commit(
+        &mut self,
+        checkpoint: Checkpoint,
+        shutdown: &mut watch::Receiver<bool>,
+        stats: BatchStats,
+    ) -> Result<(), Error> {
+        if !self.open {
+            self.sink.begin()?;
+            self.open = true;
         }
-        if stopping {
-            stop_by.get_or_insert_with(|| Instant::now() + SHUTDOWN_GRACE);
-        }
-        // The checkpoint record joins the batch's records: all of them are acknowledged,
-        // and `flush_now` has found librdkafka holding nothing, before commit(), because
-        // rust-rdkafka's commit_transaction flushes first and that flush polls in 100 ms
-        // steps while anything is outstanding, which added 100 ms to every commit
-        // (benches/results/profile.md §2, §4).
         let collected_at = Instant::now();
-        let queued = events.len();
-        let record = store.record(&checkpoint)?;
-        if let Err(f) = sink.send(&record).await {
-            return Err(fail(sink, true, f));
-        }
+        let record = self.store.record(&checkpoint)?;
+        self.checkpoint_seq = Some(self.deliveries.sent());
+        self.sink.send(&record).await?;
         // The flush sends the tail of the batch without lingering; the delivery reports tell
         // which record failed, if one did.
+        let deliveries = self.deliveries;
+        let sink = self.sink;
         let all = async {
             tokio::try_join!(deliveries.all_acked(), sink.flush_now(FLUSH_TIMEOUT))
                 .map(|_| ())
@@ -416,47 +307,367 @@ pub async fn run(
         };
         // After a shutdown signal, a failure leaves the transaction to the broker instead of
         // aborting it: with Kafka unreachable the abort would block for its own timeout.
-        let acked = unless_stopped(
+        unless_stopped(
             all,
-            &mut shutdown,
-            &mut stop_by,
+            shutdown,
+            &mut self.stop_by,
             "acknowledge the open batch",
         )
-        .await;
-        if let Err(f) = acked {
-            return Err(fail(sink, stop_by.is_none(), f));
-        }
+        .await?;
         let acked_at = Instant::now();
-        let committed = unless_stopped(
+        unless_stopped(
             async { sink.commit().await.map_err(Error::from) },
-            &mut shutdown,
-            &mut stop_by,
+            shutdown,
+            &mut self.stop_by,
             "commit the open batch",
         )
-        .await;
-        if let Err(f) = committed {
-            return Err(fail(sink, stop_by.is_none(), f));
-        }
-        stopping |= stop_by.is_some();
-        let collect_ms = collected_at.duration_since(last_commit).as_millis() as u64;
+        .await?;
+        let checkpoint_seq = self.checkpoint_seq.take().unwrap_or(self.base_seq);
+        // The records of this transaction are done with: the plan counts from the next one.
+        self.stage.plan_mut().rebase(checkpoint_seq - self.base_seq);
+        self.base_seq = self.deliveries.sent();
+        self.open = false;
+        let dead = self.dead_seqs.len();
+        self.dead_seqs.clear();
+        let collect_ms = collected_at.duration_since(self.last_commit).as_millis() as u64;
         let ack_ms = acked_at.duration_since(collected_at).as_millis() as u64;
-        last_commit = Instant::now();
-        let commit_ms = last_commit.duration_since(acked_at).as_millis() as u64;
-        let (stalled_ms, starved_ms) = (stalled.as_millis() as u64, starved.as_millis() as u64);
-        committed_position = Some(checkpoint.position.clone());
-        cursor.skip = cursor.txn_rows;
-        counters.produced.increment(records as u64);
-        counters.bytes.increment(bytes as u64);
-        metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => label.clone()).increment(1);
-        metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label.clone()).set(0.0);
-        if let Some(ts) = cursor.commit_ts_ms {
-            metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => label.clone())
+        self.last_commit = Instant::now();
+        let commit_ms = self.last_commit.duration_since(acked_at).as_millis() as u64;
+        let (stalled_ms, starved_ms) = (
+            stats.stalled.as_millis() as u64,
+            stats.starved.as_millis() as u64,
+        );
+        self.txn.skip = checkpoint.skip;
+        self.counters
+            .produced
+            .increment((self.records - dead) as u64);
+        self.counters.dead_lettered.increment(dead as u64);
+        self.counters.bytes.increment(self.bytes as u64);
+        metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => self.label.clone())
+            .increment(1);
+        metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => self.label.clone()).set(0.0);
+        if let Some(ts) = self.commit_ts_ms {
+            metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => self.label.clone())
                 .set((now_ms() - ts).max(0) as f64 / 1000.0);
         }
-        checkpointed.send_replace(Some(checkpoint.position.clone()));
-        tracing::debug!(connector, records, queued, collect_ms, stalled_ms, starved_ms, ack_ms, commit_ms, position = %checkpoint.position, skip = checkpoint.skip, "committed");
+        self.checkpointed
+            .send_replace(Some(checkpoint.position.clone()));
+        let (connector, records, queued) = (self.connector, self.records, stats.queued);
+        tracing::debug!(connector, records, dead, queued, collect_ms, stalled_ms, starved_ms, ack_ms, commit_ms, position = %checkpoint.position, skip = checkpoint.skip, "committed");
+        self.committed = Some(checkpoint);
+        self.records = 0;
+        self.bytes = 0;
+        Ok(())
+    }
+
+    /// Ends the open transaction after `f` (or, with `on_send`, the refusal of record
+    /// `ordinal` when it was sent) and says what comes next: the producer's fatal error
+    /// (fencing) if it has one — then nothing more is sent, not even an abort — else, after
+    /// aborting, a replay from the last commit when Kafka refused records (to dead-letter
+    /// them, or to stop at the first: [`super::poison`]), else the failure that best tells
+    /// the cause.
+    ///
+    /// A record Kafka refuses (too large, no ACL) leaves the transaction in an abortable
+    /// error state, and the next send or the commit then fails with librdkafka's "Erroneous
+    /// state": the refusal is the cause to report (a definite failure that names the event),
+    /// not that (a transient one, which would retry the same refusal for ever).
+    fn failed(&mut self, f: Error, on_send: Option<Refused>) -> Result<Ending, Error> {
+        if let Some(fatal) = self.sink.fatal() {
+            return Err(fatal.into());
+        }
+        let signalled = *self.signal.borrow() || self.stop_by.is_some();
+        if self.open && !signalled {
+            self.sink.abort();
+        }
+        self.open = false;
+        // The abort purged what was left; which record failed first is told by the reports.
+        let settled = self
+            .deliveries
+            .settled_failure(DeliveryTracker::SETTLE_WITHIN);
+        let base = self.base_seq;
+        // Ordinals, counted from the last commit.
+        let mut refused = poison::ordinals_from(self.deliveries.take_refused(), base);
+        refused.extend(on_send);
+        let cause = settled.map(Error::from).unwrap_or(f);
+        let from = match (&self.committed, refused.is_empty() || signalled) {
+            (Some(from), false) => from.clone(),
+            _ => return Err(cause),
+        };
+        // The checkpoint record itself refused: no replay helps.
+        let checkpoint_ordinal = self.checkpoint_seq.map(|s| s - base);
+        if let Some(i) = refused
+            .iter()
+            .position(|r| Some(r.seq) == checkpoint_ordinal)
+        {
+            return Err(refused.swap_remove(i).refusal.into());
+        }
+        let dead_letters = self.stage.policy().dead_letters().is_some();
+        let mut plan = std::mem::take(self.stage.plan_mut());
+        let dead_seqs = &self.dead_seqs;
+        poison::plan_refusals(
+            &mut plan,
+            refused,
+            |ordinal| dead_seqs.contains(&(ordinal + base)),
+            dead_letters,
+            self.connector,
+        )?;
+        Ok(Ending::Replay(Replay { from, plan }))
+    }
+
+    /// Stops at `poison` (`errors.tolerance=none`): commits everything ahead of its source
+    /// transaction (nothing of that transaction is sent, unless it was split), reads on to
+    /// the transaction's end for the position after it, and returns the poison.
+    async fn stop_at(
+        &mut self,
+        mut poison: Box<Poison>,
+        events: &mut Inbox<Result<SourceEvent, Error>>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Ending, Error> {
+        let skip = self.txn.stop_at(poison.row);
+        if let Some(position) = self.txn.position.clone() {
+            let checkpoint = Checkpoint {
+                connector: self.connector.to_string(),
+                position,
+                skip,
+                updated_at_ms: now_ms(),
+            };
+            if self.open || self.moved(Some(&checkpoint)) {
+                if let Err(f) = self
+                    .commit(checkpoint, shutdown, BatchStats::default())
+                    .await
+                {
+                    return self.failed(f, None);
+                }
+            }
+        }
+        match poison::read_to_commit(events, shutdown).await {
+            Ok(after) => poison.after = Some(after),
+            Err(why) => poison.after_unknown = Some(why),
+        }
+        Err(Error::Poison(poison))
+    }
+
+    async fn interrupted(
+        &mut self,
+        interrupt: Interrupt,
+        events: &mut Inbox<Result<SourceEvent, Error>>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Ending, Error> {
+        match interrupt {
+            Interrupt::Failed(f) => self.failed(f, None),
+            Interrupt::RefusedOnSend(r) => {
+                let ordinal = Refused {
+                    seq: r.seq - self.base_seq,
+                    ..r
+                };
+                self.failed(ordinal.refusal.clone().into(), Some(ordinal))
+            }
+            Interrupt::Poison(p) => self.stop_at(p, events, shutdown).await,
+            Interrupt::Undelivered => {
+                let f = self
+                    .deliveries
+                    .failure()
+                    .map(Error::from)
+                    .unwrap_or_else(|| Error::TaskLost {
+                        detail: "a delivery failure without a cause".into(),
+                    });
+                self.failed(f, None)
+            }
+        }
+    }
+}
+
+/// Runs the exactly-once loop until the source ends, `shutdown`, a failure, or a replay.
+///
+/// `sink` must be transactional and initialised ([`KafkaSink::init_transactions`]);
+/// `resume` is the last committed checkpoint, `plan` a replay's (empty otherwise). On
+/// shutdown the open batch is committed first. Failures abort the open transaction: nothing
+/// of it becomes visible and the checkpoint stays at the last commit. Records Kafka refused
+/// end the loop with [`Ending::Replay`] ([`super::poison`]).
+pub async fn run(
+    ctx: LoopContext<'_>,
+    events: mpsc::Receiver<Result<SourceEvent, Error>>,
+    store: &KafkaCheckpointStore,
+    resume: Option<Checkpoint>,
+    plan: Plan,
+    opts: &BatchOptions,
+) -> Result<Ending, Error> {
+    let LoopContext {
+        connector,
+        router,
+        policy,
+        sink,
+        checkpointed,
+        mut shutdown,
+    } = ctx;
+    let mut events = super::inbox::Inbox::new(events);
+    let deliveries = sink.deliveries();
+    // Reports of an earlier run on this producer (an aborted transaction) are done with.
+    deliveries.rebase();
+    let mut eos = Eos {
+        connector,
+        label: connector.to_string(),
+        sink,
+        deliveries,
+        store,
+        checkpointed,
+        signal: shutdown.clone(),
+        opts,
+        counters: m::EventCounters::new(connector),
+        stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan),
+        txn: SourceTxn::new(
+            resume.as_ref(),
+            opts.max_unacked_records / 2,
+            opts.max_unacked_bytes / 2,
+        ),
+        commit_ts_ms: None,
+        committed: resume.clone(),
+        base_seq: deliveries.sent(),
+        dead_seqs: Vec::new(),
+        checkpoint_seq: None,
+        open: false,
+        records: 0,
+        bytes: 0,
+        draining: false,
+        deadline: None,
+        opened_at: None,
+        last_commit: Instant::now(),
+        stop_by: None,
+    };
+    checkpointed.send_replace(eos.txn.position.clone());
+    // Until the first source commit is read, how far behind the source is is estimated from
+    // when the resumed checkpoint was written: a relay that was down for minutes resumes a
+    // backlog.
+    let resumed_at_ms = resume.as_ref().map(|c| c.updated_at_ms);
+    let mut stopping = false;
+    loop {
+        // ---- collect one batch
+        eos.draining = false;
+        eos.deadline = None;
+        eos.opened_at = None;
+        let mut stats = BatchStats::default();
+        // Whether outbox rows or commits arrived since the last deadline.
+        let mut arrived = false;
+        while !stopping {
+            // Only turns that wait are timed: no clock read per event while events flow.
+            let (was_draining, was_empty) = (eos.draining, events.is_empty());
+            let turn = (was_draining || was_empty).then(Instant::now);
+            let sleep_until = eos
+                .deadline
+                .unwrap_or_else(|| Instant::now() + opts.idle_checkpoint_interval);
+            let mut first_checkpoint = false;
+            let outcome: Result<(), Interrupt> = tokio::select! {
+                biased;
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        tracing::info!(connector, "shutdown: committing the open batch");
+                        stopping = true;
+                    }
+                    Ok(())
+                }
+                _ = deliveries.changed(), if eos.draining => {
+                    match deliveries.failure() {
+                        Some(f) => Err(Interrupt::Failed(f.into())),
+                        None => {
+                            eos.draining = eos.over_bounds(2);
+                            Ok(())
+                        }
+                    }
+                }
+                ev = events.recv(), if !eos.draining => match ev {
+                    None => {
+                        stopping = true;
+                        Ok(())
+                    }
+                    Some(Err(f)) => Err(Interrupt::Failed(f)),
+                    Some(Ok(SourceEvent::Change(change))) => {
+                        arrived = true;
+                        eos.on_change(change).await
+                    }
+                    Some(Ok(SourceEvent::Commit { position, commit_ts_ms })) => {
+                        arrived = true;
+                        eos.on_commit(position, commit_ts_ms).await
+                    }
+                    Some(Ok(SourceEvent::Progress { position })) => {
+                        if eos.txn.between() {
+                            eos.txn.position = Some(position);
+                            // Commit the first checkpoint now.
+                            first_checkpoint = eos.committed.is_none();
+                        }
+                        Ok(())
+                    }
+                },
+                _ = tokio::time::sleep_until(sleep_until) => {
+                    let lag = eos
+                        .commit_ts_ms
+                        .or(resumed_at_ms)
+                        .map(|ts| Duration::from_millis((now_ms() - ts).max(0) as u64));
+                    let delivering =
+                        std::mem::take(&mut arrived) || eos.draining || !events.is_empty();
+                    let next = match (eos.deadline, eos.opened_at) {
+                        (Some(d), Some(o)) if !stopping => {
+                            extend_deadline(Instant::now(), d, o, lag, delivering, opts)
+                        }
+                        _ => None,
+                    };
+                    match next {
+                        Some(d) => {
+                            eos.deadline = Some(d);
+                            Ok(())
+                        }
+                        None => break,
+                    }
+                }
+            };
+            if let Err(interrupt) = outcome {
+                return eos.interrupted(interrupt, &mut events, &mut shutdown).await;
+            }
+            if let Some(turn) = turn {
+                if was_draining {
+                    stats.stalled += turn.elapsed();
+                } else {
+                    stats.starved += turn.elapsed();
+                }
+            }
+            if first_checkpoint || eos.records >= opts.max_events || eos.bytes >= opts.max_bytes {
+                break;
+            }
+        }
+
+        // ---- commit it (records + checkpoint), or nothing if nothing moved
+        let checkpoint = eos.checkpoint();
+        let moved = eos.moved(checkpoint.as_ref());
+        // The very first checkpoint is committed at once: until it exists a crash would
+        // restart at the server's *current* position.
+        let idle_due =
+            eos.committed.is_none() || eos.last_commit.elapsed() >= opts.idle_checkpoint_interval;
+        let keepalive_due =
+            eos.committed.is_some() && eos.last_commit.elapsed() >= opts.keepalive_interval;
+        let checkpoint = match checkpoint {
+            Some(c) if eos.records > 0 || keepalive_due || (moved && (idle_due || stopping)) => c,
+            // Nothing to commit, or no position known yet (e.g. before the first GTID list).
+            _ => {
+                if eos.open {
+                    sink.abort();
+                    eos.open = false;
+                }
+                if stopping {
+                    return Ok(Ending::Done);
+                }
+                continue;
+            }
+        };
         if stopping {
-            return Ok(());
+            eos.stop_by
+                .get_or_insert_with(|| Instant::now() + SHUTDOWN_GRACE);
+        }
+        stats.queued = events.len();
+        if let Err(f) = eos.commit(checkpoint, &mut shutdown, stats).await {
+            return eos.failed(f, None);
+        }
+        stopping |= eos.stop_by.is_some();
+        if stopping {
+            return Ok(Ending::Done);
         }
     }
 }

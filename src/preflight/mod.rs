@@ -59,6 +59,53 @@ impl fmt::Display for CheckResult {
     }
 }
 
+/// The `checkpoint` check of `outboxd check`: whether the source can still serve the stored
+/// checkpoint. `loaded` is the checkpoint as read (`None`: it could not be read, which the
+/// caller reported already; `Some(None)`: there is none yet), `gap` the source's reason why
+/// it cannot serve it, and `fresh` what a first start does.
+pub fn checkpoint_result(
+    connector: &str,
+    loaded: Option<Option<&crate::checkpoint::Checkpoint>>,
+    gap: Option<String>,
+    fresh: &str,
+) -> Option<CheckResult> {
+    let loaded = loaded?;
+    Some(match (loaded, gap) {
+        (None, _) => CheckResult::new(
+            connector,
+            "checkpoint",
+            Status::Pass,
+            format!("none yet: the first start {fresh}"),
+        ),
+        (Some(cp), None) => CheckResult::new(
+            connector,
+            "checkpoint",
+            Status::Pass,
+            format!(
+                "{}{}: the source still has what follows it",
+                cp.position,
+                if cp.skip > 0 {
+                    format!(" (skip {})", cp.skip)
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        (Some(cp), Some(gap)) => CheckResult::new(
+            connector,
+            "checkpoint",
+            Status::Fail,
+            format!(
+                "{gap}; the events after {} that were not delivered are lost for this \
+                 connector, and `run` stops on it: restore what is missing, or start fresh \
+                 accepting the gap (`outboxd checkpoint reset --config <file> --connector \
+                 {connector}`)",
+                cp.position
+            ),
+        ),
+    })
+}
+
 /// Enforces requirement checks for `run`: logs each `Warn` (with the connector and the
 /// check's name) and returns the first `Fail`, for the source to stop with.
 pub fn enforce(checks: Vec<CheckResult>) -> Result<(), CheckResult> {

@@ -3,11 +3,18 @@
 use mysql_async::prelude::*;
 
 use super::{CheckResult, Status};
-use crate::config::{ConnectorConfig, MysqlSourceConfig};
+use crate::checkpoint::Checkpoint;
+use crate::config::{ConnectorConfig, MysqlSourceConfig, StartPosition};
 use crate::source::mysql::server::{self, ServerInfo};
 
-/// Runs every MySQL/MariaDB check for connector `cfg` with source `src`.
-pub async fn check(cfg: &ConnectorConfig, src: &MysqlSourceConfig) -> Vec<CheckResult> {
+/// Runs every MySQL/MariaDB check for connector `cfg` with source `src`; `checkpoint` is
+/// the stored checkpoint as read (`None` when it could not be read, `Some(None)` when there
+/// is none yet), checked against the binlogs the server still has.
+pub async fn check(
+    cfg: &ConnectorConfig,
+    src: &MysqlSourceConfig,
+    checkpoint: Option<Option<&Checkpoint>>,
+) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
     let mut conn = match server::connect(src).await {
@@ -43,6 +50,21 @@ pub async fn check(cfg: &ConnectorConfig, src: &MysqlSourceConfig) -> Vec<CheckR
         }
     };
     out.extend(server::requirements(&info, name, &cfg.tables, src));
+    let mode = server::tracking_mode(&info, src);
+    let gap = match checkpoint.flatten() {
+        Some(cp) => match server::checkpoint_gap(&mut conn, src, mode, &cp.position).await {
+            Ok(g) => g,
+            Err(f) => Some(format!(
+                "could not compare it with the server's binlogs: {f}"
+            )),
+        },
+        None => None,
+    };
+    let fresh = match src.start {
+        StartPosition::Current => "starts at the server's current binlog position",
+        StartPosition::Earliest => "starts at the oldest binlog the server has",
+    };
+    out.extend(super::checkpoint_result(name, checkpoint, gap, fresh));
     out.extend(privileges(name, &mut conn, &info, src).await);
     out.extend(tables(name, &mut conn, cfg).await);
     let _ = conn.disconnect().await;

@@ -6,12 +6,19 @@
 //! warning that says so (with whether the role may create it), not a failure.
 
 use super::{CheckResult, Status};
+use crate::checkpoint::Checkpoint;
 use crate::config::{ConnectorConfig, PostgresSourceConfig, PublicationAutocreate};
 use crate::position::{Lsn, SourcePosition};
 use crate::source::postgres::catalog::{self, quote_ident};
 
-/// Runs every PostgreSQL check for connector `cfg` with source `src`.
-pub async fn check(cfg: &ConnectorConfig, src: &PostgresSourceConfig) -> Vec<CheckResult> {
+/// Runs every PostgreSQL check for connector `cfg` with source `src`; `checkpoint` is the
+/// stored checkpoint as read (`None` when it could not be read, `Some(None)` when there is
+/// none yet), checked against the slot.
+pub async fn check(
+    cfg: &ConnectorConfig,
+    src: &PostgresSourceConfig,
+    checkpoint: Option<Option<&Checkpoint>>,
+) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
     let client = match catalog::connect(src).await {
@@ -47,7 +54,33 @@ pub async fn check(cfg: &ConnectorConfig, src: &PostgresSourceConfig) -> Vec<Che
         }
     };
     out.extend(catalog::requirements(&info, name));
-    out.extend(slot(name, &client, src, &info).await);
+    let lsn = match checkpoint.flatten().map(|cp| &cp.position) {
+        Some(SourcePosition::Lsn(l)) => Some(*l),
+        _ => None,
+    };
+    out.extend(slot(name, &client, src, &info, lsn).await);
+    let gap = match checkpoint.flatten() {
+        Some(cp) => match &cp.position {
+            SourcePosition::Lsn(l) => {
+                match catalog::slot_info(&client, src, &src.slot_name).await {
+                    Ok(s) => catalog::checkpoint_gap(&src.slot_name, s.as_ref(), *l),
+                    Err(f) => Some(format!("could not read the slot: {f}")),
+                }
+            }
+            other => Some(format!(
+                "the checkpoint position {other} is not a PostgreSQL LSN (written for another \
+                 source?)"
+            )),
+        },
+        None => None,
+    };
+    out.extend(super::checkpoint_result(
+        name,
+        checkpoint,
+        gap,
+        "streams from the slot's confirmed_flush_lsn (a slot it creates: from the WAL \
+         position at creation)",
+    ));
     out.extend(publication(name, &client, cfg, src).await);
     out.extend(tables(name, &client, cfg, src).await);
     if !src.message_prefixes.is_empty() {
@@ -69,6 +102,7 @@ async fn slot(
     client: &tokio_postgres::Client,
     src: &PostgresSourceConfig,
     info: &catalog::ServerInfo,
+    checkpoint: Option<Lsn>,
 ) -> Vec<CheckResult> {
     let mut out = Vec::new();
     let slot = match catalog::slot_info(client, src, &src.slot_name).await {
@@ -115,6 +149,13 @@ async fn slot(
     });
     let label = format!("slot {}", src.slot_name);
     out.push(match slot {
+        None if checkpoint.is_some() => CheckResult::new(
+            name,
+            &label,
+            Status::Fail,
+            "does not exist, but the connector has a checkpoint: the connector will not create \
+             it past the gap (see the checkpoint check)",
+        ),
         None if src.slot_autocreate => CheckResult::new(
             name,
             &label,
@@ -155,7 +196,7 @@ async fn slot(
             name,
             &label,
             Status::Fail,
-            "has lost WAL it needed (wal_status = lost): drop and recreate it, and delete the checkpoint",
+            "has lost WAL it needed (wal_status = lost): drop and recreate it, and reset the checkpoint (`outboxd checkpoint reset`)",
         ),
         Some(s) => {
             let at = format!(
@@ -416,14 +457,28 @@ async fn tables(
     out
 }
 
-/// What `outboxd status` shows for a PostgreSQL connector: the server's current WAL position
-/// and the slot's figures (`confirmed_flush_lsn`, `restart_lsn`, lag in bytes, holder).
+/// What `outboxd status` shows for a PostgreSQL connector.
+#[derive(Debug, Clone)]
+pub struct StatusReport {
+    /// The server's current WAL write position.
+    pub current: SourcePosition,
+    /// The slot's figures (`confirmed_flush_lsn`, `restart_lsn`, lag in bytes, holder).
+    pub slot: serde_json::Value,
+    /// Why the slot can no longer serve the checkpoint, if it cannot
+    /// ([`catalog::checkpoint_gap`]).
+    pub gap: Option<String>,
+}
+
+/// The server's current WAL position, the slot's figures and (with a `checkpoint` LSN)
+/// whether the slot can still serve it, for `outboxd status`.
 pub async fn status(
     src: &PostgresSourceConfig,
-) -> Result<(SourcePosition, serde_json::Value), crate::source::postgres::PgError> {
+    checkpoint: Option<Lsn>,
+) -> Result<StatusReport, crate::source::postgres::PgError> {
     let client = catalog::connect(src).await?;
     let current = catalog::current_wal_lsn(&client, src).await?;
     let slot = catalog::slot_info(&client, src, &src.slot_name).await?;
+    let gap = checkpoint.and_then(|c| catalog::checkpoint_gap(&src.slot_name, slot.as_ref(), c));
     let lag = |l: Option<Lsn>| l.map(|l| current.0.saturating_sub(l.0));
     let slot_json = match slot {
         None => serde_json::json!({"name": src.slot_name, "exists": false}),
@@ -438,5 +493,9 @@ pub async fn status(
             "retained_bytes": lag(s.restart_lsn),
         }),
     };
-    Ok((SourcePosition::Lsn(current), slot_json))
+    Ok(StatusReport {
+        current: SourcePosition::Lsn(current),
+        slot: slot_json,
+        gap,
+    })
 }

@@ -58,7 +58,8 @@ pub use self::config::{
     DEFAULT_ROUTE_TOPIC_REPLACEMENT,
 };
 use self::json::{column_json, payload_json};
-use self::topic::{is_valid_topic, TopicRoute};
+pub(crate) use self::topic::is_valid_topic;
+use self::topic::TopicRoute;
 use crate::event::{Op, RowChange, TableName};
 use crate::sink::KafkaRecord;
 use crate::value::ColumnValue;
@@ -164,6 +165,17 @@ pub enum RouteError {
         /// What the column should hold.
         what: &'static str,
     },
+    /// A configured column exists in the table but is not in the row's binlog image
+    /// (`binlog_row_image=MINIMAL` or `NOBLOB` leave out the columns an INSERT did not set).
+    #[error("outbox table {table} has column `{column}` ({option}), but this row's binlog row image leaves it out: binlog_row_image is MINIMAL or NOBLOB on the server, which omits columns an INSERT left to their defaults; set binlog_row_image=FULL on the server (SET GLOBAL binlog_row_image = 'FULL', and in its configuration file)")]
+    NotInRowImage {
+        /// The table.
+        table: TableName,
+        /// The configured column.
+        column: String,
+        /// Debezium option naming it.
+        option: &'static str,
+    },
     /// The `route.by.field` column is NULL.
     #[error("outbox table {table}: column `{column}` (route.by.field) is NULL, so the row has no topic; make the column NOT NULL or point route.by.field at another column")]
     NullRouteValue {
@@ -218,6 +230,23 @@ pub enum RouteError {
         /// What was found.
         found: String,
     },
+}
+
+impl RouteError {
+    /// A stable short name of the failure, for dead-letter headers
+    /// (`__connect.errors.exception.class.name`): `outboxd.route.<kind>`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RouteError::MissingColumn { .. } => "outboxd.route.missing_column",
+            RouteError::NotInRowImage { .. } => "outboxd.route.not_in_row_image",
+            RouteError::NullRouteValue { .. } => "outboxd.route.null_route_value",
+            RouteError::RouteValueNotText { .. } => "outboxd.route.route_value_not_text",
+            RouteError::InvalidTopic { .. } => "outboxd.route.invalid_topic",
+            RouteError::InvalidOperation { .. } => "outboxd.route.invalid_operation",
+            RouteError::TimestampType { .. } => "outboxd.route.timestamp_type",
+            RouteError::PartitionValue { .. } => "outboxd.route.partition_value",
+        }
+    }
 }
 
 /// The outbox router, built once per connector from its [`RouterConfig`].
@@ -311,6 +340,32 @@ impl EventRouter {
         }
     }
 
+    /// The event id of `change` as text (`table.field.event.id`), for naming it in errors
+    /// and dead letters; `(none)` when the row has no such column or it is NULL.
+    pub fn event_id(&self, change: &RowChange) -> String {
+        change
+            .row
+            .get(&self.cfg.field_event_id)
+            .and_then(|v| v.as_text().map(|t| t.into_owned()))
+            .unwrap_or_else(|| "(none)".into())
+    }
+
+    /// The key and value a dead letter of `change` carries when it cannot be routed: the
+    /// `table.field.event.key` column as text and the `table.field.event.payload` column's
+    /// bytes as written (no expansion, no envelope), each `None` when the row lacks it or it
+    /// is NULL.
+    pub fn dead_letter_parts(&self, change: &RowChange) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        let key = change
+            .row
+            .get(&self.cfg.field_event_key)
+            .and_then(text_bytes);
+        let value = change
+            .row
+            .get(&self.cfg.field_event_payload)
+            .and_then(|v| v.as_payload_bytes().map(|b| b.into_owned()));
+        (key, value)
+    }
+
     fn column<'r>(
         &self,
         change: &'r RowChange,
@@ -321,12 +376,7 @@ impl EventRouter {
         change
             .row
             .get(column)
-            .ok_or_else(|| RouteError::MissingColumn {
-                table: change.table.clone(),
-                column: column.to_string(),
-                option,
-                what,
-            })
+            .ok_or_else(|| missing_column(change, column, option, what))
     }
 
     fn route_insert(&self, change: &mut RowChange) -> Result<KafkaRecord, RouteError> {
@@ -359,12 +409,12 @@ impl EventRouter {
                 Some(v) => v,
                 None if cfg.additional_field_missing == MissingFieldBehavior::Ignore => continue,
                 None => {
-                    return Err(RouteError::MissingColumn {
-                        table: change.table.clone(),
-                        column: f.column.clone(),
-                        option: OPT_PLACEMENT,
-                        what: "a value to place (or set table.field.additional.missing=ignore)",
-                    })
+                    return Err(missing_column(
+                        change,
+                        &f.column,
+                        OPT_PLACEMENT,
+                        "a value to place (or set table.field.additional.missing=ignore)",
+                    ))
                 }
             };
             match f.placement {
@@ -486,6 +536,30 @@ impl EventRouter {
                     "table.expand.json.payload: JSON expansion failed; payload written unchanged");
                 None
             }
+        }
+    }
+}
+
+/// The error for a configured `column` that `change`'s row does not carry: left out of a
+/// partial binlog row image, or not a column of the table at all.
+fn missing_column(
+    change: &RowChange,
+    column: &str,
+    option: &'static str,
+    what: &'static str,
+) -> RouteError {
+    if change.row.is_omitted(column) {
+        RouteError::NotInRowImage {
+            table: change.table.clone(),
+            column: column.to_string(),
+            option,
+        }
+    } else {
+        RouteError::MissingColumn {
+            table: change.table.clone(),
+            column: column.to_string(),
+            option,
+            what,
         }
     }
 }

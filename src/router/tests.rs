@@ -234,6 +234,34 @@ fn missing_payload_id_and_key_columns_name_the_option() {
 }
 
 #[test]
+fn a_column_left_out_of_a_minimal_row_image_says_so() {
+    let r = router(|c| {
+        c.set_option("table.fields.additional.placement", "status:header")
+            .unwrap();
+    });
+    let image = row(&[
+        ("id", ColumnValue::Int(1)),
+        ("aggregate_type", text("Order")),
+        ("aggregate_id", text("a")),
+        ("payload", text("{}")),
+    ]);
+    let omitted: Arc<[Arc<str>]> = [Arc::<str>::from("status")].into_iter().collect();
+    let e = r
+        .route(&change(Op::Insert, image.clone().with_omitted(omitted)))
+        .unwrap_err();
+    assert!(matches!(e, RouteError::NotInRowImage { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("has column `status`")
+            && msg.contains("row image")
+            && msg.contains("binlog_row_image=FULL"),
+        "{msg}"
+    );
+    // A column the table does not have at all is still "no column".
+    let e = r.route(&change(Op::Insert, image)).unwrap_err();
+    assert!(e.to_string().contains("has no column `status`"), "{e}");
+}
+#[test]
 fn null_key_gives_no_key() {
     let r = router(|_| {});
     let mut c = insert(text("{}"));

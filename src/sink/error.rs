@@ -63,6 +63,31 @@ pub enum SinkError {
         /// `kafka.max_record_bytes`.
         limit: usize,
     },
+    /// `kafka.max_record_bytes` and the producer's size settings do not fit together (a
+    /// record of the allowed size could never be produced): refused at startup.
+    #[error("{detail}")]
+    RecordLimit {
+        /// Which settings, what they are and what to change.
+        detail: String,
+    },
+    /// The producer's queue stayed full until shutdown: the record was not enqueued.
+    #[error("the Kafka producer's queue was still full at shutdown (waited {waited:?} to enqueue a record for topic {topic}): Kafka did not acknowledge what was queued")]
+    QueueFull {
+        /// Destination topic of the record that waited.
+        topic: String,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
+    /// The dead-letter topic could not be created.
+    #[error("cannot create the dead-letter topic {topic}: {detail}; {}", if *definite { "create it by hand (one partition keeps dead letters in source order) or allow the relay to" } else { "is Kafka reachable?" })]
+    DeadLetterTopic {
+        /// The topic.
+        topic: String,
+        /// What Kafka said.
+        detail: String,
+        /// Refused for good (ACLs, policy), or Kafka did not answer.
+        definite: bool,
+    },
     /// librdkafka refused to enqueue a record for good.
     #[error("{}", refused_on_send(*reason, id, topic, partition, source))]
     RefusedOnSend {
@@ -213,20 +238,26 @@ impl SinkError {
     pub fn class(&self) -> Class {
         match self {
             SinkError::Enqueue { .. }
+            | SinkError::QueueFull { .. }
             | SinkError::Delivery { .. }
             | SinkError::Flush { .. }
             | SinkError::Unreachable { .. }
             | SinkError::Abandoned { .. }
-            | SinkError::Transaction { fatal: false, .. } => Class::Transient,
+            | SinkError::Transaction { fatal: false, .. }
+            | SinkError::DeadLetterTopic {
+                definite: false, ..
+            } => Class::Transient,
             SinkError::Client { .. }
             | SinkError::FixedProperty { .. }
+            | SinkError::RecordLimit { .. }
             | SinkError::RecordTooLarge { .. }
             | SinkError::RefusedOnSend { .. }
             | SinkError::Refused { .. }
             | SinkError::Fatal { .. }
             | SinkError::Fenced { .. }
             | SinkError::Link(_)
-            | SinkError::Transaction { fatal: true, .. } => Class::Definite,
+            | SinkError::Transaction { fatal: true, .. }
+            | SinkError::DeadLetterTopic { definite: true, .. } => Class::Definite,
         }
     }
 
@@ -325,6 +356,28 @@ impl SinkError {
                     Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
                 )
         )
+    }
+
+    /// The refused record's event id and topic, for a record Kafka refused for good (or
+    /// that was too large to send).
+    pub fn refused_record(&self) -> Option<(&str, &str)> {
+        match self {
+            SinkError::Refused { id, topic, .. }
+            | SinkError::RefusedOnSend { id, topic, .. }
+            | SinkError::RecordTooLarge { id, topic, .. } => Some((id, topic)),
+            _ => None,
+        }
+    }
+
+    /// A stable short name of a refusal, for dead-letter headers
+    /// (`__connect.errors.exception.class.name`): `outboxd.kafka.<kind>`.
+    pub fn kind(&self) -> &'static str {
+        match self.refusal() {
+            Some(Refusal::TooLarge) => "outboxd.kafka.record_too_large",
+            Some(Refusal::UnknownPartition) => "outboxd.kafka.unknown_partition",
+            Some(Refusal::Other) => "outboxd.kafka.refused",
+            None => "outboxd.kafka.failed",
+        }
     }
 
     /// The refusal, when Kafka refused a record for good.

@@ -6,12 +6,13 @@
 //! Java client uses, so an aggregate lands on the same partition as it did under Debezium.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use tokio::sync::watch;
 
 use super::error::SinkError;
 use super::link::KafkaLink;
@@ -28,6 +29,72 @@ type TrackedProducer = ThreadedProducer<DeliveryTracker>;
 pub struct KafkaSink {
     producer: Arc<TrackedProducer>,
     max_record_bytes: usize,
+    /// The connector's name, for log lines.
+    connector: String,
+    /// `queue.buffering.max.kbytes` in effect, for log lines.
+    queue_kbytes: u64,
+    /// Turns true on shutdown: a send waiting for room in a full queue gives up then.
+    shutdown: Option<watch::Receiver<bool>>,
+}
+
+/// Framing allowance on top of `kafka.max_record_bytes` for librdkafka's
+/// `message.max.bytes` (its request-level limit: record batch and request headers).
+const FRAMING_ALLOWANCE: usize = 64 * 1024;
+
+/// librdkafka's largest `message.max.bytes` (CONFIGURATION.md: 1000 .. 1000000000).
+const LIBRDKAFKA_MAX_MESSAGE_BYTES: usize = 1_000_000_000;
+
+/// outboxd's `queue.buffering.max.kbytes` floor (16 MiB), raised for large records.
+const MIN_QUEUE_KBYTES: u64 = 16 * 1024;
+
+/// How long a send waits in a full producer queue before it says so (and again every as
+/// long while it keeps waiting).
+const QUEUE_FULL_WARN_AFTER: Duration = Duration::from_secs(10);
+
+/// The librdkafka sizes derived from `kafka.max_record_bytes`: `message.max.bytes` (the
+/// record plus framing) and `queue.buffering.max.kbytes` (room for two of the largest
+/// records, at least 16 MiB), so that a record of the largest allowed size always fits in
+/// an empty queue and the queue never refuses it for ever.
+///
+/// Errors (definite) when the limit is beyond librdkafka's `message.max.bytes` range, or a
+/// `kafka.producer` override of either property could never hold such a record.
+pub fn producer_sizes(cfg: &KafkaConfig) -> Result<(usize, u64), SinkError> {
+    let message_max = cfg.max_record_bytes.saturating_add(FRAMING_ALLOWANCE);
+    if message_max > LIBRDKAFKA_MAX_MESSAGE_BYTES {
+        return Err(SinkError::RecordLimit {
+            detail: format!(
+                "kafka.max_record_bytes={} is more than librdkafka can produce (its                  message.max.bytes is at most {LIBRDKAFKA_MAX_MESSAGE_BYTES}, and outboxd adds                  {FRAMING_ALLOWANCE} bytes of framing); lower kafka.max_record_bytes to at most                  {}",
+                cfg.max_record_bytes,
+                LIBRDKAFKA_MAX_MESSAGE_BYTES - FRAMING_ALLOWANCE
+            ),
+        });
+    }
+    let needed_kbytes = (message_max as u64).div_ceil(1024);
+    let queue_kbytes = MIN_QUEUE_KBYTES.max(2 * needed_kbytes);
+    if let Some(v) = cfg.producer.get("message.max.bytes") {
+        if v.trim()
+            .parse::<usize>()
+            .is_ok_and(|n| n < cfg.max_record_bytes)
+        {
+            return Err(SinkError::RecordLimit {
+                detail: format!(
+                    "kafka.producer.message.max.bytes={v} is smaller than                      kafka.max_record_bytes={}: records in between would be refused; remove                      the override (outboxd derives message.max.bytes from                      kafka.max_record_bytes) or lower kafka.max_record_bytes",
+                    cfg.max_record_bytes
+                ),
+            });
+        }
+    }
+    if let Some(v) = cfg.producer.get("queue.buffering.max.kbytes") {
+        if v.trim().parse::<u64>().is_ok_and(|k| k < needed_kbytes) {
+            return Err(SinkError::RecordLimit {
+                detail: format!(
+                    "kafka.producer.queue.buffering.max.kbytes={v} (KiB) cannot hold a record                      of kafka.max_record_bytes={} bytes: such a record would wait for room in                      the producer queue for ever; raise queue.buffering.max.kbytes to at least                      {needed_kbytes} (or remove the override: outboxd then uses {queue_kbytes}),                      or lower kafka.max_record_bytes",
+                    cfg.max_record_bytes
+                ),
+            });
+        }
+    }
+    Ok((message_max, queue_kbytes))
 }
 
 /// librdkafka properties outboxd sets; a user's `kafka.producer` map may override the
@@ -69,6 +136,7 @@ impl KafkaSink {
         transactional_id: Option<&str>,
         link: Arc<KafkaLink>,
     ) -> Result<Self, SinkError> {
+        let (message_max, queue_kbytes) = producer_sizes(cfg)?;
         let mut cc = super::client::config(cfg);
         cc.set("client.id", format!("outboxd-{client_id}"))
             .set(
@@ -78,11 +146,8 @@ impl KafkaSink {
             .set("linger.ms", "5")
             .set("compression.type", "lz4")
             .set("message.timeout.ms", "300000")
-            .set("queue.buffering.max.kbytes", "16384")
-            .set(
-                "message.max.bytes",
-                (cfg.max_record_bytes + 64 * 1024).to_string(),
-            );
+            .set("queue.buffering.max.kbytes", queue_kbytes.to_string())
+            .set("message.max.bytes", message_max.to_string());
         for (k, v) in &cfg.producer {
             if let Some((_, fixed)) = FIXED_PROPERTIES.iter().find(|(name, _)| name == k) {
                 if v != fixed {
@@ -115,9 +180,42 @@ impl KafkaSink {
             .map_err(|e| SinkError::Client {
                 source: Box::new(e),
             })?;
+        let queue_kbytes = cfg
+            .producer
+            .get("queue.buffering.max.kbytes")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(queue_kbytes);
         Ok(Self {
             producer: Arc::new(producer),
             max_record_bytes: cfg.max_record_bytes,
+            connector: client_id.to_string(),
+            queue_kbytes,
+            shutdown: None,
+        })
+    }
+
+    /// The same sink, giving up a send that waits for room in a full producer queue once
+    /// `shutdown` turns true (with a transient [`SinkError::QueueFull`]), so that a stop is
+    /// never held by a queue Kafka does not drain.
+    pub fn with_shutdown(mut self, shutdown: watch::Receiver<bool>) -> Self {
+        self.shutdown = Some(shutdown);
+        self
+    }
+
+    /// `kafka.max_record_bytes`: the largest record [`send`](Self::send) accepts.
+    pub fn max_record_bytes(&self) -> usize {
+        self.max_record_bytes
+    }
+
+    /// The definite error for `record` when it is larger than `kafka.max_record_bytes`
+    /// (what [`send`](Self::send) would refuse it with), else `None`.
+    pub fn check_size(&self, record: &KafkaRecord) -> Option<SinkError> {
+        let size = record.approx_size();
+        (size > self.max_record_bytes).then(|| SinkError::RecordTooLarge {
+            id: record.event_id(),
+            topic: record.topic.clone(),
+            size,
+            limit: self.max_record_bytes,
         })
     }
 
@@ -129,22 +227,23 @@ impl KafkaSink {
     /// Enqueues a record; its outcome is counted by [`deliveries`](Self::deliveries), where
     /// it is record number `deliveries().sent()` as of the call.
     ///
-    /// Waits (backpressure) while librdkafka's local queue is full. Errors (definite) when
-    /// the record is larger than `kafka.max_record_bytes`; the error names the event id
-    /// header but never the payload.
+    /// Waits (backpressure) while librdkafka's local queue is full, logging a warning
+    /// every [`QUEUE_FULL_WARN_AFTER`] it keeps waiting; gives up (transient
+    /// [`SinkError::QueueFull`]) once the shutdown signal of
+    /// [`with_shutdown`](Self::with_shutdown) is set. Errors (definite) when the record is
+    /// larger than `kafka.max_record_bytes`; the error names the event id header but never
+    /// the payload.
     pub async fn send(&self, record: &KafkaRecord) -> Result<(), SinkError> {
-        let size = record.approx_size();
-        if size > self.max_record_bytes {
-            return Err(SinkError::RecordTooLarge {
-                id: record.event_id(),
-                topic: record.topic.clone(),
-                size,
-                limit: self.max_record_bytes,
-            });
+        if let Some(too_large) = self.check_size(record) {
+            return Err(too_large);
         }
+        let size = record.approx_size();
         let tracker = self.deliveries();
         let counted = tracker::counted_size(size);
         let opaque = tracker::opaque(tracker.sent(), counted);
+        // Since when the queue has been full, and when that was last logged.
+        let mut full_since: Option<Instant> = None;
+        let mut warned: Option<Instant> = None;
         loop {
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
             for (k, v) in &record.headers {
@@ -173,6 +272,30 @@ impl KafkaSink {
                     return Ok(());
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    let since = *full_since.get_or_insert_with(Instant::now);
+                    if self.shutdown.as_ref().is_some_and(|s| *s.borrow()) {
+                        return Err(SinkError::QueueFull {
+                            topic: record.topic.clone(),
+                            waited: since.elapsed(),
+                        });
+                    }
+                    if since.elapsed() >= QUEUE_FULL_WARN_AFTER
+                        && warned.is_none_or(|w| w.elapsed() >= QUEUE_FULL_WARN_AFTER)
+                    {
+                        warned = Some(Instant::now());
+                        let (records, bytes) = tracker.unacked();
+                        tracing::warn!(
+                            connector = %self.connector,
+                            topic = %record.topic,
+                            unacknowledged_records = records,
+                            unacknowledged_bytes = bytes,
+                            "the Kafka producer's queue (queue.buffering.max.kbytes={}) has been \
+                             full for {:?}: Kafka is not acknowledging records (unreachable or \
+                             slow); the relay waits and reads no further meanwhile",
+                            self.queue_kbytes,
+                            since.elapsed()
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 Err((e, _)) => {
@@ -339,4 +462,61 @@ fn raw_flush(producer: &TrackedProducer, timeout_ms: i32) -> rdkafka::types::RDK
     // duration of the call; librdkafka's API is thread-safe, and flush on a producer handle
     // has no other precondition.
     unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), timeout_ms) }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn kafka(max_record_bytes: usize, producer: &[(&str, &str)]) -> KafkaConfig {
+        KafkaConfig {
+            bootstrap_servers: "127.0.0.1:9092".into(),
+            producer: producer
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            max_record_bytes,
+        }
+    }
+
+    #[test]
+    fn the_queue_holds_two_of_the_largest_records_and_at_least_16_mib() {
+        let (message, queue) = producer_sizes(&kafka(1024 * 1024, &[])).unwrap();
+        assert_eq!(message, 1024 * 1024 + FRAMING_ALLOWANCE);
+        assert_eq!(queue, MIN_QUEUE_KBYTES);
+        let (message, queue) = producer_sizes(&kafka(32 * 1024 * 1024, &[])).unwrap();
+        assert!(
+            queue * 1024 >= 2 * message as u64,
+            "{queue} KiB for {message}"
+        );
+    }
+
+    #[test]
+    fn settings_that_could_never_hold_the_largest_record_are_refused() {
+        let e = producer_sizes(&kafka(
+            32 * 1024 * 1024,
+            &[("queue.buffering.max.kbytes", "16384")],
+        ))
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("queue.buffering.max.kbytes=16384")
+                && msg.contains("kafka.max_record_bytes=33554432"),
+            "{msg}"
+        );
+        assert_eq!(e.class(), crate::error::Class::Definite);
+        let e = producer_sizes(&kafka(4 * 1024 * 1024, &[("message.max.bytes", "1000000")]))
+            .unwrap_err();
+        assert!(e.to_string().contains("message.max.bytes=1000000"), "{e}");
+        let e = producer_sizes(&kafka(LIBRDKAFKA_MAX_MESSAGE_BYTES, &[])).unwrap_err();
+        assert!(e.to_string().contains("at most"), "{e}");
+        // Large enough overrides are the user's to make.
+        assert!(producer_sizes(&kafka(
+            1024 * 1024,
+            &[("queue.buffering.max.kbytes", "4096")]
+        ))
+        .is_ok());
+    }
 }

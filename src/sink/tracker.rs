@@ -64,10 +64,28 @@ pub struct DeliveryTracker {
     /// Acknowledgements above `acked_below`, for advancing it.
     window: Mutex<Window>,
     failed: AtomicBool,
+    /// A record failed for another reason than Kafka refusing it for good.
+    failed_otherwise: AtomicBool,
     /// Records whose delivery failed.
     failed_count: AtomicU64,
     failure: Mutex<Option<Recorded>>,
+    /// Records Kafka refused for good, in report order.
+    refused: Mutex<Vec<Refused>>,
+    /// Reports of records numbered below this are from before the last
+    /// [`rebase`](DeliveryTracker::rebase) and are ignored.
+    base: AtomicU64,
     notify: Notify,
+}
+
+/// A record Kafka refused for good.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// The record's number.
+    pub seq: u64,
+    /// Its size as counted ([`counted_size`]).
+    pub size: u64,
+    /// Why.
+    pub refusal: SinkError,
 }
 
 /// The failure kept: the most telling one ([`Telling`]), the first among equals, except that
@@ -103,10 +121,12 @@ struct Window {
 
 impl Window {
     /// The full number of a record whose number's low [`SEQ_BITS`] bits are `bits`: the one
-    /// at or above `low` (records in flight are far fewer than 2^40).
-    fn unwrap_seq(&self, bits: u64) -> u64 {
+    /// at or above `low` (records in flight are far fewer than 2^40), or `None` for a record
+    /// from before `low` (a late report after a [`DeliveryTracker::rebase`]).
+    fn unwrap_seq(&self, bits: u64) -> Option<u64> {
         let mask = (1u64 << SEQ_BITS) - 1;
-        self.low + (bits.wrapping_sub(self.low) & mask)
+        let ahead = bits.wrapping_sub(self.low) & mask;
+        (ahead < 1 << (SEQ_BITS - 1)).then_some(self.low + ahead)
     }
 
     /// Marks record `seq` acknowledged; returns the new `low`.
@@ -153,6 +173,9 @@ impl DeliveryTracker {
             failed: AtomicBool::default(),
             failed_count: AtomicU64::default(),
             failure: Mutex::default(),
+            failed_otherwise: AtomicBool::default(),
+            refused: Mutex::default(),
+            base: AtomicU64::default(),
             notify: Notify::new(),
         }
     }
@@ -246,6 +269,44 @@ impl DeliveryTracker {
         self.notify.notified().await
     }
 
+    /// True when records failed and every failure is a refusal for good (too large, ACLs,
+    /// unknown partition, ...): no transient failure and no record purged.
+    pub fn only_refusals(&self) -> bool {
+        self.failed.load(Ordering::Acquire) && !self.failed_otherwise.load(Ordering::Acquire)
+    }
+
+    /// The records Kafka refused for good since the last call (or rebase), in the order
+    /// they were reported.
+    pub fn take_refused(&self) -> Vec<Refused> {
+        std::mem::take(&mut *self.refused.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Starts afresh from the records sent so far, for a loop that runs again on this
+    /// producer (after an aborted transaction, or to replay from a checkpoint): they count as
+    /// settled, failures and refusals are forgotten, and reports still to come for them are
+    /// ignored. Then [`acked_below`](Self::acked_below) is [`sent`](Self::sent) and nothing
+    /// is unacknowledged.
+    pub fn rebase(&self) {
+        let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let sent = self.sent();
+        self.base.store(sent, Ordering::Release);
+        w.low = sent;
+        w.done.clear();
+        self.acked.store(sent, Ordering::Release);
+        self.acked_bytes
+            .store(self.sent_bytes.load(Ordering::Acquire), Ordering::Release);
+        self.acked_below.store(sent, Ordering::Release);
+        self.failed_count.store(0, Ordering::Release);
+        self.failed.store(false, Ordering::Release);
+        self.failed_otherwise.store(false, Ordering::Release);
+        *kept = None;
+        self.refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     /// Waits until every record sent so far is acknowledged; `Err` with the first failure
     /// as soon as a record failed.
     pub async fn all_acked(&self) -> Result<(), SinkError> {
@@ -260,11 +321,24 @@ impl DeliveryTracker {
         }
     }
 
+    /// The full number of the record whose number's low bits are `seq_bits`, `None` when it
+    /// was sent before the last rebase.
+    fn seq_of(&self, seq_bits: u64) -> Option<u64> {
+        let w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        w.unwrap_seq(seq_bits)
+            .filter(|s| *s >= self.base.load(Ordering::Acquire))
+    }
+
     /// Record with opaque `seq_bits << SIZE_BITS | size` was acknowledged.
     fn on_delivered(&self, seq_bits: u64, size: u64) {
         let low = {
             let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
-            let seq = w.unwrap_seq(seq_bits);
+            let Some(seq) = w.unwrap_seq(seq_bits) else {
+                return;
+            };
+            if seq < self.base.load(Ordering::Acquire) {
+                return;
+            }
             w.ack(seq)
         };
         self.acked_bytes.fetch_add(size, Ordering::AcqRel);
@@ -273,7 +347,19 @@ impl DeliveryTracker {
         self.notify.notify_one();
     }
 
-    fn on_failed(&self, failure: SinkError, size: u64) {
+    fn on_failed(&self, seq: u64, failure: SinkError, size: u64) {
+        if failure.refusal().is_some() {
+            self.refused
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Refused {
+                    seq,
+                    size,
+                    refusal: failure.clone(),
+                });
+        } else {
+            self.failed_otherwise.store(true, Ordering::Release);
+        }
         let telling = Telling::of(&failure);
         let mut kept = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         let better = match kept.as_ref() {
@@ -322,7 +408,9 @@ impl ProducerContext for DeliveryTracker {
         match result {
             Ok(_) => self.on_delivered(seq_bits, size),
             Err((e, m)) => {
-                self.on_failed(SinkError::on_delivery(e, event_id(m), m.topic()), size);
+                if let Some(seq) = self.seq_of(seq_bits) {
+                    self.on_failed(seq, SinkError::on_delivery(e, event_id(m), m.topic()), size);
+                }
             }
         }
     }
@@ -376,11 +464,16 @@ mod tests {
         let seq = (1u64 << SEQ_BITS) + 5; // past the bits the opaque keeps
         w.low = seq - 2;
         let o = opaque(seq, counted_size(1024)) as u64;
-        assert_eq!(w.unwrap_seq(o >> SIZE_BITS), seq);
+        assert_eq!(w.unwrap_seq(o >> SIZE_BITS), Some(seq));
         assert_eq!(o & ((1 << SIZE_BITS) - 1), 1024);
         assert_eq!(counted_size(usize::MAX), (1 << SIZE_BITS) - 1);
         let w0 = Window::default();
-        assert_eq!(w0.unwrap_seq(opaque(7, 1) as u64 >> SIZE_BITS), 7);
+        assert_eq!(w0.unwrap_seq(opaque(7, 1) as u64 >> SIZE_BITS), Some(7));
+        let late = Window {
+            low: 100,
+            ..Window::default()
+        };
+        assert_eq!(late.unwrap_seq(opaque(99, 1) as u64 >> SIZE_BITS), None);
     }
 
     #[test]
@@ -397,14 +490,14 @@ mod tests {
         assert_eq!(t.acked_below(), 1);
         assert!(t.failure().is_none());
         assert!(!t.settled());
-        t.on_failed(failed(C::PurgeQueue, "purged"), 10);
-        t.on_failed(failed(C::MessageTimedOut, "timed out"), 10);
-        t.on_failed(failed(C::MessageTimedOut, "timed out too"), 10);
+        t.on_failed(0, failed(C::PurgeQueue, "purged"), 10);
+        t.on_failed(0, failed(C::MessageTimedOut, "timed out"), 10);
+        t.on_failed(0, failed(C::MessageTimedOut, "timed out too"), 10);
         assert_eq!(id_of(&t.failure().expect("kept")), "timed out");
-        t.on_failed(failed(C::MessageSizeTooLarge, "small"), 10);
-        t.on_failed(failed(C::TopicAuthorizationFailed, "acl"), 10);
-        t.on_failed(failed(C::MessageSizeTooLarge, "large"), 30);
-        t.on_failed(failed(C::PurgeInflight, "purged later"), 99);
+        t.on_failed(0, failed(C::MessageSizeTooLarge, "small"), 10);
+        t.on_failed(0, failed(C::TopicAuthorizationFailed, "acl"), 10);
+        t.on_failed(0, failed(C::MessageSizeTooLarge, "large"), 30);
+        t.on_failed(0, failed(C::PurgeInflight, "purged later"), 99);
         let f = t.failure().expect("failure kept");
         assert_eq!(
             id_of(&f),
@@ -419,16 +512,44 @@ mod tests {
     async fn purged_records_are_no_cause() {
         let t = DeliveryTracker::new(KafkaLink::new("test", "test:1"));
         t.enqueued(1);
-        t.on_failed(failed(C::PurgeQueue, "purged"), 1);
+        t.on_failed(0, failed(C::PurgeQueue, "purged"), 1);
         assert!(t.failure().is_some());
         assert!(t
             .settled_failure(std::time::Duration::from_millis(10))
             .is_none());
-        t.on_failed(failed(C::MessageTimedOut, "timed out"), 1);
+        t.on_failed(0, failed(C::MessageTimedOut, "timed out"), 1);
         let f = t
             .settled_failure(std::time::Duration::from_millis(10))
             .expect("a cause");
         assert_eq!(id_of(&f), "timed out");
+    }
+
+    #[test]
+    fn refusals_are_listed_and_a_rebase_forgets_the_past() {
+        let t = DeliveryTracker::new(KafkaLink::new("test", "test:1"));
+        for _ in 0..4 {
+            t.enqueued(5);
+        }
+        t.on_delivered(0, 5);
+        t.on_failed(1, failed(C::MessageSizeTooLarge, "big"), 5);
+        t.on_failed(3, failed(C::TopicAuthorizationFailed, "acl"), 5);
+        assert!(t.only_refusals());
+        let refused: Vec<u64> = t.take_refused().into_iter().map(|r| r.seq).collect();
+        assert_eq!(refused, vec![1, 3]);
+        assert!(t.take_refused().is_empty());
+        t.on_failed(2, failed(C::MessageTimedOut, "slow"), 5);
+        assert!(!t.only_refusals(), "a transient failure too");
+        t.rebase();
+        assert!(t.failure().is_none() && !t.only_refusals());
+        assert_eq!(t.acked_below(), 4);
+        assert_eq!(t.unacked(), (0, 0));
+        assert!(t.settled());
+        // Late reports of records sent before the rebase change nothing.
+        t.on_delivered(2, 5);
+        assert_eq!(t.acked(), (4, 20));
+        t.enqueued(5);
+        t.on_delivered(4, 5);
+        assert_eq!(t.acked_below(), 5);
     }
 
     #[tokio::test]
@@ -451,7 +572,7 @@ mod tests {
             let t = t.clone();
             async move { t.all_acked().await }
         });
-        t.on_failed(failed(C::TopicAuthorizationFailed, "refused"), 1);
+        t.on_failed(0, failed(C::TopicAuthorizationFailed, "refused"), 1);
         assert_eq!(id_of(&waiter.await.unwrap().unwrap_err()), "refused");
     }
 }

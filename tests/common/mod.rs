@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod edges;
 pub mod kafka;
 pub mod mariadb;
 pub mod postgres;

@@ -72,6 +72,19 @@ pub fn write_config_with<S: SourceDb>(
     checkpoint: &str,
     file_name: &str,
 ) -> (PathBuf, u16) {
+    write_config_full(db, table, router_extra, "", checkpoint, file_name)
+}
+
+/// Like [`write_config_with`], with `kafka_extra` added to `[connectors.kafka]`; tables
+/// after `[connectors.checkpoint]` (e.g. `[connectors.errors]`) may follow in `checkpoint`.
+pub fn write_config_full<S: SourceDb>(
+    db: &S,
+    table: &str,
+    router_extra: &str,
+    kafka_extra: &str,
+    checkpoint: &str,
+    file_name: &str,
+) -> (PathBuf, u16) {
     let dir = test_dir(db.name());
     let port = free_port();
     let cfg = format!(
@@ -89,6 +102,7 @@ name = "{name}"
 
 [connectors.kafka]
 bootstrap_servers = "{bootstrap}"
+{kafka_extra}
 
 [connectors.checkpoint]
 {checkpoint}
@@ -773,7 +787,7 @@ pub async fn stop_during_kafka_outage<S: SourceDb>(db: &S, checkpoint: &str, exa
 }
 
 /// Runs `f` when dropped (also when the test panics), e.g. to restart a stopped service.
-fn scopeguard(f: impl FnOnce()) -> impl Drop {
+pub fn scopeguard(f: impl FnOnce()) -> impl Drop {
     struct Guard<F: FnOnce()>(Option<F>);
     impl<F: FnOnce()> Drop for Guard<F> {
         fn drop(&mut self) {

@@ -93,10 +93,23 @@ pub enum MysqlError {
         message: String,
     },
     /// The server cannot send the binlog from the requested position.
-    #[error("the server cannot send the binlog from the requested position: {message}; if the binlogs were purged, delete the connector's checkpoint and restart from the current position (events in between are lost), or restore the binlogs")]
+    #[error("the server cannot send the binlog from {}: {message}; if the binlogs were purged, the events after that position that were not delivered are lost: restore the binlogs, or start fresh accepting the gap (stop the relay, run `outboxd checkpoint reset --config <its file> --connector <name>`, start it again)", position.as_ref().map(|p| format!("position {p}")).unwrap_or_else(|| "the requested position".into()))]
     BinlogUnavailable {
         /// The server's message.
         message: String,
+        /// The position asked for, when known.
+        position: Option<SourcePosition>,
+    },
+    /// The server no longer has the binlogs that follow the connector's checkpoint (found
+    /// before asking for them: see `server::checkpoint_gap`).
+    #[error("{reason}. The events after checkpoint {position} that were not delivered yet are lost for connector {connector}; outboxd will not skip them on its own. Either restore the purged binlogs (or point the connector at a server that has them), or start fresh, accepting the gap: stop the relay, run `outboxd checkpoint reset --config <its file> --connector {connector}`, and start it again (it then starts at the server's current position, or the oldest binlog with start = \"earliest\")")]
+    CheckpointLost {
+        /// The connector.
+        connector: String,
+        /// The checkpoint.
+        position: SourcePosition,
+        /// What is missing.
+        reason: String,
     },
     /// Any other server error (transient: lock waits, restarts, ...).
     #[error("MySQL/MariaDB error {code}: {message}")]
@@ -196,6 +209,7 @@ impl MysqlError {
             | MysqlError::MissingPrivilege { .. }
             | MysqlError::SameServerIdRepeated { .. }
             | MysqlError::BinlogUnavailable { .. }
+            | MysqlError::CheckpointLost { .. }
             | MysqlError::Requirement { .. }
             | MysqlError::UnreadablePosition { .. }
             | MysqlError::NoBinlog { .. }
@@ -237,6 +251,7 @@ impl MysqlError {
                 }
                 ER_MASTER_FATAL_ERROR_READING_BINLOG => MysqlError::BinlogUnavailable {
                     message: se.message,
+                    position: None,
                 },
                 code => MysqlError::Server {
                     code,

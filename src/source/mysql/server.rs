@@ -372,13 +372,229 @@ pub async fn earliest_position(
     Ok(BinlogFilePosition::new(first, 4))
 }
 
-/// The server's current position for a `status` report: connects, reads the facts and the
-/// position in the connector's tracking mode, disconnects.
-pub async fn status_position(cfg: &MysqlSourceConfig) -> Result<SourcePosition, MysqlError> {
+/// What a `status` report shows of the server: its current position in the connector's
+/// tracking mode, and why it can no longer serve the connector's checkpoint, if it cannot.
+#[derive(Debug, Clone)]
+pub struct StatusReport {
+    /// The server's current position.
+    pub current: SourcePosition,
+    /// [`checkpoint_gap`]'s answer for the checkpoint (`None` without a checkpoint or when
+    /// the server still has what follows it).
+    pub gap: Option<String>,
+}
+
+/// The server's current position and the checkpoint's servability, for a `status` report:
+/// connects, reads the facts, the position and (with a checkpoint) the oldest binlogs,
+/// disconnects.
+pub async fn status(
+    cfg: &MysqlSourceConfig,
+    checkpoint: Option<&SourcePosition>,
+) -> Result<StatusReport, MysqlError> {
     let mut conn = connect(cfg).await?;
-    let info = server_info(&mut conn, cfg).await?;
-    let mode = tracking_mode(&info, cfg);
-    let p = current_position(&mut conn, cfg, mode).await;
+    let report = async {
+        let info = server_info(&mut conn, cfg).await?;
+        let mode = tracking_mode(&info, cfg);
+        let current = current_position(&mut conn, cfg, mode).await?;
+        let gap = match checkpoint {
+            Some(p) => checkpoint_gap(&mut conn, cfg, mode, p).await?,
+            None => None,
+        };
+        Ok(StatusReport { current, gap })
+    }
+    .await;
     let _ = conn.disconnect().await;
-    p
+    report
+}
+
+/// Why the server can no longer send its binlog from `checkpoint` (the position a connector
+/// resumes at), or `None` when it can: the binlogs holding what follows the checkpoint were
+/// purged (`PURGE BINARY LOGS`, `binlog_expire_logs_seconds`), or the checkpoint belongs to
+/// another server or tracking mode.
+///
+/// - MariaDB GTID position: compared, domain by domain, with the GTID state at the start of
+///   the oldest binlog the server has (`BINLOG_GTID_POS(<oldest file>, 4)`, which is that
+///   file's `Gtid_list` event; MariaDB KB "BINLOG_GTID_POS").
+/// - MySQL GTID set: the server's `gtid_purged` must be contained in it (MySQL "GTID
+///   Auto-Positioning": the source refuses a replica missing purged transactions).
+/// - `file:pos`: the file must still be listed by `SHOW BINARY LOGS`.
+pub async fn checkpoint_gap(
+    conn: &mut Conn,
+    cfg: &MysqlSourceConfig,
+    mode: TrackingMode,
+    checkpoint: &SourcePosition,
+) -> Result<Option<String>, MysqlError> {
+    if !mode.fits(checkpoint) {
+        return Ok(Some(
+            MysqlError::PositionMismatch {
+                position: checkpoint.clone(),
+                mode: mode.as_str(),
+            }
+            .to_string(),
+        ));
+    }
+    let driver = |e| MysqlError::from_driver(e, cfg);
+    match checkpoint {
+        SourcePosition::MariadbGtid(pos) => {
+            let files = binlog_files(conn, cfg).await?;
+            let Some(oldest) = files.first() else {
+                return Ok(None);
+            };
+            let state: Option<String> = conn
+                .exec_first("SELECT BINLOG_GTID_POS(?, 4)", (oldest.clone(),))
+                .await
+                .map_err(driver)?;
+            let state = state
+                .unwrap_or_default()
+                .parse::<MariadbGtidPosition>()
+                .map_err(|e| MysqlError::UnreadablePosition {
+                    what: "BINLOG_GTID_POS of the oldest binlog",
+                    detail: e.to_string(),
+                })?;
+            Ok(mariadb_gtid_gap(pos, &state, oldest))
+        }
+        SourcePosition::MysqlGtidSet(set) => {
+            let purged: Option<String> = conn
+                .query_first("SELECT @@gtid_purged")
+                .await
+                .map_err(driver)?;
+            let purged = purged.unwrap_or_default().parse::<GtidSet>().map_err(|e| {
+                MysqlError::UnreadablePosition {
+                    what: "gtid_purged",
+                    detail: e.to_string(),
+                }
+            })?;
+            Ok(mysql_gtid_gap(set, &purged))
+        }
+        SourcePosition::BinlogFile(fp) => {
+            let files = binlog_files(conn, cfg).await?;
+            Ok(binlog_file_gap(fp, &files))
+        }
+        SourcePosition::Lsn(_) => Ok(None),
+    }
+}
+
+/// The binlog files the server has, oldest first (`SHOW BINARY LOGS`).
+async fn binlog_files(conn: &mut Conn, cfg: &MysqlSourceConfig) -> Result<Vec<String>, MysqlError> {
+    let rows: Vec<mysql_async::Row> = conn
+        .query("SHOW BINARY LOGS")
+        .await
+        .map_err(|e| MysqlError::from_driver(e, cfg))?;
+    Ok(rows.iter().filter_map(|r| r.get::<String, _>(0)).collect())
+}
+
+/// [`checkpoint_gap`] for a MariaDB GTID position `checkpoint`, given `oldest_state`, the GTID
+/// state at the start of the oldest binlog `oldest_file`: every domain that binlog starts
+/// after must be reached by the checkpoint, else the transactions in between were purged.
+pub fn mariadb_gtid_gap(
+    checkpoint: &MariadbGtidPosition,
+    oldest_state: &MariadbGtidPosition,
+    oldest_file: &str,
+) -> Option<String> {
+    let missing: Vec<String> = oldest_state
+        .iter()
+        .filter(|first| {
+            checkpoint
+                .get(first.domain)
+                .is_none_or(|c| c.seq < first.seq)
+        })
+        .map(|first| match checkpoint.get(first.domain) {
+            Some(c) => format!(
+                "domain {} is at {c}, the binlogs start after {first}",
+                c.domain
+            ),
+            None => format!(
+                "domain {} is not in the checkpoint, the binlogs start after {first}",
+                first.domain
+            ),
+        })
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "the server no longer has the binlogs that follow the connector's checkpoint at \
+             GTID position {checkpoint}: its oldest binlog, {oldest_file}, starts at GTID \
+             position {oldest_state} ({}); the binlogs in between were purged",
+            missing.join("; ")
+        )
+    })
+}
+
+/// [`checkpoint_gap`] for a MySQL GTID set `checkpoint` given the server's `gtid_purged`.
+pub fn mysql_gtid_gap(checkpoint: &GtidSet, purged: &GtidSet) -> Option<String> {
+    (!purged.is_subset_of(checkpoint)).then(|| {
+        format!(
+            "the server purged transactions the connector's checkpoint (GTID set {checkpoint}) \
+             has not seen: gtid_purged is {purged}; the binlogs holding them are gone"
+        )
+    })
+}
+
+/// [`checkpoint_gap`] for a `file:pos` checkpoint given the server's binlog files.
+pub fn binlog_file_gap(checkpoint: &BinlogFilePosition, files: &[String]) -> Option<String> {
+    (!files.contains(&checkpoint.file)).then(|| {
+        format!(
+            "the connector's checkpoint is in binlog file {}, which the server no longer has \
+             (its binlogs: {}); the binlogs from there on were purged",
+            checkpoint.file,
+            match (files.first(), files.last()) {
+                (Some(a), Some(b)) => format!("{a} to {b}"),
+                _ => "none".to_string(),
+            }
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(s: &str) -> MariadbGtidPosition {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_mariadb_checkpoint_behind_the_oldest_binlog_is_a_gap() {
+        assert_eq!(
+            mariadb_gtid_gap(&pos("0-1-10"), &pos("0-1-10"), "b.2"),
+            None
+        );
+        assert_eq!(
+            mariadb_gtid_gap(&pos("0-1-12"), &pos("0-1-10"), "b.2"),
+            None
+        );
+        assert_eq!(mariadb_gtid_gap(&pos("0-1-12"), &pos(""), "b.1"), None);
+        let gap = mariadb_gtid_gap(&pos("0-1-9"), &pos("0-1-10"), "b.2").unwrap();
+        assert!(
+            gap.contains("GTID position 0-1-9") && gap.contains("b.2") && gap.contains("0-1-10"),
+            "{gap}"
+        );
+        // A domain that started after the checkpoint and whose first binlogs are gone.
+        let gap = mariadb_gtid_gap(&pos("0-1-12"), &pos("0-1-10,1-2-3"), "b.2").unwrap();
+        assert!(gap.contains("domain 1 is not in the checkpoint"), "{gap}");
+    }
+
+    #[test]
+    fn a_mysql_checkpoint_missing_purged_transactions_is_a_gap() {
+        let set = |s: &str| s.parse::<GtidSet>().unwrap();
+        let u = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+        assert_eq!(
+            mysql_gtid_gap(&set(&format!("{u}:1-10")), &set(&format!("{u}:1-5"))),
+            None
+        );
+        assert_eq!(mysql_gtid_gap(&set(&format!("{u}:1-10")), &set("")), None);
+        assert!(mysql_gtid_gap(&set(&format!("{u}:1-4")), &set(&format!("{u}:1-5"))).is_some());
+    }
+
+    #[test]
+    fn a_file_checkpoint_in_a_purged_file_is_a_gap() {
+        let files = vec!["b.000003".to_string(), "b.000004".to_string()];
+        assert_eq!(
+            binlog_file_gap(&BinlogFilePosition::new("b.000003", 99), &files),
+            None
+        );
+        let gap = binlog_file_gap(&BinlogFilePosition::new("b.000001", 99), &files).unwrap();
+        assert!(
+            gap.contains("b.000001") && gap.contains("b.000003 to b.000004"),
+            "{gap}"
+        );
+    }
 }

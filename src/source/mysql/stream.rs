@@ -154,6 +154,18 @@ impl MysqlSource {
             }
             .into());
         }
+        if let Some(p) = &resume {
+            // Purged binlogs would otherwise surface as the server's own error (or, for a
+            // file:pos, as events of another file): say which checkpoint is lost, and why.
+            if let Some(reason) = server::checkpoint_gap(&mut conn, cfg, mode, p).await? {
+                return Err(MysqlError::CheckpointLost {
+                    connector: connector.clone(),
+                    position: p.clone(),
+                    reason,
+                }
+                .into());
+            }
+        }
         if resume.is_none() && from_file.is_none() {
             // First start: checkpoint the start position before streaming, so that a crash
             // from here on resumes here rather than at a later "current" position.
@@ -217,7 +229,10 @@ impl MysqlSource {
                 .into())
             }
         }
-        let mut stream = conn.get_binlog_stream(request).await.map_err(driver)?;
+        let mut stream = conn
+            .get_binlog_stream(request)
+            .await
+            .map_err(|e| unavailable_at(driver(e), &start))?;
 
         let mut decoder = BinlogDecoder::new()
             .with_columns(cfg.columns.clone())
@@ -240,7 +255,10 @@ impl MysqlSource {
             let event: Event = match tokio::time::timeout(silence, stream.next()).await {
                 Err(_) => return Err(MysqlError::Silent { after: silence }.into()),
                 Ok(None) => return Err(MysqlError::StreamEnded.into()),
-                Ok(Some(Err(e))) => return Err(driver(e).into()),
+                Ok(Some(Err(e))) => {
+                    let at = ctx.out.resume_position().unwrap_or(&start);
+                    return Err(unavailable_at(driver(e), at).into());
+                }
                 Ok(Some(Ok(ev))) => ev,
             };
             decoder
@@ -269,5 +287,17 @@ impl MysqlSource {
                 ctx.out.send(ev).await?;
             }
         }
+    }
+}
+
+/// The server's refusal to send the binlog (`ER_MASTER_FATAL_ERROR_READING_BINLOG`), naming
+/// `position`, the position it was asked for.
+fn unavailable_at(e: MysqlError, position: &SourcePosition) -> MysqlError {
+    match e {
+        MysqlError::BinlogUnavailable { message, .. } => MysqlError::BinlogUnavailable {
+            message,
+            position: Some(position.clone()),
+        },
+        other => other,
     }
 }

@@ -485,8 +485,48 @@ pub async fn describe_pid(client: &tokio_postgres::Client, pid: i32) -> String {
     }
 }
 
+/// Why slot `slot_name` (as `slot` describes it, `None` when it does not exist) can no
+/// longer serve a connector whose checkpoint is at `checkpoint`, or `None` when it can.
+///
+/// A logical slot retains WAL from its `restart_lsn` and decodes from its
+/// `confirmed_flush_lsn` on (PostgreSQL documentation, "Logical Decoding Concepts" and
+/// `pg_replication_slots`); a stream asked to start before `confirmed_flush_lsn` silently
+/// starts there. So the checkpoint can be served only when the slot exists, has not lost
+/// WAL (`wal_status = lost`), and was not confirmed past the checkpoint.
+pub fn checkpoint_gap(slot_name: &str, slot: Option<&SlotInfo>, checkpoint: Lsn) -> Option<String> {
+    let Some(slot) = slot else {
+        return Some(format!(
+            "replication slot {slot_name:?} does not exist, but the connector's checkpoint is \
+             at LSN {checkpoint}: the WAL written since then is no longer retained for this \
+             connector (the slot was dropped, or this server is a failover standby or a \
+             restore that does not have it)"
+        ));
+    };
+    if slot.wal_status.as_deref() == Some("lost") {
+        return Some(format!(
+            "replication slot {slot_name:?} has lost WAL it needed (wal_status = lost: \
+             max_slot_wal_keep_size was exceeded) and cannot serve the connector's checkpoint \
+             at LSN {checkpoint}"
+        ));
+    }
+    match slot.confirmed_flush_lsn {
+        Some(confirmed) if confirmed > checkpoint => Some(format!(
+            "replication slot {slot_name:?} was confirmed up to LSN {confirmed}, past the \
+             connector's checkpoint at LSN {checkpoint} (another consumer of the slot, or the \
+             checkpoint was set back): the server cannot send the transactions in between \
+             any more"
+        )),
+        _ => None,
+    }
+}
+
 /// The slot, created when missing and allowed, checked for plugin, database and lost WAL,
 /// and free (waiting up to [`SLOT_BUSY_WAIT`] for a previous holder to go away).
+///
+/// With a `checkpoint` (the LSN the connector resumes at), a slot that cannot serve it
+/// ([`checkpoint_gap`]) is a definite [`PgError::CheckpointLost`] and a missing slot is never
+/// created: creating it would start past the gap. Without one the slot is created (when
+/// `slot_autocreate` allows) and streaming starts at its consistent point.
 ///
 /// `taking_over`: a group member just took the connector over; a walsender still attached
 /// after [`TAKEOVER_GRACE`] is the previous owner's (frozen, or cut off) and is ended with
@@ -497,10 +537,23 @@ pub async fn ensure_slot(
     client: &tokio_postgres::Client,
     cfg: &PostgresSourceConfig,
     info: &ServerInfo,
+    connector: &str,
+    checkpoint: Option<Lsn>,
     taking_over: bool,
 ) -> Result<SlotInfo, PgError> {
     let name = &cfg.slot_name;
-    let mut slot = match slot_info(client, cfg, name).await? {
+    let lost = |reason: String, checkpoint: Lsn| PgError::CheckpointLost {
+        connector: connector.to_string(),
+        checkpoint,
+        reason,
+    };
+    let found = slot_info(client, cfg, name).await?;
+    if let Some(c) = checkpoint {
+        if let Some(reason) = checkpoint_gap(name, found.as_ref(), c) {
+            return Err(lost(reason, c));
+        }
+    }
+    let mut slot = match found {
         Some(s) => s,
         None if !cfg.slot_autocreate => {
             return Err(PgError::Requirement {
@@ -595,7 +648,7 @@ pub async fn ensure_slot(
             detail: format!(
                 "replication slot {name:?} has lost WAL it needed (wal_status = lost, \
              max_slot_wal_keep_size exceeded): events in between are gone; drop and recreate \
-             the slot and delete the connector's checkpoint"
+             the slot and reset the connector's checkpoint (`outboxd checkpoint reset`)"
             ),
         });
     }

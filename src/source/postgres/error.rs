@@ -101,6 +101,17 @@ pub enum PgError {
         /// This connector's role.
         user: String,
     },
+    /// The slot can no longer serve the connector's checkpoint: the WAL since it is gone
+    /// for this connector (slot dropped, confirmed past the checkpoint, WAL lost).
+    #[error("{reason}. The events committed after LSN {checkpoint} that were not delivered yet are lost for connector {connector}; outboxd will not skip them on its own. Either bring back a server that still has them, or start fresh, accepting the gap: stop the relay, run `outboxd checkpoint reset --config <its file> --connector {connector}`, and start it again (it then streams from the slot's confirmed_flush_lsn, or creates the slot at the current WAL position)")]
+    CheckpointLost {
+        /// The connector.
+        connector: String,
+        /// The checkpoint the connector would resume at.
+        checkpoint: Lsn,
+        /// What the slot is missing ([`super::catalog::checkpoint_gap`]).
+        reason: String,
+    },
     /// Something just created or found is gone again (a concurrent drop).
     #[error("{what} vanished")]
     Vanished {
@@ -114,7 +125,7 @@ pub enum PgError {
         detail: String,
     },
     /// The checkpoint is not an LSN.
-    #[error("the checkpoint position {position} is not a PostgreSQL LSN; was the checkpoint written for another source? Delete it or fix the config")]
+    #[error("the checkpoint position {position} is not a PostgreSQL LSN; was the checkpoint written for another source? Reset it (`outboxd checkpoint reset`) or fix the config")]
     NotAnLsn {
         /// The checkpoint's position.
         position: SourcePosition,
@@ -224,6 +235,7 @@ impl PgError {
             | PgError::InsufficientPrivilege { .. }
             | PgError::Requirement { .. }
             | PgError::SlotInUse { .. }
+            | PgError::CheckpointLost { .. }
             | PgError::UnreadableLsn { .. }
             | PgError::NotAnLsn { .. }
             | PgError::ReplicationAuth { .. }

@@ -16,6 +16,9 @@
 //! * With a checkpoint: at the checkpoint LSN. The server starts decoding at
 //!   `max(start, confirmed_flush_lsn)` and skips transactions whose commit record starts
 //!   before it; the adapter skips them as well, so a slot that replays delivers nothing twice.
+//!   A slot confirmed *past* the checkpoint (or missing, or with lost WAL) would silently
+//!   skip what lies in between, so that is a definite error
+//!   ([`super::error::PgError::CheckpointLost`]), and a missing slot is not re-created.
 //! * Without one: at the slot's `confirmed_flush_lsn` (for a slot created now, its consistent
 //!   point: only transactions committed from now on).
 //! * After a lost connection: at the last position handed to the pipeline.
@@ -179,20 +182,14 @@ impl PgSource {
         })?;
         catalog::require_tables(&sql, cfg, &self.tables).await?;
         catalog::ensure_publication(&sql, cfg, &self.tables).await?;
-        let slot = catalog::ensure_slot(&sql, cfg, &info, self.taking_over).await?;
+        // With a position to resume at, a slot that cannot serve it (missing, confirmed past
+        // it, WAL lost) is a definite error here, never a new slot past the gap.
+        let slot =
+            catalog::ensure_slot(&sql, cfg, &info, &connector, position, self.taking_over).await?;
         drop(sql);
 
         let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
-        let start = match position {
-            Some(p) => {
-                if confirmed > p {
-                    tracing::warn!(connector = %connector, slot = %cfg.slot_name, checkpoint = %p, confirmed_flush_lsn = %confirmed,
-                        "the slot was confirmed past this connector's checkpoint (by another consumer, or the checkpoint is older than the slot): the server resumes at confirmed_flush_lsn, transactions in between are not delivered");
-                }
-                p
-            }
-            None => confirmed,
-        };
+        let start = position.unwrap_or(confirmed);
         let acked = checkpointed_lsn(&ctx.checkpointed).unwrap_or_default();
         let application_name: String = format!("outboxd {connector}").chars().take(63).collect();
         let rcfg = ReplicationConfig::new(

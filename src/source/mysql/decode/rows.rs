@@ -130,14 +130,20 @@ impl BinlogDecoder {
             return Err(malformed(what, at, "no column bitmap for the row image"));
         };
         let kept_count = kept.iter().filter(|b| **b).count();
-        let columns: Arc<[Arc<str>]> = if kept_count == names.len() {
-            names
-        } else {
+        // A partial image (binlog_row_image=MINIMAL/NOBLOB): the columns it leaves out are
+        // named on every row, so that a missing column can be told from a column the table
+        // does not have.
+        let pick = |present: bool| -> Arc<[Arc<str>]> {
             kept.iter()
                 .zip(names.iter())
-                .filter(|(k, _)| **k)
+                .filter(|(k, _)| **k == present)
                 .map(|(_, name)| name.clone())
                 .collect()
+        };
+        let (columns, omitted) = if kept_count == names.len() {
+            (names.clone(), None)
+        } else {
+            (pick(true), Some(pick(false)))
         };
 
         let result = guarded(what, at, || {
@@ -165,7 +171,11 @@ impl BinlogDecoder {
                 if data.len() >= start_len {
                     return Err("a row image without any bytes".to_owned());
                 }
-                out_rows.push(Row::new(columns.clone(), kept_values.unwrap_or_default()));
+                let row = Row::new(columns.clone(), kept_values.unwrap_or_default());
+                out_rows.push(match &omitted {
+                    Some(o) => row.with_omitted(o.clone()),
+                    None => row,
+                });
             }
             Ok(out_rows)
         })?;

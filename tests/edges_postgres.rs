@@ -1,0 +1,178 @@
+//! Issue 17 on PostgreSQL, against the real services: a replication slot dropped behind a
+//! stopped connector's checkpoint, or confirmed past it, is a definite, explained stop
+//! (reported by `check` and `status` first, never a new slot past the gap); an event that
+//! cannot be delivered; the dead-letter topic across `kill -9`; a 20 MB record.
+
+mod common;
+
+use std::time::Duration;
+
+use common::edges::{self, event};
+use common::postgres::Postgres;
+use common::relay::{run_cli, Relay};
+use common::suite::{self, SourceDb, EXACTLY_ONCE};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn poison_stop_commits_ahead_then_steps_past_exactly_once() {
+    let db = Postgres::new("pg_edge_poison").await;
+    edges::poison_stop_commits_ahead_then_steps_past(&db, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_exactly_once_across_kill9() {
+    edges::dead_letters_in_order(&Postgres::new("pg_edge_dlq").await, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_megabyte_event_is_delivered() {
+    edges::twenty_megabyte_event_is_delivered(&Postgres::new("pg_edge_large").await).await;
+}
+
+/// The checkpoint LSN (`16/B374D848`).
+fn stored_lsn(config: &std::path::Path) -> String {
+    let position = edges::stored_position(config);
+    position
+        .strip_prefix("lsn:")
+        .unwrap_or_else(|| panic!("not an LSN: {position}"))
+        .to_string()
+}
+
+/// Runs `sql` as the admin until it succeeds (the stopped relay's walsender may still hold
+/// the slot for a moment).
+async fn admin_until_ok(db: &Postgres, sql: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match db.client.batch_execute(sql).await {
+            Ok(()) => return,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("{sql}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{sql}: {}", common::postgres::db_error(&e)),
+        }
+    }
+}
+
+/// A relay that delivered an event and stopped with a checkpoint.
+struct Stopped {
+    relay: Relay,
+    config: std::path::PathBuf,
+    /// The config path as text, for the CLI.
+    cfg: String,
+    /// The checkpoint LSN.
+    lsn: String,
+    /// The event delivered.
+    delivered: String,
+}
+
+async fn stopped_with_a_checkpoint(db: &Postgres) -> Stopped {
+    let (config, port) = suite::write_config(db, &db.outbox_table(), "");
+    let (mut relay, first) = edges::started_with_one_delivered(db, &config, port).await;
+    assert_eq!(relay.stop(), Some(0));
+    Stopped {
+        relay,
+        cfg: config.to_str().unwrap().to_string(),
+        lsn: stored_lsn(&config),
+        config,
+        delivered: first.id,
+    }
+}
+
+/// `check` and `status` report `expect` about the checkpoint before `run` does; `run` stops
+/// with a definite error naming the checkpoint LSN and `checkpoint reset`.
+fn reported_everywhere(db: &Postgres, stopped: &mut Stopped, expect: &str) {
+    let (config, lsn, relay) = (&stopped.cfg, &stopped.lsn, &mut stopped.relay);
+    let (code, out, _) = run_cli(&["check", "--config", config]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("[FAIL] {}: checkpoint:", db.name()))
+            && out.contains(expect)
+            && out.contains(&format!("LSN {lsn}"))
+            && out.contains("checkpoint reset"),
+        "{out}"
+    );
+    let (code, out, _) = run_cli(&["status", "--config", config]);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert!(
+        v["checkpoint_lost"]
+            .as_str()
+            .is_some_and(|s| s.contains(expect)),
+        "{v}"
+    );
+    relay.spawn();
+    let log = edges::expect_failed_exit(relay, Duration::from_secs(60));
+    assert!(
+        log.contains(expect)
+            && log.contains(&format!("LSN {lsn}"))
+            && log.contains(&format!(
+                "outboxd checkpoint reset --config <its file> --connector {}",
+                db.name()
+            )),
+        "log:\n{log}"
+    );
+    assert!(
+        log.matches("created the replication slot;").count() <= 1,
+        "the slot must not be re-created past the gap; log:\n{log}"
+    );
+}
+
+/// Issue 17, case 1: the slot of a stopped connector is dropped (by a person, a failover, a
+/// restore) while events are written. The restart must not create a new slot past the gap:
+/// it stops, definitely, saying the WAL since the checkpoint is no longer retained; only an
+/// explicit `checkpoint reset` starts fresh, and it says the gap is lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_slot_is_a_definite_stop_until_an_explicit_reset() {
+    let db = Postgres::new("pg_edge_dropped").await;
+    let mut stopped = stopped_with_a_checkpoint(&db).await;
+    let lost = event("Order", "o-2", 1);
+    db.insert(std::slice::from_ref(&lost), false).await;
+    admin_until_ok(
+        &db,
+        &format!("SELECT pg_drop_replication_slot('{}')", db.slot),
+    )
+    .await;
+    reported_everywhere(
+        &db,
+        &mut stopped,
+        "does not exist, but the connector's checkpoint",
+    );
+    assert!(
+        db.slot_state().await.is_none(),
+        "the failed start must not have created the slot"
+    );
+    let Stopped {
+        mut relay,
+        config,
+        lsn,
+        delivered,
+        ..
+    } = stopped;
+    edges::reset_then_start_fresh(
+        &db,
+        &mut relay,
+        &config,
+        &format!("lsn:{lsn}"),
+        &[delivered],
+    )
+    .await;
+}
+
+/// Issue 17, case 1: a slot confirmed past the connector's checkpoint (another consumer
+/// advanced it while the relay was stopped) would silently skip what lies in between: the
+/// restart stops instead, naming both positions.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slot_confirmed_past_the_checkpoint_is_a_definite_stop() {
+    let db = Postgres::new("pg_edge_advanced").await;
+    let mut stopped = stopped_with_a_checkpoint(&db).await;
+    db.insert(&[event("Order", "o-2", 1)], false).await;
+    admin_until_ok(
+        &db,
+        &format!(
+            "SELECT pg_replication_slot_advance('{}', pg_current_wal_lsn())",
+            db.slot
+        ),
+    )
+    .await;
+    reported_everywhere(&db, &mut stopped, "past the connector's checkpoint");
+}
