@@ -11,7 +11,7 @@
 //!
 //! [`Backoff`] is also what the connector uses between its restarts.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -23,11 +23,23 @@ use crate::metrics as m;
 /// The first wait after a failure.
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 
-/// Exponential backoff between retries: 1 s, doubling up to a maximum.
+/// For this long after the first failure of a streak, waits stay at most [`EARLY_CAP`]: a
+/// server back after a short outage is found within a few seconds, not after a wait that
+/// doubled while it was down.
+pub(crate) const EARLY_PHASE: Duration = Duration::from_secs(60);
+
+/// The longest wait during [`EARLY_PHASE`].
+pub(crate) const EARLY_CAP: Duration = Duration::from_secs(3);
+
+/// Backoff between retries: 1 s, doubling, but at most [`EARLY_CAP`] during the first
+/// [`EARLY_PHASE`] of a streak of failures and at most `max` after; each wait is spread by
+/// ±20% (jitter), so members and connectors that failed together do not retry in lockstep.
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
     next: Duration,
     max: Duration,
+    /// When the current streak of failures began.
+    streak_since: Option<Instant>,
 }
 
 impl Backoff {
@@ -36,20 +48,41 @@ impl Backoff {
         Self {
             next: FIRST_BACKOFF.min(max),
             max,
+            streak_since: None,
         }
     }
 
-    /// Back to the first wait (after a run that worked for a while).
+    /// Back to the first wait, and a new streak (after a run that worked for a while).
     pub(crate) fn reset(&mut self) {
         self.next = FIRST_BACKOFF.min(self.max);
+        self.streak_since = None;
     }
 
     /// The wait before the next retry; the one after it is doubled.
     pub(crate) fn next_wait(&mut self) -> Duration {
-        let wait = self.next;
+        let since = *self.streak_since.get_or_insert_with(Instant::now);
+        let cap = if since.elapsed() < EARLY_PHASE {
+            EARLY_CAP.min(self.max)
+        } else {
+            self.max
+        };
+        let wait = self.next.min(cap);
         self.next = (self.next * 2).min(self.max);
-        wait
+        jitter(wait)
     }
+}
+
+/// `wait` spread by up to ±20%, from the clock's nanoseconds (no need for a random source of
+/// quality: only lockstep is to be avoided).
+fn jitter(wait: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mixed =
+        (u64::from(nanos) ^ u64::from(std::process::id())).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // 0.8 ..= 1.2
+    let factor = 0.8 + (mixed >> 11) as f64 / (1u64 << 53) as f64 * 0.4;
+    wait.mul_f64(factor)
 }
 
 /// Sleeps `wait` before a retry. Returns `false`, early, when `shutdown` turns true first: do
@@ -98,13 +131,23 @@ pub(crate) async fn run<S: Source>(mut source: S, mut ctx: SourceContext) {
 mod tests {
     use super::*;
 
+    fn within(wait: Duration, nominal: Duration) -> bool {
+        wait >= nominal.mul_f64(0.79) && wait <= nominal.mul_f64(1.21)
+    }
+
     #[test]
-    fn backoff_doubles_to_its_cap_and_resets() {
-        let mut b = Backoff::new(Duration::from_secs(5));
-        let waits: Vec<u64> = (0..5).map(|_| b.next_wait().as_secs()).collect();
-        assert_eq!(waits, [1, 2, 4, 5, 5]);
+    fn backoff_stays_short_for_a_minute_then_doubles_to_its_cap() {
+        let mut b = Backoff::new(Duration::from_secs(30));
+        let waits: Vec<Duration> = (0..6).map(|_| b.next_wait()).collect();
+        for (w, nominal) in waits.iter().zip([1, 2, 3, 3, 3, 3]) {
+            assert!(within(*w, Duration::from_secs(nominal)), "{waits:?}");
+        }
+        // A streak older than a minute: the doubling shows up to the cap.
+        b.streak_since = Some(Instant::now() - EARLY_PHASE);
+        let later: Vec<Duration> = (0..2).map(|_| b.next_wait()).collect();
+        assert!(within(later[0], Duration::from_secs(30)), "{later:?}");
         b.reset();
-        assert_eq!(b.next_wait(), FIRST_BACKOFF);
+        assert!(within(b.next_wait(), FIRST_BACKOFF));
     }
 
     #[tokio::test]

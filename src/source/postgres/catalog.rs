@@ -655,6 +655,7 @@ pub async fn ensure_slot(
     let started = Instant::now();
     let deadline = started + SLOT_BUSY_WAIT;
     let mut ended: Option<i32> = None;
+    let mut said_waiting = false;
     while let Some(pid) = slot.active_pid {
         if taking_over && started.elapsed() >= TAKEOVER_GRACE && ended != Some(pid) {
             let who = describe_pid(client, pid).await;
@@ -692,6 +693,11 @@ pub async fn ensure_slot(
                 slot: name.clone(),
                 holder: who,
             });
+        }
+        if !taking_over && !said_waiting && started.elapsed() >= Duration::from_secs(1) {
+            said_waiting = true;
+            let who = describe_pid(client, pid).await;
+            tracing::info!(slot = %name, "replication slot is in use by {who}; waiting up to {SLOT_BUSY_WAIT:?} for it to go (a previous session's walsender ending)");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         slot = slot_info(client, cfg, name)

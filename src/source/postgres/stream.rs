@@ -151,6 +151,33 @@ fn checkpointed_lsn(rx: &watch::Receiver<Option<SourcePosition>>) -> Option<Lsn>
     }
 }
 
+/// The replication client, ended at once when the session ends (a failure, or the connector
+/// stopping the source): pgwire-replication's own drop only asks its worker to stop
+/// gracefully (CopyDone, then read until the server's answer), which left the walsender
+/// attached to the slot for seconds while the next session waited for the slot to be free.
+/// Nothing depends on the graceful end: positions are confirmed explicitly, and the server
+/// resumes from the confirmed one.
+struct EndOnDrop(ReplicationClient);
+
+impl std::ops::Deref for EndOnDrop {
+    type Target = ReplicationClient;
+    fn deref(&self) -> &ReplicationClient {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for EndOnDrop {
+    fn deref_mut(&mut self) -> &mut ReplicationClient {
+        &mut self.0
+    }
+}
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Confirms the latest checkpointed LSN to the server (sent with the next status update).
 fn confirm(client: &ReplicationClient, rx: &watch::Receiver<Option<SourcePosition>>) {
     if let Some(l) = checkpointed_lsn(rx) {
@@ -210,7 +237,7 @@ impl PgSource {
         .with_options(SESSION_OPTIONS)
         .with_application_name(application_name);
         tracing::info!(connector = %connector, slot = %cfg.slot_name, publication = %cfg.publication_name, start = %start, server = %info.version, "starting logical replication");
-        let mut client = match tokio::time::timeout(cfg.connect_timeout, async {
+        let client = match tokio::time::timeout(cfg.connect_timeout, async {
             let mut c = ReplicationClient::connect(rcfg).await?;
             c.wait_started().await?;
             Ok::<_, pgwire_replication::PgWireError>(c)
@@ -228,6 +255,7 @@ impl PgSource {
             Ok(Err(e)) => return Err(PgError::from_replication(&e, cfg).into()),
             Ok(Ok(c)) => c,
         };
+        let mut client = EndOnDrop(client);
         ctx.streaming();
         // Streaming: from now on a walsender on the slot is not a previous owner's.
         self.taking_over = false;
