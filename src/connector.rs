@@ -226,6 +226,9 @@ impl Connector {
         tokio::task::block_in_place(|| store.prepare())?;
         let resume = resume_cp.map(|c| c.position);
         let sink = KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?;
+        // A refused login or an unverifiable broker certificate stops the connector now, not
+        // after the first records' delivery timeout.
+        sink.refuse_definite(Duration::from_secs(5)).await?;
         let mut feed = self.start_source(resume.clone(), health, &shutdown);
         let events = feed.take_events();
         let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);

@@ -26,4 +26,5 @@ pub(crate) mod preflight;
 pub mod router;
 pub mod sink;
 pub mod source;
+pub mod tls;
 pub mod value;

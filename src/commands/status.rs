@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::ConfigArgs;
-use crate::config::{self, SourceConfig};
+use crate::config::SourceConfig;
 use crate::connector::open_store;
 use crate::position::SourcePosition;
 use crate::source::mysql::server;
@@ -14,8 +14,7 @@ use crate::source::mysql::server;
 /// Prints one JSON object per connector:
 /// `{"connector":..,"checkpoint":..,"checkpoint_updated_at_ms":..,"source":..,"behind":..}`.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
-    let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
-        .context("loading the configuration")?;
+    let cfg = args.load().context("loading the configuration")?;
     let mut ok = true;
     for c in &cfg.connectors {
         let store = open_store(c);

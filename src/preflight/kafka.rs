@@ -1,28 +1,46 @@
-//! Kafka preflight: the brokers answer a metadata request with the connector's settings.
+//! Kafka preflight: the connection's security, and that the brokers answer a metadata
+//! request with the connector's settings (credentials and TLS included).
 
 use std::time::Duration;
 
 use super::{CheckResult, Status};
 use crate::config::ConnectorConfig;
-use crate::sink::{KafkaLink, KafkaSink};
+use crate::sink::{client, KafkaLink, KafkaSink, SinkError};
+use crate::tls::Verification;
 
-/// Checks that Kafka is reachable with the connector's producer settings.
-pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
+/// Checks the Kafka connection of connector `cfg`: how it is secured (warns when it is not
+/// encrypted or the brokers are not fully verified), then that the brokers answer.
+pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
+    let (verification, words) = client::describe_security(&cfg.kafka);
+    let mut out = vec![CheckResult::new(
+        name,
+        "kafka tls",
+        match verification {
+            Some(Verification::ChainAndHost) => Status::Pass,
+            _ => Status::Warn,
+        },
+        match verification {
+            None => format!("{words}; set security.protocol=SASL_SSL or SSL (--kafka-config / [kafka]) for an encrypted connection"),
+            Some(Verification::ChainAndHost) => words,
+            Some(_) => format!("{words}; keep ssl.endpoint.identification.algorithm=https and certificate verification on"),
+        },
+    )];
     let link = KafkaLink::new(name, &cfg.kafka.bootstrap_servers);
     let sink = match KafkaSink::new(&cfg.kafka, name, link) {
         Ok(s) => s,
         Err(f) => {
-            return vec![CheckResult::new(
+            out.push(CheckResult::new(
                 name,
                 "kafka producer",
                 Status::Fail,
                 f.to_string(),
-            )]
+            ));
+            return out;
         }
     };
-    match sink.probe(Duration::from_secs(10)) {
-        Ok(brokers) => vec![CheckResult::new(
+    out.push(match sink.probe(Duration::from_secs(10)).await {
+        Ok(brokers) => CheckResult::new(
             name,
             "kafka",
             Status::Pass,
@@ -30,8 +48,9 @@ pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
                 "{} reachable ({brokers} broker(s))",
                 cfg.kafka.bootstrap_servers
             ),
-        )],
-        Err(f) => vec![CheckResult::new(
+        ),
+        Err(f @ SinkError::Link(_)) => CheckResult::new(name, "kafka", Status::Fail, f.to_string()),
+        Err(f) => CheckResult::new(
             name,
             "kafka",
             Status::Fail,
@@ -40,6 +59,7 @@ pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
                  listen there",
                 cfg.kafka.bootstrap_servers, f
             ),
-        )],
-    }
+        ),
+    });
+    out
 }

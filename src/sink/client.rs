@@ -8,11 +8,86 @@
 use rdkafka::ClientConfig;
 
 use crate::config::KafkaConfig;
+use crate::tls::Verification;
 
-/// A librdkafka configuration holding the connection settings of `kafka`, for any client
-/// (producer, consumer, admin); callers add what their client needs.
+/// A librdkafka configuration holding the connection settings of `kafka` — the bootstrap
+/// servers and [`KafkaConfig::client`] (security among them, secrets included) — for any
+/// client (producer, consumer, admin); callers add what their client needs.
 pub fn config(kafka: &KafkaConfig) -> ClientConfig {
     let mut cc = ClientConfig::new();
     cc.set("bootstrap.servers", &kafka.bootstrap_servers);
+    for (k, v) in kafka.client.expose() {
+        cc.set(k, v);
+    }
     cc
+}
+
+/// Whether librdkafka knows a configuration property by this name (librdkafka
+/// `CONFIGURATION.md`, global and topic properties): asked of librdkafka itself.
+pub fn knows_property(name: &str) -> bool {
+    match ClientConfig::new().create_native_config() {
+        Ok(native) => native.get(name).is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// The security a client configuration asks for, for `check`: how far the brokers are
+/// verified (`None`: not encrypted) and the settings in words (`security.protocol`, the SASL
+/// mechanism and user; never a secret).
+pub fn describe_security(kafka: &KafkaConfig) -> (Option<Verification>, String) {
+    let protocol = kafka
+        .client
+        .get("security.protocol")
+        .unwrap_or("plaintext")
+        .to_ascii_lowercase();
+    let mut words = format!("security.protocol={protocol}");
+    if let Some(m) = kafka.client.get("sasl.mechanisms") {
+        let user = kafka.client.get("sasl.username").unwrap_or("(none)");
+        words.push_str(&format!(", SASL {m} as {user}"));
+    }
+    if !protocol.ends_with("ssl") {
+        words.push_str(", not encrypted");
+        return (None, words);
+    }
+    let chain = kafka
+        .client
+        .get("enable.ssl.certificate.verification")
+        .is_none_or(|v| v != "false");
+    let host = kafka
+        .client
+        .get("ssl.endpoint.identification.algorithm")
+        .is_none_or(|v| v != "none");
+    let verification = match (chain, host) {
+        (true, true) => Verification::ChainAndHost,
+        (true, false) => Verification::Chain,
+        (false, _) => Verification::None,
+    };
+    words.push_str(&format!(
+        ", encrypted (TLS version: negotiated by librdkafka's OpenSSL, which does not report it), {}",
+        verification.describe()
+    ));
+    if [
+        "ssl.keystore.location",
+        "ssl.certificate.location",
+        "ssl.certificate.pem",
+    ]
+    .iter()
+    .any(|k| kafka.client.contains(k))
+    {
+        words.push_str(", client certificate presented");
+    }
+    (Some(verification), words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn librdkafka_knows_its_own_names_only() {
+        assert!(knows_property("ssl.ca.pem"));
+        assert!(knows_property("sasl.mechanisms"));
+        assert!(!knows_property("key.converter"));
+        assert!(!knows_property("ssl.truststore.location"));
+    }
 }
