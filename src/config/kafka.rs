@@ -270,7 +270,7 @@ fn matches(pattern: &str, key: &str) -> bool {
 /// truststore happens here (its certificates become `ssl.ca.pem`).
 pub(crate) fn translate(
     mut keys: BTreeMap<String, String>,
-    is_librdkafka: &dyn Fn(&str) -> bool,
+    is_librdkafka: &dyn Fn(&str, &str) -> bool,
 ) -> Result<Translated, KeyError> {
     let mut out = Translated::default();
     let err = |k: &str, m: String| (k.to_string(), m);
@@ -400,7 +400,7 @@ pub(crate) fn translate(
             out.ignored.push((k, (*why).to_string()));
         } else if let Some((_, why)) = WORKER_ONLY.iter().find(|(p, _)| matches(p, &k)) {
             out.ignored.push((k, (*why).to_string()));
-        } else if is_librdkafka(&k) {
+        } else if is_librdkafka(&k, &v) {
             out.props.set(&k, v);
         } else {
             out.ignored.push((
@@ -517,7 +517,7 @@ fn parse_jaas(text: &str) -> Result<(String, String), String> {
 pub(crate) fn from_worker_file(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
-    is_librdkafka: &dyn Fn(&str) -> bool,
+    is_librdkafka: &dyn Fn(&str, &str) -> bool,
 ) -> Result<KafkaClientSettings, KeyError> {
     let file = std::fs::File::open(path)
         .map_err(|e| ("file".to_string(), format!("cannot read it: {e}")))?;
@@ -540,7 +540,7 @@ pub(crate) fn from_worker_file(
 /// every client.
 pub(crate) fn from_keys(
     keys: BTreeMap<String, String>,
-    is_librdkafka: &dyn Fn(&str) -> bool,
+    is_librdkafka: &dyn Fn(&str, &str) -> bool,
 ) -> Result<KafkaClientSettings, KeyError> {
     let mut settings = KafkaClientSettings::default();
     let mut top = BTreeMap::new();
@@ -581,7 +581,7 @@ pub(crate) fn from_keys(
 mod tests {
     use super::*;
 
-    fn any(_: &str) -> bool {
+    fn any(_: &str, _: &str) -> bool {
         true
     }
 
@@ -621,7 +621,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let s = from_keys(keys, &|k| k == "compression.type").unwrap();
+        let s = from_keys(keys, &|k, _| k == "compression.type").unwrap();
         assert_eq!(s.bootstrap_servers.as_deref(), Some("b:1"));
         assert_eq!(s.client.get("security.protocol"), Some("sasl_ssl"));
         assert_eq!(s.client.get("sasl.mechanisms"), Some("SCRAM-SHA-512"));

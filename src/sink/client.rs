@@ -5,6 +5,8 @@
 //! concerns the connection to the cluster (the bootstrap servers; security settings) is
 //! made in one place and applies to all of them alike.
 
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaConfRes;
 use rdkafka::ClientConfig;
 
 use crate::config::KafkaConfig;
@@ -23,12 +25,17 @@ pub fn config(kafka: &KafkaConfig) -> ClientConfig {
 }
 
 /// Whether librdkafka knows a configuration property by this name (librdkafka
-/// `CONFIGURATION.md`, global and topic properties): asked of librdkafka itself.
-pub fn knows_property(name: &str) -> bool {
-    match ClientConfig::new().create_native_config() {
-        Ok(native) => native.get(name).is_ok(),
-        Err(_) => false,
-    }
+/// `CONFIGURATION.md`, global and topic properties): asked of librdkafka itself, by setting
+/// it to `value` on a fresh configuration. A known name with a value librdkafka refuses
+/// counts as known: creating the client then fails with librdkafka's own message.
+pub fn knows_property(name: &str, value: &str) -> bool {
+    !matches!(
+        ClientConfig::new().set(name, value).create_native_config(),
+        Err(KafkaError::ClientConfig(
+            RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN,
+            ..
+        ))
+    )
 }
 
 /// The security a client configuration asks for, for `check`: how far the brokers are
@@ -85,9 +92,10 @@ mod tests {
 
     #[test]
     fn librdkafka_knows_its_own_names_only() {
-        assert!(knows_property("ssl.ca.pem"));
-        assert!(knows_property("sasl.mechanisms"));
-        assert!(!knows_property("key.converter"));
-        assert!(!knows_property("ssl.truststore.location"));
+        assert!(knows_property("ssl.ca.pem", "x"));
+        assert!(knows_property("sasl.username", "u"));
+        assert!(knows_property("linger.ms", "not a number"));
+        assert!(!knows_property("key.converter", "x"));
+        assert!(!knows_property("ssl.keymanager.algorithm", "SunX509"));
     }
 }
