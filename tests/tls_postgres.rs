@@ -291,7 +291,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         &p,
         &[
             &format!("TLS with PostgreSQL at {at} failed"),
-            "invalid peer certificate",
+            "certificate verify failed: UnknownIssuer",
             "database.sslrootcert",
         ],
     );
@@ -359,51 +359,96 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
     );
 }
 
-/// A wrong SASL password stops `status` and `checkpoint show` with the cause (not as an
-/// unreachable cluster).
+/// Kafka refusals: a wrong SASL password, a truststore without the brokers' CA, and a host
+/// name the brokers' certificate does not carry stop `status` and `checkpoint show` with
+/// the cause (not as an unreachable cluster), and `run` with exit 1.
 #[tokio::test(flavor = "multi_thread")]
-async fn wrong_sasl_password_stops_the_commands() {
-    let db = Postgres::new_tls("tlsp_sasl").await;
+async fn kafka_refusals_stop_with_the_cause() {
+    let db = Postgres::new_tls("tlsp_kafka").await;
     let dir = test_dir(db.name());
-    let worker = dir.join("worker.properties");
-    std::fs::write(
-        &worker,
-        format!(
-            "bootstrap.servers={}\nsecurity.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{}\" password=\"not-the-password\";\nssl.truststore.location={}\nssl.truststore.password={}\n",
-            tls::kafka_sasl_bootstrap(),
-            tls::sasl_user(),
-            tls::file("truststore.p12"),
-            tls::TRUSTSTORE_PASSWORD,
-        ),
-    )
-    .unwrap();
     let p = dir.join("connector.toml");
     std::fs::write(
         &p,
         format!(
-            "[[connectors]]\nname = \"{}\"\n{}\n[connectors.source.tls]\nmode = \"verify-full\"\nrootcert = \"{}\"\n",
+            "[[connectors]]\nname = \"{}\"\n{}\n[connectors.source.tls]\nmode = \"verify-full\"\nrootcert = \"{}\"\n{}",
             db.name(),
             db.source_toml(&db.outbox_table()),
             tls::file("ca.pem"),
+            router_toml(&db),
         ),
     )
     .unwrap();
-    for cmd in [&["status"][..], &["checkpoint", "show"][..]] {
-        let mut args: Vec<&str> = cmd.to_vec();
-        args.extend([
-            "--kafka-config",
-            worker.to_str().unwrap(),
-            "--config",
-            p.to_str().unwrap(),
-        ]);
-        let (code, out, err) = run_cli_with_env(&args, &[("OUTBOXD_KAFKA_BOOTSTRAP", "")]);
-        let text = format!("{out}\n{err}");
-        assert_ne!(code, 0, "{cmd:?} fails:\n{text}");
-        assert!(
-            text.contains("SASL authentication failed"),
-            "{cmd:?}:\n{text}"
+    let jaas = |password: &str| {
+        format!(
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{}\" password=\"{password}\";\n",
+            tls::sasl_user()
+        )
+    };
+    let (sasl_host, sasl_port) = tls::kafka_sasl_bootstrap()
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .unwrap();
+    assert_eq!(sasl_host, "localhost");
+    let cases = [
+        (
+            "wrong-password",
+            format!("bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.password={}\n", tls::kafka_sasl_bootstrap(), jaas("not-the-password"), tls::file("truststore.p12"), tls::TRUSTSTORE_PASSWORD),
+            "SASL authentication failed",
+        ),
+        (
+            "wrong-ca",
+            format!("bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", tls::kafka_sasl_bootstrap(), jaas(&tls::sasl_password()), tls::file("other-ca.pem")),
+            "certificate verify failed",
+        ),
+        (
+            "wrong-host",
+            format!("bootstrap.servers=127.0.0.1:{sasl_port}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", jaas(&tls::sasl_password()), tls::file("ca.pem")),
+            "certificate verify failed",
+        ),
+    ];
+    for (name, body, cause) in &cases {
+        let worker = dir.join(format!("{name}.properties"));
+        std::fs::write(
+            &worker,
+            format!("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n{body}"),
+        )
+        .unwrap();
+        for cmd in [&["status"][..], &["checkpoint", "show"][..]] {
+            let mut args: Vec<&str> = cmd.to_vec();
+            args.extend([
+                "--kafka-config",
+                worker.to_str().unwrap(),
+                "--config",
+                p.to_str().unwrap(),
+            ]);
+            let (code, out, err) = run_cli_with_env(&args, &[("OUTBOXD_KAFKA_BOOTSTRAP", "")]);
+            let text = format!("{out}\n{err}");
+            assert_ne!(code, 0, "{name}: {cmd:?} fails:\n{text}");
+            assert!(
+                text.contains(cause),
+                "{name}: {cmd:?} names {cause:?}:\n{text}"
+            );
+            assert!(!text.contains("not-the-password"), "{text}");
+            tls::assert_no_secret("the command's output", &text);
+        }
+        let metrics = free_port();
+        let listen = format!("127.0.0.1:{metrics}");
+        let mut relay = Relay::launch_with_env(
+            &[
+                "--metrics-listen",
+                listen.as_str(),
+                "--kafka-config",
+                worker.to_str().unwrap(),
+                p.to_str().unwrap(),
+            ],
+            metrics,
+            dir.join(format!("{name}.log")),
+            &[("OUTBOXD_KAFKA_BOOTSTRAP", "")],
         );
-        assert!(!text.contains("not-the-password"), "{text}");
-        tls::assert_no_secret("the command's output", &text);
+        let code = relay.wait_exit(Duration::from_secs(60));
+        let log = relay.log_text();
+        assert_eq!(code, Some(1), "{name}: run stops with exit 1:\n{log}");
+        assert!(log.contains(cause), "{name}: run names {cause:?}:\n{log}");
+        tls::assert_no_secret("the relay's log", &log);
     }
 }

@@ -9,16 +9,27 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaConfRes;
 use rdkafka::ClientConfig;
 
-use crate::config::KafkaConfig;
+use crate::config::{ClientProperties, KafkaClientSettings, KafkaConfig};
 use crate::tls::Verification;
 
 /// A librdkafka configuration holding the connection settings of `kafka` — the bootstrap
 /// servers and [`KafkaConfig::client`] (security among them, secrets included) — for any
 /// client (producer, consumer, admin); callers add what their client needs.
 pub fn config(kafka: &KafkaConfig) -> ClientConfig {
+    with_settings(&kafka.bootstrap_servers, &kafka.client)
+}
+
+/// The same for a client that belongs to no connector (e.g. group membership): the
+/// process-wide settings ([`crate::config::Config::kafka`]) with `bootstrap` (from
+/// [`KafkaClientSettings::bootstrap_servers`], `--kafka-bootstrap` or a connector).
+pub fn for_process(kafka: &KafkaClientSettings, bootstrap: &str) -> ClientConfig {
+    with_settings(bootstrap, &kafka.client)
+}
+
+fn with_settings(bootstrap: &str, client: &ClientProperties) -> ClientConfig {
     let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", &kafka.bootstrap_servers);
-    for (k, v) in kafka.client.expose() {
+    cc.set("bootstrap.servers", bootstrap);
+    for (k, v) in client.expose() {
         cc.set(k, v);
     }
     cc

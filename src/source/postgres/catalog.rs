@@ -125,7 +125,7 @@ async fn connect_attempt(
                 },
                 NegotiationError::Handshake(e) => PgError::Tls {
                     at: at.clone(),
-                    cause: e.to_string(),
+                    cause: super::tls::handshake_cause(&e),
                 },
             })?;
         let mut pg = tokio_postgres::Config::new();

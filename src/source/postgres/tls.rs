@@ -208,6 +208,20 @@ pub(crate) async fn negotiate(
     ))
 }
 
+/// A failed handshake in words: a certificate rustls refused reads `certificate verify
+/// failed: <why>` (as OpenSSL, so libpq, says it), anything else as it is.
+pub(crate) fn handshake_cause(e: &std::io::Error) -> String {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::InvalidCertificate(why)) => {
+            format!("certificate verify failed: {why}")
+        }
+        _ => e.to_string(),
+    }
+}
+
 /// The DNS names of a certificate's subjectAltName extension.
 fn dns_names(der: &[u8]) -> Vec<String> {
     let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
