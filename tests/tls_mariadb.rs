@@ -411,3 +411,74 @@ async fn refusals_are_definite_and_say_why() {
     );
     assert!(!log.contains("wrong-sasl-password"), "{log}");
 }
+
+/// Kafka's SSL listener that requires client certificates: the worker file's PKCS12
+/// keystore reaches every client (the exactly-once producer, the checkpoint store, `check`).
+#[tokio::test(flavor = "multi_thread")]
+async fn kafka_mutual_tls_with_a_pkcs12_keystore() {
+    let db = MariaDb::new("tls_kafka_mtls").await;
+    let dir = test_dir(db.name());
+    let ssl =
+        std::env::var("OUTBOXD_KAFKA_SSL_BOOTSTRAP").unwrap_or_else(|_| "localhost:39095".into());
+    let worker = dir.join("worker.properties");
+    std::fs::write(
+        &worker,
+        format!(
+            "bootstrap.servers={ssl}\nsecurity.protocol=SSL\nssl.truststore.location={}\nssl.truststore.password={}\nssl.keystore.location={}\nssl.keystore.password={}\nssl.key.password={}\n",
+            tls::file("truststore.p12"),
+            tls::TRUSTSTORE_PASSWORD,
+            tls::file("client.p12"),
+            tls::KEYSTORE_PASSWORD,
+            tls::KEYSTORE_PASSWORD,
+        ),
+    )
+    .unwrap();
+    let metrics = free_port();
+    let path = dir.join("connector.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n\n[[connectors]]\nname = \"{}\"\n{}\n{}",
+            db.name(),
+            db.source_toml(&db.outbox_table()),
+            router_toml(&db),
+        ),
+    )
+    .unwrap();
+    let no_env = [("OUTBOXD_KAFKA_BOOTSTRAP", "")];
+    let (code, out, err) = run_cli_with_env(
+        &[
+            "check",
+            "--kafka-config",
+            worker.to_str().unwrap(),
+            "--config",
+            path.to_str().unwrap(),
+        ],
+        &no_env,
+    );
+    assert_eq!(code, 0, "check passes:\n{out}\n{err}");
+    assert!(
+        out.contains("kafka tls: security.protocol=ssl, encrypted (TLSv1.3")
+            && out.contains("client certificate presented")
+            && out.contains(&format!("kafka: {ssl} reachable")),
+        "{out}"
+    );
+    tls::assert_no_secret("check's output", &format!("{out}\n{err}"));
+    let mut relay = Relay::launch_with_env(
+        &[
+            "--kafka-config",
+            worker.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ],
+        metrics,
+        dir.join("relay.log"),
+        &no_env,
+    );
+    relay.wait_ready(Duration::from_secs(90));
+    let evs = events("Invoice", 6, 0);
+    db.insert(&evs, false).await;
+    let got = read_expecting(&[topic(&db, "Invoice")], evs.len());
+    assert_records(&db, &evs, &got);
+    assert_eq!(relay.stop(), Some(0));
+    tls::assert_no_secret("the relay's log", &relay.log_text());
+}

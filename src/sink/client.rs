@@ -49,10 +49,35 @@ pub fn knows_property(name: &str, value: &str) -> bool {
     )
 }
 
-/// The security a client configuration asks for, for `check`: how far the brokers are
-/// verified (`None`: not encrypted) and the settings in words (`security.protocol`, the SASL
-/// mechanism and user; never a secret).
-pub fn describe_security(kafka: &KafkaConfig) -> (Option<Verification>, String) {
+/// How far a client configuration verifies the brokers: `None` when it does not encrypt.
+pub fn verification(kafka: &KafkaConfig) -> Option<Verification> {
+    let protocol = kafka
+        .client
+        .get("security.protocol")
+        .unwrap_or("plaintext")
+        .to_ascii_lowercase();
+    if !protocol.ends_with("ssl") {
+        return None;
+    }
+    let chain = kafka
+        .client
+        .get("enable.ssl.certificate.verification")
+        .is_none_or(|v| v != "false");
+    let host = kafka
+        .client
+        .get("ssl.endpoint.identification.algorithm")
+        .is_none_or(|v| v != "none");
+    Some(match (chain, host) {
+        (true, true) => Verification::ChainAndHost,
+        (true, false) => Verification::Chain,
+        (false, _) => Verification::None,
+    })
+}
+
+/// The security a client configuration asks for, in words for `check`: `security.protocol`,
+/// the SASL mechanism and user, whether it encrypts (with `version`, when known), how far the
+/// brokers are verified, a client certificate; never a secret.
+pub fn describe_security(kafka: &KafkaConfig, version: Option<&str>) -> String {
     let protocol = kafka
         .client
         .get("security.protocol")
@@ -63,25 +88,13 @@ pub fn describe_security(kafka: &KafkaConfig) -> (Option<Verification>, String) 
         let user = kafka.client.get("sasl.username").unwrap_or("(none)");
         words.push_str(&format!(", SASL {m} as {user}"));
     }
-    if !protocol.ends_with("ssl") {
+    let Some(verification) = verification(kafka) else {
         words.push_str(", not encrypted");
-        return (None, words);
-    }
-    let chain = kafka
-        .client
-        .get("enable.ssl.certificate.verification")
-        .is_none_or(|v| v != "false");
-    let host = kafka
-        .client
-        .get("ssl.endpoint.identification.algorithm")
-        .is_none_or(|v| v != "none");
-    let verification = match (chain, host) {
-        (true, true) => Verification::ChainAndHost,
-        (true, false) => Verification::Chain,
-        (false, _) => Verification::None,
+        return words;
     };
     words.push_str(&format!(
-        ", encrypted (TLS version: negotiated by librdkafka's OpenSSL, which does not report it), {}",
+        ", encrypted ({}), {}",
+        version.unwrap_or("TLS version unknown"),
         verification.describe()
     ));
     if [
@@ -94,7 +107,7 @@ pub fn describe_security(kafka: &KafkaConfig) -> (Option<Verification>, String) 
     {
         words.push_str(", client certificate presented");
     }
-    (Some(verification), words)
+    words
 }
 
 #[cfg(test)]

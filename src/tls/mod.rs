@@ -159,6 +159,16 @@ pub fn version_name(v: rustls::ProtocolVersion) -> String {
     }
 }
 
+/// Process-wide TLS set-up, first thing in `main`: initialises OpenSSL (which librdkafka and
+/// mysql_async's native-tls use) with `OPENSSL_INIT_NO_ATEXIT`, so that its exit-time
+/// cleanup does not free OpenSSL's state under librdkafka threads still running when the
+/// process exits (a blocking Kafka call abandoned at shutdown): without this, such an exit
+/// could crash. Also installs rustls' provider ([`install_crypto_provider`]).
+pub fn init_process() {
+    openssl_sys::init();
+    install_crypto_provider();
+}
+
 /// Makes ring the process's rustls provider (idempotent). pgwire-replication does the same;
 /// doing it here first makes the choice independent of which connection comes first.
 pub fn install_crypto_provider() {

@@ -158,6 +158,20 @@ impl TrustAnchors {
         Self::load(setting, path, Some(StoreKind::Pem), &Secret::default())
     }
 
+    /// CA certificates given as PEM text (librdkafka's `ssl.ca.pem`).
+    pub fn from_pem_text(setting: &str, text: &str) -> Result<Self, TlsError> {
+        let path = Path::new("(inline PEM)");
+        let certs = pem_certs(setting, path, text.as_bytes())?;
+        if certs.is_empty() {
+            return Err(TlsError::Empty {
+                setting: setting.to_string(),
+                path: path.to_path_buf(),
+                what: "certificate",
+            });
+        }
+        Ok(Self { certs })
+    }
+
     /// The certificates as PEM text (for librdkafka's `ssl.ca.pem`).
     pub fn to_pem(&self) -> String {
         let mut out = String::new();
