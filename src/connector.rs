@@ -227,8 +227,13 @@ impl Connector {
         let resume = resume_cp.map(|c| c.position);
         let sink = KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?;
         // A refused login or an unverifiable broker certificate stops the connector now, not
-        // after the first records' delivery timeout.
-        sink.refuse_definite(Duration::from_secs(5)).await?;
+        // after the first records' delivery timeout; a shutdown meanwhile stops at once
+        // (nothing was read yet).
+        let mut sd = shutdown.clone();
+        tokio::select! {
+            r = sink.refuse_definite(Duration::from_secs(5)) => r?,
+            _ = sd.wait_for(|v| *v) => return Ok(()),
+        }
         let mut feed = self.start_source(resume.clone(), health, &shutdown);
         let events = feed.take_events();
         let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);

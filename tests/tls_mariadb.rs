@@ -9,14 +9,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use common::kafka::read_expecting;
 use common::mariadb::MariaDb;
-use common::relay::{free_port, run_cli_with_env, test_dir, Relay};
-use common::suite::{assert_records, topic, SourceDb};
+use common::relay::{free_port, test_dir, Relay};
+use common::suite::SourceDb;
 use common::tls;
-use common::OutboxEvent;
 
 /// `[connectors.router]` of every connector here: topics `<db>.<aggregate_type>`, header
 /// `eventType`.
@@ -95,19 +92,6 @@ fn debezium_json(db: &MariaDb, dir: &Path) -> PathBuf {
     path
 }
 
-fn events(agg: &str, n: usize, from: usize) -> Vec<OutboxEvent> {
-    (from..from + n)
-        .map(|i| {
-            OutboxEvent::new(
-                agg,
-                &format!("{agg}-{}", i % 5),
-                "Changed",
-                Some(&format!(r#"{{"seq":{i}}}"#)),
-            )
-        })
-        .collect()
-}
-
 /// Debezium JSON + worker file (`--kafka-config`), no `OUTBOXD_KAFKA_BOOTSTRAP`: MariaDB over
 /// TLS (verify_identity, PKCS12 truststore) into SASL_SSL (SCRAM-SHA-512), exactly once
 /// across a restart; `check` and `status` say how each connection is secured, and nothing
@@ -128,47 +112,21 @@ async fn exactly_once_over_tls_and_sasl_from_debezium_json_and_worker_file() {
         json.to_str().unwrap(),
     ];
     let no_env = [("OUTBOXD_KAFKA_BOOTSTRAP", "")];
-    let log = dir.join("relay.log");
-    let mut relay = Relay::launch_with_env(&args, port, log, &no_env);
-    relay.wait_ready(Duration::from_secs(90));
-
-    let first = events("Order", 20, 0);
-    for chunk in first.chunks(5) {
-        db.insert(chunk, false).await;
-    }
-    let got = read_expecting(&[topic(&db, "Order")], first.len());
-    assert_records(&db, &first, &got);
-
-    assert_eq!(
-        relay.stop(),
-        Some(0),
-        "clean stop; log:\n{}",
-        relay.log_text()
-    );
-    let second = events("Order", 15, 20);
-    db.insert(&second, false).await;
-    relay.spawn();
-    relay.wait_ready(Duration::from_secs(90));
-    let all: Vec<OutboxEvent> = first.iter().chain(&second).cloned().collect();
-    let got = read_expecting(&[topic(&db, "Order")], all.len());
-    assert_records(&db, &all, &got);
-    assert_eq!(relay.stop(), Some(0));
-    let log = relay.log_text();
+    let mut relay = Relay::launch_with_env(&args, port, dir.join("relay.log"), &no_env);
+    let log = tls::exactly_once_across_restart(&db, &mut relay).await;
     assert!(
         log.contains("Kafka worker setting not used by outboxd") && log.contains("plugin.path"),
         "worker-only keys are reported:\n{log}"
     );
-    tls::assert_no_secret("the relay's log", &log);
 
-    let check_args = [
+    let mut cli_args = [
         "check",
         "--kafka-config",
         worker.to_str().unwrap(),
         "--config",
         json.to_str().unwrap(),
     ];
-    let (code, out, err) = run_cli_with_env(&check_args, &no_env);
-    assert_eq!(code, 0, "check passes:\n{out}\n{err}");
+    let out = tls::cli_ok(&cli_args, &no_env);
     assert!(
         out.contains(&format!("[ok  ] {}: tls: encrypted (TLSv1.3), server certificate verified against the CA and the host name", db.name())),
         "check reports the database TLS:\n{out}"
@@ -179,14 +137,9 @@ async fn exactly_once_over_tls_and_sasl_from_debezium_json_and_worker_file() {
         ),
         "check reports the Kafka security:\n{out}"
     );
-    tls::assert_no_secret("check's output", &format!("{out}\n{err}"));
-
-    let mut status_args = check_args;
-    status_args[0] = "status";
-    let (code, out, err) = run_cli_with_env(&status_args, &no_env);
-    assert_eq!(code, 0, "status works over TLS and SASL:\n{out}\n{err}");
+    cli_args[0] = "status";
+    let out = tls::cli_ok(&cli_args, &no_env);
     assert!(out.contains("\"checkpoint\":\"mariadb_gtid:"), "{out}");
-    tls::assert_no_secret("status's output", &format!("{out}\n{err}"));
 }
 
 /// TOML with the `[kafka]` section (SCRAM-SHA-256, the password from the environment, the CA
@@ -247,43 +200,13 @@ name = "{name}"
         dir.join("relay.log"),
         &env,
     );
-    relay.wait_ready(Duration::from_secs(90));
-    let evs = events("Payment", 12, 0);
-    db.insert(&evs, false).await;
-    let got = read_expecting(&[topic(&db, "Payment")], evs.len());
-    assert_records(&db, &evs, &got);
-    assert_eq!(relay.stop(), Some(0));
-    tls::assert_no_secret("the relay's log", &relay.log_text());
-
-    let (code, out, err) = run_cli_with_env(&["check", "--config", path.to_str().unwrap()], &env);
-    assert_eq!(code, 0, "check passes:\n{out}\n{err}");
+    tls::delivers(&db, &mut relay, "Payment", 12).await;
+    let out = tls::cli_ok(&["check", "--config", path.to_str().unwrap()], &env);
     assert!(
         out.contains("tls: encrypted (TLSv1.3), server certificate verified against the CA (host name not checked), client certificate presented"),
         "check warns that verify_ca does not check the host name:\n{out}"
     );
     assert!(out.contains("[warn]") && out.contains(": tls: "), "{out}");
-    tls::assert_no_secret("check's output", &format!("{out}\n{err}"));
-}
-
-/// Runs `outboxd run` on a connector config that must be refused at startup: exit 1 within
-/// a minute, its log holding every one of `expected` and no secret.
-fn assert_refused(path: &Path, env: &[(&str, &str)], expected: &[&str]) -> String {
-    let metrics = free_port();
-    let listen = format!("127.0.0.1:{metrics}");
-    let mut relay = Relay::launch_with_env(
-        &["--metrics-listen", listen.as_str(), path.to_str().unwrap()],
-        metrics,
-        path.with_extension("log"),
-        env,
-    );
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert_eq!(code, Some(1), "refused with exit 1; log:\n{log}");
-    for e in expected {
-        assert!(log.contains(e), "log names {e:?}:\n{log}");
-    }
-    tls::assert_no_secret("the relay's log", &log);
-    log
 }
 
 /// A connector on `db` with `tls` as its `[connectors.source.tls]` body and `kafka` as the
@@ -323,9 +246,8 @@ async fn refusals_are_definite_and_say_why() {
         &plain_kafka,
         "wrong-ca.toml",
     );
-    assert_refused(
+    tls::assert_config_refused(
         &p,
-        &[],
         &[
             &format!("TLS with MySQL/MariaDB at {host}:{port} failed"),
             "certificate verify failed",
@@ -344,9 +266,8 @@ async fn refusals_are_definite_and_say_why() {
         &plain_kafka,
         "wrong-host.toml",
     );
-    assert_refused(
+    tls::assert_config_refused(
         &p,
-        &[],
         &[
             &format!("TLS with MySQL/MariaDB at 127.0.0.1:{port} failed"),
             "certificate verify failed",
@@ -357,9 +278,8 @@ async fn refusals_are_definite_and_say_why() {
 
     // Plaintext to require_secure_transport=ON: MariaDB says "access denied".
     let p = refusal_config(&db, "mode = \"disabled\"", &plain_kafka, "plaintext.toml");
-    assert_refused(
+    tls::assert_config_refused(
         &p,
-        &[],
         &[
             &format!("MySQL/MariaDB at {host}:{port} refused user \"outboxd\": access denied"),
             "require_secure_transport",
@@ -371,9 +291,8 @@ async fn refusals_are_definite_and_say_why() {
     let plain = MariaDb::new("tls_refuse_plain").await;
     let (phost, pport, _, _) = plain.relay.clone();
     let p = refusal_config(&plain, "mode = \"required\"", &plain_kafka, "no-tls.toml");
-    assert_refused(
+    tls::assert_config_refused(
         &p,
-        &[],
         &[
             &format!("MySQL/MariaDB at {phost}:{pport} does not offer TLS"),
             "database.ssl.mode",
@@ -400,8 +319,9 @@ async fn refusals_are_definite_and_say_why() {
     );
     let text = std::fs::read_to_string(&p).unwrap();
     std::fs::write(&p, format!("{wrong_sasl}\n{text}")).unwrap();
-    let log = assert_refused(
-        &p,
+    let log = tls::assert_refused(
+        &[p.to_str().unwrap()],
+        p.with_extension("log"),
         &[("OUTBOXD_KAFKA_BOOTSTRAP", "")],
         &[
             "SASL authentication failed at",
@@ -446,7 +366,7 @@ async fn kafka_mutual_tls_with_a_pkcs12_keystore() {
     )
     .unwrap();
     let no_env = [("OUTBOXD_KAFKA_BOOTSTRAP", "")];
-    let (code, out, err) = run_cli_with_env(
+    let out = tls::cli_ok(
         &[
             "check",
             "--kafka-config",
@@ -456,14 +376,12 @@ async fn kafka_mutual_tls_with_a_pkcs12_keystore() {
         ],
         &no_env,
     );
-    assert_eq!(code, 0, "check passes:\n{out}\n{err}");
     assert!(
         out.contains("kafka tls: security.protocol=ssl, encrypted (TLSv1.3")
             && out.contains("client certificate presented")
             && out.contains(&format!("kafka: {ssl} reachable")),
         "{out}"
     );
-    tls::assert_no_secret("check's output", &format!("{out}\n{err}"));
     let mut relay = Relay::launch_with_env(
         &[
             "--kafka-config",
@@ -474,11 +392,5 @@ async fn kafka_mutual_tls_with_a_pkcs12_keystore() {
         dir.join("relay.log"),
         &no_env,
     );
-    relay.wait_ready(Duration::from_secs(90));
-    let evs = events("Invoice", 6, 0);
-    db.insert(&evs, false).await;
-    let got = read_expecting(&[topic(&db, "Invoice")], evs.len());
-    assert_records(&db, &evs, &got);
-    assert_eq!(relay.stop(), Some(0));
-    tls::assert_no_secret("the relay's log", &relay.log_text());
+    tls::delivers(&db, &mut relay, "Invoice", 6).await;
 }

@@ -9,33 +9,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use common::kafka::read_expecting;
 use common::postgres::Postgres;
 use common::relay::{free_port, run_cli_with_env, test_dir, Relay};
-use common::suite::{assert_records, topic, SourceDb};
+use common::suite::SourceDb;
 use common::tls;
-use common::OutboxEvent;
 
 fn router_toml(db: &Postgres) -> String {
     format!(
         "[connectors.router]\n\"route.topic.replacement\" = \"{}.${{routedByValue}}\"\n\"table.fields.additional.placement\" = \"event_type:header:eventType\"\n",
         db.name()
     )
-}
-
-fn events(agg: &str, n: usize, from: usize) -> Vec<OutboxEvent> {
-    (from..from + n)
-        .map(|i| {
-            OutboxEvent::new(
-                agg,
-                &format!("{agg}-{}", i % 4),
-                "Changed",
-                Some(&format!(r#"{{"seq":{i}}}"#)),
-            )
-        })
-        .collect()
 }
 
 /// A worker file for the SASL_SSL listener with SASL PLAIN and a PEM truststore.
@@ -100,53 +84,24 @@ async fn exactly_once_over_tls_and_sasl_from_debezium_json_and_worker_file() {
     ];
     let no_env = [("OUTBOXD_KAFKA_BOOTSTRAP", "")];
     let mut relay = Relay::launch_with_env(&args, metrics, dir.join("relay.log"), &no_env);
-    relay.wait_ready(Duration::from_secs(90));
-    let first = events("Order", 16, 0);
-    for chunk in first.chunks(4) {
-        db.insert(chunk, false).await;
-    }
-    let got = read_expecting(&[topic(&db, "Order")], first.len());
-    assert_records(&db, &first, &got);
-    assert_eq!(
-        relay.stop(),
-        Some(0),
-        "clean stop; log:\n{}",
-        relay.log_text()
-    );
-    let second = events("Order", 10, 16);
-    db.insert(&second, false).await;
-    relay.spawn();
-    relay.wait_ready(Duration::from_secs(90));
-    let all: Vec<OutboxEvent> = first.iter().chain(&second).cloned().collect();
-    let got = read_expecting(&[topic(&db, "Order")], all.len());
-    assert_records(&db, &all, &got);
-    assert_eq!(relay.stop(), Some(0));
-    tls::assert_no_secret("the relay's log", &relay.log_text());
+    tls::exactly_once_across_restart(&db, &mut relay).await;
 
-    let cli = |cmd: &'static str| {
-        run_cli_with_env(
-            &[
-                cmd,
-                "--kafka-config",
-                worker.to_str().unwrap(),
-                "--config",
-                json_path.to_str().unwrap(),
-            ],
-            &no_env,
-        )
-    };
-    let (code, out, err) = cli("check");
-    assert_eq!(code, 0, "check passes:\n{out}\n{err}");
+    let mut cli_args = [
+        "check",
+        "--kafka-config",
+        worker.to_str().unwrap(),
+        "--config",
+        json_path.to_str().unwrap(),
+    ];
+    let out = tls::cli_ok(&cli_args, &no_env);
     assert!(
         out.contains(&format!("[ok  ] {}: tls: encrypted (TLSv1.3), server certificate verified against the CA and the host name", db.name())),
         "{out}"
     );
     assert!(out.contains("SASL PLAIN as outboxd"), "{out}");
-    tls::assert_no_secret("check's output", &format!("{out}\n{err}"));
-    let (code, out, err) = cli("status");
-    assert_eq!(code, 0, "status:\n{out}\n{err}");
+    cli_args[0] = "status";
+    let out = tls::cli_ok(&cli_args, &no_env);
     assert!(out.contains("\"checkpoint\":\"lsn:"), "{out}");
-    tls::assert_no_secret("status's output", &format!("{out}\n{err}"));
 }
 
 /// TOML with the `[kafka]` section and mutual TLS: `outboxd_mtls` logs in by its client
@@ -218,21 +173,13 @@ name = "{name}"
         dir.join("relay.log"),
         &env,
     );
-    relay.wait_ready(Duration::from_secs(90));
-    let evs = events("Payment", 12, 0);
-    db.insert(&evs, false).await;
-    let got = read_expecting(&[topic(&db, "Payment")], evs.len());
-    assert_records(&db, &evs, &got);
-    assert_eq!(relay.stop(), Some(0));
-    tls::assert_no_secret("the relay's log", &relay.log_text());
-    let (code, out, err) = run_cli_with_env(&["check", "--config", path.to_str().unwrap()], &env);
-    assert_eq!(code, 0, "check passes:\n{out}\n{err}");
+    tls::delivers(&db, &mut relay, "Payment", 12).await;
+    let out = tls::cli_ok(&["check", "--config", path.to_str().unwrap()], &env);
     assert!(
         out.contains("[warn]")
             && out.contains("tls: encrypted (TLSv1.3), server certificate verified against the CA (host name not checked), client certificate presented"),
         "{out}"
     );
-    tls::assert_no_secret("check's output", &format!("{out}\n{err}"));
 }
 
 /// A connector on `db` with `tls_body` as `[connectors.source.tls]`, plaintext Kafka and a
@@ -252,25 +199,6 @@ fn config_with_tls(db: &Postgres, tls_body: &str, file: &str) -> PathBuf {
     path
 }
 
-/// `outboxd run` on `path` must stop at startup: exit 1 within a minute, its log holding
-/// each of `expected` and no secret.
-fn assert_refused(path: &Path, expected: &[&str]) {
-    let metrics = free_port();
-    let listen = format!("127.0.0.1:{metrics}");
-    let mut relay = Relay::launch_with_args(
-        &["--metrics-listen", listen.as_str(), path.to_str().unwrap()],
-        metrics,
-        path.with_extension("log"),
-    );
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert_eq!(code, Some(1), "refused with exit 1; log:\n{log}");
-    for e in expected {
-        assert!(log.contains(e), "log names {e:?}:\n{log}");
-    }
-    tls::assert_no_secret("the relay's log", &log);
-}
-
 /// Each refusal of the issue, PostgreSQL side, and libpq's `allow` / `prefer` falling
 /// through to what the server offers (as `check` reports it).
 #[tokio::test(flavor = "multi_thread")]
@@ -287,7 +215,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         ),
         "wrong-ca.toml",
     );
-    assert_refused(
+    tls::assert_config_refused(
         &p,
         &[
             &format!("TLS with PostgreSQL at {at} failed"),
@@ -305,7 +233,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         ),
         "wrong-host.toml",
     );
-    assert_refused(
+    tls::assert_config_refused(
         &p,
         &[
             &format!("TLS with PostgreSQL at 127.0.0.1:{port}/{} failed", db.db),
@@ -316,8 +244,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
 
     // libpq's allow: plaintext first, TLS after the hostssl-only server refused it.
     let p = config_with_tls(&db, "mode = \"allow\"", "allow.toml");
-    let (code, out, err) = run_cli_with_env(&["check", "--config", p.to_str().unwrap()], &[]);
-    assert_eq!(code, 0, "allow reaches the TLS-only server:\n{out}\n{err}");
+    let out = tls::cli_ok(&["check", "--config", p.to_str().unwrap()], &[]);
     assert!(
         out.contains("tls: encrypted (TLSv1.3), server certificate NOT verified"),
         "{out}"
@@ -325,7 +252,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
     db.relay.0 = host.clone();
 
     let p = config_with_tls(&db, "mode = \"disable\"", "plaintext.toml");
-    assert_refused(
+    tls::assert_config_refused(
         &p,
         &[
             &format!("PostgreSQL at {at} refused user \"outboxd\" without TLS"),
@@ -337,7 +264,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
     let plain = Postgres::new("tlsp_refuse_plain").await;
     let (phost, pport, _, _) = plain.relay.clone();
     let p = config_with_tls(&plain, "mode = \"require\"", "no-tls.toml");
-    assert_refused(
+    tls::assert_config_refused(
         &p,
         &[
             &format!(
@@ -348,11 +275,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         ],
     );
     let p = config_with_tls(&plain, "mode = \"prefer\"", "prefer.toml");
-    let (code, out, err) = run_cli_with_env(&["check", "--config", p.to_str().unwrap()], &[]);
-    assert_eq!(
-        code, 0,
-        "prefer reaches the plaintext server:\n{out}\n{err}"
-    );
+    let out = tls::cli_ok(&["check", "--config", p.to_str().unwrap()], &[]);
     assert!(
         out.contains("[warn]") && out.contains("tls: not encrypted"),
         "{out}"
@@ -431,24 +354,15 @@ async fn kafka_refusals_stop_with_the_cause() {
             assert!(!text.contains("not-the-password"), "{text}");
             tls::assert_no_secret("the command's output", &text);
         }
-        let metrics = free_port();
-        let listen = format!("127.0.0.1:{metrics}");
-        let mut relay = Relay::launch_with_env(
+        tls::assert_refused(
             &[
-                "--metrics-listen",
-                listen.as_str(),
                 "--kafka-config",
                 worker.to_str().unwrap(),
                 p.to_str().unwrap(),
             ],
-            metrics,
             dir.join(format!("{name}.log")),
             &[("OUTBOXD_KAFKA_BOOTSTRAP", "")],
+            &[cause],
         );
-        let code = relay.wait_exit(Duration::from_secs(60));
-        let log = relay.log_text();
-        assert_eq!(code, Some(1), "{name}: run stops with exit 1:\n{log}");
-        assert!(log.contains(cause), "{name}: run names {cause:?}:\n{log}");
-        tls::assert_no_secret("the relay's log", &log);
     }
 }

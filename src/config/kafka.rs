@@ -317,11 +317,7 @@ pub(crate) fn translate(
     }
 
     // Truststore.
-    let ts_type = keys
-        .remove("ssl.truststore.type")
-        .map(|t| StoreKind::parse("ssl.truststore.type", &t))
-        .transpose()
-        .map_err(|e| err("ssl.truststore.type", e.to_string()))?;
+    let ts_type = take_kind(&mut keys, "ssl.truststore.type")?;
     let ts_password = Secret::new(keys.remove("ssl.truststore.password").unwrap_or_default());
     if let Some(loc) = keys.remove("ssl.truststore.location") {
         let path = PathBuf::from(loc.trim());
@@ -337,11 +333,7 @@ pub(crate) fn translate(
     }
 
     // Keystore.
-    let ks_type = keys
-        .remove("ssl.keystore.type")
-        .map(|t| StoreKind::parse("ssl.keystore.type", &t))
-        .transpose()
-        .map_err(|e| err("ssl.keystore.type", e.to_string()))?;
+    let ks_type = take_kind(&mut keys, "ssl.keystore.type")?;
     let ks_password = keys.remove("ssl.keystore.password");
     if let Some(loc) = keys.remove("ssl.keystore.location") {
         let path = PathBuf::from(loc.trim());
@@ -419,6 +411,17 @@ pub(crate) fn translate(
         }
     }
     Ok(out)
+}
+
+/// Takes a store type key (`ssl.truststore.type`, `ssl.keystore.type`).
+fn take_kind(
+    keys: &mut BTreeMap<String, String>,
+    key: &str,
+) -> Result<Option<StoreKind>, KeyError> {
+    keys.remove(key)
+        .map(|t| StoreKind::parse(key, &t))
+        .transpose()
+        .map_err(|e| (key.to_string(), e.to_string()))
 }
 
 /// The kind of a keystore: the configured one, else from the content. JKS is refused.

@@ -521,16 +521,35 @@ fn secret_setting(
     }
 }
 
-fn store_kind(
-    given: &Option<String>,
-    at: String,
+/// `<name>`, `<name>_type` and `<name>_password[_env|_file]` of `[connectors.source.tls]` as
+/// one store (`None` without `<name>`; a type or password without it is an error).
+fn store_file(
+    name: &str,
+    path: Option<PathBuf>,
+    kind: &Option<String>,
+    password: (&Option<String>, &Option<String>, &Option<PathBuf>),
+    here: &str,
     ctx: &LoadCtx<'_>,
-) -> Result<Option<StoreKind>, ConfigError> {
-    given
+) -> Result<Option<StoreFile>, ConfigError> {
+    let password = secret_setting(&format!("{name}_password"), password, here, ctx)?;
+    let kind_at = format!("{here}.{name}_type");
+    let kind = kind
         .as_deref()
-        .map(|t| StoreKind::parse(&at, t))
+        .map(|t| StoreKind::parse(&kind_at, t))
         .transpose()
-        .map_err(|e| ctx.invalid(at, e.to_string()))
+        .map_err(|e| ctx.invalid(kind_at.clone(), e.to_string()))?;
+    match path {
+        Some(path) => Ok(Some(StoreFile {
+            path,
+            kind,
+            password: password.unwrap_or_default(),
+        })),
+        None if kind.is_some() || password.is_some() => Err(ctx.invalid(
+            format!("{here}.{name}"),
+            format!("is needed with {name}_type / {name}_password"),
+        )),
+        None => Ok(None),
+    }
 }
 
 fn mysql_tls(t: TlsToml, here: &str, ctx: &LoadCtx<'_>) -> Result<MysqlTlsConfig, ConfigError> {
@@ -538,8 +557,10 @@ fn mysql_tls(t: TlsToml, here: &str, ctx: &LoadCtx<'_>) -> Result<MysqlTlsConfig
         None => MysqlSslMode::default(),
         Some(m) => MysqlSslMode::parse(m).map_err(|e| ctx.invalid(format!("{here}.mode"), e))?,
     };
-    let truststore_password = secret_setting(
-        "truststore_password",
+    let truststore = store_file(
+        "truststore",
+        t.truststore,
+        &t.truststore_type,
         (
             &t.truststore_password,
             &t.truststore_password_env,
@@ -548,8 +569,10 @@ fn mysql_tls(t: TlsToml, here: &str, ctx: &LoadCtx<'_>) -> Result<MysqlTlsConfig
         here,
         ctx,
     )?;
-    let keystore_password = secret_setting(
-        "keystore_password",
+    let keystore = store_file(
+        "keystore",
+        t.keystore,
+        &t.keystore_type,
         (
             &t.keystore_password,
             &t.keystore_password_env,
@@ -558,34 +581,6 @@ fn mysql_tls(t: TlsToml, here: &str, ctx: &LoadCtx<'_>) -> Result<MysqlTlsConfig
         here,
         ctx,
     )?;
-    let truststore = match t.truststore {
-        Some(path) => Some(StoreFile {
-            path,
-            kind: store_kind(&t.truststore_type, format!("{here}.truststore_type"), ctx)?,
-            password: truststore_password.unwrap_or_default(),
-        }),
-        None if t.truststore_type.is_some() || truststore_password.is_some() => {
-            return Err(ctx.invalid(
-                format!("{here}.truststore"),
-                "is needed with truststore_type / truststore_password",
-            ))
-        }
-        None => None,
-    };
-    let keystore = match t.keystore {
-        Some(path) => Some(StoreFile {
-            path,
-            kind: store_kind(&t.keystore_type, format!("{here}.keystore_type"), ctx)?,
-            password: keystore_password.unwrap_or_default(),
-        }),
-        None if t.keystore_type.is_some() || keystore_password.is_some() => {
-            return Err(ctx.invalid(
-                format!("{here}.keystore"),
-                "is needed with keystore_type / keystore_password",
-            ))
-        }
-        None => None,
-    };
     Ok(MysqlTlsConfig {
         mode,
         truststore,

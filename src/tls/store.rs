@@ -143,6 +143,14 @@ impl TrustAnchors {
                     .collect()
             }
         };
+        Self::non_empty(setting, path, certs)
+    }
+
+    fn non_empty(
+        setting: &str,
+        path: &Path,
+        certs: Vec<CertificateDer<'static>>,
+    ) -> Result<Self, TlsError> {
         if certs.is_empty() {
             return Err(TlsError::Empty {
                 setting: setting.to_string(),
@@ -161,15 +169,7 @@ impl TrustAnchors {
     /// CA certificates given as PEM text (librdkafka's `ssl.ca.pem`).
     pub fn from_pem_text(setting: &str, text: &str) -> Result<Self, TlsError> {
         let path = Path::new("(inline PEM)");
-        let certs = pem_certs(setting, path, text.as_bytes())?;
-        if certs.is_empty() {
-            return Err(TlsError::Empty {
-                setting: setting.to_string(),
-                path: path.to_path_buf(),
-                what: "certificate",
-            });
-        }
-        Ok(Self { certs })
+        Self::non_empty(setting, path, pem_certs(setting, path, text.as_bytes())?)
     }
 
     /// The certificates as PEM text (for librdkafka's `ssl.ca.pem`).

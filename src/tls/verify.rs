@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
@@ -74,8 +74,10 @@ pub fn client_config(
         .map_err(|e| unusable(e.to_string()))?;
     let verifier: Arc<dyn ServerCertVerifier> = match verification {
         Verification::ChainAndHost => webpki,
-        Verification::Chain => Arc::new(ChainOnly(webpki)),
-        Verification::None => Arc::new(Unverified(provider.clone())),
+        Verification::Chain | Verification::None => Arc::new(Lenient {
+            inner: webpki,
+            check_chain: verification == Verification::Chain,
+        }),
     };
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -90,12 +92,19 @@ pub fn client_config(
     }
 }
 
-/// verify-ca: the chain must verify; a certificate issued for another name is accepted.
-/// WebPKI checks the chain before the name, so a name error means the chain verified.
+/// The weaker modes over webpki's verifier. verify-ca (`check_chain`): the chain must
+/// verify, a certificate issued for another name is accepted (webpki checks the chain before
+/// the name, so a name error means the chain verified). No verification (libpq `require`
+/// without a root certificate, Debezium `required`): any certificate is accepted. Either
+/// way the handshake signatures are checked, so the peer holds the key of the certificate
+/// it showed.
 #[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
+struct Lenient {
+    inner: Arc<WebPkiServerVerifier>,
+    check_chain: bool,
+}
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -104,8 +113,11 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if !self.check_chain {
+            return Ok(ServerCertVerified::assertion());
+        }
         match self
-            .0
+            .inner
             .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
         {
             Err(rustls::Error::InvalidCertificate(
@@ -121,7 +133,7 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        self.inner.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -130,60 +142,10 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        self.inner.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
-/// No verification of the certificate (libpq `require`, Debezium `required`); the handshake
-/// signatures are still checked, so the peer holds the key of the certificate it showed.
-#[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.inner.supported_verify_schemes()
     }
 }

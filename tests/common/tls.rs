@@ -159,3 +159,113 @@ pub async fn postgres_admin_connect(db: &str) -> tokio_postgres::Client {
     });
     client
 }
+
+/// Runs `outboxd` with `args` to completion, expecting exit 0 and no secret in its output;
+/// returns its stdout.
+pub fn cli_ok(args: &[&str], env: &[(&str, &str)]) -> String {
+    let (code, out, err) = super::relay::run_cli_with_env(args, env);
+    assert_eq!(code, 0, "outboxd {args:?} passes:\n{out}\n{err}");
+    assert_no_secret(
+        &format!("the output of outboxd {args:?}"),
+        &format!("{out}\n{err}"),
+    );
+    out
+}
+
+/// `outboxd run ARGS` must stop at startup: exit 1 within a minute, its log (`log`) holding
+/// every one of `expected` and no secret. Returns the log.
+pub fn assert_refused(
+    args: &[&str],
+    log: PathBuf,
+    env: &[(&str, &str)],
+    expected: &[&str],
+) -> String {
+    let metrics = super::relay::free_port();
+    let listen = format!("127.0.0.1:{metrics}");
+    let mut all = vec!["--metrics-listen", listen.as_str()];
+    all.extend_from_slice(args);
+    let mut relay = super::relay::Relay::launch_with_env(&all, metrics, log, env);
+    let code = relay.wait_exit(std::time::Duration::from_secs(60));
+    let text = relay.log_text();
+    assert_eq!(code, Some(1), "refused with exit 1; log:\n{text}");
+    for e in expected {
+        assert!(text.contains(e), "the log names {e:?}:\n{text}");
+    }
+    assert_no_secret("the relay's log", &text);
+    text
+}
+
+/// Inserts `n` events of aggregate type `agg` after `written` (transactions of 5 events)
+/// and adds them to it.
+pub async fn write_more<S: super::suite::SourceDb>(
+    db: &S,
+    agg: &str,
+    n: usize,
+    written: &mut Vec<super::OutboxEvent>,
+) {
+    let from = written.len();
+    let new = super::suite::sequenced_range(agg, 5, from..from + n, 0);
+    for chunk in new.chunks(5) {
+        db.insert(chunk, false).await;
+    }
+    written.extend(new);
+}
+
+/// The started relay delivers 20 events, stops cleanly, and after a restart delivers the 15
+/// written while it was stopped: the topic holds each of the 35 exactly once. Returns the
+/// relay's log (no secret in it).
+pub async fn exactly_once_across_restart<S: super::suite::SourceDb>(
+    db: &S,
+    relay: &mut super::relay::Relay,
+) -> String {
+    use std::time::Duration;
+    let topic = super::suite::topic(db, "Order");
+    let mut written = Vec::new();
+    relay.wait_ready(Duration::from_secs(90));
+    write_more(db, "Order", 20, &mut written).await;
+    let got = super::kafka::read_expecting(std::slice::from_ref(&topic), written.len());
+    super::suite::assert_records(db, &written, &got);
+    assert_eq!(
+        relay.stop(),
+        Some(0),
+        "clean stop; log:\n{}",
+        relay.log_text()
+    );
+    write_more(db, "Order", 15, &mut written).await;
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(90));
+    let got = super::kafka::read_expecting(std::slice::from_ref(&topic), written.len());
+    super::suite::assert_records(db, &written, &got);
+    assert_no_secret("/metrics", &relay.metrics());
+    assert_eq!(relay.stop(), Some(0));
+    let log = relay.log_text();
+    assert_no_secret("the relay's log", &log);
+    log
+}
+
+/// The started relay delivers `n` events of type `agg`, each once, and stops cleanly; no
+/// secret in its log.
+pub async fn delivers<S: super::suite::SourceDb>(
+    db: &S,
+    relay: &mut super::relay::Relay,
+    agg: &str,
+    n: usize,
+) {
+    relay.wait_ready(std::time::Duration::from_secs(90));
+    let mut written = Vec::new();
+    write_more(db, agg, n, &mut written).await;
+    let got = super::kafka::read_expecting(&[super::suite::topic(db, agg)], n);
+    super::suite::assert_records(db, &written, &got);
+    assert_eq!(relay.stop(), Some(0));
+    assert_no_secret("the relay's log", &relay.log_text());
+}
+
+/// [`assert_refused`] for one connector file `path` (log beside it, no extra environment).
+pub fn assert_config_refused(path: &std::path::Path, expected: &[&str]) -> String {
+    assert_refused(
+        &[path.to_str().unwrap()],
+        path.with_extension("log"),
+        &[],
+        expected,
+    )
+}
