@@ -306,9 +306,17 @@ impl MysqlError {
     /// definite; anything the server said is classified as [`from_driver`](Self::from_driver).
     pub fn from_connect(e: mysql_async::Error, cfg: &MysqlSourceConfig, encrypted: bool) -> Self {
         match &e {
-            mysql_async::Error::Io(mysql_async::IoError::Tls(tls)) => MysqlError::Tls {
-                addr: addr(cfg),
-                cause: tls_cause(tls),
+            // The socket failing mid-handshake (a server restarting) is transient; OpenSSL
+            // refusing the handshake (verification, protocol, an alert) is definite.
+            mysql_async::Error::Io(mysql_async::IoError::Tls(tls)) => match io_source(tls) {
+                Some(io) => MysqlError::Connect {
+                    addr: addr(cfg),
+                    cause: io_cause(io),
+                },
+                None => MysqlError::Tls {
+                    addr: addr(cfg),
+                    cause: tls_cause(tls),
+                },
             },
             mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer) => {
                 MysqlError::TlsUnsupported { addr: addr(cfg) }
@@ -320,6 +328,18 @@ impl MysqlError {
             _ => Self::from_server(e, cfg, encrypted),
         }
     }
+}
+
+/// The I/O error at the root of a TLS error, if the socket is what failed.
+fn io_source<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// OpenSSL's reason for a failed handshake, with its causes (`certificate verify failed`,

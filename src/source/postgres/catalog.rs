@@ -123,9 +123,15 @@ async fn connect_attempt(
                     at: at.clone(),
                     message: format!("the server answered the SSLRequest with byte {b:#04x}, neither S nor N: is this a PostgreSQL server?"),
                 },
-                NegotiationError::Handshake(e) => PgError::Tls {
+                // rustls refused (certificate, protocol, alert): definite. The socket
+                // failing mid-handshake (a server restarting): transient.
+                NegotiationError::Handshake(e) if super::tls::is_tls_refusal(&e) => PgError::Tls {
                     at: at.clone(),
                     cause: super::tls::handshake_cause(&e),
+                },
+                NegotiationError::Handshake(e) => PgError::Connect {
+                    at: at.clone(),
+                    cause: crate::source::mysql::error::io_cause(&e),
                 },
             })?;
         let mut pg = tokio_postgres::Config::new();

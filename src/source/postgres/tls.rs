@@ -208,6 +208,13 @@ pub(crate) async fn negotiate(
     ))
 }
 
+/// Whether a failed handshake is rustls' refusal (certificate, protocol, an alert from the
+/// server) rather than the socket failing.
+pub(crate) fn is_tls_refusal(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+}
+
 /// A failed handshake in words: a certificate rustls refused reads `certificate verify
 /// failed: <why>` (as OpenSSL, so libpq, says it), anything else as it is.
 pub(crate) fn handshake_cause(e: &std::io::Error) -> String {
