@@ -13,7 +13,8 @@
 #
 # Usage: scripts/services.sh COMMAND [SERVICE...]     (no SERVICE = all five)
 #
-#   install          install what is missing (apt packages, Kafka jars); idempotent
+#   install          install what is missing (apt packages, Kafka jars, and the build's
+#                    libssl-dev + pkg-config); idempotent
 #   up               install if needed, start what is not running, wait until ready,
 #                    print the connection settings as `export VAR=...` lines (stdout)
 #   down             stop (TERM or INT, then KILL after a timeout); data is kept
@@ -343,6 +344,10 @@ install_kafka_jars() {
 cmd_install() {
   local svcs=("$@") debs=() s
   mkdir -p "$STATE"
+  # Building outboxd itself: librdkafka (rdkafka's `ssl` feature) and mysql_async's TLS link
+  # Debian's OpenSSL, found through pkg-config (README, "Kafka security").
+  deb_installed libssl-dev || debs+=(libssl-dev)
+  command -v pkg-config >/dev/null || debs+=(pkg-config)
   for s in "${svcs[@]}"; do
     case "$s" in
       mariadb|mariadb-tls)   debs+=(mariadb-server mariadb-client) ;;

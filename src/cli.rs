@@ -59,6 +59,12 @@ pub struct ConfigArgs {
     /// Kafka bootstrap servers (HOST:PORT, comma-separated); overrides the config files.
     #[arg(long, env = "OUTBOXD_KAFKA_BOOTSTRAP")]
     pub kafka_bootstrap: Option<String>,
+    /// Kafka client settings for every Kafka client of the process, as a Kafka Connect
+    /// worker properties file holds them: bootstrap.servers, security.protocol, sasl.*,
+    /// ssl.* (Java names, translated to librdkafka's; librdkafka names pass through), and
+    /// producer.* for the record producers. Beats the TOML [kafka] section.
+    #[arg(long, env = "OUTBOXD_KAFKA_CONFIG")]
+    pub kafka_config: Option<PathBuf>,
     /// Address for /metrics, /health and /ready (e.g. 127.0.0.1:9187); overrides the config
     /// files' `metrics.listen` (a Debezium JSON has no place for it).
     #[arg(long, env = "OUTBOXD_METRICS_LISTEN")]
@@ -129,4 +135,17 @@ pub enum CheckpointCommand {
         #[arg(long)]
         connector: Option<String>,
     },
+}
+
+impl ConfigArgs {
+    /// Loads the `--config` files with `--kafka-bootstrap` and `--kafka-config`.
+    pub fn load(&self) -> Result<crate::config::Config, crate::config::ConfigError> {
+        crate::config::load_all(
+            &self.config,
+            crate::config::LoadOptions {
+                kafka_bootstrap: self.kafka_bootstrap.as_deref(),
+                kafka_config: self.kafka_config.as_deref(),
+            },
+        )
+    }
 }

@@ -253,6 +253,14 @@ impl Connector {
                 .with_shutdown(shutdown.clone()))
         };
         let mut sink = new_sink()?;
+        // A refused login or an unverifiable broker certificate stops the connector now, not
+        // after the first records' delivery timeout; a shutdown meanwhile stops at once
+        // (nothing was read yet).
+        let mut sd = shutdown.clone();
+        tokio::select! {
+            r = sink.refuse_definite(Duration::from_secs(5)) => r?,
+            _ = sd.wait_for(|v| *v) => return Ok(()),
+        }
         let mut plan = Plan::default();
         let result = loop {
             let position = resume.as_ref().map(|c| c.position.clone());

@@ -27,4 +27,5 @@ pub(crate) mod preflight;
 pub mod router;
 pub mod sink;
 pub mod source;
+pub mod tls;
 pub mod value;

@@ -15,6 +15,7 @@ use outboxd::commands;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    outboxd::tls::init_process();
     let cli = Cli::parse();
     commands::init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

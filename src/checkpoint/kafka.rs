@@ -143,9 +143,7 @@ impl KafkaCheckpointStore {
             .set("enable.partition.eof", "false")
             .create_with_context(ClientLog::new(self.link.clone()))
             .map_err(consumer_error)?;
-        let md = consumer
-            .fetch_metadata(Some(&self.topic), KAFKA_TIMEOUT)
-            .map_err(|e| CheckpointError::kafka("reading checkpoint topic metadata", Some(e)))?;
+        let md = self.topic_metadata(&consumer)?;
         let partitions: Vec<i32> = md
             .topics()
             .iter()
@@ -235,6 +233,34 @@ impl KafkaCheckpointStore {
             };
         }
         Ok(last)
+    }
+
+    /// The checkpoint topic's metadata, asked in one-second steps for up to [`KAFKA_TIMEOUT`]:
+    /// between the steps the consumer serves its error events, so a refused login or a TLS
+    /// handshake that fails verification ends the wait at once ([`CheckpointError::Link`]).
+    fn topic_metadata(
+        &self,
+        consumer: &BaseConsumer<ClientLog>,
+    ) -> Result<rdkafka::metadata::Metadata, CheckpointError> {
+        let deadline = Instant::now() + KAFKA_TIMEOUT;
+        loop {
+            match consumer.fetch_metadata(Some(&self.topic), Duration::from_secs(1)) {
+                Ok(md) => return Ok(md),
+                Err(e) => {
+                    // Not assigned yet: this only serves the client's events (errors, logs).
+                    let _ = consumer.poll(Duration::from_millis(100));
+                    if let Some(f) = self.link.definite_failure() {
+                        return Err(CheckpointError::Link(f));
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(CheckpointError::kafka(
+                            "reading checkpoint topic metadata",
+                            Some(e),
+                        ));
+                    }
+                }
+            }
+        }
     }
 
     fn producer(&mut self) -> Result<&FutureProducer<ClientLog>, CheckpointError> {

@@ -5,15 +5,22 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::ConfigArgs;
-use crate::config::{self, SourceConfig};
+use crate::config::SourceConfig;
 use crate::connector::open_store;
 use crate::preflight::{self, CheckResult, Status};
 
 /// Prints one line per check; exits 0 only when no check failed.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
-    let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
-        .context("loading the configuration")?;
+    let cfg = args.load().context("loading the configuration")?;
     let mut results: Vec<CheckResult> = Vec::new();
+    for (key, why) in &cfg.kafka.ignored_keys {
+        results.push(CheckResult::new(
+            "kafka",
+            &format!("setting {key}"),
+            Status::Warn,
+            why.clone(),
+        ));
+    }
     for c in &cfg.connectors {
         for (key, why) in &c.ignored_keys {
             results.push(CheckResult::new(
@@ -48,8 +55,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 results.extend(preflight::postgres::check(c, src, checkpoint).await)
             }
         }
-        let c2 = c.clone();
-        results.extend(tokio::task::spawn_blocking(move || preflight::kafka::check(&c2)).await?);
+        results.extend(preflight::kafka::check(c).await);
     }
     let failed = results.iter().filter(|r| r.status == Status::Fail).count();
     for r in &results {

@@ -16,7 +16,7 @@ use anyhow::{bail, Context};
 
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::cli::CheckpointCommand;
-use crate::config::{self, CheckpointConfig, ConnectorConfig, SourceConfig, StartPosition};
+use crate::config::{CheckpointConfig, ConnectorConfig, SourceConfig, StartPosition};
 use crate::connector::open_store;
 use crate::position::SourcePosition;
 
@@ -24,8 +24,7 @@ use crate::position::SourcePosition;
 pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
     match command {
         CheckpointCommand::Show(args) => {
-            let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
-                .context("loading the configuration")?;
+            let cfg = args.load().context("loading the configuration")?;
             for c in &cfg.connectors {
                 let store = open_store(c);
                 let cp = tokio::task::block_in_place(|| store.load())
@@ -41,8 +40,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             config: args,
             connector,
         } => {
-            let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
-                .context("loading the configuration")?;
+            let cfg = args.load().context("loading the configuration")?;
             let c = pick(&cfg.connectors, connector.as_deref())?;
             ensure_topic(c).await?;
             let mut store = open_store(c);
@@ -81,8 +79,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             position,
             skip,
         } => {
-            let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
-                .context("loading the configuration")?;
+            let cfg = args.load().context("loading the configuration")?;
             let c = pick(&cfg.connectors, connector.as_deref())?;
             let position = SourcePosition::from_str(&position).with_context(|| {
                 format!("--position {position:?} is not a position (e.g. mariadb_gtid:0-1-42)")

@@ -20,8 +20,7 @@ pub fn worker_threads(command: &Command) -> usize {
     if let Some(n) = args.worker_threads {
         return usize::from(n);
     }
-    let connectors = crate::config::load_many(&args.config, args.kafka_bootstrap.as_deref())
-        .map_or(1, |c| c.connectors.len());
+    let connectors = args.load().map_or(1, |c| c.connectors.len());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     connectors.clamp(1, cpus)
 }

@@ -20,8 +20,7 @@ pub const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15
 /// definite failure, stopped without its final checkpoint, or had not stopped
 /// [`STOP_DEADLINE`] after the signal.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
-    let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
-        .context("loading the configuration")?;
+    let cfg = args.load().context("loading the configuration")?;
     config::log_ignored_keys(&cfg);
     let plan = GroupPlan::for_config(&cfg, args.group.as_deref())?;
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()

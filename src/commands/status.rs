@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::ConfigArgs;
-use crate::config::{self, SourceConfig};
+use crate::config::SourceConfig;
 use crate::connector::open_store;
 use crate::position::SourcePosition;
 use crate::source::mysql::server;
@@ -16,8 +16,7 @@ use crate::source::mysql::server;
 /// plus `"checkpoint_lost": "<why>"` when the server can no longer serve the checkpoint
 /// (purged binlogs; a dropped, overtaken or WAL-less slot), which also makes it exit 1.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
-    let cfg = config::load_many(&args.config, args.kafka_bootstrap.as_deref())
-        .context("loading the configuration")?;
+    let cfg = args.load().context("loading the configuration")?;
     let plan = crate::group::GroupPlan::for_config(&cfg, args.group.as_deref())?;
     let mut ok = true;
     for c in &cfg.connectors {

@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use super::native::validate_slot_name;
 use super::{
-    validate_connector_name, ConfigError, ConnectorConfig, ErrorPolicy, ErrorTolerance,
-    KafkaConfig, LoadCtx, MysqlFlavor, MysqlSourceConfig, PositionMode, PostgresSourceConfig,
-    PublicationAutocreate, RouterConfig, Secret, SourceConfig, StartPosition,
+    validate_connector_name, ClientProperties, ConfigError, ConnectorConfig, ErrorPolicy,
+    ErrorTolerance, KafkaConfig, LoadCtx, MysqlFlavor, MysqlSourceConfig, MysqlSslMode,
+    MysqlTlsConfig, PgSslMode, PgTlsConfig, PositionMode, PostgresSourceConfig,
+    PublicationAutocreate, RootCert, RouterConfig, Secret, SourceConfig, StartPosition, StoreFile,
     DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
 use crate::router::{parse_bool, Placement, UnknownOption};
+use crate::tls::StoreKind;
 
 const MYSQL_CLASS: &str = "io.debezium.connector.mysql.MySqlConnector";
 const MARIADB_CLASS: &str = "io.debezium.connector.mariadb.MariaDbConnector";
@@ -121,12 +123,13 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("producer.override.*", "Java producer setting; put the librdkafka equivalent under [connectors.kafka.producer] in an outboxd TOML"),
     ("consumer.override.*", "outboxd runs no Kafka consumer for this connector"),
     ("admin.override.*", "outboxd runs no Kafka admin client for this connector"),
-    ("database.ssl.*", "TLS client settings; outboxd connects without TLS (allowed by the configured ssl mode)"),
-    ("database.sslcert", "TLS client settings; outboxd connects without TLS (allowed by the configured ssl mode)"),
-    ("database.sslkey", "TLS client settings; outboxd connects without TLS (allowed by the configured ssl mode)"),
-    ("database.sslpassword", "TLS client settings; outboxd connects without TLS (allowed by the configured ssl mode)"),
-    ("database.sslrootcert", "TLS client settings; outboxd connects without TLS (allowed by the configured ssl mode)"),
-    ("database.sslfactory", "TLS client settings; outboxd connects without TLS (allowed by the configured ssl mode)"),
+    ("database.ssl.*", "a MySQL/MariaDB connector's TLS setting; not used by a PostgreSQL connector (it reads database.sslmode, sslrootcert, sslcert, sslkey)"),
+    ("database.sslmode", "a PostgreSQL connector's TLS setting; not used by a MySQL/MariaDB connector (it reads database.ssl.*)"),
+    ("database.sslcert", "a PostgreSQL connector's TLS setting; not used by a MySQL/MariaDB connector (it reads database.ssl.*)"),
+    ("database.sslkey", "a PostgreSQL connector's TLS setting; not used by a MySQL/MariaDB connector (it reads database.ssl.*)"),
+    ("database.sslpassword", "a PostgreSQL connector's TLS setting; not used by a MySQL/MariaDB connector (it reads database.ssl.*)"),
+    ("database.sslrootcert", "a PostgreSQL connector's TLS setting; not used by a MySQL/MariaDB connector (it reads database.ssl.*)"),
+    ("database.sslfactory", "pgjdbc's socket factory; outboxd verifies the server as database.sslmode says"),
 ];
 
 /// The string-valued config map, consumed key by key.
@@ -315,7 +318,6 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         })?),
         None => Duration::from_secs(if is_pg { 10 } else { 30 }),
     };
-    check_ssl(&mut keys, is_pg).map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
     check_snapshot(&mut keys, is_pg)
         .map_err(|m| ctx.invalid(format!("{here}: snapshot.mode"), m))?;
 
@@ -350,6 +352,8 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
                 connect_timeout,
                 reconnect_backoff_max: Duration::from_secs(30),
                 columns: BTreeMap::new(),
+                tls: mysql_tls(&mut keys)
+                    .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?,
             })
         }
         Kind::Postgres => {
@@ -412,6 +416,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
                 message_prefixes: Vec::new(),
                 status_interval,
                 connect_timeout,
+                tls: pg_tls(&mut keys).map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?,
             })
         }
     };
@@ -423,6 +428,8 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
 
     // Kafka.
+    let client =
+        producer_security(&mut keys).map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
     let producer_bootstrap = keys.take_nonempty("producer.override.bootstrap.servers");
     let history_keys = [
         "schema.history.internal.kafka.bootstrap.servers",
@@ -454,6 +461,11 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
             keys.ignore(k, "schema history is not kept");
         }
         b
+    } else if let Some(b) = ctx.process_bootstrap {
+        if let Some((k, _)) = &history_bootstrap {
+            keys.ignore(k, "schema history is not kept (the Kafka bootstrap servers come from --kafka-config / [kafka])");
+        }
+        b.to_string()
     } else if let Some((k, b)) = history_bootstrap {
         keys.ignore(
             k,
@@ -510,7 +522,9 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         errors,
         kafka: KafkaConfig {
             bootstrap_servers: bootstrap,
+            client,
             producer: BTreeMap::new(),
+            producer_secrets: ClientProperties::default(),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
         },
         checkpoint,
@@ -606,34 +620,107 @@ fn check_schema_list(list: &str, tables: &[TableName]) -> Result<(), String> {
     Ok(())
 }
 
-fn check_ssl(keys: &mut Keys, is_pg: bool) -> Result<(), (String, String)> {
-    let key = if is_pg {
-        "database.sslmode"
-    } else {
-        "database.ssl.mode"
+/// Debezium's MySQL TLS keys: `database.ssl.mode`, `database.ssl.truststore` (+ `.password`,
+/// `.type`), `database.ssl.keystore` (+ `.password`, `.type`).
+fn mysql_tls(keys: &mut Keys) -> Result<MysqlTlsConfig, (String, String)> {
+    let mode = match keys.take_nonempty("database.ssl.mode") {
+        None => MysqlSslMode::default(),
+        Some(m) => MysqlSslMode::parse(&m).map_err(|e| ("database.ssl.mode".to_string(), e))?,
     };
-    let Some(mode) = keys.take_nonempty(key) else {
-        return Ok(());
+    let mut store = |name: &str| -> Result<Option<StoreFile>, (String, String)> {
+        let type_key = format!("{name}.type");
+        let kind = keys
+            .take_nonempty(&type_key)
+            .map(|t| StoreKind::parse(&type_key, &t))
+            .transpose()
+            .map_err(|e| (type_key.clone(), e.to_string()))?;
+        let password = keys.take(&format!("{name}.password"));
+        match keys.take_nonempty(name) {
+            Some(path) => Ok(Some(StoreFile {
+                path: PathBuf::from(path),
+                kind,
+                password: Secret::new(password.unwrap_or_default()),
+            })),
+            None if kind.is_some() || password.is_some() => Err((
+                name.to_string(),
+                format!("is missing, but {name}.type / {name}.password are set"),
+            )),
+            None => Ok(None),
+        }
     };
-    let m = mode.to_ascii_lowercase();
-    let ok = if is_pg {
-        matches!(m.as_str(), "disable" | "allow" | "prefer")
-    } else {
-        matches!(m.as_str(), "disabled" | "disable" | "preferred")
+    let truststore = store("database.ssl.truststore")?;
+    let keystore = store("database.ssl.keystore")?;
+    Ok(MysqlTlsConfig {
+        mode,
+        truststore,
+        keystore,
+    })
+}
+
+/// Debezium's PostgreSQL TLS keys (pgjdbc's, which follow libpq's): `database.sslmode`,
+/// `database.sslrootcert`, `database.sslcert`, `database.sslkey`.
+fn pg_tls(keys: &mut Keys) -> Result<PgTlsConfig, (String, String)> {
+    let mode = match keys.take_nonempty("database.sslmode") {
+        None => PgSslMode::default(),
+        Some(m) => PgSslMode::parse(&m).map_err(|e| ("database.sslmode".to_string(), e))?,
     };
-    if ok {
-        keys.ignore(key, "outboxd connects without TLS, which this mode allows");
-        Ok(())
-    } else {
-        Err((
-            key.to_string(),
-            format!(
-                "{mode:?} requires TLS to the database, which outboxd does not support yet; run \
-                 outboxd next to the database on a trusted network and set {key}={}",
-                if is_pg { "disable" } else { "disabled" }
-            ),
-        ))
+    if keys.take_nonempty("database.sslpassword").is_some() {
+        return Err((
+            "database.sslpassword".into(),
+            "encrypted client keys are not supported: decrypt the key (openssl pkey -in KEY -out KEY.plain, mode 0600) and remove database.sslpassword".into(),
+        ));
     }
+    let rootcert = keys.take_nonempty("database.sslrootcert").map(|r| {
+        if r == "system" {
+            RootCert::System
+        } else {
+            RootCert::File(PathBuf::from(r))
+        }
+    });
+    let cert = keys.take_nonempty("database.sslcert").map(PathBuf::from);
+    let key = keys.take_nonempty("database.sslkey").map(PathBuf::from);
+    if cert.is_some() != key.is_some() {
+        return Err((
+            "database.sslcert".into(),
+            "set database.sslcert and database.sslkey together (the client certificate and its private key, PEM)".into(),
+        ));
+    }
+    Ok(PgTlsConfig {
+        mode,
+        rootcert,
+        cert,
+        key,
+    })
+}
+
+/// The `producer.override.*` security keys (`security.protocol`, `sasl.*`, `ssl.*`), Java
+/// names translated to librdkafka's: the settings of every Kafka client of the connector
+/// (its record producer writes the checkpoints, its store reads them: one cluster, one set
+/// of credentials). Other `producer.override.*` keys are reported as before.
+fn producer_security(keys: &mut Keys) -> Result<ClientProperties, (String, String)> {
+    const PREFIX: &str = "producer.override.";
+    let security: Vec<String> = keys
+        .map
+        .keys()
+        .filter(|k| {
+            k.strip_prefix(PREFIX).is_some_and(|rest| {
+                rest == "security.protocol" || rest.starts_with("sasl.") || rest.starts_with("ssl.")
+            })
+        })
+        .cloned()
+        .collect();
+    let mut java = BTreeMap::new();
+    for k in security {
+        if let Some(v) = keys.take(&k) {
+            java.insert(k[PREFIX.len()..].to_string(), v);
+        }
+    }
+    let t = super::kafka::translate(java, &crate::sink::client::knows_property)
+        .map_err(|(k, m)| (format!("{PREFIX}{k}"), m))?;
+    for (k, why) in t.ignored {
+        keys.ignore(&format!("{PREFIX}{k}"), why);
+    }
+    Ok(t.props)
 }
 
 fn check_snapshot(keys: &mut Keys, is_pg: bool) -> Result<(), String> {
@@ -824,7 +911,7 @@ fn check_converters(keys: &mut Keys, router: &RouterConfig) -> Result<(), (Strin
 /// Resolves Kafka Connect config provider references `${env:VAR}`,
 /// `${file:/path.properties:key}` and `${directory:/dir:file}`. Other `${...}` text (such as
 /// `${routedByValue}`) is left alone. Errors never contain the resolved value.
-fn substitute_providers(
+pub(super) fn substitute_providers(
     value: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, String> {
@@ -883,24 +970,15 @@ fn substitute_providers(
 }
 
 /// Reads `key` from a Java properties file (`key=value`, `key: value` or `key value`;
-/// `#`/`!` comments). Line continuations and escapes are not supported.
+/// `#`/`!` comments, `\` continuations and escapes: the `java-properties` crate).
 fn read_properties_key(path: &Path, key: &str) -> Result<String, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    for line in text.lines() {
-        let l = line.trim_start();
-        if l.is_empty() || l.starts_with('#') || l.starts_with('!') {
-            continue;
-        }
-        let split = l.find(['=', ':', ' ', '\t']).unwrap_or(l.len());
-        let (k, v) = l.split_at(split);
-        if k == key {
-            let v = v.trim_start();
-            let v = v.strip_prefix(['=', ':']).unwrap_or(v);
-            return Ok(v.trim().to_string());
-        }
-    }
-    Err(format!("{} has no key {key:?}", path.display()))
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut props = java_properties::read(std::io::BufReader::new(file))
+        .map_err(|e| format!("{} is not a Java properties file: {e}", path.display()))?;
+    props
+        .remove(key)
+        .ok_or_else(|| format!("{} has no key {key:?}", path.display()))
 }
 
 #[cfg(test)]

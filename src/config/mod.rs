@@ -37,8 +37,10 @@
 
 mod debezium;
 pub mod duration;
+pub mod kafka;
 mod native;
 mod secret;
+pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -55,7 +57,9 @@ pub use crate::router::{
     MissingFieldBehavior, Placement, RouterConfig, UnknownOption, DEFAULT_ROUTE_TOPIC_REGEX,
     DEFAULT_ROUTE_TOPIC_REPLACEMENT,
 };
+pub use kafka::{ClientProperties, KafkaClientSettings};
 pub use secret::Secret;
+pub use tls::{MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, RootCert, StoreFile};
 
 /// Environment variable overriding every connector's Kafka bootstrap servers (below the CLI flag).
 pub const ENV_KAFKA_BOOTSTRAP: &str = "OUTBOXD_KAFKA_BOOTSTRAP";
@@ -74,6 +78,10 @@ pub struct Config {
     pub log: LogConfig,
     /// Group membership (TOML `[group]`; `--group` / `OUTBOXD_GROUP` set the name).
     pub group: GroupConfig,
+    /// The process-wide Kafka client settings (`--kafka-config FILE` over the TOML `[kafka]`
+    /// section), already merged into every connector's [`KafkaConfig`]; kept here for the
+    /// clients that belong to no connector.
+    pub kafka: KafkaClientSettings,
 }
 
 /// Membership of a group of outboxd processes that share the connectors through Kafka's group
@@ -260,6 +268,8 @@ pub struct MysqlSourceConfig {
     /// Column names per outbox table, for servers without `binlog_row_metadata=FULL`
     /// (in table order, every column). Tables listed here must be in `tables`.
     pub columns: BTreeMap<TableName, Vec<String>>,
+    /// TLS of the binlog and SQL connections (Debezium `database.ssl.*`).
+    pub tls: MysqlTlsConfig,
 }
 
 /// How the PostgreSQL publication is created when missing.
@@ -307,16 +317,26 @@ pub struct PostgresSourceConfig {
     pub status_interval: Duration,
     /// Connect timeout; default 10 s. Debezium `connect.timeout.ms`.
     pub connect_timeout: Duration,
+    /// TLS of the replication and SQL connections (libpq `sslmode` and friends).
+    pub tls: PgTlsConfig,
 }
 
-/// Kafka producer settings of a connector.
+/// Kafka settings of a connector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaConfig {
     /// Comma-separated `host:port` list. See the module docs for precedence.
     pub bootstrap_servers: String,
+    /// librdkafka settings of every client of the connector (record producer, checkpoint
+    /// store, `check`, `status`): the process-wide ones (`--kafka-config`, TOML `[kafka]`),
+    /// then a Debezium JSON's `producer.override.*` security keys. Security lives here.
+    pub client: ClientProperties,
     /// Extra librdkafka producer properties (`"compression.type" = "lz4"`), applied after
-    /// outboxd's own; `bootstrap.servers` is not allowed here.
+    /// outboxd's own: the process-wide `producer.*` keys, then the connector's
+    /// `kafka.producer`; `bootstrap.servers` is not allowed here.
     pub producer: BTreeMap<String, String>,
+    /// Secret-valued record producer properties (the process-wide `producer.sasl.password`,
+    /// ...), applied after `producer`.
+    pub producer_secrets: ClientProperties,
     /// Largest record (key + value + headers, see `KafkaRecord::approx_size`) outboxd will
     /// produce; default 16 MiB. A bigger record is a definite error: the connector halts
     /// without advancing its checkpoint (raise this, librdkafka `message.max.bytes` and the
@@ -558,6 +578,16 @@ pub enum ConfigError {
     },
 }
 
+/// What the command line adds to the files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions<'a> {
+    /// `--kafka-bootstrap`: beats `OUTBOXD_KAFKA_BOOTSTRAP`, which beats the files.
+    pub kafka_bootstrap: Option<&'a str>,
+    /// `--kafka-config FILE`: a Kafka Connect worker properties file with the process-wide
+    /// Kafka client settings (see [`kafka`]); its keys beat the TOML `[kafka]` section's.
+    pub kafka_config: Option<&'a Path>,
+}
+
 /// Loads one configuration file (outboxd TOML or Debezium connector JSON).
 ///
 /// `kafka_bootstrap_override` is the `--kafka-bootstrap` flag; it beats `OUTBOXD_KAFKA_BOOTSTRAP`,
@@ -567,13 +597,24 @@ pub fn load(path: &Path, kafka_bootstrap_override: Option<&str>) -> Result<Confi
 }
 
 /// Loads several files and merges their connectors (connector names must be unique across
-/// them). `[metrics]`/`[log]` may be set in one file, or identically in several.
+/// them). `[metrics]`/`[log]`/`[kafka]` may be set in one file, or identically in several.
 pub fn load_many<P: AsRef<Path>>(
     paths: &[P],
     kafka_bootstrap_override: Option<&str>,
 ) -> Result<Config, ConfigError> {
+    load_all(
+        paths,
+        LoadOptions {
+            kafka_bootstrap: kafka_bootstrap_override,
+            kafka_config: None,
+        },
+    )
+}
+
+/// [`load_many`] with every command-line option ([`LoadOptions`]).
+pub fn load_all<P: AsRef<Path>>(paths: &[P], opts: LoadOptions<'_>) -> Result<Config, ConfigError> {
     let env = |k: &str| std::env::var(k).ok();
-    load_many_with_env(paths, kafka_bootstrap_override, &env)
+    load_all_with_env(paths, opts, &env)
 }
 
 /// [`load_many`] with an explicit environment lookup (for tests and embedding).
@@ -582,26 +623,76 @@ pub fn load_many_with_env<P: AsRef<Path>>(
     kafka_bootstrap_override: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
+    let opts = LoadOptions {
+        kafka_bootstrap: kafka_bootstrap_override,
+        kafka_config: None,
+    };
+    load_all_with_env(paths, opts, env)
+}
+
+/// [`load_all`] with an explicit environment lookup.
+pub fn load_all_with_env<P: AsRef<Path>>(
+    paths: &[P],
+    opts: LoadOptions<'_>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
     if paths.is_empty() {
         return Err(ConfigError::NoFiles);
     }
-    let mut merged = Config {
-        connectors: Vec::new(),
-        metrics: MetricsConfig::default(),
-        log: LogConfig::default(),
-        group: GroupConfig::default(),
-    };
-    let mut origins: BTreeMap<String, PathBuf> = BTreeMap::new();
-    let mut metrics_from: Option<PathBuf> = None;
-    let mut log_from: Option<PathBuf> = None;
-    let mut group_from: Option<PathBuf> = None;
+    let mut texts = Vec::with_capacity(paths.len());
     for p in paths {
         let path = p.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        let cfg = parse(&text, path, kafka_bootstrap_override, env)?;
+        texts.push((path, text));
+    }
+    // The process-wide Kafka settings first: every file's connectors get them.
+    let mut process = KafkaClientSettings::default();
+    let mut kafka_from: Option<PathBuf> = None;
+    for (path, text) in &texts {
+        if let Some(k) = native::kafka_section(text, path, env)? {
+            match &kafka_from {
+                Some(first) if process != k => {
+                    return Err(ConfigError::ConflictingSection {
+                        path: path.to_path_buf(),
+                        first: first.clone(),
+                        section: "kafka",
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    kafka_from = Some(path.to_path_buf());
+                    process = k;
+                }
+            }
+        }
+    }
+    if let Some(worker) = opts.kafka_config {
+        let w = kafka::from_worker_file(worker, env, &crate::sink::client::knows_property)
+            .map_err(|(key, message)| ConfigError::Invalid {
+                path: worker.to_path_buf(),
+                context: format!("--kafka-config: {key}"),
+                message,
+            })?;
+        process.merge(&w);
+    }
+
+    let mut merged = Config {
+        connectors: Vec::new(),
+        metrics: MetricsConfig::default(),
+        log: LogConfig::default(),
+        group: GroupConfig::default(),
+        kafka: process.clone(),
+    };
+    let mut origins: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut metrics_from: Option<PathBuf> = None;
+    let mut log_from: Option<PathBuf> = None;
+    let mut group_from: Option<PathBuf> = None;
+    for (path, text) in &texts {
+        let path: &Path = path;
+        let cfg = parse_with_kafka(text, path, opts.kafka_bootstrap, env, &process)?;
         merge_section(
             &mut merged.metrics,
             cfg.metrics,
@@ -654,9 +745,13 @@ fn merge_section<T: PartialEq + Default>(
     }
 }
 
-/// Logs every connector's [`ConnectorConfig::ignored_keys`] (one warning per key, with the
-/// reason; values are never logged). `run` and `check` call it after loading.
+/// Logs every connector's [`ConnectorConfig::ignored_keys`] and the process-wide Kafka
+/// settings' (one warning per key, with the reason; values are never logged). `run` and
+/// `check` call it after loading.
 pub fn log_ignored_keys(cfg: &Config) {
+    for (key, why) in &cfg.kafka.ignored_keys {
+        tracing::warn!(key = %key, "Kafka worker setting not used by outboxd: {why}");
+    }
     for c in &cfg.connectors {
         for (key, why) in &c.ignored_keys {
             tracing::warn!(connector = %c.name, key = %key, "Debezium setting not used by outboxd: {why}");
@@ -666,12 +761,26 @@ pub fn log_ignored_keys(cfg: &Config) {
 
 /// Parses configuration text. `origin` is only used in messages and as the fallback connector
 /// name of a Debezium JSON without one (its file stem). `env` looks up environment variables
-/// (`OUTBOXD_KAFKA_BOOTSTRAP`, `OUTBOXD_STATE_DIR`, `password_env`, `${env:VAR}`).
+/// (`OUTBOXD_KAFKA_BOOTSTRAP`, `OUTBOXD_STATE_DIR`, `password_env`, `${env:VAR}`). A TOML
+/// text's own `[kafka]` section is its process-wide Kafka settings.
 pub fn parse(
     text: &str,
     origin: &Path,
     kafka_bootstrap_override: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let process = native::kafka_section(text, origin, env)?.unwrap_or_default();
+    parse_with_kafka(text, origin, kafka_bootstrap_override, env, &process)
+}
+
+/// [`parse`] with the process-wide Kafka settings given: they are merged into each
+/// connector's [`KafkaConfig`] (its own settings win).
+fn parse_with_kafka(
+    text: &str,
+    origin: &Path,
+    kafka_bootstrap_override: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+    process: &KafkaClientSettings,
 ) -> Result<Config, ConfigError> {
     let bootstrap_override = kafka_bootstrap_override
         .map(str::to_string)
@@ -681,22 +790,25 @@ pub fn parse(
     let ctx = LoadCtx {
         path: origin,
         bootstrap_override: bootstrap_override.as_deref(),
+        process_bootstrap: process.bootstrap_servers.as_deref(),
         env,
     };
-    let cfg = if text.trim_start().starts_with('{') {
+    let mut cfg = if text.trim_start().starts_with('{') {
         let connector = debezium::parse(text, &ctx)?;
         Config {
             connectors: vec![connector],
             metrics: MetricsConfig::default(),
             log: LogConfig::default(),
             group: GroupConfig::default(),
+            kafka: process.clone(),
         }
     } else {
         native::parse(text, &ctx)?
     };
+    cfg.kafka = process.clone();
     let mut seen = BTreeSet::new();
-    for c in &cfg.connectors {
-        if !seen.insert(c.name.as_str()) {
+    for c in &mut cfg.connectors {
+        if !seen.insert(c.name.clone()) {
             return Err(ConfigError::DuplicateConnector {
                 name: c.name.clone(),
                 first: origin.to_path_buf(),
@@ -708,8 +820,27 @@ pub fn parse(
             connector: c.name.clone(),
             source,
         })?;
+        apply_process_kafka(&mut c.kafka, process);
     }
     Ok(cfg)
+}
+
+/// Merges the process-wide Kafka settings under a connector's own.
+fn apply_process_kafka(k: &mut KafkaConfig, process: &KafkaClientSettings) {
+    let mut client = process.client.clone();
+    client.merge(&k.client);
+    k.client = client;
+    let mut producer: BTreeMap<String, String> = process
+        .producer
+        .plain()
+        .iter()
+        .map(|(a, b)| (a.clone(), b.clone()))
+        .collect();
+    producer.extend(std::mem::take(&mut k.producer));
+    k.producer = producer;
+    let mut secrets = process.producer.secrets_only();
+    secrets.merge(&k.producer_secrets);
+    k.producer_secrets = secrets;
 }
 
 /// What both format parsers need.
@@ -717,6 +848,9 @@ pub(crate) struct LoadCtx<'a> {
     pub(crate) path: &'a Path,
     /// CLI flag or `OUTBOXD_KAFKA_BOOTSTRAP`, already resolved.
     pub(crate) bootstrap_override: Option<&'a str>,
+    /// `bootstrap.servers` of the process-wide Kafka settings: for connectors that name
+    /// none themselves.
+    pub(crate) process_bootstrap: Option<&'a str>,
     pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
 }
 

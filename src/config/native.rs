@@ -1,20 +1,22 @@
 //! outboxd's own TOML format (documented key by key in `connectors/README.md`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::{
     default_pg_object_name, duration, read_secret_file, validate_connector_name, CheckpointConfig,
-    Config, ConfigError, ConnectorConfig, ErrorPolicy, ErrorTolerance, GroupConfig, KafkaConfig,
-    LoadCtx, LogConfig, MetricsConfig, MysqlFlavor, MysqlSourceConfig, PositionMode,
-    PostgresSourceConfig, PublicationAutocreate, RouterConfig, Secret, SourceConfig, StartPosition,
-    DEFAULT_MAX_RECORD_BYTES,
+    ClientProperties, Config, ConfigError, ConnectorConfig, ErrorPolicy, ErrorTolerance,
+    GroupConfig, KafkaClientSettings, KafkaConfig, LoadCtx, LogConfig, MetricsConfig, MysqlFlavor,
+    MysqlSourceConfig, MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, PositionMode,
+    PostgresSourceConfig, PublicationAutocreate, RootCert, RouterConfig, Secret, SourceConfig,
+    StartPosition, StoreFile, DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
 use crate::router::UnknownOption;
+use crate::tls::StoreKind;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +25,10 @@ struct FileToml {
     metrics: MetricsConfig,
     #[serde(default)]
     log: LogConfig,
+    /// Read by [`kafka_section`] before the connectors.
+    #[serde(default)]
+    #[allow(dead_code)]
+    kafka: Option<toml::Table>,
     #[serde(default)]
     group: GroupConfig,
     #[serde(default)]
@@ -111,6 +117,44 @@ struct SourceToml {
     message_prefixes: Option<Vec<String>>,
     #[serde(default, deserialize_with = "duration::deserialize_opt")]
     status_interval: Option<Duration>,
+    #[serde(default)]
+    tls: Option<TlsToml>,
+}
+
+/// `[connectors.source.tls]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TlsToml {
+    #[serde(default)]
+    mode: Option<String>,
+    // MySQL / MariaDB
+    #[serde(default)]
+    truststore: Option<PathBuf>,
+    #[serde(default)]
+    truststore_type: Option<String>,
+    #[serde(default)]
+    truststore_password: Option<String>,
+    #[serde(default)]
+    truststore_password_env: Option<String>,
+    #[serde(default)]
+    truststore_password_file: Option<PathBuf>,
+    #[serde(default)]
+    keystore: Option<PathBuf>,
+    #[serde(default)]
+    keystore_type: Option<String>,
+    #[serde(default)]
+    keystore_password: Option<String>,
+    #[serde(default)]
+    keystore_password_env: Option<String>,
+    #[serde(default)]
+    keystore_password_file: Option<PathBuf>,
+    // PostgreSQL
+    #[serde(default)]
+    rootcert: Option<String>,
+    #[serde(default)]
+    cert: Option<PathBuf>,
+    #[serde(default)]
+    key: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -144,6 +188,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<Config, ConfigError
         metrics: file.metrics,
         log: file.log,
         group: file.group,
+        kafka: KafkaClientSettings::default(),
     })
 }
 
@@ -184,6 +229,7 @@ fn connector(
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         })
+        .or_else(|| ctx.process_bootstrap.map(str::to_string))
         .ok_or_else(|| ConfigError::MissingBootstrap {
             path: ctx.path.to_path_buf(),
             connector: c.name.clone(),
@@ -290,7 +336,9 @@ fn connector(
         errors,
         kafka: KafkaConfig {
             bootstrap_servers: bootstrap,
+            client: ClientProperties::default(),
             producer,
+            producer_secrets: ClientProperties::default(),
             max_record_bytes,
         },
         checkpoint,
@@ -306,27 +354,15 @@ fn source(
     here: &str,
     ctx: &LoadCtx<'_>,
 ) -> Result<SourceConfig, ConfigError> {
-    let password = match (&s.password, &s.password_env, &s.password_file) {
-        (Some(p), None, None) => Secret::new(p.clone()),
-        (None, Some(var), None) => Secret::new((ctx.env)(var).ok_or_else(|| {
-            ctx.invalid(
-                format!("{here}.password_env"),
-                format!(
-                    "environment variable {var} is not set; export it with the database password"
-                ),
-            )
-        })?),
-        (None, None, Some(path)) => {
-            read_secret_file(path).map_err(|m| ctx.invalid(format!("{here}.password_file"), m))?
-        }
-        (None, None, None) => Secret::default(),
-        _ => {
-            return Err(ctx.invalid(
-                here,
-                "set only one of password, password_env, password_file",
-            ))
-        }
-    };
+    let password = secret_setting(
+        "password",
+        (&s.password, &s.password_env, &s.password_file),
+        here,
+        ctx,
+    )?
+    .unwrap_or_default();
+    let tls = s.tls.unwrap_or_default();
+    let tls_here = format!("{here}.tls");
     if s.host.trim().is_empty() {
         return Err(ctx.invalid(format!("{here}.host"), "must not be empty"));
     }
@@ -358,9 +394,13 @@ fn source(
                     ("slot_autocreate", s.slot_autocreate.is_some()),
                     ("message_prefixes", s.message_prefixes.is_some()),
                     ("status_interval", s.status_interval.is_some()),
+                    ("tls.rootcert", tls.rootcert.is_some()),
+                    ("tls.cert", tls.cert.is_some()),
+                    ("tls.key", tls.key.is_some()),
                 ],
                 kind,
             )?;
+            let tls = mysql_tls(tls, &tls_here, ctx)?;
             let flavor = match (s.kind, s.flavor) {
                 (SourceKind::Mariadb, None | Some(MysqlFlavor::Mariadb)) => MysqlFlavor::Mariadb,
                 (SourceKind::Mariadb, Some(_)) => return Err(ctx.invalid(
@@ -420,6 +460,7 @@ fn source(
                 connect_timeout,
                 reconnect_backoff_max: s.reconnect_backoff_max.unwrap_or(Duration::from_secs(30)),
                 columns,
+                tls,
             }))
         }
         SourceKind::Postgres => {
@@ -432,9 +473,26 @@ fn source(
                     ("heartbeat_interval", s.heartbeat_interval.is_some()),
                     ("reconnect_backoff_max", s.reconnect_backoff_max.is_some()),
                     ("columns", s.columns.is_some()),
+                    ("tls.truststore", tls.truststore.is_some()),
+                    ("tls.truststore_type", tls.truststore_type.is_some()),
+                    (
+                        "tls.truststore_password",
+                        tls.truststore_password.is_some()
+                            || tls.truststore_password_env.is_some()
+                            || tls.truststore_password_file.is_some(),
+                    ),
+                    ("tls.keystore", tls.keystore.is_some()),
+                    ("tls.keystore_type", tls.keystore_type.is_some()),
+                    (
+                        "tls.keystore_password",
+                        tls.keystore_password.is_some()
+                            || tls.keystore_password_env.is_some()
+                            || tls.keystore_password_file.is_some(),
+                    ),
                 ],
                 "postgres",
             )?;
+            let tls = pg_tls(tls, &tls_here, ctx)?;
             let dbname = s.dbname.filter(|d| !d.trim().is_empty()).ok_or_else(|| {
                 ctx.invalid(
                     format!("{here}.dbname"),
@@ -474,9 +532,219 @@ fn source(
                 message_prefixes,
                 status_interval: s.status_interval.unwrap_or(Duration::from_secs(10)),
                 connect_timeout,
+                tls,
             }))
         }
     }
+}
+
+/// A secret given one of three ways: `<name>` (literally), `<name>_env` (an environment
+/// variable's value, read now) or `<name>_file` (a file's contents, one trailing newline
+/// removed). `None` when none is set; an error when several are.
+fn secret_setting(
+    name: &str,
+    (literal, var, file): (&Option<String>, &Option<String>, &Option<PathBuf>),
+    here: &str,
+    ctx: &LoadCtx<'_>,
+) -> Result<Option<Secret>, ConfigError> {
+    match (literal, var, file) {
+        (Some(p), None, None) => Ok(Some(Secret::new(p.clone()))),
+        (None, Some(var), None) => Ok(Some(Secret::new((ctx.env)(var).ok_or_else(|| {
+            ctx.invalid(
+                format!("{here}.{name}_env"),
+                format!("environment variable {var} is not set; export it with the {name}"),
+            )
+        })?))),
+        (None, None, Some(path)) => read_secret_file(path)
+            .map(Some)
+            .map_err(|m| ctx.invalid(format!("{here}.{name}_file"), m)),
+        (None, None, None) => Ok(None),
+        _ => Err(ctx.invalid(
+            here,
+            format!("set only one of {name}, {name}_env, {name}_file"),
+        )),
+    }
+}
+
+/// `<name>`, `<name>_type` and `<name>_password[_env|_file]` of `[connectors.source.tls]` as
+/// one store (`None` without `<name>`; a type or password without it is an error).
+fn store_file(
+    name: &str,
+    path: Option<PathBuf>,
+    kind: &Option<String>,
+    password: (&Option<String>, &Option<String>, &Option<PathBuf>),
+    here: &str,
+    ctx: &LoadCtx<'_>,
+) -> Result<Option<StoreFile>, ConfigError> {
+    let password = secret_setting(&format!("{name}_password"), password, here, ctx)?;
+    let kind_at = format!("{here}.{name}_type");
+    let kind = kind
+        .as_deref()
+        .map(|t| StoreKind::parse(&kind_at, t))
+        .transpose()
+        .map_err(|e| ctx.invalid(kind_at.clone(), e.to_string()))?;
+    match path {
+        Some(path) => Ok(Some(StoreFile {
+            path,
+            kind,
+            password: password.unwrap_or_default(),
+        })),
+        None if kind.is_some() || password.is_some() => Err(ctx.invalid(
+            format!("{here}.{name}"),
+            format!("is needed with {name}_type / {name}_password"),
+        )),
+        None => Ok(None),
+    }
+}
+
+fn mysql_tls(t: TlsToml, here: &str, ctx: &LoadCtx<'_>) -> Result<MysqlTlsConfig, ConfigError> {
+    let mode = match &t.mode {
+        None => MysqlSslMode::default(),
+        Some(m) => MysqlSslMode::parse(m).map_err(|e| ctx.invalid(format!("{here}.mode"), e))?,
+    };
+    let truststore = store_file(
+        "truststore",
+        t.truststore,
+        &t.truststore_type,
+        (
+            &t.truststore_password,
+            &t.truststore_password_env,
+            &t.truststore_password_file,
+        ),
+        here,
+        ctx,
+    )?;
+    let keystore = store_file(
+        "keystore",
+        t.keystore,
+        &t.keystore_type,
+        (
+            &t.keystore_password,
+            &t.keystore_password_env,
+            &t.keystore_password_file,
+        ),
+        here,
+        ctx,
+    )?;
+    Ok(MysqlTlsConfig {
+        mode,
+        truststore,
+        keystore,
+    })
+}
+
+fn pg_tls(t: TlsToml, here: &str, ctx: &LoadCtx<'_>) -> Result<PgTlsConfig, ConfigError> {
+    let mode = match &t.mode {
+        None => PgSslMode::default(),
+        Some(m) => PgSslMode::parse(m).map_err(|e| ctx.invalid(format!("{here}.mode"), e))?,
+    };
+    let rootcert = t.rootcert.map(|r| {
+        if r == "system" {
+            RootCert::System
+        } else {
+            RootCert::File(PathBuf::from(r))
+        }
+    });
+    if t.cert.is_some() != t.key.is_some() {
+        return Err(ctx.invalid(
+            format!("{here}.cert"),
+            "set cert and key together (the client certificate and its private key, PEM)",
+        ));
+    }
+    Ok(PgTlsConfig {
+        mode,
+        rootcert,
+        cert: t.cert,
+        key: t.key,
+    })
+}
+
+/// The TOML top-level `[kafka]` section of `text`, as process-wide Kafka settings (`None`
+/// for a Debezium JSON or a TOML without one). Keys are Kafka Connect / Java client names or
+/// librdkafka names; nested tables are dotted keys (`[kafka.producer]` holds the record
+/// producers' keys); a secret is given as `{ env = "VAR" }` or `{ file = "/path" }`. The
+/// schema is closed: a key that is not used is an error. A TOML that does not parse yields
+/// `None` here (the connector parse reports it).
+pub(super) fn kafka_section(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<KafkaClientSettings>, ConfigError> {
+    if text.trim_start().starts_with('{') {
+        return Ok(None);
+    }
+    let Ok(mut table) = toml::from_str::<toml::Table>(text) else {
+        return Ok(None);
+    };
+    let Some(toml::Value::Table(kafka)) = table.remove("kafka") else {
+        return Ok(None);
+    };
+    let invalid = |context: String, message: String| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        context,
+        message,
+    };
+    let mut keys = BTreeMap::new();
+    flatten_kafka("", &kafka, env, &mut keys).map_err(|(k, m)| invalid(format!("kafka.{k}"), m))?;
+    let settings = super::kafka::from_keys(keys, &crate::sink::client::knows_property)
+        .map_err(|(k, m)| invalid(format!("kafka.{k:?}"), m))?;
+    if let Some((k, why)) = settings.ignored_keys.first() {
+        return Err(invalid(
+            format!("kafka.{k:?}"),
+            format!("is not used by outboxd ({why}); remove it"),
+        ));
+    }
+    Ok(Some(settings))
+}
+
+fn flatten_kafka(
+    prefix: &str,
+    table: &toml::Table,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut BTreeMap<String, String>,
+) -> Result<(), (String, String)> {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        let text = match v {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Table(t)
+                if t.len() == 1 && (t.contains_key("env") || t.contains_key("file")) =>
+            {
+                match (t.get("env"), t.get("file")) {
+                    (Some(toml::Value::String(var)), _) => env(var).ok_or_else(|| {
+                        (
+                            key.clone(),
+                            format!("environment variable {var} is not set"),
+                        )
+                    })?,
+                    (_, Some(toml::Value::String(file))) => read_secret_file(Path::new(file))
+                        .map_err(|m| (key.clone(), m))?
+                        .expose()
+                        .to_string(),
+                    _ => return Err((key, "env / file take a string".into())),
+                }
+            }
+            toml::Value::Table(t) => {
+                flatten_kafka(&key, t, env, out)?;
+                continue;
+            }
+            _ => {
+                return Err((
+                    key,
+                    "Kafka client settings are strings, integers or booleans".into(),
+                ))
+            }
+        };
+        out.insert(key, text);
+    }
+    Ok(())
 }
 
 /// PostgreSQL replication slot names: 1-63 of `a-z`, `0-9`, `_`.

@@ -550,7 +550,19 @@ fn debezium_settings_outboxd_cannot_reproduce_are_errors() {
             "UTF-8 text",
         ),
         (r#""snapshot.mode": "initial_only""#, "snapshot"),
-        (r#""database.ssl.mode": "required""#, "TLS"),
+        (r#""database.ssl.mode": "verify_full""#, "not an ssl mode"),
+        (
+            r#""database.ssl.truststore": "/t", "database.ssl.truststore.type": "BKS""#,
+            "not supported",
+        ),
+        (
+            r#""database.ssl.keystore.password": "topsecret""#,
+            "database.ssl.keystore",
+        ),
+        (
+            r#""producer.override.sasl.mechanism": "GSSAPI""#,
+            "Kerberos",
+        ),
         (r#""database.include.list": "other_db""#, "does not include"),
         (r#""table.include.list": "s.outbox_.*""#, "literal"),
         (
@@ -909,4 +921,188 @@ fn debezium_error_policy_keys() {
         &[],
     );
     assert!(e.contains("errors.tolerance"), "{e}");
+}
+
+#[test]
+fn database_tls_settings_from_toml_and_debezium() {
+    let toml = r#"
+[[connectors]]
+name = "m"
+tables = ["s.outbox"]
+[connectors.source]
+kind = "mariadb"
+host = "db"
+user = "u"
+server_id = 7
+[connectors.source.tls]
+mode = "verify_identity"
+truststore = "/etc/trust.p12"
+truststore_password_env = "TRUST_PW"
+keystore = "/etc/client.p12"
+keystore_password = "kpw"
+[connectors.kafka]
+bootstrap_servers = "k:1"
+"#;
+    let c = one(toml, None, &[("TRUST_PW", "tpw")]);
+    let SourceConfig::Mysql(m) = &c.source else {
+        panic!("mysql")
+    };
+    assert_eq!(m.tls.mode, MysqlSslMode::VerifyIdentity);
+    let ts = m.tls.truststore.as_ref().unwrap();
+    assert_eq!(ts.path, std::path::PathBuf::from("/etc/trust.p12"));
+    assert_eq!(ts.password.expose(), "tpw");
+    assert_eq!(m.tls.keystore.as_ref().unwrap().password.expose(), "kpw");
+    assert!(!format!("{c:?}").contains("kpw"), "secrets stay hidden");
+    // The default is Debezium's: preferred / prefer.
+    let plain = one(&toml.replace("[connectors.source.tls]\nmode = \"verify_identity\"\ntruststore = \"/etc/trust.p12\"\ntruststore_password_env = \"TRUST_PW\"\nkeystore = \"/etc/client.p12\"\nkeystore_password = \"kpw\"\n", ""), None, &[]);
+    let SourceConfig::Mysql(m) = &plain.source else {
+        panic!("mysql")
+    };
+    assert_eq!(m.tls.mode, MysqlSslMode::Preferred);
+    // A PostgreSQL key under a MySQL source is misplaced.
+    let e = err(
+        &toml.replace("keystore_password = \"kpw\"", "rootcert = \"/ca.pem\""),
+        None,
+        &[("TRUST_PW", "x")],
+    );
+    assert!(
+        e.contains("tls.rootcert") && e.contains("does not apply"),
+        "{e}"
+    );
+
+    let pg = r#"{"name": "p", "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "h", "database.user": "u", "database.password": "topsecret",
+      "database.dbname": "d", "table.include.list": "public.outbox",
+      "database.sslmode": "verify-full", "database.sslrootcert": "/ca.pem",
+      "database.sslcert": "/c.pem", "database.sslkey": "/c.key",
+      "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}"#;
+    let c = one(pg, Some("k:1"), &[]);
+    let SourceConfig::Postgres(p) = &c.source else {
+        panic!("pg")
+    };
+    assert_eq!(p.tls.mode, PgSslMode::VerifyFull);
+    assert_eq!(p.tls.rootcert, Some(RootCert::File("/ca.pem".into())));
+    assert_eq!(p.tls.cert, Some("/c.pem".into()));
+    assert!(
+        c.ignored_keys
+            .iter()
+            .all(|(k, _)| !k.starts_with("database.ssl")),
+        "{:?}",
+        c.ignored_keys
+    );
+    let e = err(
+        &pg.replace(r#""database.sslkey": "/c.key","#, ""),
+        Some("k:1"),
+        &[],
+    );
+    assert!(
+        e.contains("database.sslcert") && e.contains("together"),
+        "{e}"
+    );
+}
+
+#[test]
+fn kafka_section_producer_override_and_worker_file() {
+    let toml = r#"
+[kafka]
+bootstrap_servers = "broker:9093"
+"security.protocol" = "SASL_SSL"
+"sasl.mechanism" = "SCRAM-SHA-512"
+"sasl.jaas.config" = { env = "JAAS" }
+ssl.endpoint.identification.algorithm = ""
+[kafka.producer]
+"linger.ms" = 20
+
+[[connectors]]
+name = "m"
+tables = ["s.outbox"]
+[connectors.source]
+kind = "mariadb"
+host = "db"
+user = "u"
+server_id = 7
+"#;
+    let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3cret";"#;
+    let cfg = parse_with(toml, None, &[("JAAS", jaas)]).unwrap();
+    let k = &cfg.connectors[0].kafka;
+    assert_eq!(k.bootstrap_servers, "broker:9093", "process-wide bootstrap");
+    assert_eq!(k.client.get("security.protocol"), Some("sasl_ssl"));
+    assert_eq!(k.client.get("sasl.username"), Some("alice"));
+    assert_eq!(
+        k.client.get("ssl.endpoint.identification.algorithm"),
+        Some("none")
+    );
+    assert_eq!(k.producer["linger.ms"], "20");
+    let exposed: BTreeMap<&str, &str> = k.client.expose().collect();
+    assert_eq!(exposed["sasl.password"], "s3cret");
+    assert!(!format!("{cfg:?}").contains("s3cret"));
+    // The TOML section is closed: a worker-only key is an error there.
+    let e = err(
+        &toml.replace("[kafka.producer]", "\"group.id\" = \"g\"\n[kafka.producer]"),
+        None,
+        &[("JAAS", jaas)],
+    );
+    assert!(e.contains("group.id") && e.contains("remove it"), "{e}");
+    // A connector's own bootstrap servers beat the process-wide ones; the CLI beats both.
+    let own = toml.replace(
+        "server_id = 7",
+        "server_id = 7\n[connectors.kafka]\nbootstrap_servers = \"own:1\"",
+    );
+    assert_eq!(
+        one(&own, None, &[("JAAS", jaas)]).kafka.bootstrap_servers,
+        "own:1"
+    );
+    assert_eq!(
+        one(&own, Some("cli:1"), &[("JAAS", jaas)])
+            .kafka
+            .bootstrap_servers,
+        "cli:1"
+    );
+
+    // Debezium JSON: producer.override.* security keys apply to the connector's clients.
+    let json = r#"{"name": "x", "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+      "database.hostname": "h", "database.user": "u", "database.server.id": "9",
+      "table.include.list": "s.outbox",
+      "producer.override.security.protocol": "SSL",
+      "producer.override.ssl.endpoint.identification.algorithm": "https",
+      "producer.override.ssl.enabled.protocols": "TLSv1.3",
+      "producer.override.linger.ms": "7",
+      "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}"#;
+    let c = one(json, Some("k:1"), &[]);
+    assert_eq!(c.kafka.client.get("security.protocol"), Some("ssl"));
+    assert!(ignored(&c, "producer.override.ssl.enabled.protocols").is_some());
+    assert!(ignored(&c, "producer.override.linger.ms").is_some());
+
+    // A worker file (`--kafka-config`) beats the TOML section, key by key.
+    let dir = std::env::temp_dir().join(format!("outboxd-worker-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let worker = dir.join("worker.properties");
+    std::fs::write(&worker, "bootstrap.servers=w:1\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=bob\nsasl.password=${env:PW}\nrest.port=8083\n").unwrap();
+    let conn = dir.join("c.toml");
+    std::fs::write(&conn, toml).unwrap();
+    let env = env_of(&[("JAAS", jaas), ("PW", "pw2")]);
+    let cfg = load_all_with_env(
+        &[&conn],
+        LoadOptions {
+            kafka_bootstrap: None,
+            kafka_config: Some(&worker),
+        },
+        &env,
+    )
+    .unwrap();
+    let k = &cfg.connectors[0].kafka;
+    assert_eq!(k.bootstrap_servers, "w:1");
+    assert_eq!(k.client.get("security.protocol"), Some("sasl_plaintext"));
+    assert_eq!(k.client.get("sasl.mechanisms"), Some("PLAIN"));
+    assert_eq!(k.client.get("sasl.username"), Some("bob"));
+    assert_eq!(
+        k.client
+            .expose()
+            .find(|(k, _)| *k == "sasl.password")
+            .unwrap()
+            .1,
+        "pw2"
+    );
+    assert!(cfg.kafka.ignored_keys.iter().any(|(k, _)| k == "rest.port"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

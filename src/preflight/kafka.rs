@@ -1,28 +1,58 @@
-//! Kafka preflight: the brokers answer a metadata request with the connector's settings.
+//! Kafka preflight: the connection's security, and that the brokers answer a metadata
+//! request with the connector's settings (credentials and TLS included).
 
 use std::time::Duration;
 
-use super::{CheckResult, Status};
-use crate::config::ConnectorConfig;
-use crate::sink::{KafkaLink, KafkaSink};
+use std::sync::Arc;
 
-/// Checks that Kafka is reachable with the connector's producer settings.
-pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
+use super::{CheckResult, Status};
+use crate::config::{ConnectorConfig, KafkaConfig, Secret};
+use crate::sink::{client, KafkaLink, KafkaSink, SinkError};
+use crate::tls::{self, ClientIdentity, TrustAnchors, Verification};
+
+/// Checks the Kafka connection of connector `cfg`: how it is secured (warns when it is not
+/// encrypted or the brokers are not fully verified), then that the brokers answer.
+pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
+    let verification = client::verification(&cfg.kafka);
+    let version = match verification {
+        None => None,
+        Some(v) => Some(match probe_tls_version(&cfg.kafka, v).await {
+            Ok(version) => format!(
+                "{version}: what the first broker negotiates with a TLS 1.2/1.3 client; librdkafka does not report its own"
+            ),
+            Err(why) => format!("TLS version not probed: {why}"),
+        }),
+    };
+    let words = client::describe_security(&cfg.kafka, version.as_deref());
+    let mut out = vec![CheckResult::new(
+        name,
+        "kafka tls",
+        match verification {
+            Some(Verification::ChainAndHost) => Status::Pass,
+            _ => Status::Warn,
+        },
+        match verification {
+            None => format!("{words}; set security.protocol=SASL_SSL or SSL (--kafka-config / [kafka]) for an encrypted connection"),
+            Some(Verification::ChainAndHost) => words,
+            Some(_) => format!("{words}; keep ssl.endpoint.identification.algorithm=https and certificate verification on"),
+        },
+    )];
     let link = KafkaLink::new(name, &cfg.kafka.bootstrap_servers);
     let sink = match KafkaSink::new(&cfg.kafka, name, link) {
         Ok(s) => s,
         Err(f) => {
-            return vec![CheckResult::new(
+            out.push(CheckResult::new(
                 name,
                 "kafka producer",
                 Status::Fail,
                 f.to_string(),
-            )]
+            ));
+            return out;
         }
     };
-    match sink.probe(Duration::from_secs(10)) {
-        Ok(brokers) => vec![CheckResult::new(
+    out.push(match sink.probe(Duration::from_secs(10)).await {
+        Ok(brokers) => CheckResult::new(
             name,
             "kafka",
             Status::Pass,
@@ -30,8 +60,9 @@ pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
                 "{} reachable ({brokers} broker(s))",
                 cfg.kafka.bootstrap_servers
             ),
-        )],
-        Err(f) => vec![CheckResult::new(
+        ),
+        Err(f @ SinkError::Link(_)) => CheckResult::new(name, "kafka", Status::Fail, f.to_string()),
+        Err(f) => CheckResult::new(
             name,
             "kafka",
             Status::Fail,
@@ -40,6 +71,97 @@ pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
                  listen there",
                 cfg.kafka.bootstrap_servers, f
             ),
-        )],
-    }
+        ),
+    });
+    out
+}
+
+/// The TLS version the first bootstrap broker negotiates: librdkafka does not report the
+/// version of its connections, so `check` makes one TLS handshake of its own (rustls, TLS 1.2
+/// and 1.3, the same CA, verification and client certificate) and reports what the broker
+/// chose. Errors say why no version was learned (never a secret).
+async fn probe_tls_version(
+    kafka: &KafkaConfig,
+    verification: Verification,
+) -> Result<String, String> {
+    let props: std::collections::BTreeMap<&str, &str> = kafka.client.expose().collect();
+    let trust = if let Some(pem) = props.get("ssl.ca.pem") {
+        Some(TrustAnchors::from_pem_text("ssl.ca.pem", pem).map_err(|e| e.to_string())?)
+    } else if let Some(path) = props.get("ssl.ca.location") {
+        Some(
+            TrustAnchors::load_pem("ssl.ca.location", std::path::Path::new(path))
+                .map_err(|e| e.to_string())?,
+        )
+    } else {
+        None
+    };
+    let identity = match (
+        props.get("ssl.keystore.location"),
+        props.get("ssl.certificate.location"),
+        props.get("ssl.key.location"),
+    ) {
+        (Some(ks), _, _) => Some(
+            ClientIdentity::from_pkcs12(
+                "ssl.keystore.location",
+                std::path::Path::new(ks),
+                &Secret::new(
+                    props
+                        .get("ssl.keystore.password")
+                        .copied()
+                        .unwrap_or_default(),
+                ),
+            )
+            .map_err(|e| e.to_string())?,
+        ),
+        (None, Some(cert), Some(key)) => Some(
+            ClientIdentity::from_pem_files(
+                "ssl.certificate.location",
+                std::path::Path::new(cert),
+                "ssl.key.location",
+                std::path::Path::new(key),
+            )
+            .map_err(|e| e.to_string())?,
+        ),
+        _ => None,
+    };
+    let config =
+        tls::verify::client_config(verification, trust.as_ref(), identity.as_ref(), "kafka")
+            .map_err(|e| e.to_string())?;
+    let first = kafka
+        .bootstrap_servers
+        .split(',')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let (host, port) = first
+        .rsplit_once(':')
+        .ok_or_else(|| format!("bootstrap server {first:?} is not host:port"))?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("bootstrap server {first:?} is not host:port"))?;
+    let handshake = async {
+        let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .map_err(|e| e.to_string())?;
+        let name =
+            rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+        let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("handshake failed: {e}"))?;
+        stream
+            .get_ref()
+            .1
+            .protocol_version()
+            .map(tls::version_name)
+            .ok_or_else(|| "no version negotiated".to_string())
+    };
+    tokio::time::timeout(Duration::from_secs(10), handshake)
+        .await
+        .map_err(|_| "the broker did not complete a TLS handshake within 10 s".to_string())?
 }

@@ -106,6 +106,33 @@ pub fn checkpoint_result(
     })
 }
 
+/// The `tls` check of a database connection: pass when encrypted and the server's identity
+/// (chain and host name) verified; warn otherwise, saying what is missing and how to get it.
+pub fn tls_result(
+    connector: &str,
+    facts: &crate::tls::TlsFacts,
+    mode_setting: &str,
+) -> CheckResult {
+    use crate::tls::Verification;
+    let status = match (facts.encrypted(), facts.verified) {
+        (true, Verification::ChainAndHost) => Status::Pass,
+        _ => Status::Warn,
+    };
+    let advice = match (facts.encrypted(), facts.verified) {
+        (false, _) => format!(
+            "; passwords and events cross the network in clear text: enable TLS on the server and set {mode_setting} to a verifying mode"
+        ),
+        (true, Verification::None) => format!(
+            "; anyone in between can pose as the server: set {mode_setting} to verify-full / verify_identity with the CA"
+        ),
+        (true, Verification::Chain) => format!(
+            "; any certificate of that CA is accepted: {mode_setting} verify-full / verify_identity also checks the host name"
+        ),
+        (true, Verification::ChainAndHost) => String::new(),
+    };
+    CheckResult::new(connector, "tls", status, format!("{facts}{advice}"))
+}
+
 /// Enforces requirement checks for `run`: logs each `Warn` (with the connector and the
 /// check's name) and returns the first `Fail`, for the source to stop with.
 pub fn enforce(checks: Vec<CheckResult>) -> Result<(), CheckResult> {

@@ -37,6 +37,19 @@ pub async fn check(
             return out;
         }
     };
+    match crate::source::mysql::tls::facts(&mut conn, &src.tls).await {
+        Ok(facts) => out.push(super::tls_result(
+            name,
+            &facts,
+            crate::config::tls::names::MYSQL_MODE,
+        )),
+        Err(e) => out.push(CheckResult::new(
+            name,
+            "tls",
+            Status::Warn,
+            format!("cannot read the session's Ssl_version: {e}"),
+        )),
+    }
     let info = match server::server_info(&mut conn, src).await {
         Ok(i) => i,
         Err(f) => {

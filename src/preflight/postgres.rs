@@ -21,13 +21,18 @@ pub async fn check(
 ) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
-    let client = match catalog::connect(src).await {
-        Ok(c) => {
+    let client = match catalog::connect_negotiated(src).await {
+        Ok((c, negotiated)) => {
             out.push(CheckResult::new(
                 name,
                 "connect",
                 Status::Pass,
                 format!("{}:{}/{} as {}", src.host, src.port, src.dbname, src.user),
+            ));
+            out.push(super::tls_result(
+                name,
+                &negotiated.facts,
+                crate::config::tls::names::PG_MODE,
             ));
             c
         }

@@ -5,14 +5,121 @@
 //! concerns the connection to the cluster (the bootstrap servers; security settings) is
 //! made in one place and applies to all of them alike.
 
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaConfRes;
 use rdkafka::ClientConfig;
 
-use crate::config::KafkaConfig;
+use crate::config::{ClientProperties, KafkaClientSettings, KafkaConfig};
+use crate::tls::Verification;
 
-/// A librdkafka configuration holding the connection settings of `kafka`, for any client
-/// (producer, consumer, admin); callers add what their client needs.
+/// A librdkafka configuration holding the connection settings of `kafka` — the bootstrap
+/// servers and [`KafkaConfig::client`] (security among them, secrets included) — for any
+/// client (producer, consumer, admin); callers add what their client needs.
 pub fn config(kafka: &KafkaConfig) -> ClientConfig {
+    with_settings(&kafka.bootstrap_servers, &kafka.client)
+}
+
+/// The same for a client that belongs to no connector (e.g. group membership): the
+/// process-wide settings ([`crate::config::Config::kafka`]) with `bootstrap` (from
+/// [`KafkaClientSettings::bootstrap_servers`], `--kafka-bootstrap` or a connector).
+pub fn for_process(kafka: &KafkaClientSettings, bootstrap: &str) -> ClientConfig {
+    with_settings(bootstrap, &kafka.client)
+}
+
+fn with_settings(bootstrap: &str, client: &ClientProperties) -> ClientConfig {
     let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", &kafka.bootstrap_servers);
+    cc.set("bootstrap.servers", bootstrap);
+    for (k, v) in client.expose() {
+        cc.set(k, v);
+    }
     cc
+}
+
+/// Whether librdkafka knows a configuration property by this name (librdkafka
+/// `CONFIGURATION.md`, global and topic properties): asked of librdkafka itself, by setting
+/// it to `value` on a fresh configuration. A known name with a value librdkafka refuses
+/// counts as known: creating the client then fails with librdkafka's own message.
+pub fn knows_property(name: &str, value: &str) -> bool {
+    !matches!(
+        ClientConfig::new().set(name, value).create_native_config(),
+        Err(KafkaError::ClientConfig(
+            RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN,
+            ..
+        ))
+    )
+}
+
+/// How far a client configuration verifies the brokers: `None` when it does not encrypt.
+pub fn verification(kafka: &KafkaConfig) -> Option<Verification> {
+    let protocol = kafka
+        .client
+        .get("security.protocol")
+        .unwrap_or("plaintext")
+        .to_ascii_lowercase();
+    if !protocol.ends_with("ssl") {
+        return None;
+    }
+    let chain = kafka
+        .client
+        .get("enable.ssl.certificate.verification")
+        .is_none_or(|v| v != "false");
+    let host = kafka
+        .client
+        .get("ssl.endpoint.identification.algorithm")
+        .is_none_or(|v| v != "none");
+    Some(match (chain, host) {
+        (true, true) => Verification::ChainAndHost,
+        (true, false) => Verification::Chain,
+        (false, _) => Verification::None,
+    })
+}
+
+/// The security a client configuration asks for, in words for `check`: `security.protocol`,
+/// the SASL mechanism and user, whether it encrypts (with `version`, when known), how far the
+/// brokers are verified, a client certificate; never a secret.
+pub fn describe_security(kafka: &KafkaConfig, version: Option<&str>) -> String {
+    let protocol = kafka
+        .client
+        .get("security.protocol")
+        .unwrap_or("plaintext")
+        .to_ascii_lowercase();
+    let mut words = format!("security.protocol={protocol}");
+    if let Some(m) = kafka.client.get("sasl.mechanisms") {
+        let user = kafka.client.get("sasl.username").unwrap_or("(none)");
+        words.push_str(&format!(", SASL {m} as {user}"));
+    }
+    let Some(verification) = verification(kafka) else {
+        words.push_str(", not encrypted");
+        return words;
+    };
+    words.push_str(&format!(
+        ", encrypted ({}), {}",
+        version.unwrap_or("TLS version unknown"),
+        verification.describe()
+    ));
+    if [
+        "ssl.keystore.location",
+        "ssl.certificate.location",
+        "ssl.certificate.pem",
+    ]
+    .iter()
+    .any(|k| kafka.client.contains(k))
+    {
+        words.push_str(", client certificate presented");
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn librdkafka_knows_its_own_names_only() {
+        assert!(knows_property("ssl.ca.pem", "x"));
+        assert!(knows_property("sasl.username", "u"));
+        assert!(knows_property("linger.ms", "not a number"));
+        assert!(!knows_property("key.converter", "x"));
+        assert!(!knows_property("ssl.keymanager.algorithm", "SunX509"));
+    }
 }

@@ -160,6 +160,9 @@ impl KafkaSink {
             }
             cc.set(k, v);
         }
+        for (k, v) in cfg.producer_secrets.expose() {
+            cc.set(k, v);
+        }
         for (k, v) in FIXED_PROPERTIES {
             cc.set(*k, *v);
         }
@@ -317,19 +320,47 @@ impl KafkaSink {
         })
     }
 
-    /// Fetches cluster metadata, proving the brokers are reachable. Used by `check` and at
-    /// startup.
-    pub fn probe(&self, timeout: Duration) -> Result<usize, SinkError> {
-        self.producer
-            .client()
-            .fetch_metadata(None, timeout)
-            .map(|m| m.brokers().len())
-            .map_err(|e| match self.deliveries().link().definite_failure() {
-                Some(f) => SinkError::Link(f),
-                None => SinkError::Unreachable {
-                    source: Box::new(e),
-                },
-            })
+    /// Fetches cluster metadata, proving the brokers are reachable and accept the client's
+    /// credentials, within `timeout`: the number of brokers. A refused login or a TLS
+    /// handshake that fails verification ([`KafkaLink::wait_definite`]) ends the wait at
+    /// once with [`SinkError::Link`] (definite); no answer is [`SinkError::Unreachable`]
+    /// (transient). Used by `check` and at startup.
+    pub async fn probe(&self, timeout: Duration) -> Result<usize, SinkError> {
+        let producer = self.producer.clone();
+        let call = tokio::task::spawn_blocking(move || {
+            producer
+                .client()
+                .fetch_metadata(None, timeout)
+                .map(|m| m.brokers().len())
+        });
+        let link = self.deliveries().link().clone();
+        tokio::select! {
+            r = call => match r {
+                Ok(Ok(n)) => Ok(n),
+                Ok(Err(e)) => Err(match link.definite_failure() {
+                    Some(f) => SinkError::Link(f),
+                    None => SinkError::Unreachable {
+                        source: Box::new(e),
+                    },
+                }),
+                Err(e) => Err(SinkError::Abandoned {
+                    what: "fetching cluster metadata",
+                    detail: e.to_string(),
+                }),
+            },
+            f = link.wait_definite() => Err(SinkError::Link(f)),
+        }
+    }
+
+    /// At startup, before reading the source: waits up to `within` for the cluster to
+    /// answer, and fails (definite) only when it refuses the credentials or the TLS
+    /// handshake does not verify. Unreachable brokers are no error here: delivery waits for
+    /// them, as it would later.
+    pub async fn refuse_definite(&self, within: Duration) -> Result<(), SinkError> {
+        match self.probe(within).await {
+            Err(e @ SinkError::Link(_)) => Err(e),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -477,6 +508,8 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>(),
+            client: Default::default(),
+            producer_secrets: Default::default(),
             max_record_bytes,
         }
     }

@@ -29,13 +29,41 @@ pub fn replication_user() -> (String, u16, String, String) {
 pub struct MariaDb {
     pub pool: Pool,
     pub db: String,
+    /// The admin's connection options (no database) on the server holding it.
+    admin: Opts,
+    /// The relay's (host, port, user, password) for the connector config.
+    pub relay: (String, u16, String, String),
+    /// Extra lines after `[connectors.source]` (e.g. a `[connectors.source.tls]` table).
+    pub source_extra: String,
 }
 
 impl MariaDb {
     /// Creates database `<prefix>_<unique>` with `migrations/mysql/001_outbox.sql` applied.
     pub async fn new(prefix: &str) -> MariaDb {
+        let admin = Opts::from_url(&admin_url()).unwrap();
+        Self::create(prefix, admin, replication_user()).await
+    }
+
+    /// Like [`MariaDb::new`] on the TLS-only server (`mariadb-tls`); the relay's settings
+    /// name it as `localhost` (the certificate's name), with no TLS settings yet.
+    pub async fn new_tls(prefix: &str) -> MariaDb {
+        let (host, port) = super::tls::mariadb_tls_server();
+        let relay = (
+            host,
+            port,
+            "outboxd".into(),
+            super::tls::RELAY_PASSWORD.into(),
+        );
+        Self::create(prefix, super::tls::mariadb_admin_opts(None), relay).await
+    }
+
+    async fn create(
+        prefix: &str,
+        admin_opts: Opts,
+        relay: (String, u16, String, String),
+    ) -> MariaDb {
         let db = super::unique(prefix);
-        let admin = Pool::new(Opts::from_url(&admin_url()).unwrap());
+        let admin = Pool::new(admin_opts.clone());
         let mut c = admin
             .get_conn()
             .await
@@ -45,8 +73,9 @@ impl MariaDb {
             .unwrap();
         drop(c);
         admin.disconnect().await.unwrap();
-        let url = format!("{}/{db}", admin_url());
-        let pool = Pool::new(Opts::from_url(&url).unwrap());
+        let pool = Pool::new(
+            mysql_async::OptsBuilder::from_opts(admin_opts.clone()).db_name(Some(db.clone())),
+        );
         let ddl = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/migrations/mysql/001_outbox.sql"
@@ -57,7 +86,13 @@ impl MariaDb {
             .await
             .expect("apply migrations/mysql/001_outbox.sql");
         drop(c);
-        MariaDb { pool, db }
+        MariaDb {
+            pool,
+            db,
+            admin: admin_opts,
+            relay,
+            source_extra: String::new(),
+        }
     }
 
     /// Runs SQL statements (`;`-separated is fine) in the test database.
@@ -92,8 +127,9 @@ impl Drop for MariaDb {
     /// still reading needs).
     fn drop(&mut self) {
         let db = self.db.clone();
+        let admin_opts = self.admin.clone();
         super::run_to_end(async move {
-            let admin = Pool::new(Opts::from_url(&admin_url()).unwrap());
+            let admin = Pool::new(admin_opts);
             let dropped = match admin.get_conn().await {
                 // Not a day (the default) behind a lock a panicked test left.
                 Ok(mut c) => {
@@ -141,7 +177,7 @@ impl super::suite::SourceDb for MariaDb {
     }
 
     fn source_toml(&self, table: &str) -> String {
-        let (host, port, user, password) = replication_user();
+        let (host, port, user, password) = &self.relay;
         format!(
             r#"tables = ["{table}"]
 
@@ -153,8 +189,10 @@ user = "{user}"
 password = "{password}"
 server_id = {server_id}
 heartbeat_interval = "1s"
+{extra}
 "#,
-            server_id = super::unique_server_id()
+            server_id = super::unique_server_id(),
+            extra = self.source_extra,
         )
     }
 

@@ -12,6 +12,7 @@ pub mod mariadb;
 pub mod postgres;
 pub mod relay;
 pub mod suite;
+pub mod tls;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -64,6 +64,15 @@ pub async fn admin_connect(db: &str) -> Client {
     client
 }
 
+/// An admin connection to `db` on the plaintext server or (`tls`) on `postgres-tls`.
+pub async fn admin_connect_on(tls: bool, db: &str) -> Client {
+    if tls {
+        super::tls::postgres_admin_connect(db).await
+    } else {
+        admin_connect(db).await
+    }
+}
+
 /// One test's database.
 pub struct Postgres {
     /// Admin connection to the test database.
@@ -78,6 +87,10 @@ pub struct Postgres {
     pub source_extra: String,
     /// outboxd creates the publication (`filtered`), or the test did (`disabled`).
     pub autocreate: &'static str,
+    /// The relay's (host, port, user, password) for the connector config.
+    pub relay: (String, u16, String, String),
+    /// On the TLS-only server (`postgres-tls`).
+    pub tls: bool,
 }
 
 impl Postgres {
@@ -108,9 +121,22 @@ impl Postgres {
         db
     }
 
+    /// Like [`Postgres::new`] on the TLS-only server (`postgres-tls`); the relay's
+    /// settings name it as `localhost` (the certificate's name), with no TLS settings yet.
+    pub async fn new_tls(prefix: &str) -> Postgres {
+        let db = Self::create_on(prefix, true).await;
+        db.exec("ALTER TABLE outbox_events ALTER COLUMN payload TYPE json USING payload::json")
+            .await;
+        db
+    }
+
     async fn create(prefix: &str) -> Postgres {
+        Self::create_on(prefix, false).await
+    }
+
+    async fn create_on(prefix: &str, tls: bool) -> Postgres {
         let db = super::unique(prefix);
-        let admin = admin_connect("outboxd").await;
+        let admin = admin_connect_on(tls, "outboxd").await;
         // One statement per call: CREATE DATABASE cannot run in a (implicit) transaction.
         for sql in [
             format!("CREATE DATABASE {db}"),
@@ -122,7 +148,7 @@ impl Postgres {
                 .unwrap_or_else(|e| panic!("{sql}: {}", db_error(&e)));
         }
         drop(admin);
-        let client = admin_connect(&db).await;
+        let client = admin_connect_on(tls, &db).await;
         let ddl = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/migrations/postgres/001_outbox.sql"
@@ -137,6 +163,12 @@ impl Postgres {
             .batch_execute(&format!("ALTER TABLE outbox_events OWNER TO {user}"))
             .await
             .unwrap();
+        let relay = if tls {
+            let (host, port) = super::tls::postgres_tls_server();
+            (host, port, user, super::tls::RELAY_PASSWORD.to_string())
+        } else {
+            replication_user()
+        };
         Postgres {
             client,
             slot: db.clone(),
@@ -144,6 +176,8 @@ impl Postgres {
             db,
             source_extra: String::new(),
             autocreate: "filtered",
+            relay,
+            tls,
         }
     }
 
@@ -274,7 +308,7 @@ impl super::suite::SourceDb for Postgres {
     }
 
     fn source_toml(&self, table: &str) -> String {
-        let (host, port, user, password) = replication_user();
+        let (host, port, user, password) = &self.relay;
         format!(
             r#"tables = ["{table}"]
 
@@ -364,8 +398,9 @@ impl Drop for Postgres {
     /// (a forgotten slot pins WAL forever), then drop the database.
     fn drop(&mut self) {
         let db = self.db.clone();
+        let tls = self.tls;
         super::run_to_end(async move {
-            let admin = admin_connect("outboxd").await;
+            let admin = admin_connect_on(tls, "outboxd").await;
             for _ in 0..50 {
                 let _ = admin
                     .execute(

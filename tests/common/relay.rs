@@ -33,6 +33,8 @@ pub struct Relay {
     pub log: PathBuf,
     pub metrics_port: u16,
     runs: u32,
+    /// Environment variables set for the process, after the defaults.
+    env: Vec<(String, String)>,
 }
 
 impl Relay {
@@ -54,6 +56,17 @@ impl Relay {
     /// [`Relay::start_with_args`] without waiting for `/ready` (for relays that cannot get
     /// ready, e.g. with Kafka unreachable).
     pub fn launch_with_args(args: &[&str], metrics_port: u16, log: PathBuf) -> Relay {
+        Self::launch_with_env(args, metrics_port, log, &[])
+    }
+
+    /// [`Relay::launch_with_args`] with environment variables `env` (they beat the
+    /// harness's own `OUTBOXD_KAFKA_BOOTSTRAP`).
+    pub fn launch_with_env(
+        args: &[&str],
+        metrics_port: u16,
+        log: PathBuf,
+        env: &[(&str, &str)],
+    ) -> Relay {
         let configs = args.iter().map(PathBuf::from).collect();
         let mut r = Relay {
             child: None,
@@ -61,6 +74,10 @@ impl Relay {
             log,
             metrics_port,
             runs: 0,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         r.spawn();
         r
@@ -87,9 +104,16 @@ impl Relay {
                 cmd.arg("--config").arg(c);
             }
         }
+        cmd.env("RUST_LOG", "info,outboxd=debug")
+            .env("OUTBOXD_KAFKA_BOOTSTRAP", super::kafka_bootstrap());
+        for (k, v) in &self.env {
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
+        }
         let child = cmd
-            .env("RUST_LOG", "info,outboxd=debug")
-            .env("OUTBOXD_KAFKA_BOOTSTRAP", super::kafka_bootstrap())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -209,11 +233,22 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 
 /// Runs the outboxd binary with `args` to completion; returns (exit code, stdout, stderr).
 pub fn run_cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_outboxd"))
-        .args(args)
-        .env("OUTBOXD_KAFKA_BOOTSTRAP", super::kafka_bootstrap())
-        .output()
-        .expect("run outboxd");
+    run_cli_with_env(args, &[])
+}
+
+/// [`run_cli`] with environment variables `env` (an empty value unsets the variable).
+pub fn run_cli_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outboxd"));
+    cmd.args(args)
+        .env("OUTBOXD_KAFKA_BOOTSTRAP", super::kafka_bootstrap());
+    for (k, v) in env {
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let out = cmd.output().expect("run outboxd");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

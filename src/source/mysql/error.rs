@@ -30,6 +30,9 @@ pub mod codes {
     pub const ER_MASTER_FATAL_ERROR_READING_BINLOG: u16 = 1236;
     /// MariaDB `ER_SLAVE_SAME_ID`: a replica with the same server_id connected.
     pub const ER_SLAVE_SAME_ID: u16 = 4052;
+    /// MySQL `ER_SECURE_TRANSPORT_REQUIRED`: `require_secure_transport=ON` refused a
+    /// connection without TLS (MariaDB answers such a connection with 1045 instead).
+    pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
 }
 
 /// A failure of the MySQL/MariaDB source.
@@ -60,13 +63,48 @@ pub enum MysqlError {
         #[source]
         source: Arc<mysql_async::Error>,
     },
-    /// Wrong user or password.
-    #[error("MySQL/MariaDB at {addr} refused user {user:?}: access denied; check database.user / database.password")]
+    /// Wrong user or password (or, on MariaDB, a connection without TLS to a server with
+    /// `require_secure_transport=ON`, which it refuses the same way).
+    #[error("MySQL/MariaDB at {addr} refused user {user:?}: access denied; check database.user / database.password{}", if *encrypted { "" } else { " (the connection was not encrypted: a MariaDB server with require_secure_transport=ON refuses such connections this way too; then set database.ssl.mode (TOML tls.mode) to required, verify_ca or verify_identity)" })]
     AccessDenied {
         /// `host:port`.
         addr: String,
         /// The user.
         user: String,
+        /// Whether the refused connection was encrypted.
+        encrypted: bool,
+    },
+    /// MySQL's `require_secure_transport` refused a connection without TLS.
+    #[error("MySQL at {addr} refused a connection without TLS ({message}); set database.ssl.mode (TOML tls.mode) to required, verify_ca or verify_identity")]
+    PlaintextRefused {
+        /// `host:port`.
+        addr: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The TLS settings cannot be used (a store that does not open, a file that is missing).
+    #[error("TLS settings for MySQL/MariaDB at {addr}: {source}")]
+    TlsSetting {
+        /// `host:port`.
+        addr: String,
+        /// What is wrong.
+        #[source]
+        source: crate::tls::TlsError,
+    },
+    /// TLS was asked of a server that does not offer it.
+    #[error("MySQL/MariaDB at {addr} does not offer TLS, but {} needs it; enable TLS on the server (ssl_cert, ssl_key) or set database.ssl.mode=preferred / disabled", crate::config::tls::names::MYSQL_MODE)]
+    TlsUnsupported {
+        /// `host:port`.
+        addr: String,
+    },
+    /// The TLS handshake failed: the certificate did not verify (wrong CA, wrong host name),
+    /// or the server refused our client certificate.
+    #[error("TLS with MySQL/MariaDB at {addr} failed: {cause}; check {} (the CA that signed the server's certificate), {} (verify_identity also checks the host name against the certificate) and, for mutual TLS, {}", crate::config::tls::names::MYSQL_TRUSTSTORE, crate::config::tls::names::MYSQL_MODE, crate::config::tls::names::MYSQL_KEYSTORE)]
+    Tls {
+        /// `host:port`.
+        addr: String,
+        /// OpenSSL's reason (`certificate verify failed`, ...).
+        cause: String,
     },
     /// A privilege the binlog stream needs is missing.
     #[error("user {user:?} lacks a privilege: {message}; grant REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: also BINLOG MONITOR) to it")]
@@ -206,6 +244,10 @@ impl MysqlError {
             | MysqlError::Silent { .. }
             | MysqlError::StreamEnded => Class::Transient,
             MysqlError::AccessDenied { .. }
+            | MysqlError::PlaintextRefused { .. }
+            | MysqlError::TlsSetting { .. }
+            | MysqlError::TlsUnsupported { .. }
+            | MysqlError::Tls { .. }
             | MysqlError::MissingPrivilege { .. }
             | MysqlError::SameServerIdRepeated { .. }
             | MysqlError::BinlogUnavailable { .. }
@@ -223,6 +265,10 @@ impl MysqlError {
     /// A `mysql_async` error of an established connection (or of its handshake), as the
     /// variant its error number or I/O kind says.
     pub fn from_driver(e: mysql_async::Error, cfg: &MysqlSourceConfig) -> Self {
+        Self::from_server(e, cfg, true)
+    }
+
+    fn from_server(e: mysql_async::Error, cfg: &MysqlSourceConfig, encrypted: bool) -> Self {
         use codes::*;
         let addr = addr(cfg);
         match e {
@@ -230,6 +276,11 @@ impl MysqlError {
                 ER_ACCESS_DENIED_ERROR => MysqlError::AccessDenied {
                     addr,
                     user: cfg.user.clone(),
+                    encrypted,
+                },
+                ER_SECURE_TRANSPORT_REQUIRED => MysqlError::PlaintextRefused {
+                    addr,
+                    message: se.message,
                 },
                 ER_SPECIFIC_ACCESS_DENIED_ERROR
                 | ER_TABLEACCESS_DENIED_ERROR
@@ -265,17 +316,61 @@ impl MysqlError {
         }
     }
 
-    /// A failure to open a connection: an I/O error before the server answered is "cannot
-    /// connect"; anything the server said is classified as [`from_driver`](Self::from_driver).
-    pub fn from_connect(e: mysql_async::Error, cfg: &MysqlSourceConfig) -> Self {
+    /// A failure to open a connection (`encrypted`: TLS was asked for): an I/O error before
+    /// the server answered is "cannot connect"; a TLS failure or a server without TLS is
+    /// definite; anything the server said is classified as [`from_driver`](Self::from_driver).
+    pub fn from_connect(e: mysql_async::Error, cfg: &MysqlSourceConfig, encrypted: bool) -> Self {
         match &e {
+            // The socket failing mid-handshake (a server restarting) is transient; OpenSSL
+            // refusing the handshake (verification, protocol, an alert) is definite.
+            mysql_async::Error::Io(mysql_async::IoError::Tls(tls)) => match io_source(tls) {
+                Some(io) => MysqlError::Connect {
+                    addr: addr(cfg),
+                    cause: io_cause(io),
+                },
+                None => MysqlError::Tls {
+                    addr: addr(cfg),
+                    cause: tls_cause(tls),
+                },
+            },
+            mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer) => {
+                MysqlError::TlsUnsupported { addr: addr(cfg) }
+            }
             mysql_async::Error::Io(mysql_async::IoError::Io(io)) => MysqlError::Connect {
                 addr: addr(cfg),
                 cause: io_cause(io),
             },
-            _ => Self::from_driver(e, cfg),
+            _ => Self::from_server(e, cfg, encrypted),
         }
     }
+}
+
+/// The I/O error at the root of a TLS error, if the socket is what failed.
+fn io_source<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// OpenSSL's reason for a failed handshake, with its causes (`certificate verify failed`,
+/// `... hostname mismatch`).
+fn tls_cause(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        cur = s.source();
+    }
+    out
 }
 
 /// `host:port` of the source.

@@ -6,6 +6,7 @@
 //! * [`offline`]: `outboxd binlog decode` — one JSON object per row change.
 //! * `server`: connecting, server facts, the requirement checks, positions (SQL side).
 //! * `stream`: the binlog session (`MysqlSource`).
+//! * `tls`: Debezium's `database.ssl.mode` and stores as mysql_async TLS options.
 //! * `adapter`: outbox rows and commits to `crate::event::SourceEvent`s.
 //! * `error`: the source's failures and their classification.
 
@@ -18,6 +19,7 @@ pub mod offline;
 pub(crate) mod server;
 pub(crate) mod stream;
 mod table;
+pub(crate) mod tls;
 mod values;
 
 pub use decode::{

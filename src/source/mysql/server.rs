@@ -5,7 +5,7 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder};
 
 use super::error::{addr, MysqlError};
-use crate::config::{MysqlFlavor, MysqlSourceConfig, PositionMode};
+use crate::config::{MysqlFlavor, MysqlSourceConfig, MysqlSslMode, PositionMode};
 use crate::event::TableName;
 use crate::position::{BinlogFilePosition, GtidSet, MariadbGtidPosition, SourcePosition};
 use crate::preflight::{CheckResult, Status};
@@ -64,25 +64,46 @@ pub struct ServerInfo {
     pub gtid_mode: Option<String>,
 }
 
-/// Opens an ordinary connection to the source with the configured credentials.
+/// Opens an ordinary connection to the source with the configured credentials and TLS
+/// (`database.ssl.mode`: with `preferred`, plaintext when the server offers no TLS).
 ///
-/// Errors: access denied is definite (fix the user/password); a server that cannot be reached
-/// or does not answer in `connect_timeout` is transient.
+/// Errors: access denied, TLS that fails (verification, a server without TLS when the mode
+/// needs it, unusable trust/key files) are definite; a server that cannot be reached or does
+/// not answer in `connect_timeout` is transient.
 pub async fn connect(cfg: &MysqlSourceConfig) -> Result<Conn, MysqlError> {
+    let ssl = super::tls::ssl_opts(&cfg.tls).map_err(|source| MysqlError::TlsSetting {
+        addr: addr(cfg),
+        source,
+    })?;
+    match connect_once(cfg, ssl.clone()).await {
+        Err(MysqlError::TlsUnsupported { .. }) if cfg.tls.mode == MysqlSslMode::Preferred => {
+            tracing::debug!(server = %addr(cfg), "the server offers no TLS; database.ssl.mode=preferred connects without");
+            connect_once(cfg, None).await
+        }
+        r => r,
+    }
+}
+
+async fn connect_once(
+    cfg: &MysqlSourceConfig,
+    ssl: Option<mysql_async::SslOpts>,
+) -> Result<Conn, MysqlError> {
+    let encrypted = ssl.is_some();
     let opts = OptsBuilder::default()
         .ip_or_hostname(cfg.host.clone())
         .tcp_port(cfg.port)
         .user(Some(cfg.user.clone()))
         .pass(Some(cfg.password.expose().to_string()))
         .prefer_socket(false)
-        .stmt_cache_size(0);
+        .stmt_cache_size(0)
+        .ssl_opts(ssl);
     match tokio::time::timeout(cfg.connect_timeout, Conn::new(opts)).await {
         Err(_) => Err(MysqlError::ConnectTimeout {
             addr: addr(cfg),
             after: cfg.connect_timeout,
         }),
         Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(MysqlError::from_connect(e, cfg)),
+        Ok(Err(e)) => Err(MysqlError::from_connect(e, cfg, encrypted)),
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::error::SqlState;
 
 use super::error::{where_, PgError};
+use super::tls::{negotiate, Attempt, Negotiated, NegotiationError};
 use crate::config::{PostgresSourceConfig, PublicationAutocreate};
 use crate::event::TableName;
 use crate::position::Lsn;
@@ -72,34 +73,113 @@ pub(crate) fn quote_table(t: &TableName) -> String {
     format!("{}.{}", quote_ident(&t.schema), quote_ident(&t.name))
 }
 
-/// Opens an ordinary SQL connection with the connector's credentials.
+/// Opens an ordinary SQL connection with the connector's credentials and TLS.
 pub async fn connect(cfg: &PostgresSourceConfig) -> Result<tokio_postgres::Client, PgError> {
-    let mut pg = tokio_postgres::Config::new();
-    pg.host(&cfg.host)
-        .port(cfg.port)
-        .user(&cfg.user)
-        .password(cfg.password.expose())
-        .dbname(&cfg.dbname)
-        .application_name("outboxd")
-        .connect_timeout(cfg.connect_timeout);
-    let connecting = pg.connect(tokio_postgres::NoTls);
-    let (client, connection) = match tokio::time::timeout(cfg.connect_timeout, connecting).await {
-        Err(_) => {
-            return Err(PgError::Timeout {
-                what: "connecting to",
-                at: where_(cfg),
-                after: cfg.connect_timeout,
-            })
+    connect_negotiated(cfg).await.map(|(c, _)| c)
+}
+
+/// [`connect`], also saying what TLS the connection has (libpq's `sslmode` semantics, see
+/// [`super::tls`]).
+///
+/// Errors: refused credentials, a refused plaintext connection, TLS that fails or is
+/// declined, unusable TLS files are definite; a server that cannot be reached or does not
+/// answer in `connect_timeout` is transient.
+pub async fn connect_negotiated(
+    cfg: &PostgresSourceConfig,
+) -> Result<(tokio_postgres::Client, Negotiated), PgError> {
+    let plan = super::tls::plan(&cfg.tls).map_err(|source| PgError::TlsSetting {
+        at: where_(cfg),
+        source,
+    })?;
+    match connect_attempt(cfg, &plan.first).await {
+        Err(PgError::PlaintextRefused { .. }) if plan.after_plaintext_refused.is_some() => {
+            let then = plan.after_plaintext_refused.as_ref().expect("checked");
+            connect_attempt(cfg, then).await
         }
-        Ok(Err(e)) => return Err(PgError::from_connect(&e, cfg)),
-        Ok(Ok(c)) => c,
+        r => r,
+    }
+}
+
+async fn connect_attempt(
+    cfg: &PostgresSourceConfig,
+    attempt: &Attempt,
+) -> Result<(tokio_postgres::Client, Negotiated), PgError> {
+    let at = where_(cfg);
+    let connecting = async {
+        let tcp = tokio::net::TcpStream::connect((cfg.host.as_str(), cfg.port))
+            .await
+            .map_err(|e| PgError::Connect {
+                at: at.clone(),
+                cause: crate::source::mysql::error::io_cause(&e),
+            })?;
+        let (stream, negotiated) = negotiate(tcp, attempt, &cfg.host)
+            .await
+            .map_err(|e| match e {
+                NegotiationError::Io(e) => PgError::Connect {
+                    at: at.clone(),
+                    cause: crate::source::mysql::error::io_cause(&e),
+                },
+                NegotiationError::Declined => PgError::TlsDeclined {
+                    at: at.clone(),
+                    mode: cfg.tls.mode.as_str(),
+                },
+                NegotiationError::Unexpected(b) => PgError::ReplicationProtocol {
+                    at: at.clone(),
+                    message: format!("the server answered the SSLRequest with byte {b:#04x}, neither S nor N: is this a PostgreSQL server?"),
+                },
+                // rustls refused (certificate, protocol, alert): definite. The socket
+                // failing mid-handshake (a server restarting): transient.
+                NegotiationError::Handshake(e) if super::tls::is_tls_refusal(&e) => PgError::Tls {
+                    at: at.clone(),
+                    cause: super::tls::handshake_cause(&e),
+                },
+                NegotiationError::Handshake(e) => PgError::Connect {
+                    at: at.clone(),
+                    cause: crate::source::mysql::error::io_cause(&e),
+                },
+            })?;
+        let mut pg = tokio_postgres::Config::new();
+        pg.host(&cfg.host)
+            .port(cfg.port)
+            .user(&cfg.user)
+            .password(cfg.password.expose())
+            .dbname(&cfg.dbname)
+            .application_name("outboxd")
+            .ssl_mode(tokio_postgres::config::SslMode::Disable);
+        let (client, connection) = pg
+            .connect_raw(stream, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| {
+                let plaintext = !negotiated.facts.encrypted();
+                match e.as_db_error() {
+                    Some(db)
+                        if plaintext
+                            && *db.code() == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
+                    {
+                        PgError::PlaintextRefused {
+                            at: at.clone(),
+                            user: cfg.user.clone(),
+                            message: db.message().to_string(),
+                        }
+                    }
+                    _ => PgError::from_connect(&e, cfg),
+                }
+            })?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("PostgreSQL SQL connection ended: {e}");
+            }
+        });
+        Ok((client, negotiated))
     };
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!("PostgreSQL SQL connection ended: {e}");
-        }
-    });
-    Ok(client)
+    match tokio::time::timeout(cfg.connect_timeout, connecting).await {
+        Err(_) => Err(PgError::Timeout {
+            what: "connecting to",
+            at: where_(cfg),
+            after: cfg.connect_timeout,
+        }),
+        Ok(r) => r,
+    }
 }
 
 fn parse_lsn(s: Option<String>) -> Result<Option<Lsn>, PgError> {

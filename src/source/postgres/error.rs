@@ -45,6 +45,43 @@ pub enum PgError {
         /// The server's message.
         message: String,
     },
+    /// The server refused a connection without TLS (SQLSTATE 28000 on a plaintext
+    /// connection: `pg_hba.conf` has only `hostssl` lines for us).
+    #[error("PostgreSQL at {at} refused user {user:?} without TLS: {message}; the server accepts only encrypted connections here (hostssl in pg_hba.conf): set {} to require, verify-ca or verify-full", crate::config::tls::names::PG_MODE)]
+    PlaintextRefused {
+        /// `host:port/dbname`.
+        at: String,
+        /// The role.
+        user: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The TLS settings cannot be used (a file that is missing or does not parse).
+    #[error("TLS settings for PostgreSQL at {at}: {source}")]
+    TlsSetting {
+        /// `host:port/dbname`.
+        at: String,
+        /// What is wrong.
+        #[source]
+        source: crate::tls::TlsError,
+    },
+    /// The server declined TLS (answered the SSLRequest with `N`) and the mode needs it.
+    #[error("PostgreSQL at {at} does not accept TLS (it declined the SSLRequest), but {}={mode} needs it; turn ssl on in the server or set database.sslmode=prefer / disable", crate::config::tls::names::PG_MODE)]
+    TlsDeclined {
+        /// `host:port/dbname`.
+        at: String,
+        /// The sslmode.
+        mode: &'static str,
+    },
+    /// The TLS handshake failed: the certificate did not verify (wrong CA, wrong host name),
+    /// or the server refused the client certificate.
+    #[error("TLS with PostgreSQL at {at} failed: {cause}; check {} (the CA that signed the server's certificate), {} (verify-full also checks the host name against the certificate) and, for mutual TLS, {} / {}", crate::config::tls::names::PG_ROOTCERT, crate::config::tls::names::PG_MODE, crate::config::tls::names::PG_CERT, crate::config::tls::names::PG_KEY)]
+    Tls {
+        /// `host:port/dbname`.
+        at: String,
+        /// rustls' reason (`invalid peer certificate: UnknownIssuer`, ...).
+        cause: String,
+    },
     /// The database does not exist (SQLSTATE 3D000).
     #[error("PostgreSQL at {at}: {message}; check database.dbname")]
     UnknownDatabase {
@@ -231,6 +268,10 @@ impl PgError {
                 _ => Class::Transient,
             },
             PgError::AuthFailed { .. }
+            | PgError::PlaintextRefused { .. }
+            | PgError::TlsSetting { .. }
+            | PgError::TlsDeclined { .. }
+            | PgError::Tls { .. }
             | PgError::UnknownDatabase { .. }
             | PgError::InsufficientPrivilege { .. }
             | PgError::Requirement { .. }

@@ -6,6 +6,8 @@
 //!   publication and slot management (shared with `check` and `status`).
 //! * `stream`: the replication stream (`PgSource`), standby status updates gated on
 //!   durable checkpoints.
+//! * `tls`: libpq's `sslmode` semantics: the SQL connection's negotiation, the
+//!   replication connection's settings.
 //! * `adapter`: relation cache, outbox filter, logical decoding messages as outbox rows,
 //!   transaction framing and positions.
 //! * `error`: the source's failures and their classification.
@@ -15,6 +17,7 @@ pub(crate) mod catalog;
 pub(crate) mod error;
 pub mod pgoutput;
 pub(crate) mod stream;
+pub(crate) mod tls;
 pub(crate) mod values;
 
 pub(crate) use error::PgError;

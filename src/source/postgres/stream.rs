@@ -62,7 +62,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig};
+use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent};
 use tokio::sync::watch;
 
 use super::adapter::PgOutboxAdapter;
@@ -199,7 +199,7 @@ impl PgSource {
                 .into())
             }
         };
-        let sql = catalog::connect(cfg).await?;
+        let (sql, negotiated) = catalog::connect_negotiated(cfg).await?;
         let info = catalog::server_info(&sql, cfg).await?;
         preflight::enforce(catalog::requirements(&info, &connector)).map_err(|check| {
             PgError::Requirement {
@@ -228,7 +228,7 @@ impl PgSource {
             cfg.publication_name.clone(),
         )
         .with_port(cfg.port)
-        .with_tls(TlsConfig::disabled())
+        .with_tls(super::tls::replication_tls(&cfg.tls, &negotiated))
         .with_start_lsn(pgwire_replication::Lsn::from_u64(start.0))
         .with_ack_lsn(pgwire_replication::Lsn::from_u64(acked.0))
         .with_status_interval(cfg.status_interval)

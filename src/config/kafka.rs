@@ -1,0 +1,678 @@
+//! Kafka client settings shared by every client of the process: a Kafka Connect worker
+//! properties file (`--kafka-config FILE`), the TOML top-level `[kafka]` section, and a
+//! Debezium JSON's `producer.override.*` security keys.
+//!
+//! # Names
+//!
+//! Java client names are translated to librdkafka's (librdkafka `CONFIGURATION.md`; Kafka's
+//! "Security" chapter for the Java side):
+//!
+//! | Java (Kafka Connect worker) | librdkafka |
+//! |---|---|
+//! | `security.protocol` (`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL`) | the same, lower-cased |
+//! | `sasl.mechanism` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`) | `sasl.mechanisms` |
+//! | `sasl.jaas.config` (`PlainLoginModule` / `ScramLoginModule` with `username`, `password`) | `sasl.username`, `sasl.password` |
+//! | `ssl.truststore.location` + `.type` `PKCS12` + `.password` | `ssl.ca.pem` (the CA certificates, read from the store) |
+//! | `ssl.truststore.location` + `.type` `PEM` | `ssl.ca.location` |
+//! | `ssl.truststore.certificates` (PEM text) | `ssl.ca.pem` |
+//! | `ssl.keystore.location` + `.type` `PKCS12` + `.password` | `ssl.keystore.location`, `ssl.keystore.password` |
+//! | `ssl.keystore.location` + `.type` `PEM`, `ssl.key.password` | `ssl.certificate.location`, `ssl.key.location`, `ssl.key.password` |
+//! | `ssl.keystore.certificate.chain`, `ssl.keystore.key` (PEM text) | `ssl.certificate.pem`, `ssl.key.pem` |
+//! | `ssl.endpoint.identification.algorithm` (`https`, empty) | the same (`https`, `none`) |
+//!
+//! A store without a `.type` is recognised from its content (PKCS12 or PEM); JKS — Java's
+//! default `.type` before Java 9 — is refused with the keytool command that converts it.
+//! librdkafka names pass through as they are. Java settings librdkafka has no equivalent for
+//! (`ssl.enabled.protocols`, `ssl.provider`, `sasl.login.*`, ...) and keys of the worker file
+//! that are not client settings at all (`group.id`, converters, `*.storage.*`, `plugin.path`,
+//! `rest.*`, ...) are reported by name, not used (in TOML they are errors: the schema is
+//! closed).
+//!
+//! # Scopes
+//!
+//! Top-level keys apply to every client the process makes (record producers, the checkpoint
+//! store's admin client, consumers and producer, `check`, `status`) — unlike Kafka Connect,
+//! whose worker settings do not reach connector producers, but as the design asks: one set
+//! of client settings. `producer.`-prefixed keys apply to the record producers only, on top.
+//! `consumer.` and `admin.` keys are reported, not used.
+//!
+//! # Secrets
+//!
+//! Values of keys that hold secrets (every `*password*`, `*secret*`, `sasl.jaas.config`, the
+//! PEM private keys) are kept as [`Secret`]s and never appear in a message.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::Secret;
+use crate::tls::{StoreKind, TrustAnchors};
+
+/// librdkafka properties, with the values of secret ones kept as [`Secret`]s.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ClientProperties {
+    plain: BTreeMap<String, String>,
+    secret: BTreeMap<String, Secret>,
+}
+
+impl fmt::Debug for ClientProperties {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{{{}}}", self.describe())
+    }
+}
+
+/// Whether a property (Java or librdkafka name) holds a secret.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.contains("password")
+        || k.contains("secret")
+        || k.contains("jaas")
+        || k == "ssl.key.pem"
+        || k == "ssl_key"
+        || k == "ssl.keystore.key"
+        || k.ends_with("sasl.oauthbearer.config")
+}
+
+impl ClientProperties {
+    /// Sets `key` to `value`; a secret key's value is kept as a [`Secret`].
+    pub fn set(&mut self, key: &str, value: impl Into<String>) {
+        let value = value.into();
+        self.plain.remove(key);
+        self.secret.remove(key);
+        if is_secret_key(key) {
+            self.secret.insert(key.to_string(), Secret::new(value));
+        } else {
+            self.plain.insert(key.to_string(), value);
+        }
+    }
+
+    /// The value of a non-secret property.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.plain.get(key).map(String::as_str)
+    }
+
+    /// Whether `key` is set (secret or not).
+    pub fn contains(&self, key: &str) -> bool {
+        self.plain.contains_key(key) || self.secret.contains_key(key)
+    }
+
+    /// The non-secret properties.
+    pub fn plain(&self) -> &BTreeMap<String, String> {
+        &self.plain
+    }
+
+    /// A copy holding only the secret properties.
+    pub fn secrets_only(&self) -> ClientProperties {
+        ClientProperties {
+            plain: BTreeMap::new(),
+            secret: self.secret.clone(),
+        }
+    }
+
+    /// No property set.
+    pub fn is_empty(&self) -> bool {
+        self.plain.is_empty() && self.secret.is_empty()
+    }
+
+    /// Every property of `over` replaces this one's.
+    pub fn merge(&mut self, over: &ClientProperties) {
+        for (k, v) in &over.plain {
+            self.set(k, v.clone());
+        }
+        for (k, v) in &over.secret {
+            self.plain.remove(k);
+            self.secret.insert(k.clone(), v.clone());
+        }
+    }
+
+    /// Every property with its value, secrets exposed: only to hand them to librdkafka.
+    pub fn expose(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.plain
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(self.secret.iter().map(|(k, v)| (k.as_str(), v.expose())))
+    }
+
+    /// `key=value, ...` with secret values as `***` and PEM text as `(PEM)`, for `check`.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .plain
+            .iter()
+            .map(|(k, v)| {
+                if v.contains("-----BEGIN") {
+                    format!("{k}=(PEM)")
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .chain(self.secret.keys().map(|k| format!("{k}=***")))
+            .collect();
+        parts.sort();
+        parts.join(", ")
+    }
+}
+
+/// The process-wide Kafka client settings: `--kafka-config` over the TOML `[kafka]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KafkaClientSettings {
+    /// `bootstrap.servers`, used by connectors that name none themselves (below
+    /// `--kafka-bootstrap` and `OUTBOXD_KAFKA_BOOTSTRAP`, above a Debezium JSON's schema
+    /// history servers).
+    pub bootstrap_servers: Option<String>,
+    /// Settings of every client.
+    pub client: ClientProperties,
+    /// Settings of the record producers only (`producer.`-prefixed keys), over `client`.
+    pub producer: ClientProperties,
+    /// Keys that are not used, with the reason (logged by `run`, listed by `check`).
+    pub ignored_keys: Vec<(String, String)>,
+}
+
+impl KafkaClientSettings {
+    /// `over`'s settings replace these, key by key.
+    pub fn merge(&mut self, over: &KafkaClientSettings) {
+        if over.bootstrap_servers.is_some() {
+            self.bootstrap_servers = over.bootstrap_servers.clone();
+        }
+        self.client.merge(&over.client);
+        self.producer.merge(&over.producer);
+        self.ignored_keys.extend(over.ignored_keys.iter().cloned());
+    }
+}
+
+/// What a set of Java/librdkafka keys translated to.
+#[derive(Debug, Default)]
+pub(crate) struct Translated {
+    pub(crate) props: ClientProperties,
+    pub(crate) ignored: Vec<(String, String)>,
+}
+
+/// A translation failure: the key and what is wrong (never a secret value).
+pub(crate) type KeyError = (String, String);
+
+/// Java settings librdkafka has no equivalent for, with the reason they are not used.
+const NOT_IN_LIBRDKAFKA: &[(&str, &str)] = &[
+    ("ssl.protocol", "librdkafka negotiates the highest TLS version both sides support"),
+    ("ssl.enabled.protocols", "librdkafka negotiates the highest TLS version both sides support"),
+    ("ssl.provider", "librdkafka uses OpenSSL"),
+    ("ssl.cipher.suites", "Java cipher suite names; set librdkafka's ssl.cipher.suites (OpenSSL names) instead if needed"),
+    ("ssl.keymanager.algorithm", "a Java (JSSE) setting"),
+    ("ssl.trustmanager.algorithm", "a Java (JSSE) setting"),
+    ("ssl.secure.random.implementation", "a Java (JSSE) setting"),
+    ("ssl.engine.factory.class", "a Java (JSSE) setting"),
+    ("sasl.login.*", "Java login callback settings; librdkafka logs in itself"),
+    ("sasl.client.callback.handler.class", "Java login callback settings; librdkafka logs in itself"),
+    ("sasl.login.callback.handler.class", "Java login callback settings; librdkafka logs in itself"),
+];
+
+/// Kafka Connect worker keys that are not client settings.
+const WORKER_ONLY: &[(&str, &str)] = &[
+    (
+        "group.id",
+        "Kafka Connect's worker group; outboxd's clients choose their own group ids",
+    ),
+    ("client.id", "outboxd names its clients outboxd-<connector>"),
+    (
+        "key.converter*",
+        "converters are per connector; outboxd writes the key as UTF-8 text",
+    ),
+    (
+        "value.converter*",
+        "converters are per connector; outboxd writes the payload bytes",
+    ),
+    (
+        "header.converter*",
+        "converters are per connector; outboxd writes header values as UTF-8 text",
+    ),
+    (
+        "offset.*",
+        "Kafka Connect's offsets; outboxd keeps its own checkpoint",
+    ),
+    ("config.*", "Kafka Connect's config topic and providers"),
+    ("status.*", "Kafka Connect's status topic"),
+    ("plugin.*", "Kafka Connect plugins"),
+    ("rest.*", "Kafka Connect's REST API"),
+    ("listeners*", "Kafka Connect's REST API"),
+    ("admin.listeners*", "Kafka Connect's REST API"),
+    ("task.*", "Kafka Connect task settings"),
+    (
+        "connector.client.config.override.policy",
+        "Kafka Connect override policy",
+    ),
+    (
+        "exactly.once.source.support",
+        "outboxd's exactly-once is set per connector ([connectors.checkpoint] delivery)",
+    ),
+    (
+        "scheduled.rebalance.max.delay.ms",
+        "Kafka Connect group rebalancing",
+    ),
+    ("worker.*", "Kafka Connect worker settings"),
+    ("topic.creation.enable", "Kafka Connect topic creation"),
+    (
+        "consumer.*",
+        "outboxd's checkpoint store clients use the top-level settings",
+    ),
+    (
+        "admin.*",
+        "outboxd's checkpoint store clients use the top-level settings",
+    ),
+];
+
+fn matches(pattern: &str, key: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => key.starts_with(prefix),
+        None => key == pattern,
+    }
+}
+
+/// Translates client settings in Java or librdkafka names (one scope: no `producer.`
+/// prefix). `is_librdkafka` says whether librdkafka knows a name. Reading a PKCS12
+/// truststore happens here (its certificates become `ssl.ca.pem`).
+pub(crate) fn translate(
+    mut keys: BTreeMap<String, String>,
+    is_librdkafka: &dyn Fn(&str, &str) -> bool,
+) -> Result<Translated, KeyError> {
+    let mut out = Translated::default();
+    let err = |k: &str, m: String| (k.to_string(), m);
+
+    if let Some(p) = keys.remove("security.protocol") {
+        let v = p.trim().to_ascii_lowercase();
+        if !matches!(
+            v.as_str(),
+            "plaintext" | "ssl" | "sasl_plaintext" | "sasl_ssl"
+        ) {
+            return Err(err(
+                "security.protocol",
+                format!("{p:?} is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+            ));
+        }
+        out.props.set("security.protocol", v);
+    }
+    let mechanism = keys
+        .remove("sasl.mechanism")
+        .map(|m| ("sasl.mechanism", m))
+        .or_else(|| {
+            keys.remove("sasl.mechanisms")
+                .map(|m| ("sasl.mechanisms", m))
+        });
+    if let Some((k, m)) = mechanism {
+        let v = m.trim().to_ascii_uppercase();
+        match v.as_str() {
+            "PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512" => out.props.set("sasl.mechanisms", v),
+            "GSSAPI" => return Err(err(k, "GSSAPI (Kerberos) is not supported: outboxd's librdkafka is built without Cyrus SASL; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into())),
+            "OAUTHBEARER" => return Err(err(k, "OAUTHBEARER is not supported yet; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into())),
+            _ => return Err(err(k, format!("{m:?} is not a SASL mechanism outboxd supports (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))),
+        }
+    }
+    if let Some(jaas) = keys.remove("sasl.jaas.config") {
+        let (user, password) = parse_jaas(&jaas).map_err(|m| err("sasl.jaas.config", m))?;
+        if keys.contains_key("sasl.username") || keys.contains_key("sasl.password") {
+            return Err(err(
+                "sasl.jaas.config",
+                "set either sasl.jaas.config or sasl.username/sasl.password, not both".into(),
+            ));
+        }
+        out.props.set("sasl.username", user);
+        out.props.set("sasl.password", password);
+    }
+
+    // Truststore.
+    let ts_type = take_kind(&mut keys, "ssl.truststore.type")?;
+    let ts_password = Secret::new(keys.remove("ssl.truststore.password").unwrap_or_default());
+    if let Some(loc) = keys.remove("ssl.truststore.location") {
+        let path = PathBuf::from(loc.trim());
+        let anchors = TrustAnchors::load("ssl.truststore.location", &path, ts_type, &ts_password)
+            .map_err(|e| err("ssl.truststore.location", e.to_string()))?;
+        match ts_type {
+            Some(StoreKind::Pem) => out.props.set("ssl.ca.location", path.display().to_string()),
+            _ => out.props.set("ssl.ca.pem", anchors.to_pem()),
+        }
+    }
+    if let Some(pem) = keys.remove("ssl.truststore.certificates") {
+        out.props.set("ssl.ca.pem", pem);
+    }
+
+    // Keystore.
+    let ks_type = take_kind(&mut keys, "ssl.keystore.type")?;
+    let ks_password = keys.remove("ssl.keystore.password");
+    if let Some(loc) = keys.remove("ssl.keystore.location") {
+        let path = PathBuf::from(loc.trim());
+        let kind = keystore_kind(&path, ks_type).map_err(|m| err("ssl.keystore.location", m))?;
+        let location = path.display().to_string();
+        match kind {
+            StoreKind::Pem => {
+                out.props.set("ssl.certificate.location", location.clone());
+                out.props.set("ssl.key.location", location);
+                if let Some(pw) = &ks_password {
+                    if !keys.contains_key("ssl.key.password") {
+                        out.props.set("ssl.key.password", pw.clone());
+                    }
+                }
+            }
+            _ => {
+                out.props.set("ssl.keystore.location", location);
+                if let Some(pw) = &ks_password {
+                    out.props.set("ssl.keystore.password", pw.clone());
+                }
+            }
+        }
+    } else if let Some(pw) = ks_password {
+        // librdkafka's own name, with its own ssl.keystore.location given as such: none here.
+        out.props.set("ssl.keystore.password", pw);
+    }
+    if let Some(chain) = keys.remove("ssl.keystore.certificate.chain") {
+        out.props.set("ssl.certificate.pem", chain);
+    }
+    if let Some(key) = keys.remove("ssl.keystore.key") {
+        out.props.set("ssl.key.pem", key);
+    }
+    if let Some(alg) = keys.remove("ssl.endpoint.identification.algorithm") {
+        let v = alg.trim().to_ascii_lowercase();
+        match v.as_str() {
+            "" | "none" => out
+                .props
+                .set("ssl.endpoint.identification.algorithm", "none"),
+            "https" => out
+                .props
+                .set("ssl.endpoint.identification.algorithm", "https"),
+            _ => {
+                return Err(err(
+                    "ssl.endpoint.identification.algorithm",
+                    format!("{alg:?} is not https or empty (no host name verification)"),
+                ))
+            }
+        }
+    }
+
+    for (k, v) in keys {
+        if k == "bootstrap.servers" || k == "metadata.broker.list" {
+            return Err(err(&k, "is set in the wrong place here".into()));
+        }
+        if let Some((_, why)) = NOT_IN_LIBRDKAFKA.iter().find(|(p, _)| matches(p, &k)) {
+            out.ignored.push((k, (*why).to_string()));
+        } else if let Some((_, why)) = WORKER_ONLY.iter().find(|(p, _)| matches(p, &k)) {
+            out.ignored.push((k, (*why).to_string()));
+        } else if is_librdkafka(&k, &v) {
+            out.props.set(&k, v);
+        } else {
+            out.ignored.push((
+                k,
+                "neither a librdkafka property nor a Java client setting outboxd translates".into(),
+            ));
+        }
+    }
+    if let Some(m) = out.props.get("sasl.mechanisms") {
+        let m = m.to_string();
+        if !out.props.contains("sasl.username") {
+            return Err(err(
+                "sasl.jaas.config",
+                format!("sasl.mechanism={m} needs credentials: set sasl.jaas.config (PlainLoginModule / ScramLoginModule with username and password) or sasl.username and sasl.password"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Takes a store type key (`ssl.truststore.type`, `ssl.keystore.type`).
+fn take_kind(
+    keys: &mut BTreeMap<String, String>,
+    key: &str,
+) -> Result<Option<StoreKind>, KeyError> {
+    keys.remove(key)
+        .map(|t| StoreKind::parse(key, &t))
+        .transpose()
+        .map_err(|e| (key.to_string(), e.to_string()))
+}
+
+/// The kind of a keystore: the configured one, else from the content. JKS is refused.
+fn keystore_kind(path: &Path, kind: Option<StoreKind>) -> Result<StoreKind, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let jks = bytes.starts_with(&[0xFE, 0xED, 0xFE, 0xED]) || bytes.starts_with(&[0xCE; 4]);
+    let pem = bytes.windows(10).any(|w| w == b"-----BEGIN");
+    if jks || kind == Some(StoreKind::Jks) {
+        return Err(crate::tls::TlsError::Jks {
+            setting: "ssl.keystore.location".into(),
+            path: path.to_path_buf(),
+        }
+        .to_string());
+    }
+    Ok(match kind {
+        Some(k) => k,
+        None if pem => StoreKind::Pem,
+        None => StoreKind::Pkcs12,
+    })
+}
+
+/// The username and password of a JAAS `PlainLoginModule` or `ScramLoginModule` entry
+/// (`<class> required username="..." password="...";`). Errors never contain the values.
+fn parse_jaas(text: &str) -> Result<(String, String), String> {
+    let text = text.trim();
+    let (class, rest) = text
+        .split_once(char::is_whitespace)
+        .ok_or("expected `<LoginModule class> required username=\"...\" password=\"...\";`")?;
+    let known = [
+        "org.apache.kafka.common.security.plain.PlainLoginModule",
+        "org.apache.kafka.common.security.scram.ScramLoginModule",
+    ];
+    if !known.contains(&class) {
+        return Err(format!(
+            "login module {class} is not supported; outboxd reads PlainLoginModule and ScramLoginModule (username and password)"
+        ));
+    }
+    let rest = rest.trim_start();
+    let (flag, mut rest) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if !matches!(flag, "required" | "requisite" | "sufficient" | "optional") {
+        return Err(format!("expected a control flag (required) after {class}"));
+    }
+    let mut opts: BTreeMap<String, String> = BTreeMap::new();
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() || rest.starts_with(';') {
+            break;
+        }
+        let (name, after) = rest
+            .split_once('=')
+            .ok_or("expected option=value pairs after the control flag")?;
+        let name = name.trim().to_string();
+        let after = after.trim_start();
+        let (value, tail) = if let Some(q) = after.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = q.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, n)) = chars.next() {
+                            value.push(n);
+                        }
+                    }
+                    '"' => {
+                        end = Some(i + 1);
+                        break;
+                    }
+                    c => value.push(c),
+                }
+            }
+            let end =
+                end.ok_or_else(|| format!("the value of option {name} has no closing quote"))?;
+            (value, &q[end..])
+        } else {
+            let end = after
+                .find(|c: char| c.is_whitespace() || c == ';')
+                .unwrap_or(after.len());
+            (after[..end].to_string(), &after[end..])
+        };
+        opts.insert(name, value);
+        rest = tail;
+    }
+    match (opts.remove("username"), opts.remove("password")) {
+        (Some(u), Some(p)) => Ok((u, p)),
+        _ => Err(format!(
+            "{class} needs both username=\"...\" and password=\"...\""
+        )),
+    }
+}
+
+/// Reads a Kafka Connect worker properties file (Java properties: `key=value`, `key: value`,
+/// `#`/`!` comments, `\` line continuations and escapes) into the process-wide settings.
+/// Values are resolved through Kafka Connect's `${env:VAR}` / `${file:...}` /
+/// `${directory:...}` config providers.
+pub(crate) fn from_worker_file(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    is_librdkafka: &dyn Fn(&str, &str) -> bool,
+) -> Result<KafkaClientSettings, KeyError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| ("file".to_string(), format!("cannot read it: {e}")))?;
+    let raw = java_properties::read(std::io::BufReader::new(file)).map_err(|e| {
+        (
+            "file".to_string(),
+            format!("not a Java properties file: {e}"),
+        )
+    })?;
+    let mut keys = BTreeMap::new();
+    for (k, v) in raw {
+        let v = super::debezium::substitute_providers(&v, env).map_err(|m| (k.clone(), m))?;
+        keys.insert(k, v);
+    }
+    from_keys(keys, is_librdkafka)
+}
+
+/// The process-wide settings from flat keys (worker file or flattened TOML `[kafka]`):
+/// `bootstrap.servers`, `producer.`-prefixed keys for the record producers, the rest for
+/// every client.
+pub(crate) fn from_keys(
+    keys: BTreeMap<String, String>,
+    is_librdkafka: &dyn Fn(&str, &str) -> bool,
+) -> Result<KafkaClientSettings, KeyError> {
+    let mut settings = KafkaClientSettings::default();
+    let mut top = BTreeMap::new();
+    let mut producer = BTreeMap::new();
+    for (k, v) in keys {
+        if k == "bootstrap.servers" || k == "bootstrap_servers" {
+            let v = v.trim().to_string();
+            if !v.is_empty() {
+                settings.bootstrap_servers = Some(v);
+            }
+        } else if let Some(p) = k.strip_prefix("producer.") {
+            if p == "bootstrap.servers" {
+                settings.ignored_keys.push((
+                    k.clone(),
+                    "the record producers use bootstrap.servers (one cluster)".into(),
+                ));
+            } else {
+                producer.insert(p.to_string(), v);
+            }
+        } else {
+            top.insert(k, v);
+        }
+    }
+    let t = translate(top, is_librdkafka)?;
+    settings.client = t.props;
+    settings.ignored_keys.extend(t.ignored);
+    let p = translate(producer, is_librdkafka).map_err(|(k, m)| (format!("producer.{k}"), m))?;
+    settings.producer = p.props;
+    settings.ignored_keys.extend(
+        p.ignored
+            .into_iter()
+            .map(|(k, m)| (format!("producer.{k}"), m)),
+    );
+    Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn any(_: &str, _: &str) -> bool {
+        true
+    }
+
+    #[test]
+    fn jaas_plain_and_scram() {
+        let (u, p) = parse_jaas(
+            r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="s3\"cret";"#,
+        )
+        .unwrap();
+        assert_eq!((u.as_str(), p.as_str()), ("alice", "s3\"cret"));
+        let e = parse_jaas(
+            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientSecret="x";"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("not supported"), "{e}");
+        let e = parse_jaas(
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="hunter2"#,
+        )
+        .unwrap_err();
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn worker_keys_translate_and_report() {
+        let keys: BTreeMap<String, String> = [
+            ("bootstrap.servers", "b:1"),
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.jaas.config", r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="pw";"#),
+            ("ssl.endpoint.identification.algorithm", ""),
+            ("group.id", "connect-cluster"),
+            ("key.converter", "org.apache.kafka.connect.storage.StringConverter"),
+            ("producer.compression.type", "zstd"),
+            ("producer.security.protocol", "SSL"),
+            ("ssl.enabled.protocols", "TLSv1.3"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let s = from_keys(keys, &|k, _| k == "compression.type").unwrap();
+        assert_eq!(s.bootstrap_servers.as_deref(), Some("b:1"));
+        assert_eq!(s.client.get("security.protocol"), Some("sasl_ssl"));
+        assert_eq!(s.client.get("sasl.mechanisms"), Some("SCRAM-SHA-512"));
+        assert_eq!(s.client.get("sasl.username"), Some("u"));
+        assert_eq!(s.client.get("sasl.password"), None, "secret");
+        assert!(s.client.contains("sasl.password"));
+        assert_eq!(
+            s.client.get("ssl.endpoint.identification.algorithm"),
+            Some("none")
+        );
+        assert_eq!(s.producer.get("compression.type"), Some("zstd"));
+        assert_eq!(s.producer.get("security.protocol"), Some("ssl"));
+        let ignored: Vec<&str> = s.ignored_keys.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            ignored,
+            ["group.id", "key.converter", "ssl.enabled.protocols"]
+        );
+        let shown = format!("{:?} {}", s, s.client.describe());
+        assert!(!shown.contains("password=pw"), "{shown}");
+        assert!(shown.contains("sasl.password=***"), "{shown}");
+    }
+
+    #[test]
+    fn sasl_needs_credentials_and_known_mechanisms() {
+        let k = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let (key, m) = translate(k(&[("sasl.mechanism", "SCRAM-SHA-256")]), &any).unwrap_err();
+        assert_eq!(key, "sasl.jaas.config");
+        assert!(m.contains("needs credentials"), "{m}");
+        let (_, m) = translate(k(&[("sasl.mechanism", "GSSAPI")]), &any).unwrap_err();
+        assert!(m.contains("Kerberos"), "{m}");
+        let (_, m) = translate(k(&[("security.protocol", "TLS")]), &any).unwrap_err();
+        assert!(m.contains("SASL_SSL"), "{m}");
+    }
+
+    #[test]
+    fn secrets_are_kept_apart() {
+        let mut p = ClientProperties::default();
+        p.set("sasl.password", "hunter2");
+        p.set("ssl.key.password", "k");
+        p.set("security.protocol", "ssl");
+        assert!(!format!("{p:?}").contains("hunter2"));
+        assert!(!p.describe().contains("hunter2"));
+        let exposed: BTreeMap<&str, &str> = p.expose().collect();
+        assert_eq!(exposed["sasl.password"], "hunter2");
+    }
+}
