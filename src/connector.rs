@@ -135,14 +135,20 @@ impl Connector {
         ] {
             metrics::counter!(counter, m::LABEL_CONNECTOR => name.clone()).increment(0);
         }
+        health.watch_kafka(&name, self.link.clone());
+        m::StreamingStats::of(&name).set_plugin(self.cfg.source.plugin());
         let result = self.supervise(&health, shutdown).await;
         match &result {
             Ok(()) => {
                 health.set(&name, ConnectorState::Stopped);
                 tracing::info!(connector = %name, "stopped: what was read is delivered and checkpointed");
             }
+            Err(f @ Error::StoppedDuringRetry { .. }) => {
+                health.set_because(&name, ConnectorState::Stopped, f);
+                tracing::error!(connector = %name, "stopped before it could resume (the checkpoint is kept; nothing after it is lost): {f}");
+            }
             Err(f) if f.is_transient() => {
-                health.set(&name, ConnectorState::Stopped);
+                health.set_because(&name, ConnectorState::Stopped, f);
                 tracing::error!(
                     connector = %name,
                     "stopped without a final checkpoint (what was read since the last one, if \
@@ -150,7 +156,7 @@ impl Connector {
                 );
             }
             Err(f) => {
-                health.set(&name, ConnectorState::Failed);
+                health.set_because(&name, ConnectorState::Failed, f);
                 metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.clone(), m::LABEL_KIND => Class::Definite.label()).increment(1);
                 tracing::error!(connector = %name, "stopped: {f}");
             }
@@ -196,7 +202,14 @@ impl Connector {
                         backoff.reset();
                     }
                     let wait = backoff.next_wait();
-                    health.set(name, ConnectorState::Retrying);
+                    health.set_because(
+                        name,
+                        ConnectorState::Retrying,
+                        format!(
+                            "restarting from the checkpoint in {}s after: {f}",
+                            wait.as_secs()
+                        ),
+                    );
                     metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.to_string(), m::LABEL_KIND => Class::Transient.label()).increment(1);
                     metrics::counter!(m::RESTARTS, m::LABEL_CONNECTOR => name.to_string())
                         .increment(1);
@@ -230,7 +243,7 @@ impl Connector {
         let events = feed.take_events();
         let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);
         let result = pipeline::run(ctx, events, store, resume, &PipelineOptions::default()).await;
-        feed.stop().await;
+        let result = feed.stop(result).await;
         let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)));
         result.and(flushed.map_err(Error::from))
     }
@@ -267,8 +280,7 @@ impl Connector {
         let events = feed.take_events();
         let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown);
         let result = transactional::run(ctx, events, store, resume, batch).await;
-        feed.stop().await;
-        result
+        feed.stop(result).await
     }
 
     /// Starts the source at `resume`: its events, and where the delivery loop publishes what
@@ -281,6 +293,7 @@ impl Connector {
     ) -> SourceFeed {
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (checkpointed, checkpointed_rx) = watch::channel(resume.clone());
+        let retry = source::RetryState::default();
         let task = source::spawn(
             &self.cfg,
             resume,
@@ -288,11 +301,13 @@ impl Connector {
             health,
             shutdown.clone(),
             checkpointed_rx,
+            retry.clone(),
         );
         SourceFeed {
             events: Some(rx),
             checkpointed,
             task,
+            retry,
         }
     }
 
@@ -318,6 +333,7 @@ struct SourceFeed {
     events: Option<mpsc::Receiver<Result<SourceEvent, Error>>>,
     checkpointed: watch::Sender<Option<SourcePosition>>,
     task: tokio::task::JoinHandle<()>,
+    retry: source::RetryState,
 }
 
 impl SourceFeed {
@@ -326,10 +342,20 @@ impl SourceFeed {
         self.events.take().expect("events are taken once")
     }
 
-    /// Stops the source and waits until it has.
-    async fn stop(self) {
+    /// Stops the source and waits until it has. A delivery loop that ended cleanly (on
+    /// shutdown) while the source was waiting to retry after a failure did not stop cleanly:
+    /// the source never caught up, so the connector reports that failure (and the process
+    /// exits 1, as after any retry cut short).
+    async fn stop(self, delivered: Result<(), Error>) -> Result<(), Error> {
         self.task.abort();
         let _ = self.task.await;
+        match (delivered, self.retry.pending()) {
+            (Ok(()), Some((backoff, cause))) => Err(Error::StoppedDuringRetry {
+                backoff,
+                cause: Box::new(cause),
+            }),
+            (result, _) => result,
+        }
     }
 }
 

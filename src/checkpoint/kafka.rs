@@ -42,11 +42,13 @@ pub struct KafkaCheckpointStore {
 impl KafkaCheckpointStore {
     /// A store for `connector` in `topic` on the cluster `kafka` names, whose client settings
     /// (security among them) every client of the store uses. Nothing is contacted until
-    /// [`ensure_topic`](Self::ensure_topic), `load` or `store`.
+    /// [`ensure_topic`](Self::ensure_topic), `load` or `store`. Its clients' connection
+    /// trouble goes to a quiet link of its own (a command's: the errors say what failed) unless
+    /// [`with_link`](Self::with_link) gives it the connector's.
     pub fn new(kafka: &KafkaConfig, topic: &str, connector: &str) -> Self {
         Self {
             kafka: kafka.clone(),
-            link: KafkaLink::new(connector, &kafka.bootstrap_servers),
+            link: KafkaLink::quiet(connector, &kafka.bootstrap_servers),
             topic: topic.to_string(),
             connector: connector.to_string(),
             producer: None,

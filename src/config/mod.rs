@@ -134,6 +134,19 @@ pub enum SourceConfig {
     Postgres(PostgresSourceConfig),
 }
 
+impl SourceConfig {
+    /// The Debezium connector plugin this source stands for, as its MBean domain
+    /// `debezium.<plugin>` names it (the `plugin` label of the `debezium_metrics_*` series):
+    /// `mariadb` (Debezium's MariaDB connector), `mysql`, `postgres`.
+    pub fn plugin(&self) -> &'static str {
+        match self {
+            SourceConfig::Mysql(m) if m.flavor == MysqlFlavor::Mariadb => "mariadb",
+            SourceConfig::Mysql(_) => "mysql",
+            SourceConfig::Postgres(_) => "postgres",
+        }
+    }
+}
+
 /// Which server dialect of the binlog protocol to speak.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -114,18 +114,14 @@ struct Progress<'a> {
     store: &'a mut dyn CheckpointStore,
     checkpointed: &'a watch::Sender<Option<SourcePosition>>,
     acked: Option<SourcePosition>,
-    acked_commit_ts_ms: Option<i64>,
     stored: Option<SourcePosition>,
     last_write: Instant,
     last_advance: Instant,
 }
 
 impl Progress<'_> {
-    fn advance(&mut self, position: SourcePosition, commit_ts_ms: Option<i64>) {
+    fn advance(&mut self, position: SourcePosition) {
         self.acked = Some(position);
-        if commit_ts_ms.is_some() {
-            self.acked_commit_ts_ms = commit_ts_ms;
-        }
     }
 
     fn flush(&mut self) -> Result<(), Error> {
@@ -154,12 +150,8 @@ impl Progress<'_> {
 
     fn report_gauges(&self) {
         let label = self.connector.to_string();
-        metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label.clone())
+        metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label)
             .set(self.last_advance.elapsed().as_secs_f64());
-        if let Some(ts) = self.acked_commit_ts_ms {
-            let lag = (now_ms() - ts).max(0) as f64 / 1000.0;
-            metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => label).set(lag);
-        }
     }
 }
 
@@ -197,7 +189,6 @@ pub async fn run(
         store,
         checkpointed,
         acked: resumed_from.clone(),
-        acked_commit_ts_ms: None,
         stored: resumed_from,
         last_write: Instant::now(),
         last_advance: Instant::now(),
@@ -255,8 +246,14 @@ pub async fn run(
         let mut reached = false;
         while markers.front().is_some_and(|mk| mk.after <= acked_below) {
             let mk = markers.pop_front().expect("front exists");
-            progress.advance(mk.position, mk.commit_ts_ms);
+            progress.advance(mk.position);
             reached = true;
+        }
+        if reached {
+            // The lag is the age of the oldest commit still waiting for Kafka.
+            counters
+                .stream
+                .pending_since(markers.iter().find_map(|mk| mk.commit_ts_ms));
         }
         // The very first checkpoint is written at once: until it exists a crash would
         // restart at the server's *current* position.
@@ -318,7 +315,10 @@ async fn handle_event(
         SourceEvent::Commit {
             position,
             commit_ts_ms,
-        } => (position, Some(commit_ts_ms)),
+        } => {
+            counters.stream.commit_read(commit_ts_ms);
+            (position, Some(commit_ts_ms))
+        }
         SourceEvent::Progress { position } => (position, None),
     };
     markers.push_back(Marker {

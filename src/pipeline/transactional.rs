@@ -317,6 +317,7 @@ pub async fn run(
                         cursor.txn_rows = 0;
                         cursor.skip = 0;
                         cursor.commit_ts_ms = Some(commit_ts_ms);
+                        counters.stream.commit_read(commit_ts_ms);
                         if records > 0 {
                             let now = Instant::now();
                             opened_at.get_or_insert(now);
@@ -449,10 +450,8 @@ pub async fn run(
         counters.bytes.increment(bytes as u64);
         metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => label.clone()).increment(1);
         metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label.clone()).set(0.0);
-        if let Some(ts) = cursor.commit_ts_ms {
-            metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => label.clone())
-                .set((now_ms() - ts).max(0) as f64 / 1000.0);
-        }
+        // The commit covers every source transaction read: nothing is behind.
+        counters.stream.pending_since(None);
         checkpointed.send_replace(Some(checkpoint.position.clone()));
         tracing::debug!(connector, records, queued, collect_ms, stalled_ms, starved_ms, ack_ms, commit_ms, position = %checkpoint.position, skip = checkpoint.skip, "committed");
         if stopping {

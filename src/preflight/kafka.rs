@@ -4,13 +4,17 @@ use std::time::Duration;
 
 use super::{CheckResult, Status};
 use crate::config::ConnectorConfig;
-use crate::sink::{KafkaLink, KafkaSink};
+use crate::sink::{KafkaLink, KafkaSink, SinkError};
+
+/// How long the brokers have to answer the metadata request.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Checks that Kafka is reachable with the connector's producer settings.
 pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
-    let link = KafkaLink::new(name, &cfg.kafka.bootstrap_servers);
-    let sink = match KafkaSink::new(&cfg.kafka, name, link) {
+    // Quiet: the outcome is this check's line, not librdkafka's retries on stderr.
+    let link = KafkaLink::quiet(name, &cfg.kafka.bootstrap_servers);
+    let sink = match KafkaSink::new(&cfg.kafka, name, link.clone()) {
         Ok(s) => s,
         Err(f) => {
             return vec![CheckResult::new(
@@ -21,7 +25,7 @@ pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             )]
         }
     };
-    match sink.probe(Duration::from_secs(10)) {
+    match sink.probe(PROBE_TIMEOUT) {
         Ok(brokers) => vec![CheckResult::new(
             name,
             "kafka",
@@ -36,9 +40,14 @@ pub fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             "kafka",
             Status::Fail,
             format!(
-                "{}: {}; check kafka.bootstrap_servers / --kafka-bootstrap and that the brokers \
-                 listen there",
-                cfg.kafka.bootstrap_servers, f
+                "no broker of {} answered within {}s ({}); check kafka.bootstrap_servers / \
+                 --kafka-bootstrap and that the brokers listen there",
+                cfg.kafka.bootstrap_servers,
+                PROBE_TIMEOUT.as_secs(),
+                match (&f, link.last_error()) {
+                    (SinkError::Link(_), _) | (_, None) => f.to_string(),
+                    (_, Some(e)) => format!("last connection error: {e}"),
+                },
             ),
         )],
     }

@@ -111,12 +111,19 @@ impl KafkaSink {
                 cc.set("linger.ms", TXN_LINGER_MS.to_string());
             }
         }
-        let producer = TrackedProducer::from_config_and_context(&cc, DeliveryTracker::new(link))
-            .map_err(|e| SinkError::Client {
-                source: Box::new(e),
-            })?;
+        let producer =
+            TrackedProducer::from_config_and_context(&cc, DeliveryTracker::new(link.clone()))
+                .map_err(|e| SinkError::Client {
+                    source: Box::new(e),
+                })?;
+        let producer = Arc::new(producer);
+        // The link's WARN says how much waits for the brokers.
+        let weak = Arc::downgrade(&producer);
+        link.set_backlog(Box::new(move || {
+            weak.upgrade().map(|p| p.context().unacked())
+        }));
         Ok(Self {
-            producer: Arc::new(producer),
+            producer,
             max_record_bytes: cfg.max_record_bytes,
         })
     }
