@@ -135,6 +135,14 @@ pub enum SourceConfig {
 }
 
 impl SourceConfig {
+    /// The format the connector was defined in.
+    pub fn format(&self) -> ConfigFormat {
+        match self {
+            SourceConfig::Mysql(m) => m.format,
+            SourceConfig::Postgres(p) => p.format,
+        }
+    }
+
     /// The Debezium connector plugin this source stands for, as its MBean domain
     /// `debezium.<plugin>` names it (the `plugin` label of the `debezium_metrics_*` series):
     /// `mariadb` (Debezium's MariaDB connector), `mysql`, `postgres`.
@@ -143,6 +151,27 @@ impl SourceConfig {
             SourceConfig::Mysql(m) if m.flavor == MysqlFlavor::Mariadb => "mariadb",
             SourceConfig::Mysql(_) => "mysql",
             SourceConfig::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// The format a connector was defined in, which decides the key names messages use: a TOML
+/// user is told `password`, a Debezium JSON user `database.password`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ConfigFormat {
+    /// outboxd's TOML.
+    #[default]
+    Toml,
+    /// A Debezium connector JSON.
+    DebeziumJson,
+}
+
+impl ConfigFormat {
+    /// The name of a setting as this format spells it: `toml` or `debezium`.
+    pub fn key(self, toml: &'static str, debezium: &'static str) -> &'static str {
+        match self {
+            ConfigFormat::Toml => toml,
+            ConfigFormat::DebeziumJson => debezium,
         }
     }
 }
@@ -217,6 +246,8 @@ pub struct MysqlSourceConfig {
     /// Column names per outbox table, for servers without `binlog_row_metadata=FULL`
     /// (in table order, every column). Tables listed here must be in `tables`.
     pub columns: BTreeMap<TableName, Vec<String>>,
+    /// The format the connector was defined in (for the key names in messages).
+    pub format: ConfigFormat,
 }
 
 /// How the PostgreSQL publication is created when missing.
@@ -264,6 +295,8 @@ pub struct PostgresSourceConfig {
     pub status_interval: Duration,
     /// Connect timeout; default 10 s. Debezium `connect.timeout.ms`.
     pub connect_timeout: Duration,
+    /// The format the connector was defined in (for the key names in messages).
+    pub format: ConfigFormat,
 }
 
 /// Kafka producer settings of a connector.
@@ -381,20 +414,23 @@ pub enum ConfigError {
     )]
     NoFiles,
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (in the message, not a separate cause: printed once).
+        cause: std::io::Error,
     },
-    /// TOML syntax or schema error (unknown keys, wrong types), with line and column.
-    #[error("{path}: {source}")]
+    /// TOML syntax or schema error (unknown keys, wrong types), with line and column, and for
+    /// an unknown key the closest accepted one.
+    #[error("{path}: {}{hint}", cause.to_string().trim_end())]
     Toml {
         /// The file.
         path: PathBuf,
         /// The parser's error, with location.
-        source: Box<toml::de::Error>,
+        cause: Box<toml::de::Error>,
+        /// `; did you mean ...?` for an unknown key, else empty.
+        hint: String,
     },
     /// JSON syntax error.
     #[error("{path}: not valid JSON (a Debezium connector config is expected when the file starts with '{{'): {source}")]
@@ -462,6 +498,18 @@ pub fn load(path: &Path, kafka_bootstrap_override: Option<&str>) -> Result<Confi
     load_many(&[path], kafka_bootstrap_override)
 }
 
+/// Loads one configuration file for offline use (`binlog decode --config`): the router, the
+/// tables and the column lists, without resolving passwords (nothing connects) or needing
+/// Kafka bootstrap servers.
+pub fn load_offline(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let env = |k: &str| std::env::var(k).ok();
+    parse_as(&text, path, Some("offline:0"), &env, true)
+}
+
 /// Loads several files and merges their connectors (connector names must be unique across
 /// them). `[metrics]`/`[log]` may be set in one file, or identically in several.
 pub fn load_many<P: AsRef<Path>>(
@@ -491,11 +539,11 @@ pub fn load_many_with_env<P: AsRef<Path>>(
     let mut log_from: Option<PathBuf> = None;
     for p in paths {
         let path = p.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
-        let cfg = parse(&text, path, kafka_bootstrap_override, env)?;
+        let cfg = parse_as(&text, path, kafka_bootstrap_override, env, false)?;
         if cfg.metrics != MetricsConfig::default() {
             match &metrics_from {
                 Some(first) if merged.metrics != cfg.metrics => {
@@ -562,6 +610,17 @@ pub fn parse(
     kafka_bootstrap_override: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
+    parse_as(text, origin, kafka_bootstrap_override, env, false)
+}
+
+/// [`parse`], `offline` without resolving passwords ([`load_offline`]).
+fn parse_as(
+    text: &str,
+    origin: &Path,
+    kafka_bootstrap_override: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+    offline: bool,
+) -> Result<Config, ConfigError> {
     let bootstrap_override = kafka_bootstrap_override
         .map(str::to_string)
         .or_else(|| env(ENV_KAFKA_BOOTSTRAP))
@@ -571,6 +630,7 @@ pub fn parse(
         path: origin,
         bootstrap_override: bootstrap_override.as_deref(),
         env,
+        offline,
     };
     let cfg = if text.trim_start().starts_with('{') {
         let connector = debezium::parse(text, &ctx)?;
@@ -606,6 +666,8 @@ pub(crate) struct LoadCtx<'a> {
     /// CLI flag or `OUTBOXD_KAFKA_BOOTSTRAP`, already resolved.
     pub(crate) bootstrap_override: Option<&'a str>,
     pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
+    /// Passwords are not resolved: nothing will connect ([`load_offline`]).
+    pub(crate) offline: bool,
 }
 
 impl LoadCtx<'_> {

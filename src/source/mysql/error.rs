@@ -61,12 +61,14 @@ pub enum MysqlError {
         source: Arc<mysql_async::Error>,
     },
     /// Wrong user or password.
-    #[error("MySQL/MariaDB at {addr} refused user {user:?}: access denied; check database.user / database.password")]
+    #[error("MySQL/MariaDB at {addr} refused user {user:?}: access denied; check {keys}")]
     AccessDenied {
         /// `host:port`.
         addr: String,
         /// The user.
         user: String,
+        /// The settings to check, as the connector's format names them.
+        keys: &'static str,
     },
     /// A privilege the binlog stream needs is missing.
     #[error("user {user:?} lacks a privilege: {message}; grant REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: also BINLOG MONITOR) to it")]
@@ -83,8 +85,10 @@ pub enum MysqlError {
         message: String,
     },
     /// [`MysqlError::SameServerId`] several times in a row: two replicas fight over one id.
-    #[error("another replica with the same server_id is connected: {message}; {times} times in a row: another replica (another outboxd or Debezium connector?) uses database.server.id {server_id}; give every connector its own server_id")]
+    #[error("another replica with the same server_id is connected: {message}; {times} times in a row: another replica (another outboxd or Debezium connector?) uses {key} {server_id}; give every connector its own")]
     SameServerIdRepeated {
+        /// The setting, as the connector's format names it.
+        key: &'static str,
         /// The id.
         server_id: u32,
         /// Failures in a row.
@@ -216,6 +220,10 @@ impl MysqlError {
                 ER_ACCESS_DENIED_ERROR => MysqlError::AccessDenied {
                     addr,
                     user: cfg.user.clone(),
+                    keys: cfg.format.key(
+                        "user / password (password_env, password_file)",
+                        "database.user / database.password",
+                    ),
                 },
                 ER_SPECIFIC_ACCESS_DENIED_ERROR
                 | ER_TABLEACCESS_DENIED_ERROR
