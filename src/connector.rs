@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore};
+use crate::checkpoint::{
+    claim, Checkpoint, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore,
+};
 use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode};
 use crate::error::{Class, Error};
 use crate::event::SourceEvent;
@@ -145,7 +147,7 @@ impl Connector {
             }
             Err(f @ Error::StoppedDuringRetry { .. }) => {
                 health.set_because(&name, ConnectorState::Stopped, f);
-                tracing::error!(connector = %name, "stopped before it could resume (the checkpoint is kept; nothing after it is lost): {f}");
+                tracing::error!(connector = %name, "stopped without a final checkpoint while waiting to retry (nothing after the stored checkpoint is lost): {f}");
             }
             Err(f) if f.is_transient() => {
                 health.set_because(&name, ConnectorState::Stopped, f);
@@ -235,6 +237,7 @@ impl Connector {
                 .await?;
         }
         let resume_cp = tokio::task::block_in_place(|| store.load())?;
+        claim::check_other_store(cfg, resume_cp.as_ref(), &self.link).await?;
         log_resume(cfg, &resume_cp);
         tokio::task::block_in_place(|| store.prepare())?;
         let resume = resume_cp.map(|c| c.position);
@@ -274,6 +277,7 @@ impl Connector {
         }
         store.ensure_topic().await?;
         let resume = tokio::task::block_in_place(|| store.load())?;
+        claim::check_other_store(cfg, resume.as_ref(), &self.link).await?;
         log_resume(cfg, &resume);
         let position = resume.as_ref().map(|c| c.position.clone());
         let mut feed = self.start_source(position, health, &shutdown);

@@ -352,3 +352,79 @@ impl EventCounters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every series the shipped Grafana dashboard queries is one outboxd exports.
+    #[test]
+    fn the_dashboard_queries_exported_series() {
+        let known = [
+            EVENTS_READ,
+            EVENTS_PRODUCED,
+            EVENTS_SKIPPED,
+            BYTES_PRODUCED,
+            ERRORS,
+            CHECKPOINT_WRITES,
+            CHECKPOINT_AGE,
+            CHECKPOINT_LAG,
+            LAST_EVENT_AGE,
+            CONNECTOR_READY,
+            SOURCE_CONNECTED,
+            RESTARTS,
+            DBZ_MILLISECONDS_BEHIND_SOURCE,
+            DBZ_MILLISECONDS_SINCE_LAST_EVENT,
+            DBZ_TOTAL_NUMBER_OF_EVENTS_SEEN,
+            DBZ_NUMBER_OF_COMMITTED_TRANSACTIONS,
+            DBZ_CONNECTED,
+            DBZ_NUMBER_OF_DISCONNECTS,
+        ];
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../docker/grafana/dashboards/outboxd.json"))
+                .expect("the dashboard is JSON");
+        let mut exprs = Vec::new();
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for t in panel["targets"].as_array().into_iter().flatten() {
+                exprs.push(t["expr"].as_str().unwrap().to_string());
+            }
+        }
+        assert!(exprs.len() > 10, "{exprs:?}");
+        let name = regex::Regex::new(r"\b(outboxd_[a-z_]+|debezium_metrics_[A-Za-z]+)").unwrap();
+        let mut used = std::collections::BTreeSet::new();
+        for e in &exprs {
+            for m in name.find_iter(e) {
+                assert!(
+                    known.contains(&m.as_str()),
+                    "{} in {e} is not exported",
+                    m.as_str()
+                );
+                used.insert(m.as_str().to_string());
+            }
+        }
+        for k in [
+            CONNECTOR_READY,
+            CHECKPOINT_LAG,
+            DBZ_MILLISECONDS_BEHIND_SOURCE,
+        ] {
+            assert!(used.contains(k), "the dashboard shows {k}");
+        }
+    }
+
+    /// Lag is the age of the oldest pending commit, 0 when nothing is pending.
+    #[test]
+    fn lag_is_zero_when_nothing_is_pending() {
+        let s = StreamingStats::of("metrics-test-lag");
+        assert_eq!(s.lag_ms(now_ms()), 0);
+        s.commit_read(1_000);
+        s.commit_read(2_000);
+        assert_eq!(s.lag_ms(11_000), 10_000, "the oldest pending commit counts");
+        s.pending_since(Some(2_000));
+        assert_eq!(s.lag_ms(11_000), 9_000);
+        s.pending_since(None);
+        assert_eq!(s.lag_ms(11_000), 0);
+        s.set_connected(true);
+        s.set_connected(false);
+        assert_eq!(s.disconnects.load(Ordering::Relaxed), 1);
+    }
+}
