@@ -100,10 +100,13 @@ fn rate(scrapes: &[Scrape], key: &str, window: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// A panel's line: its legend, its points (seconds, value), its colour.
+type Line = (String, Vec<(f64, f64)>, RGBColor);
+
 struct Panel<'a> {
     title: &'a str,
     unit: &'a str,
-    lines: Vec<(String, Vec<(f64, f64)>, RGBColor)>,
+    lines: Vec<Line>,
 }
 
 const BLUE: RGBColor = RGBColor(31, 119, 180);
@@ -211,14 +214,13 @@ fn main() -> Result<()> {
 
     let root = BitMapBackend::new(out, (1500, 900)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (title, body) = root.split_vertically(60);
+    let (title, body) = root.split_vertically(70);
     title.draw_text(
         &format!(
-            "outboxd dashboard panels (docker/grafana/dashboards/outboxd.json), connector {connector}: \
-             drawn with plotters from /metrics of a real run, not a Grafana screenshot"
+            "outboxd: six panels of docker/grafana/dashboards/outboxd.json, connector {connector}"
         ),
-        &("sans-serif", 20).into_text_style(&title),
-        (20, 12),
+        &("sans-serif", 22).into_text_style(&title),
+        (20, 10),
     )?;
     let outage: Vec<(f64, f64)> = marks
         .iter()
@@ -231,15 +233,21 @@ fn main() -> Result<()> {
             (*t0, t1)
         })
         .collect();
-    if !outage.is_empty() {
-        title.draw_text(
-            "shaded: Kafka stopped (scripts/services.sh stop kafka)",
-            &("sans-serif", 16)
-                .into_text_style(&title)
-                .color(&RGBColor(120, 120, 120)),
-            (20, 38),
-        )?;
-    }
+    title.draw_text(
+        &format!(
+            "drawn with plotters from the /metrics of a real run (scripts/dashboard-picture.sh), \
+             not a Grafana screenshot{}",
+            if outage.is_empty() {
+                ""
+            } else {
+                "; shaded: Kafka stopped (then starting again)"
+            }
+        ),
+        &("sans-serif", 16)
+            .into_text_style(&title)
+            .color(&RGBColor(110, 110, 110)),
+        (20, 42),
+    )?;
     let t_max = scrapes.last().map_or(1.0, |s| s.t).max(1.0);
     for (area, panel) in body.split_evenly((2, 3)).iter().zip(&panels) {
         let y_max = panel

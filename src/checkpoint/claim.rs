@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::error::TwoStores;
 use super::{
     now_ms, Checkpoint, CheckpointError, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore,
 };
@@ -78,11 +79,18 @@ pub(crate) async fn check_other_store(
             let load = tokio::task::spawn_blocking(move || (kafka.load(), kafka));
             let (other, mut kafka) = match tokio::time::timeout(FILE_STORE_LOOK, load).await {
                 Ok(Ok((Ok(other), kafka))) => (other, kafka),
-                Ok(Ok((Err(e), _))) => return Ok(not_compared(cfg, &topic, &e.to_string())),
-                Ok(Err(e)) => return Ok(not_compared(cfg, &topic, &e.to_string())),
+                Ok(Ok((Err(e), _))) => {
+                    not_compared(cfg, &topic, &e.to_string());
+                    return Ok(());
+                }
+                Ok(Err(e)) => {
+                    not_compared(cfg, &topic, &e.to_string());
+                    return Ok(());
+                }
                 Err(_) => {
                     let why = format!("Kafka did not answer within {}s", FILE_STORE_LOOK.as_secs());
-                    return Ok(not_compared(cfg, &topic, &why));
+                    not_compared(cfg, &topic, &why);
+                    return Ok(());
                 }
             };
             refuse_if_overtaken(
@@ -149,7 +157,7 @@ fn refuse_if_overtaken(
     if !overtaken {
         return Ok(());
     }
-    Err(CheckpointError::TwoStores {
+    Err(CheckpointError::TwoStores(Box::new(TwoStores {
         connector: connector.to_string(),
         own_store: own_store.to_string(),
         own: own.map_or_else(
@@ -159,7 +167,7 @@ fn refuse_if_overtaken(
         other_store: other_store.to_string(),
         other: format!("{} (written at {} ms)", other.position, other.updated_at_ms),
         position: other.position.to_string(),
-    })
+    })))
 }
 
 #[cfg(test)]
