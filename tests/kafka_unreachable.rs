@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::kafka::read_expecting;
 use common::mariadb::MariaDb;
-use common::relay::{free_port, http_get, run_cli, test_dir, Relay};
+use common::relay::{free_port, http_get, run_cli, test_dir, wait_ready_code, Relay};
 use common::suite::{self, services, topic, write_config_with, SourceDb};
 use common::OutboxEvent;
 
@@ -24,22 +24,6 @@ impl Drop for KafkaBack {
     fn drop(&mut self) {
         services(&["start", "kafka"]);
     }
-}
-
-/// Waits up to `timeout` for `/ready` to answer `code`; returns the body.
-fn wait_ready_code(port: u16, code: u16, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    let mut last = None;
-    while Instant::now() < deadline {
-        last = http_get(port, "/ready");
-        if let Some((c, body)) = &last {
-            if *c == code {
-                return body.clone();
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("/ready did not answer {code} within {timeout:?}; last: {last:?}");
 }
 
 /// Lines of `log` written by librdkafka (target `librdkafka`, as logged at INFO and above).

@@ -12,25 +12,9 @@ use std::time::{Duration, Instant};
 use common::kafka::read_expecting;
 use common::mariadb::MariaDb;
 use common::postgres::Postgres;
-use common::relay::{free_port, http_get, run_cli, test_dir, Relay};
+use common::relay::{free_port, http_get, run_cli, test_dir, wait_ready_code, Relay};
 use common::suite::{self, topic, write_config_with, SourceDb};
 use common::OutboxEvent;
-
-/// Waits up to `timeout` for `/ready` to answer `code`; returns the body.
-fn wait_ready_code(port: u16, code: u16, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    let mut last = None;
-    while Instant::now() < deadline {
-        last = http_get(port, "/ready");
-        if let Some((c, body)) = &last {
-            if *c == code {
-                return body.clone();
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("/ready did not answer {code} within {timeout:?}; last: {last:?}");
-}
 
 /// A value of the first sample of `name` whose labels contain `labels`, in `/metrics` text.
 fn metric(text: &str, name: &str, labels: &str) -> Option<f64> {

@@ -424,6 +424,37 @@ mod tests {
     }
 
     #[test]
+    fn before_any_broker_was_up_and_for_commands_failures_are_held_back() {
+        let link = KafkaLink::new("c", "127.0.0.1:1");
+        let fail = "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused";
+        assert!(
+            link.covers_log_line("FAIL", fail),
+            "never up: the WARN says it"
+        );
+        assert_eq!(
+            link.last_error().as_deref(),
+            Some("127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused"),
+            "kept without librdkafka's thread prefix"
+        );
+        let quiet = KafkaLink::quiet("check", "127.0.0.1:1");
+        quiet.up();
+        assert!(
+            quiet.covers_log_line("FAIL", fail),
+            "a command's link logs nothing"
+        );
+        quiet.on_error(
+            &KafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
+            "1/1 brokers are down",
+        );
+        assert!(quiet.covers_log_line("ERROR", "1/1 brokers are down"));
+        let why = quiet.unreachable_reason().expect("unreachable");
+        assert!(
+            why.starts_with("Kafka at 127.0.0.1:1 unreachable for 0s"),
+            "{why}"
+        );
+    }
+
+    #[test]
     fn internal_brokers_are_not_connections() {
         let link = KafkaLink::new("c", "b:1");
         link.on_error(
