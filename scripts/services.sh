@@ -15,7 +15,10 @@
 #
 #   install          install what is missing (apt packages, Kafka jars); idempotent
 #   up               install if needed, start what is not running, wait until ready,
-#                    print the connection settings as `export VAR=...` lines (stdout)
+#                    print the connection settings as `export VAR=...` lines (stdout);
+#                    reserves the ports from the kernel's ephemeral range
+#                    (net.ipv4.ip_local_reserved_ports), so a stopped service gets its
+#                    port back
 #   down             stop (TERM or INT, then KILL after a timeout); data is kept
 #   restart          down + up
 #   status           which are running; exit status 3 if any is not

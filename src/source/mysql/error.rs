@@ -85,7 +85,7 @@ pub enum MysqlError {
         message: String,
     },
     /// [`MysqlError::SameServerId`] several times in a row: two replicas fight over one id.
-    #[error("another replica with the same server_id is connected: {message}; {times} times in a row: another replica (another outboxd or Debezium connector?) uses {key} {server_id}; give every connector its own")]
+    #[error("another replica with the same server_id is connected: {message}; {times} times in a row: another replica (another outboxd or Debezium connector?) uses {key} {server_id}; give every connector its own {key}")]
     SameServerIdRepeated {
         /// The setting, as the connector's format names it.
         key: &'static str,
