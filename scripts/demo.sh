@@ -20,8 +20,8 @@ ORDERS="${1:-6}"
 RUN_ID="demo-$(date +%s)"
 
 eval "$(bash scripts/services.sh up mariadb kafka)"
-echo "== building outboxd (release)" >&2
-cargo build --release --quiet
+echo "== building outboxd (release; the first build takes ~8 min on 2 cores, see README)" >&2
+cargo build --release
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/outboxd"
 
 sql() { mariadb -h 127.0.0.1 -P 33306 -u outboxd_admin -padmin-secret --batch --skip-column-names "$@"; }
@@ -83,6 +83,6 @@ echo "== $GOT of $EXPECTED records delivered" >&2
 
 kill -TERM $RELAY; wait $RELAY || true
 trap - EXIT
-echo "== checkpoint after a clean stop:" >&2
-cat .state/shop-mariadb.checkpoint.json >&2
+echo "== checkpoint after a clean stop (Kafka store, topic outboxd.checkpoints.shop-mariadb):" >&2
+"$BIN" checkpoint show --config connectors/shop-mariadb.toml >&2
 [ "$GOT" -eq "$EXPECTED" ]

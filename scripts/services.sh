@@ -16,7 +16,10 @@
 #   install          install what is missing (apt packages, Kafka jars, and the build's
 #                    libssl-dev + pkg-config); idempotent
 #   up               install if needed, start what is not running, wait until ready,
-#                    print the connection settings as `export VAR=...` lines (stdout)
+#                    print the connection settings as `export VAR=...` lines (stdout);
+#                    reserves the ports from the kernel's ephemeral range
+#                    (net.ipv4.ip_local_reserved_ports), so a stopped service gets its
+#                    port back
 #   down             stop (TERM or INT, then KILL after a timeout); data is kept
 #   restart          down + up
 #   status           which are running; exit status 3 if any is not
@@ -190,6 +193,30 @@ check_port_free() {
     die "$svc: port $port is in use, but not by a $svc this script started (no live pid in
        $(pid_file "$svc")). Stop that process (see above); if it is a leftover of a .state
        deleted while the service ran, kill its pid by hand."
+  fi
+}
+
+# The services' ports lie in Linux's ephemeral range (ip_local_port_range, 32768-60999 by
+# default): while a service is stopped (tests stop Kafka), a client connection of anything
+# else on the machine can get its port as a local port, and the restart then fails with
+# "Address already in use". Reserving them (ip_local_reserved_ports) keeps the kernel from
+# handing them out that way; where that cannot be written (a container), nothing changes.
+reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur want p r lo hi taken
+  [[ -w $f ]] || return 0
+  cur="$(cat "$f" 2>/dev/null)" || return 0
+  want="$cur"
+  for p in "$MARIADB_PORT" "$PG_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT" \
+           "$KAFKA_SSL_PORT" "$MARIADB_TLS_PORT" "$PG_TLS_PORT"; do
+    taken=0
+    for r in ${cur//,/ }; do
+      lo="${r%-*}"; hi="${r#*-}"
+      if (( p >= lo && p <= hi )); then taken=1; break; fi
+    done
+    (( taken )) || want="${want:+$want,}$p"
+  done
+  if [[ "$want" != "$cur" ]]; then
+    echo "$want" >"$f" 2>/dev/null || log "could not reserve the service ports from the ephemeral range"
   fi
 }
 
@@ -991,6 +1018,7 @@ main() {
       ;;&
     up|restart)
       cmd_install "${svcs[@]}"
+      reserve_ports
       # Before any secured server starts: they all read the certificates at start.
       if needs_tls "${svcs[@]}"; then tls_ensure; tls_check_running "${svcs[@]}"; fi
       for s in "${svcs[@]}"; do "${s//-/_}_up"; done

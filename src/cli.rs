@@ -9,9 +9,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "outboxd", version, about)]
 pub struct Cli {
-    /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "OUTBOXD_LOG_FORMAT")]
-    pub log_format: LogFormat,
+    /// Log format on stderr (default: the config files' `[log] format`, else text).
+    #[arg(long, global = true, value_enum, env = "OUTBOXD_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

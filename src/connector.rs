@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore};
+use crate::checkpoint::{
+    claim, Checkpoint, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore,
+};
 use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode};
 use crate::error::{Class, Error};
 use crate::event::SourceEvent;
@@ -20,8 +22,8 @@ use crate::pipeline::{self, LoopContext, PipelineOptions};
 use crate::position::SourcePosition;
 use crate::router::{EventRouter, RouterConfigError};
 use crate::sink::{KafkaLink, KafkaSink};
+use crate::source;
 use crate::source::supervise::{sleep_before_retry, Backoff};
-use crate::source::{self, CHANNEL_CAPACITY};
 
 /// Longest wait between restarts after transient failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -154,14 +156,20 @@ impl Connector {
         ] {
             metrics::counter!(counter, m::LABEL_CONNECTOR => name.clone()).increment(0);
         }
+        health.watch_kafka(&name, self.link.clone());
+        m::StreamingStats::of(&name).set_plugin(self.cfg.source.plugin());
         let result = self.supervise(&health, shutdown).await;
         match &result {
             Ok(()) => {
                 health.set(&name, ConnectorState::Stopped);
                 tracing::info!(connector = %name, "stopped: what was read is delivered and checkpointed");
             }
+            Err(f @ Error::StoppedDuringRetry { .. }) => {
+                health.set_because(&name, ConnectorState::Stopped, f);
+                tracing::error!(connector = %name, "stopped without a final checkpoint while waiting to retry (nothing after the stored checkpoint is lost): {f}");
+            }
             Err(f) if f.is_transient() => {
-                health.set(&name, ConnectorState::Stopped);
+                health.set_because(&name, ConnectorState::Stopped, f);
                 tracing::error!(
                     connector = %name,
                     "stopped without a final checkpoint (what was read since the last one, if \
@@ -173,7 +181,7 @@ impl Connector {
                 tracing::info!(connector = %name, "stopped: another member of the group runs it now ({f})");
             }
             Err(f) => {
-                health.set(&name, ConnectorState::Failed);
+                health.set_because(&name, ConnectorState::Failed, f);
                 metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.clone(), m::LABEL_KIND => Class::Definite.label()).increment(1);
                 tracing::error!(connector = %name, "stopped: {f}");
             }
@@ -219,7 +227,14 @@ impl Connector {
                         backoff.reset();
                     }
                     let wait = backoff.next_wait();
-                    health.set(name, ConnectorState::Retrying);
+                    health.set_because(
+                        name,
+                        ConnectorState::Retrying,
+                        format!(
+                            "restarting from the checkpoint in {}s after: {f}",
+                            wait.as_secs()
+                        ),
+                    );
                     metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.to_string(), m::LABEL_KIND => Class::Transient.label()).increment(1);
                     metrics::counter!(m::RESTARTS, m::LABEL_CONNECTOR => name.to_string())
                         .increment(1);
@@ -246,6 +261,7 @@ impl Connector {
         }
         self.ensure_dead_letter_topic().await?;
         let mut resume = tokio::task::block_in_place(|| store.load())?;
+        claim::check_other_store(cfg, resume.as_ref(), &self.link).await?;
         log_resume(cfg, &resume);
         tokio::task::block_in_place(|| store.prepare())?;
         let new_sink = || -> Result<KafkaSink, Error> {
@@ -269,7 +285,7 @@ impl Connector {
             let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone());
             let opts = PipelineOptions::default();
             let ended = pipeline::run(ctx, events, store, resume, plan, &opts).await;
-            feed.stop().await;
+            let ended = feed.stop(ended).await;
             match ended {
                 Ok(Ending::Replay(r)) => {
                     log_replay(cfg, &r);
@@ -301,6 +317,7 @@ impl Connector {
         store.ensure_topic().await?;
         self.ensure_dead_letter_topic().await?;
         let mut resume = tokio::task::block_in_place(|| store.load())?;
+        claim::check_other_store(cfg, resume.as_ref(), &self.link).await?;
         log_resume(cfg, &resume);
         let mut plan = Plan::default();
         loop {
@@ -309,7 +326,7 @@ impl Connector {
             let events = feed.take_events();
             let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone());
             let ended = transactional::run(ctx, events, store, resume, plan, batch).await;
-            feed.stop().await;
+            let ended = feed.stop(ended).await;
             match ended {
                 Ok(Ending::Replay(r)) => {
                     log_replay(cfg, &r);
@@ -372,21 +389,18 @@ impl Connector {
         health: &Health,
         shutdown: &watch::Receiver<bool>,
     ) -> SourceFeed {
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let (checkpointed, checkpointed_rx) = watch::channel(resume.clone());
-        let task = source::spawn(
+        let started = source::spawn(
             &self.cfg,
             resume,
-            tx,
             health,
             shutdown.clone(),
-            checkpointed_rx,
             self.taking_over,
         );
         SourceFeed {
-            events: Some(rx),
-            checkpointed,
-            task,
+            events: Some(started.events),
+            checkpointed: started.checkpointed,
+            task: started.task,
+            retry: started.retry,
         }
     }
 
@@ -413,6 +427,7 @@ struct SourceFeed {
     events: Option<mpsc::Receiver<Result<SourceEvent, Error>>>,
     checkpointed: watch::Sender<Option<SourcePosition>>,
     task: tokio::task::JoinHandle<()>,
+    retry: source::RetryState,
 }
 
 impl SourceFeed {
@@ -421,10 +436,20 @@ impl SourceFeed {
         self.events.take().expect("events are taken once")
     }
 
-    /// Stops the source and waits until it has.
-    async fn stop(self) {
+    /// Stops the source and waits until it has. A delivery loop that ended cleanly (on
+    /// shutdown) while the source was waiting to retry after a failure did not stop cleanly:
+    /// the source never caught up, so the connector reports that failure (and the process
+    /// exits 1, as after any retry cut short).
+    async fn stop(self, delivered: Result<Ending, Error>) -> Result<Ending, Error> {
         self.task.abort();
         let _ = self.task.await;
+        match (delivered, self.retry.pending()) {
+            (Ok(Ending::Done), Some((backoff, cause))) => Err(Error::StoppedDuringRetry {
+                backoff,
+                cause: Box::new(cause),
+            }),
+            (result, _) => result,
+        }
     }
 }
 

@@ -1,23 +1,37 @@
 //! Liveness and readiness of the connectors, shared between them and the HTTP endpoints.
 //!
-//! `/health` (liveness) answers 200 while the process runs its event loop; `/ready`
-//! (readiness) answers 200 only while every connector's source is streaming, 503 otherwise.
-//! In a group (`--group`), connectors another member runs are `standby` here, and a member
-//! is ready while it is in the group and the connectors it runs are streaming: a healthy
-//! standby is ready.
+//! Every connector reports its state ([`ConnectorState`]) with the reason for it, and hands
+//! its [`KafkaLink`] over ([`Health::watch_kafka`]). A connector is *ready* while its source
+//! streams and Kafka answers: it is not ready while it starts, while its source is
+//! disconnected and retrying, after it stopped or failed, and while its Kafka cluster has been
+//! unreachable for more than [`KAFKA_GRACE`] (delivery and checkpoints wait then, although
+//! the source may still be connected). `/ready` answers 200 only while every connector is
+//! ready, `/health` (liveness) 200 while the process runs; both carry [`Report`] as JSON,
+//! one entry per connector with its state, readiness and why.
+//!
+//! In a group (`--group`), connectors another member runs are `standby` here and count as
+//! ready, and the member itself must be in the group: a healthy standby is ready.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use crate::sink::KafkaLink;
+
+/// How long Kafka may be unreachable before a streaming connector stops being ready: a
+/// broker restart or a leader election passes within it without flapping readiness.
+pub const KAFKA_GRACE: Duration = Duration::from_secs(5);
 
 /// The state of one connector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConnectorState {
     /// Connecting to the source or Kafka.
     Starting,
     /// Source connected and streaming.
     Streaming,
-    /// Waiting to retry after a transient failure.
+    /// Waiting to retry after a transient failure (the source disconnected or could not
+    /// connect, or the connector restarts from its checkpoint).
     Retrying,
     /// Stopped after a definite failure.
     Failed,
@@ -27,25 +41,95 @@ pub enum ConnectorState {
     Standby,
 }
 
+/// One connector as `/health`, `/ready` and `outboxd status` show it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ConnectorHealth {
+    /// The connector's state.
+    pub state: ConnectorState,
+    /// True while the source streams and Kafka answers (unreachable for at most
+    /// [`KAFKA_GRACE`]).
+    pub ready: bool,
+    /// Why it is not ready, or what it last recovered from; `None` while all is well.
+    pub reason: Option<String>,
+    /// When it entered `state`, milliseconds since the Unix epoch.
+    pub since_ms: i64,
+    /// Seconds its Kafka cluster has been unreachable, while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_unreachable_s: Option<u64>,
+}
+
+/// The JSON body of `/health` and `/ready`: `{"ready": bool, "connectors": {name: ...}}`,
+/// plus `"member": bool` in a group.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Report {
+    /// True when there is at least one connector and every one is ready (in a group: and
+    /// this member is in it).
+    pub ready: bool,
+    /// In a group: whether this member is in it. Absent without a group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<bool>,
+    /// Each connector by name.
+    pub connectors: BTreeMap<String, ConnectorHealth>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    state: ConnectorState,
+    reason: Option<String>,
+    since: SystemTime,
+    link: Option<Arc<KafkaLink>>,
+}
+
 /// Shared registry of connector states.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
-    inner: Arc<Mutex<BTreeMap<String, ConnectorState>>>,
+    inner: Arc<Mutex<BTreeMap<String, Entry>>>,
     /// In a group: whether this member is in it. `None` without a group.
     member: Arc<Mutex<Option<bool>>>,
 }
 
 impl Health {
-    /// Records connector `name`'s state.
-    pub fn set(&self, name: &str, state: ConnectorState) {
-        if let Ok(mut m) = self.inner.lock() {
-            m.insert(name.to_string(), state);
-        }
+    fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A copy of every connector's state.
-    pub fn snapshot(&self) -> BTreeMap<String, ConnectorState> {
-        self.inner.lock().map(|m| m.clone()).unwrap_or_default()
+    /// Records connector `name`'s state, with no particular reason.
+    pub fn set(&self, name: &str, state: ConnectorState) {
+        self.set_state(name, state, None);
+    }
+
+    /// Records connector `name`'s state and why (a failure's message: never a secret or a
+    /// payload).
+    pub fn set_because(&self, name: &str, state: ConnectorState, reason: impl std::fmt::Display) {
+        self.set_state(name, state, Some(reason.to_string()));
+    }
+
+    fn set_state(&self, name: &str, state: ConnectorState, reason: Option<String>) {
+        let mut m = self.entries();
+        let e = m.entry(name.to_string()).or_insert_with(|| Entry {
+            state,
+            reason: None,
+            since: SystemTime::now(),
+            link: None,
+        });
+        if e.state != state {
+            e.since = SystemTime::now();
+        }
+        e.state = state;
+        e.reason = reason;
+    }
+
+    /// Connector `name`'s readiness follows `link` too: not ready while its cluster has been
+    /// unreachable for more than [`KAFKA_GRACE`].
+    pub fn watch_kafka(&self, name: &str, link: Arc<KafkaLink>) {
+        let mut m = self.entries();
+        let e = m.entry(name.to_string()).or_insert_with(|| Entry {
+            state: ConnectorState::Starting,
+            reason: None,
+            since: SystemTime::now(),
+            link: None,
+        });
+        e.link = Some(link);
     }
 
     /// Records whether this member is in its group (a process in a group calls it; one
@@ -56,19 +140,111 @@ impl Health {
         }
     }
 
-    /// In a group, whether this member is in it; `None` without a group.
-    pub fn member(&self) -> Option<bool> {
-        self.member.lock().ok().and_then(|m| *m)
+    /// Every connector as it stands now.
+    pub fn report(&self) -> Report {
+        let connectors: BTreeMap<String, ConnectorHealth> = self
+            .entries()
+            .iter()
+            .map(|(name, e)| (name.clone(), e.health()))
+            .collect();
+        let member = self.member.lock().ok().and_then(|m| *m);
+        Report {
+            ready: member.unwrap_or(true)
+                && !connectors.is_empty()
+                && connectors.values().all(|c| c.ready),
+            member,
+            connectors,
+        }
+    }
+}
+
+impl Entry {
+    fn health(&self) -> ConnectorHealth {
+        let unreachable = self
+            .link
+            .as_ref()
+            .and_then(|l| l.unreachable_for().map(|d| (d, l)));
+        let live = matches!(
+            self.state,
+            ConnectorState::Starting | ConnectorState::Streaming | ConnectorState::Retrying
+        );
+        let kafka_down = unreachable.filter(|(d, _)| live && *d > KAFKA_GRACE);
+        let reason = match kafka_down {
+            // While Kafka is away, that is the reason that matters (a restart it causes is
+            // its consequence).
+            Some((_, link)) => link.unreachable_reason(),
+            None => self.reason.clone(),
+        };
+        ConnectorHealth {
+            state: self.state,
+            ready: match self.state {
+                ConnectorState::Streaming => kafka_down.is_none(),
+                // Another member runs it: nothing of this process's to wait for.
+                ConnectorState::Standby => true,
+                _ => false,
+            },
+            reason,
+            since_ms: self
+                .since
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            kafka_unreachable_s: unreachable.filter(|_| live).map(|(d, _)| d.as_secs()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_only_when_every_connector_streams() {
+        let h = Health::default();
+        assert!(!h.report().ready, "no connector: not ready");
+        h.set("a", ConnectorState::Streaming);
+        h.set("b", ConnectorState::Starting);
+        assert!(!h.report().ready);
+        h.set("b", ConnectorState::Streaming);
+        assert!(h.report().ready);
+        h.set_because("b", ConnectorState::Retrying, "binlog: cannot connect");
+        let r = h.report();
+        assert!(!r.ready);
+        assert_eq!(
+            r.connectors["b"].reason.as_deref(),
+            Some("binlog: cannot connect")
+        );
+        assert!(r.connectors["a"].ready);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["connectors"]["b"]["state"], "retrying");
+        assert_eq!(json["ready"], false);
     }
 
-    /// True when there is at least one connector and all are streaming — in a group: this
-    /// member is in it and every connector it runs is streaming (the others are standby).
-    pub fn ready(&self) -> bool {
-        let s = self.snapshot();
-        let joined = self.member().unwrap_or(true);
-        joined
-            && !s.is_empty()
-            && s.values()
-                .all(|v| matches!(v, ConnectorState::Streaming | ConnectorState::Standby))
+    #[test]
+    fn kafka_unreachable_within_the_grace_keeps_readiness() {
+        let h = Health::default();
+        let link = KafkaLink::quiet("a", "127.0.0.1:1");
+        h.watch_kafka("a", link.clone());
+        h.set("a", ConnectorState::Streaming);
+        link.on_error(
+            &rdkafka::error::KafkaError::Global(rdkafka::types::RDKafkaErrorCode::AllBrokersDown),
+            "1/1 brokers are down",
+        );
+        let a = &h.report().connectors["a"];
+        assert!(a.ready, "within the grace: {a:?}");
+        assert_eq!(a.kafka_unreachable_s, Some(0));
+    }
+
+    #[test]
+    fn in_a_group_a_standby_is_ready_while_the_member_is_in_the_group() {
+        let h = Health::default();
+        h.set_member(false);
+        h.set("a", ConnectorState::Standby);
+        assert!(!h.report().ready, "not in the group yet");
+        h.set_member(true);
+        let r = h.report();
+        assert!(r.ready, "{r:?}");
+        assert_eq!(r.member, Some(true));
+        h.set("a", ConnectorState::Starting);
+        assert!(!h.report().ready, "assigned and starting");
     }
 }

@@ -1,4 +1,5 @@
-//! The operator HTTP endpoint: Prometheus `/metrics`, `/health` and `/ready`.
+//! The operator HTTP endpoint: Prometheus `/metrics`, `/health` and `/ready` (see
+//! [`crate::health`] for what readiness means and the JSON both carry).
 
 use std::net::SocketAddr;
 
@@ -41,6 +42,7 @@ pub async fn serve(
 }
 
 async fn metrics_handler(State(s): State<AppState>) -> impl IntoResponse {
+    crate::metrics::refresh(&s.health);
     s.prometheus.run_upkeep();
     (
         [("content-type", "text/plain; version=0.0.4")],
@@ -48,15 +50,18 @@ async fn metrics_handler(State(s): State<AppState>) -> impl IntoResponse {
     )
 }
 
+/// Liveness: 200 while the process serves, with every connector's [`crate::health::Report`].
 async fn health_handler(State(s): State<AppState>) -> impl IntoResponse {
-    (StatusCode::OK, Json(s.health.snapshot()))
+    (StatusCode::OK, Json(s.health.report()))
 }
 
+/// Readiness: 200 while every connector is ready, else 503; the same JSON as `/health`.
 async fn ready_handler(State(s): State<AppState>) -> impl IntoResponse {
-    let code = if s.health.ready() {
+    let report = s.health.report();
+    let code = if report.ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (code, Json(s.health.snapshot()))
+    (code, Json(report))
 }

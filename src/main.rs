@@ -17,9 +17,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     outboxd::tls::init_process();
     let cli = Cli::parse();
-    commands::init_logging(cli.log_format);
+    let setup = commands::Setup::of(&cli);
+    commands::init_logging(setup.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(commands::worker_threads(&cli.command))
+        .worker_threads(setup.worker_threads)
         .enable_all()
         .build()
     {
@@ -44,7 +45,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("outboxd: {e:#}");
+            eprintln!("outboxd: {}", commands::error_text(&e));
             ExitCode::FAILURE
         }
     }

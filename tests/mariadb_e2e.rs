@@ -431,11 +431,23 @@ async fn sigterm_with_kafka_down_stops_promptly_and_loses_nothing() {
     let (path, port) = suite::write_config(&db, &db.outbox_table(), "");
     let dead = format!("127.0.0.1:{}", free_port());
     let log = test_dir(&db.db).join("dead.log");
-    let mut relay = Relay::start_with_args(
+    // Not ready (Kafka is unreachable), but streaming the binlog.
+    let mut relay = Relay::launch_with_args(
         &[path.to_str().unwrap(), "--kafka-bootstrap", &dead],
         port,
         log,
     );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !relay.log_text().contains("requesting the binlog") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "log:
+{}",
+            relay.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
     let e = OutboxEvent::new("Order", "td-1", "Stuck", Some(r#"{"n":1}"#));
     db.insert(std::slice::from_ref(&e), false).await;
     std::thread::sleep(Duration::from_secs(2));

@@ -98,6 +98,9 @@ pub enum CheckpointError {
     /// The cluster refused the credentials, or TLS with it failed verification.
     #[error(transparent)]
     Link(#[from] crate::sink::LinkFailure),
+    /// Another store of the same connector holds a later checkpoint at another position.
+    #[error(transparent)]
+    TwoStores(Box<TwoStores>),
     /// A request to the cluster failed or timed out.
     #[error("{what}: {}", match source { Some(e) => e.to_string(), None => "no answer".into() })]
     Kafka {
@@ -107,6 +110,31 @@ pub enum CheckpointError {
         #[source]
         source: Option<KafkaError>,
     },
+}
+
+/// Another store of the same connector holds a later checkpoint at another position:
+/// starting from this one would deliver again (or skip) what a run on that store did.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "connector {connector} has checkpoints in two stores: {other_store} holds {other}, later \
+     than {own_store} ({own}). Starting from this configuration's store would deliver again \
+     (or skip) what the other run delivered. Run the configuration that uses {other_store}, or \
+     carry its position over and start again: `outboxd checkpoint set --config FILE \
+     --position {position}` with this configuration's file"
+)]
+pub struct TwoStores {
+    /// The connector.
+    pub connector: String,
+    /// This configuration's store, described.
+    pub own_store: String,
+    /// Its checkpoint, described (or `no checkpoint`).
+    pub own: String,
+    /// The other store, described.
+    pub other_store: String,
+    /// Its checkpoint, described.
+    pub other: String,
+    /// The other checkpoint's position (`kind:value`).
+    pub position: String,
 }
 
 impl CheckpointError {
@@ -121,6 +149,7 @@ impl CheckpointError {
             | CheckpointError::Serialise { .. }
             | CheckpointError::Client { .. }
             | CheckpointError::Link(_)
+            | CheckpointError::TwoStores(_)
             | CheckpointError::TopicRefused { .. } => Class::Definite,
         }
     }

@@ -19,6 +19,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use std::sync::Arc;
 
+use super::claim::FileClaim;
 use super::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::config::KafkaConfig;
 use crate::error::Class;
@@ -42,11 +43,13 @@ pub struct KafkaCheckpointStore {
 impl KafkaCheckpointStore {
     /// A store for `connector` in `topic` on the cluster `kafka` names, whose client settings
     /// (security among them) every client of the store uses. Nothing is contacted until
-    /// [`ensure_topic`](Self::ensure_topic), `load` or `store`.
+    /// [`ensure_topic`](Self::ensure_topic), `load` or `store`. Its clients' connection
+    /// trouble goes to a quiet link of its own (a command's: the errors say what failed) unless
+    /// [`with_link`](Self::with_link) gives it the connector's.
     pub fn new(kafka: &KafkaConfig, topic: &str, connector: &str) -> Self {
         Self {
             kafka: kafka.clone(),
-            link: KafkaLink::new(connector, &kafka.bootstrap_servers),
+            link: KafkaLink::quiet(connector, &kafka.bootstrap_servers),
             topic: topic.to_string(),
             connector: connector.to_string(),
             producer: None,
@@ -129,6 +132,51 @@ impl KafkaCheckpointStore {
     }
 
     fn read_last(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+        let Some((offset, bytes)) = self.read_last_value(self.connector.as_bytes())? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| CheckpointError::RecordInvalid {
+                connector: self.connector.clone(),
+                topic: self.topic.clone(),
+                offset,
+                source: Arc::new(e),
+            })
+    }
+
+    /// The file store that claimed this connector in the topic ([`FileClaim`]), if one did.
+    /// A claim that does not parse is ignored (it guards, it does not decide delivery).
+    pub fn file_claim(&self) -> Result<Option<FileClaim>, CheckpointError> {
+        let value = self
+            .read_last_value(FileClaim::key(&self.connector).as_bytes())
+            .map_err(|e| self.definite_if_link_failed(e))?;
+        Ok(value.and_then(|(_, bytes)| serde_json::from_slice(&bytes).ok()))
+    }
+
+    /// Writes `claim` (the file store of this connector) to the topic, creating the topic
+    /// if needed; waits for Kafka's acknowledgement, at most 5 s.
+    pub async fn write_file_claim(&mut self, claim: &FileClaim) -> Result<(), CheckpointError> {
+        self.ensure_topic().await?;
+        let value = serde_json::to_vec(claim).map_err(|e| CheckpointError::Serialise {
+            source: Arc::new(e),
+        })?;
+        let key = FileClaim::key(&self.connector).into_bytes();
+        self.produce(key, Some(value), "writing the file store's claim")
+    }
+
+    /// Transient failures while the link knows of a definite one are that one.
+    fn definite_if_link_failed(&self, e: CheckpointError) -> CheckpointError {
+        match self.link.definite_failure() {
+            Some(f) if e.class() == Class::Transient => CheckpointError::Link(f),
+            _ => e,
+        }
+    }
+
+    /// The offset and value of the last record with `key` in the topic (`None` when there
+    /// is none, the last one is a tombstone, or the topic does not exist), read
+    /// `read_committed` to the topic's true end.
+    fn read_last_value(&self, key: &[u8]) -> Result<Option<(i64, Vec<u8>)>, CheckpointError> {
         let consumer_error = |source| CheckpointError::Client {
             client: "consumer",
             source,
@@ -182,7 +230,7 @@ impl KafkaCheckpointStore {
         consumer
             .assign(&tpl)
             .map_err(|e| CheckpointError::kafka("reading checkpoint topic", Some(e)))?;
-        let mut last: Option<Checkpoint> = None;
+        let mut last: Option<(i64, Vec<u8>)> = None;
         let deadline = Instant::now() + KAFKA_TIMEOUT * 4;
         let mut done: Vec<i32> = Vec::new();
         while done.len() < ends.len() {
@@ -217,20 +265,10 @@ impl KafkaCheckpointStore {
             };
             let msg =
                 msg.map_err(|e| CheckpointError::kafka("reading checkpoint topic", Some(e)))?;
-            if msg.key() != Some(self.connector.as_bytes()) {
+            if msg.key() != Some(key) {
                 continue;
             }
-            last = match msg.payload() {
-                None => None,
-                Some(bytes) => Some(serde_json::from_slice(bytes).map_err(|e| {
-                    CheckpointError::RecordInvalid {
-                        connector: self.connector.clone(),
-                        topic: self.topic.clone(),
-                        offset: msg.offset(),
-                        source: Arc::new(e),
-                    }
-                })?),
-            };
+            last = msg.payload().map(|bytes| (msg.offset(), bytes.to_vec()));
         }
         Ok(last)
     }
@@ -283,10 +321,7 @@ impl KafkaCheckpointStore {
 impl CheckpointStore for KafkaCheckpointStore {
     fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
         self.read_last()
-            .map_err(|e| match self.link.definite_failure() {
-                Some(f) if e.class() == Class::Transient => CheckpointError::Link(f),
-                _ => e,
-            })
+            .map_err(|e| self.definite_if_link_failed(e))
     }
 
     /// Creates the producer and waits for the checkpoint topic's metadata: the broker
@@ -307,23 +342,29 @@ impl CheckpointStore for KafkaCheckpointStore {
     /// mode; exactly-once writes [`record`](Self::record) inside its transactions instead).
     fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
         let record = self.record(checkpoint)?;
-        self.write(record.value)
+        let key = self.connector.clone().into_bytes();
+        self.produce(key, record.value, "writing the checkpoint")
     }
 
     /// Produces a tombstone for the connector's key (a null value, which compaction keeps
     /// until `delete.retention.ms` and `load` reads as "no checkpoint").
     fn clear(&mut self) -> Result<(), CheckpointError> {
-        self.write(None)
+        let key = self.connector.clone().into_bytes();
+        self.produce(key, None, "clearing the checkpoint")
     }
 }
 
 impl KafkaCheckpointStore {
-    /// Produces `value` (a checkpoint's JSON, or `None` for a tombstone) under the
-    /// connector's key and waits (at most [`WRITE_TIMEOUT`]) until Kafka acknowledged it.
-    fn write(&mut self, value: Option<Vec<u8>>) -> Result<(), CheckpointError> {
-        let producer = self.producer()?.clone();
-        let key = self.connector.clone().into_bytes();
+    /// Produces `key`/`value` (`None`: a tombstone) to the topic and waits for the
+    /// acknowledgement, at most [`WRITE_TIMEOUT`] (`what`: for the error).
+    fn produce(
+        &mut self,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        what: &'static str,
+    ) -> Result<(), CheckpointError> {
         let topic = self.topic.clone();
+        let producer = self.producer()?.clone();
         let delivery = async move {
             let mut record = FutureRecord::<[u8], [u8]>::to(&topic).key(&key);
             if let Some(v) = &value {
@@ -333,7 +374,7 @@ impl KafkaCheckpointStore {
                 .send(record, KAFKA_TIMEOUT)
                 .await
                 .map(|_| ())
-                .map_err(|(e, _)| CheckpointError::kafka("writing the checkpoint", Some(e)))
+                .map_err(|(e, _)| CheckpointError::kafka(what, Some(e)))
         };
         // Bounded: with the brokers unreachable the delivery would wait for the producer's
         // message timeout (minutes) and the loop with it; a failed write is transient (the
@@ -343,10 +384,7 @@ impl KafkaCheckpointStore {
                 .await
                 .unwrap_or_else(|_| {
                     Err(CheckpointError::kafka(
-                        format!(
-                            "writing the checkpoint: Kafka did not acknowledge it within \
-                             {WRITE_TIMEOUT:?}"
-                        ),
+                        format!("{what}: Kafka did not acknowledge it within {WRITE_TIMEOUT:?}"),
                         None,
                     ))
                 })

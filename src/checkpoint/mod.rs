@@ -9,6 +9,7 @@
 //! its first N outbox rows are already delivered.
 //! `position` is a [`SourcePosition`] in its serde form (see `crate::position`).
 
+pub(crate) mod claim;
 mod error;
 pub mod file;
 pub mod kafka;

@@ -1,6 +1,6 @@
 //! `outboxd binlog decode FILE...`: offline decoding of binlog files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -13,14 +13,16 @@ use crate::router::{EventRouter, Routed};
 use crate::source::mysql::decode_file_to_json;
 
 /// Decodes each file to stdout: one JSON object per row change; with `--config`, after each
-/// outbox INSERT a `{"kafka_record": ...}` object with the record it becomes. Exits 1 when a
-/// file could not be decoded to its end (damaged, truncated, not a binlog).
+/// outbox INSERT a `{"kafka_record": ...}` object with the record it becomes, and a note on
+/// stderr for a file none of whose row changes is in the config's tables. The config is
+/// loaded offline (no password, no Kafka: nothing connects). Exits 1 when a file could not
+/// be decoded to its end (damaged, truncated, not a binlog).
 pub fn run(command: BinlogCommand) -> anyhow::Result<ExitCode> {
     let BinlogCommand::Decode { files, config } = command;
     let (columns, routing) = match &config {
         None => (BTreeMap::new(), None),
         Some(path) => {
-            let cfg = config::load(path, Some("offline:0")).context("loading --config")?;
+            let cfg = config::load_offline(path).context("loading --config")?;
             let c = cfg
                 .connectors
                 .into_iter()
@@ -38,13 +40,23 @@ pub fn run(command: BinlogCommand) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut failed = 0;
     for file in &files {
+        // Tables the file's row changes are in, and whether any is an outbox table.
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut outbox_rows = false;
         let mut on_row = |change: &crate::event::RowChange,
                           w: &mut dyn Write|
          -> std::io::Result<()> {
             let Some((router, tables)) = &routing else {
                 return Ok(());
             };
-            if change.op != Op::Insert || !tables.contains(&change.table) {
+            if !tables.contains(&change.table) {
+                if seen.len() < 20 {
+                    seen.insert(change.table.to_string());
+                }
+                return Ok(());
+            }
+            outbox_rows = true;
+            if change.op != Op::Insert {
                 return Ok(());
             }
             let line = match router.route(change) {
@@ -67,6 +79,20 @@ pub fn run(command: BinlogCommand) -> anyhow::Result<ExitCode> {
             Ok(summary) => {
                 let _ = out.flush();
                 eprintln!("{}: {summary}", file.display());
+                if let (Some((_, tables)), false) = (&routing, outbox_rows) {
+                    let wanted: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
+                    eprintln!(
+                        "{}: no row change in the config's tables ({}), so no kafka_record; \
+                         row changes here are in: {}",
+                        file.display(),
+                        wanted.join(", "),
+                        if seen.is_empty() {
+                            "(no table)".to_string()
+                        } else {
+                            seen.iter().cloned().collect::<Vec<_>>().join(", ")
+                        }
+                    );
+                }
             }
             Err(e) => {
                 let _ = out.flush();

@@ -1,7 +1,14 @@
 //! `outboxd status`: each connector's checkpoint position, the source's current position,
-//! and how far apart they are.
+//! how far apart they are, and what the running relay says of it.
+//!
+//! `status` is a process of its own: it reads the checkpoint store and the source itself,
+//! and knows the relay's state (streaming, retrying, Kafka unreachable, ...) only by asking
+//! it: when the files' `metrics.listen` or `--metrics-listen` names the relay's endpoint, it
+//! reads `/health` there; otherwise (or when nothing answers) it says it cannot tell.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 
@@ -12,12 +19,30 @@ use crate::position::SourcePosition;
 use crate::source::mysql::server;
 
 /// Prints one JSON object per connector:
-/// `{"connector":..,"checkpoint":..,"checkpoint_updated_at_ms":..,"source":..,"behind":..}`,
-/// plus `"checkpoint_lost": "<why>"` when the server can no longer serve the checkpoint
-/// (purged binlogs; a dropped, overtaken or WAL-less slot), which also makes it exit 1.
+/// `{"connector":..,"checkpoint":..,"checkpoint_updated_at_ms":..,"source":..,"behind":..,
+/// "relay":..}` where `relay` is the running relay's `/health` entry for the connector
+/// (`state`, `ready`, `reason`, ...), or `{"unknown": why}` when it cannot be asked; plus
+/// `"checkpoint_lost": "<why>"` when the server can no longer serve the checkpoint (purged
+/// binlogs; a dropped, overtaken or WAL-less slot), which also makes it exit 1, and, in a
+/// group (`--group`), `"owner"`: the member running the connector.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = args.load().context("loading the configuration")?;
     let plan = crate::group::GroupPlan::for_config(&cfg, args.group.as_deref())?;
+    let relay = match args.metrics_listen.or(cfg.metrics.listen) {
+        Some(addr) => relay_health(addr).await,
+        None => Err("no metrics.listen / --metrics-listen names the relay's /health".into()),
+    };
+    let relay_of = |name: &str| -> serde_json::Value {
+        match &relay {
+            Ok(report) => match report.connectors.get(name) {
+                Some(h) => serde_json::to_value(h).unwrap_or_default(),
+                None => {
+                    serde_json::json!({"unknown": "the relay there does not run this connector"})
+                }
+            },
+            Err(why) => serde_json::json!({ "unknown": why }),
+        }
+    };
     let mut ok = true;
     for c in &cfg.connectors {
         let store = open_store(c);
@@ -27,7 +52,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 ok = false;
                 println!(
                     "{}",
-                    serde_json::json!({"connector": c.name, "error": f.to_string()})
+                    serde_json::json!({"connector": c.name, "error": f.to_string(), "relay": relay_of(&c.name)})
                 );
                 continue;
             }
@@ -39,7 +64,10 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             Ok(r) => r,
             Err(e) => {
                 ok = false;
-                println!("{}", serde_json::json!({"connector": c.name, "error": e}));
+                println!(
+                    "{}",
+                    serde_json::json!({"connector": c.name, "error": e, "relay": relay_of(&c.name)})
+                );
                 continue;
             }
         };
@@ -56,6 +84,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             "behind": behind,
         });
         if let Some(obj) = line.as_object_mut() {
+            obj.insert("relay".into(), relay_of(&c.name));
             if let Some(s) = slot {
                 obj.insert("slot".into(), s);
             }
@@ -117,6 +146,42 @@ async fn source_status(
                 .map_err(|e| e.to_string())
         }
     }
+}
+
+/// The running relay's `/health` at `addr` (2 s at most), or why it could not be read.
+async fn relay_health(addr: SocketAddr) -> Result<crate::health::Report, String> {
+    use http_body_util::{BodyExt, Empty};
+    let ask = async {
+        let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| {
+            format!(
+                "nothing answers at {addr} ({e}): the relay is not running, or serves elsewhere"
+            )
+        })?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| format!("{addr}: {e}"))?;
+        tokio::spawn(conn);
+        let request = hyper::Request::get("/health")
+            .header(hyper::header::HOST, addr.to_string())
+            .body(Empty::<bytes::Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("{addr}/health: {e}"))?;
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("{addr}/health: {e}"))?
+            .to_bytes();
+        serde_json::from_slice(&body)
+            .map_err(|e| format!("{addr}/health is not outboxd's health report: {e}"))
+    };
+    tokio::time::timeout(Duration::from_secs(2), ask)
+        .await
+        .unwrap_or_else(|_| Err(format!("{addr}/health did not answer within 2s")))
 }
 
 /// A human description of the distance between a checkpoint and the source's position:

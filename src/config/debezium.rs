@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use super::native::validate_slot_name;
 use super::{
-    validate_connector_name, ClientProperties, ConfigError, ConnectorConfig, ErrorPolicy,
-    ErrorTolerance, KafkaConfig, LoadCtx, MysqlFlavor, MysqlSourceConfig, MysqlSslMode,
-    MysqlTlsConfig, PgSslMode, PgTlsConfig, PositionMode, PostgresSourceConfig,
+    validate_connector_name, ClientProperties, ConfigError, ConfigFormat, ConnectorConfig,
+    ErrorPolicy, ErrorTolerance, KafkaConfig, LoadCtx, MysqlFlavor, MysqlSourceConfig,
+    MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, PositionMode, PostgresSourceConfig,
     PublicationAutocreate, RootCert, RouterConfig, Secret, SourceConfig, StartPosition, StoreFile,
     DEFAULT_MAX_RECORD_BYTES,
 };
@@ -200,8 +200,14 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
                 "Kafka Connect config values are strings (numbers and booleans are accepted too)",
             )),
         };
-        let s = substitute_providers(&s, ctx.env)
-            .map_err(|m| ctx.invalid(format!("config key {k:?}"), m))?;
+        // Offline nothing connects: a password's provider (an unset variable, a file only the
+        // relay's host has) is not resolved.
+        let s = if ctx.offline && k == "database.password" {
+            String::new()
+        } else {
+            substitute_providers(&s, ctx.env)
+                .map_err(|m| ctx.invalid(format!("config key {k:?}"), m))?
+        };
         map.insert(k, s);
     }
     let mut keys = Keys {
@@ -354,6 +360,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
                 columns: BTreeMap::new(),
                 tls: mysql_tls(&mut keys)
                     .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?,
+                format: ConfigFormat::DebeziumJson,
             })
         }
         Kind::Postgres => {
@@ -417,6 +424,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
                 status_interval,
                 connect_timeout,
                 tls: pg_tls(&mut keys).map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?,
+                format: ConfigFormat::DebeziumJson,
             })
         }
     };

@@ -198,6 +198,48 @@ pub enum SourceConfig {
     Postgres(PostgresSourceConfig),
 }
 
+impl SourceConfig {
+    /// The format the connector was defined in.
+    pub fn format(&self) -> ConfigFormat {
+        match self {
+            SourceConfig::Mysql(m) => m.format,
+            SourceConfig::Postgres(p) => p.format,
+        }
+    }
+
+    /// The Debezium connector plugin this source stands for, as its MBean domain
+    /// `debezium.<plugin>` names it (the `plugin` label of the `debezium_metrics_*` series):
+    /// `mariadb` (Debezium's MariaDB connector), `mysql`, `postgres`.
+    pub fn plugin(&self) -> &'static str {
+        match self {
+            SourceConfig::Mysql(m) if m.flavor == MysqlFlavor::Mariadb => "mariadb",
+            SourceConfig::Mysql(_) => "mysql",
+            SourceConfig::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// The format a connector was defined in, which decides the key names messages use: a TOML
+/// user is told `password`, a Debezium JSON user `database.password`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ConfigFormat {
+    /// outboxd's TOML.
+    #[default]
+    Toml,
+    /// A Debezium connector JSON.
+    DebeziumJson,
+}
+
+impl ConfigFormat {
+    /// The name of a setting as this format spells it: `toml` or `debezium`.
+    pub fn key(self, toml: &'static str, debezium: &'static str) -> &'static str {
+        match self {
+            ConfigFormat::Toml => toml,
+            ConfigFormat::DebeziumJson => debezium,
+        }
+    }
+}
+
 /// Which server dialect of the binlog protocol to speak.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -270,6 +312,8 @@ pub struct MysqlSourceConfig {
     pub columns: BTreeMap<TableName, Vec<String>>,
     /// TLS of the binlog and SQL connections (Debezium `database.ssl.*`).
     pub tls: MysqlTlsConfig,
+    /// The format the connector was defined in (for the key names in messages).
+    pub format: ConfigFormat,
 }
 
 /// How the PostgreSQL publication is created when missing.
@@ -319,6 +363,8 @@ pub struct PostgresSourceConfig {
     pub connect_timeout: Duration,
     /// TLS of the replication and SQL connections (libpq `sslmode` and friends).
     pub tls: PgTlsConfig,
+    /// The format the connector was defined in (for the key names in messages).
+    pub format: ConfigFormat,
 }
 
 /// Kafka settings of a connector.
@@ -505,20 +551,23 @@ pub enum ConfigError {
     )]
     NoFiles,
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (in the message, not a separate cause: printed once).
+        cause: std::io::Error,
     },
-    /// TOML syntax or schema error (unknown keys, wrong types), with line and column.
-    #[error("{path}: {source}")]
+    /// TOML syntax or schema error (unknown keys, wrong types), with line and column, and for
+    /// an unknown key the closest accepted one.
+    #[error("{path}: {}{hint}", cause.to_string().trim_end())]
     Toml {
         /// The file.
         path: PathBuf,
         /// The parser's error, with location.
-        source: Box<toml::de::Error>,
+        cause: Box<toml::de::Error>,
+        /// `; did you mean ...?` for an unknown key, else empty.
+        hint: String,
     },
     /// JSON syntax error.
     #[error("{path}: not valid JSON (a Debezium connector config is expected when the file starts with '{{'): {source}")]
@@ -596,6 +645,19 @@ pub fn load(path: &Path, kafka_bootstrap_override: Option<&str>) -> Result<Confi
     load_many(&[path], kafka_bootstrap_override)
 }
 
+/// Loads one configuration file for offline use (`binlog decode --config`): the router, the
+/// tables and the column lists, without resolving passwords (nothing connects) or needing
+/// Kafka bootstrap servers.
+pub fn load_offline(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let env = |k: &str| std::env::var(k).ok();
+    let none = KafkaClientSettings::default();
+    parse_with_kafka(&text, path, Some("offline:0"), &env, &none, true)
+}
+
 /// Loads several files and merges their connectors (connector names must be unique across
 /// them). `[metrics]`/`[log]`/`[kafka]` may be set in one file, or identically in several.
 pub fn load_many<P: AsRef<Path>>(
@@ -642,9 +704,9 @@ pub fn load_all_with_env<P: AsRef<Path>>(
     let mut texts = Vec::with_capacity(paths.len());
     for p in paths {
         let path = p.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         texts.push((path, text));
     }
@@ -692,7 +754,7 @@ pub fn load_all_with_env<P: AsRef<Path>>(
     let mut group_from: Option<PathBuf> = None;
     for (path, text) in &texts {
         let path: &Path = path;
-        let cfg = parse_with_kafka(text, path, opts.kafka_bootstrap, env, &process)?;
+        let cfg = parse_with_kafka(text, path, opts.kafka_bootstrap, env, &process, false)?;
         merge_section(
             &mut merged.metrics,
             cfg.metrics,
@@ -770,17 +832,19 @@ pub fn parse(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
     let process = native::kafka_section(text, origin, env)?.unwrap_or_default();
-    parse_with_kafka(text, origin, kafka_bootstrap_override, env, &process)
+    parse_with_kafka(text, origin, kafka_bootstrap_override, env, &process, false)
 }
 
 /// [`parse`] with the process-wide Kafka settings given: they are merged into each
-/// connector's [`KafkaConfig`] (its own settings win).
+/// connector's [`KafkaConfig`] (its own settings win). `offline`: passwords are not
+/// resolved ([`load_offline`]).
 fn parse_with_kafka(
     text: &str,
     origin: &Path,
     kafka_bootstrap_override: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
     process: &KafkaClientSettings,
+    offline: bool,
 ) -> Result<Config, ConfigError> {
     let bootstrap_override = kafka_bootstrap_override
         .map(str::to_string)
@@ -792,6 +856,7 @@ fn parse_with_kafka(
         bootstrap_override: bootstrap_override.as_deref(),
         process_bootstrap: process.bootstrap_servers.as_deref(),
         env,
+        offline,
     };
     let mut cfg = if text.trim_start().starts_with('{') {
         let connector = debezium::parse(text, &ctx)?;
@@ -852,6 +917,8 @@ pub(crate) struct LoadCtx<'a> {
     /// none themselves.
     pub(crate) process_bootstrap: Option<&'a str>,
     pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
+    /// Passwords are not resolved: nothing will connect ([`load_offline`]).
+    pub(crate) offline: bool,
 }
 
 impl LoadCtx<'_> {

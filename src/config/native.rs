@@ -8,11 +8,11 @@ use serde::Deserialize;
 
 use super::{
     default_pg_object_name, duration, read_secret_file, validate_connector_name, CheckpointConfig,
-    ClientProperties, Config, ConfigError, ConnectorConfig, ErrorPolicy, ErrorTolerance,
-    GroupConfig, KafkaClientSettings, KafkaConfig, LoadCtx, LogConfig, MetricsConfig, MysqlFlavor,
-    MysqlSourceConfig, MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, PositionMode,
-    PostgresSourceConfig, PublicationAutocreate, RootCert, RouterConfig, Secret, SourceConfig,
-    StartPosition, StoreFile, DEFAULT_MAX_RECORD_BYTES,
+    ClientProperties, Config, ConfigError, ConfigFormat, ConnectorConfig, ErrorPolicy,
+    ErrorTolerance, GroupConfig, KafkaClientSettings, KafkaConfig, LoadCtx, LogConfig,
+    MetricsConfig, MysqlFlavor, MysqlSourceConfig, MysqlSslMode, MysqlTlsConfig, PgSslMode,
+    PgTlsConfig, PositionMode, PostgresSourceConfig, PublicationAutocreate, RootCert, RouterConfig,
+    Secret, SourceConfig, StartPosition, StoreFile, DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
 use crate::router::UnknownOption;
@@ -171,7 +171,8 @@ struct KafkaToml {
 pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<Config, ConfigError> {
     let file: FileToml = toml::from_str(text).map_err(|e| ConfigError::Toml {
         path: ctx.path.to_path_buf(),
-        source: Box::new(e),
+        hint: did_you_mean(e.message()),
+        cause: Box::new(e),
     })?;
     let mut connectors = Vec::with_capacity(file.connectors.len());
     for (i, c) in file.connectors.into_iter().enumerate() {
@@ -461,6 +462,7 @@ fn source(
                 reconnect_backoff_max: s.reconnect_backoff_max.unwrap_or(Duration::from_secs(30)),
                 columns,
                 tls,
+                format: ConfigFormat::Toml,
             }))
         }
         SourceKind::Postgres => {
@@ -533,6 +535,7 @@ fn source(
                 status_interval: s.status_interval.unwrap_or(Duration::from_secs(10)),
                 connect_timeout,
                 tls,
+                format: ConfigFormat::Toml,
             }))
         }
     }
@@ -540,7 +543,9 @@ fn source(
 
 /// A secret given one of three ways: `<name>` (literally), `<name>_env` (an environment
 /// variable's value, read now) or `<name>_file` (a file's contents, one trailing newline
-/// removed). `None` when none is set; an error when several are.
+/// removed). `None` when none is set, and offline ([`LoadCtx::offline`]: nothing connects,
+/// so an unset variable or a file only the relay's host has is no error); an error when
+/// several are set.
 fn secret_setting(
     name: &str,
     (literal, var, file): (&Option<String>, &Option<String>, &Option<PathBuf>),
@@ -548,6 +553,7 @@ fn secret_setting(
     ctx: &LoadCtx<'_>,
 ) -> Result<Option<Secret>, ConfigError> {
     match (literal, var, file) {
+        _ if ctx.offline => Ok(None),
         (Some(p), None, None) => Ok(Some(Secret::new(p.clone()))),
         (None, Some(var), None) => Ok(Some(Secret::new((ctx.env)(var).ok_or_else(|| {
             ctx.invalid(
@@ -864,4 +870,68 @@ fn placement_array(items: &[toml::Value]) -> Result<String, String> {
         }
     }
     Ok(parts.join(","))
+}
+
+/// Debezium's names of settings a TOML connector spells differently, for the hint on an
+/// unknown key: a Kafka Connect user writing `database.hostname` is pointed at `host`.
+const DEBEZIUM_NAMES: &[(&str, &str)] = &[
+    ("database.hostname", "host"),
+    ("database.port", "port"),
+    ("database.user", "user"),
+    ("database.password", "password"),
+    ("database.server.id", "server_id"),
+    ("database.dbname", "dbname"),
+    ("slot.name", "slot_name"),
+    ("publication.name", "publication_name"),
+    ("publication.autocreate.mode", "publication_autocreate"),
+    ("status.update.interval.ms", "status_interval"),
+    ("connect.timeout.ms", "connect_timeout"),
+    ("table.include.list", "tables"),
+    ("bootstrap.servers", "bootstrap_servers"),
+];
+
+/// `; did you mean `x`?` for a TOML parser's unknown-key message (serde's wording:
+/// "unknown field `k`, expected one of `a`, `b`" or "expected `a` or `b`"), naming the
+/// accepted key closest to the unknown one (Jaro-Winkler similarity of at least 0.8), or
+/// the TOML name of a Debezium key; empty when nothing is close.
+pub(super) fn did_you_mean(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return String::new();
+    };
+    let Some((unknown, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    if let Some((_, toml)) = DEBEZIUM_NAMES.iter().find(|(d, _)| *d == unknown) {
+        return format!(
+            "\nhint: `{unknown}` is Debezium's name; in outboxd's TOML it is `{toml}` \
+             (connectors/README.md lists every key under both names)"
+        );
+    }
+    let candidates = expected.split('`').skip(1).step_by(2);
+    let best = candidates
+        .map(|c| (strsim::jaro_winkler(unknown, c), c))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match best {
+        Some((_, c)) => format!("\nhint: did you mean `{c}`?"),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::did_you_mean;
+
+    #[test]
+    fn unknown_keys_get_the_closest_accepted_one() {
+        let m = "unknown field `server_idd`, expected one of `kind`, `host`, `port`, `server_id`, `start`";
+        assert_eq!(did_you_mean(m), "\nhint: did you mean `server_id`?");
+        let m = "unknown field `prot`, expected one of `kind`, `host`, `port`, `user`";
+        assert_eq!(did_you_mean(m), "\nhint: did you mean `port`?");
+        let m = "unknown field `database.password`, expected one of `password`, `password_env`";
+        assert!(did_you_mean(m).contains("in outboxd's TOML it is `password`"));
+        let m = "unknown field `zzzzzz`, expected `store` or `path`";
+        assert_eq!(did_you_mean(m), "");
+        assert_eq!(did_you_mean("invalid type: integer, expected a string"), "");
+    }
 }

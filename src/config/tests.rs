@@ -645,6 +645,20 @@ fn example_connector_files_parse() {
         "shop-mariadb.debezium.json",
         "shop-postgres.toml",
     ];
+    // The two descriptions of the demo connector keep their checkpoint in one store (two
+    // stores for one connector are refused at startup), and so does the PostgreSQL example.
+    for f in files {
+        let cfg = load_many_with_env(&[connector_file(f)], None, &env).unwrap();
+        assert_eq!(
+            cfg.connectors[0].checkpoint,
+            CheckpointConfig::kafka_default(&cfg.connectors[0].name),
+            "{f}"
+        );
+    }
+    // The compose connector parses too (and serves /metrics for the compose Prometheus).
+    let compose = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/outboxd.toml");
+    let cfg = load_many_with_env(&[compose], None, &env).unwrap();
+    assert_eq!(cfg.metrics.listen, Some("0.0.0.0:9187".parse().unwrap()));
     for f in files {
         let cfg = load_many_with_env(&[connector_file(f)], None, &env)
             .unwrap_or_else(|e| panic!("{f}: {e}"));

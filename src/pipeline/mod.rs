@@ -95,7 +95,6 @@ struct Progress<'a> {
     /// The last position (and skip) whose past is acknowledged, and its marker's `after`.
     acked: Option<(SourcePosition, u64)>,
     acked_after: u64,
-    acked_commit_ts_ms: Option<i64>,
     /// What is stored, and its marker's `after` (record ordinals of a replay count from it).
     stored: Option<Checkpoint>,
     stored_after: u64,
@@ -107,9 +106,6 @@ impl Progress<'_> {
     fn advance(&mut self, mk: Marker) {
         self.acked = Some((mk.position, mk.skip));
         self.acked_after = mk.after;
-        if mk.commit_ts_ms.is_some() {
-            self.acked_commit_ts_ms = mk.commit_ts_ms;
-        }
     }
 
     fn flush(&mut self) -> Result<(), Error> {
@@ -139,12 +135,8 @@ impl Progress<'_> {
 
     fn report_gauges(&self) {
         let label = self.connector.to_string();
-        metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label.clone())
+        metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => label)
             .set(self.last_advance.elapsed().as_secs_f64());
-        if let Some(ts) = self.acked_commit_ts_ms {
-            let lag = (now_ms() - ts).max(0) as f64 / 1000.0;
-            metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => label).set(lag);
-        }
     }
 }
 
@@ -253,6 +245,7 @@ impl Alo<'_> {
                 position,
                 commit_ts_ms,
             } => {
+                self.counters.stream.commit_read(commit_ts_ms);
                 let held = self.txn.commit(position.clone());
                 self.send_all(held, Some(&position)).await?;
                 self.mark(position, Some(commit_ts_ms));
@@ -352,7 +345,6 @@ pub async fn run(
         checkpointed,
         acked: resume.as_ref().map(|c| (c.position.clone(), c.skip)),
         acked_after: alo.base_seq,
-        acked_commit_ts_ms: None,
         stored: resume,
         stored_after: alo.base_seq,
         last_write: Instant::now(),
@@ -413,6 +405,12 @@ pub async fn run(
         alo.counters.bytes.increment(acked.1 - counted.1);
         counted = acked;
         let reached = reach_markers(&mut alo, &mut progress);
+        if reached {
+            // The lag is the age of the oldest commit still waiting for Kafka.
+            alo.counters
+                .stream
+                .pending_since(alo.markers.iter().find_map(|mk| mk.commit_ts_ms));
+        }
         // The very first checkpoint is written at once: until it exists a crash would
         // restart at the server's *current* position.
         if reached

@@ -266,6 +266,7 @@ impl Eos<'_> {
         position: SourcePosition,
         commit_ts_ms: i64,
     ) -> Result<(), Interrupt> {
+        self.counters.stream.commit_read(commit_ts_ms);
         let held = self.txn.commit(position.clone());
         self.send_all(held, Some(&position)).await?;
         self.commit_ts_ms = Some(commit_ts_ms);
@@ -346,10 +347,8 @@ impl Eos<'_> {
         metrics::counter!(m::CHECKPOINT_WRITES, m::LABEL_CONNECTOR => self.label.clone())
             .increment(1);
         metrics::gauge!(m::CHECKPOINT_AGE, m::LABEL_CONNECTOR => self.label.clone()).set(0.0);
-        if let Some(ts) = self.commit_ts_ms {
-            metrics::gauge!(m::CHECKPOINT_LAG, m::LABEL_CONNECTOR => self.label.clone())
-                .set((now_ms() - ts).max(0) as f64 / 1000.0);
-        }
+        // The commit covers every source transaction whose commit was read: nothing is behind.
+        self.counters.stream.pending_since(None);
         self.checkpointed
             .send_replace(Some(checkpoint.position.clone()));
         let (connector, records, queued) = (self.connector, self.records, stats.queued);

@@ -10,6 +10,9 @@ use crate::config::{ConnectorConfig, KafkaConfig, Secret};
 use crate::sink::{client, KafkaLink, KafkaSink, SinkError};
 use crate::tls::{self, ClientIdentity, TrustAnchors, Verification};
 
+/// How long the brokers have to answer the metadata request.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Checks the Kafka connection of connector `cfg`: how it is secured (warns when it is not
 /// encrypted or the brokers are not fully verified), then that the brokers answer.
 pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
@@ -38,8 +41,9 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             Some(_) => format!("{words}; keep ssl.endpoint.identification.algorithm=https and certificate verification on"),
         },
     )];
-    let link = KafkaLink::new(name, &cfg.kafka.bootstrap_servers);
-    let sink = match KafkaSink::new(&cfg.kafka, name, link) {
+    // Quiet: the outcome is this check's line, not librdkafka's retries on stderr.
+    let link = KafkaLink::quiet(name, &cfg.kafka.bootstrap_servers);
+    let sink = match KafkaSink::new(&cfg.kafka, name, link.clone()) {
         Ok(s) => s,
         Err(f) => {
             out.push(CheckResult::new(
@@ -51,7 +55,7 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             return out;
         }
     };
-    out.push(match sink.probe(Duration::from_secs(10)).await {
+    out.push(match sink.probe(PROBE_TIMEOUT).await {
         Ok(brokers) => CheckResult::new(
             name,
             "kafka",
@@ -67,9 +71,14 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             "kafka",
             Status::Fail,
             format!(
-                "{}: {}; check kafka.bootstrap_servers / --kafka-bootstrap and that the brokers \
-                 listen there",
-                cfg.kafka.bootstrap_servers, f
+                "no broker of {} answered within {}s ({}); check kafka.bootstrap_servers / \
+                 --kafka-bootstrap and that the brokers listen there",
+                cfg.kafka.bootstrap_servers,
+                PROBE_TIMEOUT.as_secs(),
+                match link.last_error() {
+                    None => f.to_string(),
+                    Some(e) => format!("last connection error: {e}"),
+                },
             ),
         ),
     });

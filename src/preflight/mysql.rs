@@ -153,7 +153,15 @@ async fn tables(
             }
         };
         if cols.is_empty() {
-            out.push(CheckResult::new(name, &format!("table {t}"), Status::Fail, "not found (or not visible to the user); create it (migrations/mysql) or fix table.include.list"));
+            out.push(CheckResult::new(
+                name,
+                &format!("table {t}"),
+                Status::Fail,
+                format!(
+                "not found (or not visible to the user); create it (migrations/mysql) or fix {}",
+                cfg.source.format().key("tables", "table.include.list")
+            ),
+            ));
             continue;
         }
         let names: Vec<&str> = cols.iter().map(|(c, _)| c.as_str()).collect();

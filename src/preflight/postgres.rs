@@ -423,9 +423,9 @@ async fn tables(
                 &label,
                 Status::Fail,
                 format!(
-                    "not found in database {}; create it (migrations/postgres) or fix `tables` / \
-                     table.include.list",
-                    src.dbname
+                    "not found in database {}; create it (migrations/postgres) or fix {}",
+                    src.dbname,
+                    src.format.key("tables", "table.include.list")
                 ),
             ));
             continue;

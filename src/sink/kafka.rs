@@ -179,17 +179,24 @@ impl KafkaSink {
                 cc.set("linger.ms", TXN_LINGER_MS.to_string());
             }
         }
-        let producer = TrackedProducer::from_config_and_context(&cc, DeliveryTracker::new(link))
-            .map_err(|e| SinkError::Client {
-                source: Box::new(e),
-            })?;
+        let producer =
+            TrackedProducer::from_config_and_context(&cc, DeliveryTracker::new(link.clone()))
+                .map_err(|e| SinkError::Client {
+                    source: Box::new(e),
+                })?;
+        let producer = Arc::new(producer);
+        // The link's WARN says how much waits for the brokers.
+        let weak = Arc::downgrade(&producer);
+        link.set_backlog(Box::new(move || {
+            weak.upgrade().map(|p| p.context().unacked())
+        }));
         let queue_kbytes = cfg
             .producer
             .get("queue.buffering.max.kbytes")
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(queue_kbytes);
         Ok(Self {
-            producer: Arc::new(producer),
+            producer,
             max_record_bytes: cfg.max_record_bytes,
             connector: client_id.to_string(),
             queue_kbytes,

@@ -11,6 +11,10 @@
 //! needs to decide: whether the cluster is reachable (readiness), and a failure a retry cannot
 //! cure (a refused SASL authentication, a TLS handshake that fails verification), so that such
 //! a connector stops with a definite error instead of retrying forever.
+//!
+//! A connector's link logs those lines; a command's link ([`KafkaLink::quiet`]: `check`,
+//! `status`, `checkpoint`) keeps the same state without logging, and the command reports the
+//! outcome itself (`check` prints a FAIL line), so a command's output stays a few lines.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -51,6 +55,9 @@ pub enum LinkFailure {
 /// What the callbacks have said so far.
 #[derive(Debug, Default)]
 struct State {
+    /// Whether a broker was ever seen up: before that, a broker's connection failure is no
+    /// news of its own (it becomes the last error the WARN names).
+    seen_up: bool,
     /// Since when no broker is known to be up (an `_ALL_BROKERS_DOWN` or connection errors
     /// without a broker up since).
     unreachable_since: Option<(Instant, SystemTime)>,
@@ -67,25 +74,104 @@ struct State {
     fail_logged: BTreeMap<String, Instant>,
 }
 
+/// What waits for the cluster, as (records, bytes) not yet acknowledged: asked when a WARN
+/// is written. `None` once the producer it looks at is gone.
+type Backlog = Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>;
+
 /// The connection state of one Kafka cluster for one connector (or one command).
-#[derive(Debug)]
 pub struct KafkaLink {
     /// Who waits for the cluster: a connector's name, or a command.
     owner: String,
     bootstrap: String,
+    /// Whether the link logs its WARN/INFO lines (a connector's) or only keeps the state
+    /// (a command's, which reports the outcome itself).
+    logs: bool,
     state: Mutex<State>,
     changed: Notify,
+    backlog: Mutex<Option<Backlog>>,
+}
+
+impl std::fmt::Debug for KafkaLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaLink")
+            .field("owner", &self.owner)
+            .field("bootstrap", &self.bootstrap)
+            .field("logs", &self.logs)
+            .field("state", &*self.state())
+            .finish_non_exhaustive()
+    }
 }
 
 impl KafkaLink {
-    /// The link of `owner` (connector name, or `check`) to the cluster at `bootstrap`.
+    /// The link of connector `owner` to the cluster at `bootstrap`: logs one WARN when the
+    /// cluster becomes unreachable, a reminder every [`REMINDER_INTERVAL`], one INFO when it
+    /// is back.
     pub fn new(owner: &str, bootstrap: &str) -> Arc<Self> {
+        Self::build(owner, bootstrap, true)
+    }
+
+    /// The link of a command (`check`, `status`, `checkpoint`): the same state, logged at
+    /// DEBUG only; the command reports what failed in its own output.
+    pub fn quiet(owner: &str, bootstrap: &str) -> Arc<Self> {
+        Self::build(owner, bootstrap, false)
+    }
+
+    fn build(owner: &str, bootstrap: &str, logs: bool) -> Arc<Self> {
         Arc::new(Self {
             owner: owner.to_string(),
             bootstrap: bootstrap.to_string(),
+            logs,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
+            backlog: Mutex::new(None),
         })
+    }
+
+    /// The bootstrap servers the link is about.
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// Tells the link what waits for the cluster (the producer's unacknowledged records and
+    /// bytes), for its WARN lines to say.
+    pub(crate) fn set_backlog(&self, backlog: Backlog) {
+        *self.backlog.lock().unwrap_or_else(|e| e.into_inner()) = Some(backlog);
+    }
+
+    /// What waits, in words.
+    fn waiting(&self) -> String {
+        let backlog = self.backlog.lock().unwrap_or_else(|e| e.into_inner());
+        match backlog.as_ref().and_then(|b| b()) {
+            Some((0, _)) => "no record is waiting; delivery resumes when a broker answers".into(),
+            Some((records, bytes)) => format!(
+                "{records} record(s) ({} KiB) wait for acknowledgement, and the checkpoint with \
+                 them",
+                bytes.div_ceil(1024)
+            ),
+            None => "delivery and checkpoints wait for it".into(),
+        }
+    }
+
+    /// Why the cluster is unreachable, for a command's or a readiness report: for how long,
+    /// the brokers' last states and the last connection error; `None` while it is reachable.
+    pub fn unreachable_reason(&self) -> Option<String> {
+        let st = self.state();
+        let (since, _) = st.unreachable_since?;
+        Some(format!(
+            "Kafka at {} unreachable for {}s ({}{})",
+            self.bootstrap,
+            since.elapsed().as_secs(),
+            describe_brokers(&st.brokers),
+            st.last_error
+                .as_deref()
+                .map(|e| format!("; last error: {e}"))
+                .unwrap_or_default()
+        ))
+    }
+
+    /// The last broker connection error librdkafka reported, if any since a broker was up.
+    pub fn last_error(&self) -> Option<String> {
+        self.state().last_error.clone()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -139,8 +225,11 @@ impl KafkaLink {
             Some(RDKafkaErrorCode::Fenced) => {
                 tracing::debug!(target: "librdkafka", owner = %self.owner, "{error}: {reason}")
             }
+            _ if self.logs => {
+                tracing::warn!(target: "librdkafka", connector = %self.owner, "Kafka client error: {error}: {reason}")
+            }
             _ => {
-                tracing::warn!(target: "librdkafka", owner = %self.owner, "Kafka client error: {error}: {reason}")
+                tracing::debug!(target: "librdkafka", owner = %self.owner, "Kafka client error: {error}: {reason}")
             }
         }
     }
@@ -149,39 +238,52 @@ impl KafkaLink {
     fn definite(&self, failure: LinkFailure) {
         let mut st = self.state();
         if st.definite.as_ref() != Some(&failure) {
-            tracing::error!(owner = %self.owner, "{failure}");
+            if self.logs {
+                tracing::error!(connector = %self.owner, "{failure}");
+            } else {
+                tracing::debug!(owner = %self.owner, "{failure}");
+            }
             st.definite = Some(failure);
             drop(st);
             self.changed.notify_waiters();
         }
     }
 
-    /// No broker could be reached (`reason` from librdkafka): the first time, a WARN;
-    /// then a reminder at most every [`REMINDER_INTERVAL`].
+    /// No broker could be reached (librdkafka's `_ALL_BROKERS_DOWN`; its `reason`, "N/M
+    /// brokers are down", counts bootstrap and learned brokers alike, so it is logged at
+    /// DEBUG only): the first time, a WARN; then a reminder at most every
+    /// [`REMINDER_INTERVAL`].
     fn down(&self, reason: &str) {
+        tracing::debug!(target: "librdkafka", owner = %self.owner, "all brokers down: {reason}");
         let mut st = self.state();
-        let reason = match &st.last_error {
-            Some(last) => format!("{reason}; last error: {last}"),
-            None => reason.to_string(),
-        };
         let now = Instant::now();
         let since = *st.unreachable_since.get_or_insert((now, SystemTime::now()));
         let due = st
             .warned_at
             .is_none_or(|w| now.duration_since(w) >= REMINDER_INTERVAL);
-        if due {
+        if due && self.logs {
             st.warned_at = Some(now);
+            let last = st
+                .last_error
+                .as_deref()
+                .map(|e| format!(" (last error: {e})"))
+                .unwrap_or_default();
             let brokers = describe_brokers(&st.brokers);
-            if now.duration_since(since.0) < Duration::from_secs(1) {
-                tracing::warn!(owner = %self.owner, bootstrap = %self.bootstrap, brokers = %brokers,
-                    "Kafka is unreachable ({reason}); delivery and checkpoints wait for it (librdkafka retries on its own)");
+            drop(st);
+            let waiting = self.waiting();
+            let for_s = now.duration_since(since.0).as_secs();
+            if for_s < 1 {
+                tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap,
+                    "Kafka is unreachable: no broker of {} answers{last}; {waiting}; librdkafka \
+                     keeps reconnecting (a reminder follows every {}s while this lasts)",
+                    self.bootstrap, REMINDER_INTERVAL.as_secs());
             } else {
-                tracing::warn!(owner = %self.owner, bootstrap = %self.bootstrap, brokers = %brokers,
-                    unreachable_for = ?now.duration_since(since.0),
-                    "Kafka is still unreachable ({reason}); delivery and checkpoints wait for it");
+                tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, unreachable_for_s = for_s,
+                    "Kafka is still unreachable, for {for_s}s: {brokers}{last}; {waiting}");
             }
+        } else {
+            drop(st);
         }
-        drop(st);
         self.changed.notify_waiters();
     }
 
@@ -190,12 +292,19 @@ impl KafkaLink {
     pub(crate) fn up(&self) {
         let mut st = self.state();
         let was = st.unreachable_since.take();
+        st.seen_up = true;
         st.warned_at = None;
         st.definite = None;
         st.last_error = None;
         drop(st);
         if let Some((at, _)) = was {
-            tracing::info!(owner = %self.owner, bootstrap = %self.bootstrap, after = ?at.elapsed(), "Kafka is reachable again");
+            let after_s = at.elapsed().as_secs();
+            if self.logs {
+                tracing::info!(connector = %self.owner, bootstrap = %self.bootstrap, unreachable_for_s = after_s,
+                    "Kafka is reachable again after {after_s}s; delivery resumes");
+            } else {
+                tracing::debug!(owner = %self.owner, "Kafka is reachable again");
+            }
         }
         self.changed.notify_waiters();
     }
@@ -220,13 +329,21 @@ impl KafkaLink {
         let Ok(stats) = serde_json::from_slice::<Stats>(json) else {
             return;
         };
-        let brokers: BTreeMap<String, String> = stats
-            .brokers
-            .into_values()
-            // librdkafka's internal and logical brokers (the coordinators) are not connections.
-            .filter(|b| b.source == "learned" || b.source == "configured")
-            .map(|b| (b.nodename, b.state))
-            .collect();
+        // librdkafka's internal and logical brokers (the coordinators) are not connections;
+        // a bootstrap broker and the broker it turned out to be share a `host:port`, which
+        // is up when either connection is.
+        let mut brokers: BTreeMap<String, String> = BTreeMap::new();
+        for b in stats.brokers.into_values() {
+            if b.source != "learned" && b.source != "configured" {
+                continue;
+            }
+            match brokers.get(&b.nodename) {
+                Some(state) if state == "UP" => {}
+                _ => {
+                    brokers.insert(b.nodename, b.state);
+                }
+            }
+        }
         let any_up = brokers.values().any(|s| s == "UP");
         self.state().brokers = brokers;
         if any_up {
@@ -235,8 +352,9 @@ impl KafkaLink {
     }
 
     /// Whether librdkafka's log line (`fac`, `message`) only repeats what this link reports
-    /// itself: connection failures while the cluster is known to be unreachable, and the
-    /// authentication/TLS failures it logs once.
+    /// itself: connection failures while the cluster is known to be unreachable (or before
+    /// any broker was ever up), the authentication/TLS failures it logs once, and every one
+    /// of them for a command's link.
     ///
     /// A broker's connection failure (`FAIL`) is let through once per broker and
     /// [`REMINDER_INTERVAL`] while the cluster as a whole is reachable (one broker of several
@@ -246,8 +364,13 @@ impl KafkaLink {
         let down = st.unreachable_since.is_some();
         let failed = st.definite.is_some();
         if fac == "FAIL" {
-            st.last_error = Some(message.to_string());
-            if down || failed {
+            // librdkafka prefixes its log lines with the thread (`[thrd:host:port/id]: `).
+            let error = match message.strip_prefix("[thrd:") {
+                Some(rest) => rest.split_once("]: ").map_or(message, |(_, m)| m),
+                None => message,
+            };
+            st.last_error = Some(error.to_string());
+            if down || failed || !st.seen_up || !self.logs {
                 return true;
             }
             let broker = message.split(": ").next().unwrap_or_default().to_string();
@@ -266,19 +389,22 @@ impl KafkaLink {
             || message.contains("Producer attempted an operation with an old epoch")
             || (down && message.contains("brokers are down"))
             || (failed && (message.contains("SASL") || message.contains("SSL")))
+            || (!self.logs && (down || failed || !st.seen_up))
     }
 }
 
-/// `host:port STATE, ...` of the brokers, or `(no broker state known yet)`.
+/// `brokers host:port STATE, ...` (librdkafka's broker states: `INIT`, `CONNECT`, `DOWN`,
+/// `UP`, ...), or `no broker state known yet`.
 fn describe_brokers(brokers: &BTreeMap<String, String>) -> String {
     if brokers.is_empty() {
-        return "(no broker state known yet)".into();
+        return "no broker state known yet".into();
     }
-    brokers
+    let states = brokers
         .iter()
         .map(|(n, s)| format!("{n} {s}"))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    format!("brokers {states}")
 }
 
 #[cfg(test)]
@@ -303,6 +429,37 @@ mod tests {
         assert!(!link.covers_log_line("FAIL", "b: Connect to ipv4#127.0.0.1:1 failed"));
         assert!(link.covers_log_line("FAIL", "b: Connect to ipv4#127.0.0.1:1 failed"));
         assert!(!link.covers_log_line("FAIL", "c: Connect to ipv4#127.0.0.1:2 failed"));
+    }
+
+    #[test]
+    fn before_any_broker_was_up_and_for_commands_failures_are_held_back() {
+        let link = KafkaLink::new("c", "127.0.0.1:1");
+        let fail = "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused";
+        assert!(
+            link.covers_log_line("FAIL", fail),
+            "never up: the WARN says it"
+        );
+        assert_eq!(
+            link.last_error().as_deref(),
+            Some("127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused"),
+            "kept without librdkafka's thread prefix"
+        );
+        let quiet = KafkaLink::quiet("check", "127.0.0.1:1");
+        quiet.up();
+        assert!(
+            quiet.covers_log_line("FAIL", fail),
+            "a command's link logs nothing"
+        );
+        quiet.on_error(
+            &KafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
+            "1/1 brokers are down",
+        );
+        assert!(quiet.covers_log_line("ERROR", "1/1 brokers are down"));
+        let why = quiet.unreachable_reason().expect("unreachable");
+        assert!(
+            why.starts_with("Kafka at 127.0.0.1:1 unreachable for 0s"),
+            "{why}"
+        );
     }
 
     #[test]

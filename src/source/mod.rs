@@ -18,6 +18,8 @@ pub mod postgres;
 pub(crate) mod supervise;
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
@@ -133,6 +135,33 @@ impl Permit<'_> {
     }
 }
 
+/// What a source's supervisor waits to retry, if it does: the wait and the failure, from the
+/// failure until the source streams again. The connector reads it when it stops: a shutdown
+/// during such a wait is not a clean stop (the source never caught up), and exits 1.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RetryState(Arc<Mutex<Option<(Duration, Error)>>>);
+
+impl RetryState {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Duration, Error)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The source waits `wait` to retry after `error`.
+    pub(crate) fn retrying(&self, wait: Duration, error: Error) {
+        *self.slot() = Some((wait, error));
+    }
+
+    /// The source streams again.
+    fn clear(&self) {
+        *self.slot() = None;
+    }
+
+    /// What the source was waiting to retry when asked, if anything.
+    pub(crate) fn pending(&self) -> Option<(Duration, Error)> {
+        self.slot().clone()
+    }
+}
+
 /// What every session of a connector's source gets.
 pub(crate) struct SourceContext {
     /// The connector's name, for logs, metrics and health.
@@ -146,13 +175,19 @@ pub(crate) struct SourceContext {
     pub checkpointed: watch::Receiver<Option<SourcePosition>>,
     /// The channel into the delivery loop.
     pub out: Outlet,
+    /// Whether the current session reached [`streaming`](Self::streaming).
+    pub(crate) connected: bool,
+    /// What the supervisor waits to retry.
+    pub(crate) retry: RetryState,
 }
 
 impl SourceContext {
     /// Reports that the session is connected and streaming.
-    pub fn streaming(&self) {
+    pub fn streaming(&mut self) {
+        self.connected = true;
+        self.retry.clear();
         self.health.set(&self.connector, ConnectorState::Streaming);
-        metrics::gauge!(m::SOURCE_CONNECTED, m::LABEL_CONNECTOR => self.connector.clone()).set(1.0);
+        m::StreamingStats::of(&self.connector).set_connected(true);
     }
 }
 
@@ -182,27 +217,44 @@ pub(crate) trait Source: Send {
     }
 }
 
-/// Starts connector `cfg`'s source on the runtime: sessions from `resume` (the checkpoint)
-/// into `tx`, supervised ([`supervise::run`]) until the delivery loop stops receiving,
-/// shutdown, or a definite failure (sent into `tx`). `taking_over`: a group member just took
-/// the connector over (see `Connector::taking_over`).
+/// A started source, as [`spawn`] returns it.
+pub(crate) struct Started {
+    /// The source's events, for the delivery loop.
+    pub events: mpsc::Receiver<Result<SourceEvent, Error>>,
+    /// Where the delivery loop publishes what it durably checkpointed (sources that confirm
+    /// positions to the server read it).
+    pub checkpointed: watch::Sender<Option<SourcePosition>>,
+    /// The supervisor's task.
+    pub task: tokio::task::JoinHandle<()>,
+    /// What the supervisor waits to retry.
+    pub retry: RetryState,
+}
+
+/// Starts connector `cfg`'s source on the runtime: sessions from `resume` (the checkpoint),
+/// supervised ([`supervise::run`]) until the delivery loop stops receiving, shutdown, or a
+/// definite failure (sent into the events channel, [`CHANNEL_CAPACITY`] deep).
+/// `taking_over`: a group member just took the connector over (see
+/// `Connector::taking_over`).
 pub(crate) fn spawn(
     cfg: &ConnectorConfig,
     resume: Option<SourcePosition>,
-    tx: mpsc::Sender<Result<SourceEvent, Error>>,
     health: &Health,
     shutdown: watch::Receiver<bool>,
-    checkpointed: watch::Receiver<Option<SourcePosition>>,
     taking_over: bool,
-) -> tokio::task::JoinHandle<()> {
+) -> Started {
+    let (tx, events) = mpsc::channel(CHANNEL_CAPACITY);
+    let (checkpointed_tx, checkpointed) = watch::channel(resume.clone());
+    let retry = RetryState::default();
     let ctx = SourceContext {
         connector: cfg.name.clone(),
         health: health.clone(),
         shutdown,
         checkpointed,
         out: Outlet::new(tx, resume),
+        connected: false,
+        retry: retry.clone(),
     };
-    match &cfg.source {
+    let task = match &cfg.source {
         SourceConfig::Mysql(src) => tokio::spawn(supervise::run(
             mysql::MysqlSource::new(src.clone(), &cfg.tables),
             ctx,
@@ -211,5 +263,11 @@ pub(crate) fn spawn(
             postgres::PgSource::new(src.clone(), &cfg.tables).taking_over(taking_over),
             ctx,
         )),
+    };
+    Started {
+        events,
+        checkpointed: checkpointed_tx,
+        task,
+        retry,
     }
 }

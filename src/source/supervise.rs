@@ -102,9 +102,11 @@ pub(crate) const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(30);
 /// the loop must handle (sent to it through `ctx.out`).
 pub(crate) async fn run<S: Source>(mut source: S, mut ctx: SourceContext) {
     let mut backoff = Backoff::new(source.reconnect_backoff_max());
+    let stats = m::StreamingStats::of(&ctx.connector);
     loop {
         let result = source.session(&mut ctx).await;
-        metrics::gauge!(m::SOURCE_CONNECTED, m::LABEL_CONNECTOR => ctx.connector.clone()).set(0.0);
+        stats.set_connected(false);
+        let was_streaming = std::mem::take(&mut ctx.connected);
         let streamed = ctx.out.take_streamed();
         let error = match result {
             Ok(()) => return,
@@ -118,9 +120,20 @@ pub(crate) async fn run<S: Source>(mut source: S, mut ctx: SourceContext) {
             backoff.reset();
         }
         let wait = backoff.next_wait();
-        ctx.health.set(&ctx.connector, ConnectorState::Retrying);
+        // A connection that never streamed is not "lost": say what stops it from starting.
+        let what = if was_streaming {
+            format!("{} connection lost, reconnecting", source.stream_name())
+        } else {
+            format!("{} stream could not start, retrying", source.stream_name())
+        };
+        ctx.health.set_because(
+            &ctx.connector,
+            ConnectorState::Retrying,
+            format!("{what} in {}s: {error}", wait.as_secs()),
+        );
         metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => ctx.connector.clone(), m::LABEL_KIND => Class::Transient.label()).increment(1);
-        tracing::warn!(connector = %ctx.connector, retry_in = ?wait, "{} connection lost, reconnecting: {error}", source.stream_name());
+        tracing::warn!(connector = %ctx.connector, retry_in_s = wait.as_secs(), "{what} in {}s: {error}", wait.as_secs());
+        ctx.retry.retrying(wait, error);
         if !sleep_before_retry(wait, &ctx.shutdown).await {
             return;
         }

@@ -231,6 +231,23 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// Waits up to `timeout` for `/ready` on 127.0.0.1:`port` to answer `code`; returns the
+/// body (the health report). Panics with the last answer otherwise.
+pub fn wait_ready_code(port: u16, code: u16, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    while Instant::now() < deadline {
+        last = http_get(port, "/ready");
+        if let Some((c, body)) = &last {
+            if *c == code {
+                return body.clone();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("/ready did not answer {code} within {timeout:?}; last: {last:?}");
+}
+
 /// Runs the outboxd binary with `args` to completion; returns (exit code, stdout, stderr).
 pub fn run_cli(args: &[&str]) -> (i32, String, String) {
     run_cli_with_env(args, &[])

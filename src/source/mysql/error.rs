@@ -65,7 +65,7 @@ pub enum MysqlError {
     },
     /// Wrong user or password (or, on MariaDB, a connection without TLS to a server with
     /// `require_secure_transport=ON`, which it refuses the same way).
-    #[error("MySQL/MariaDB at {addr} refused user {user:?}: access denied; check database.user / database.password{}", if *encrypted { "" } else { " (the connection was not encrypted: a MariaDB server with require_secure_transport=ON refuses such connections this way too; then set database.ssl.mode (TOML tls.mode) to required, verify_ca or verify_identity)" })]
+    #[error("MySQL/MariaDB at {addr} refused user {user:?}: access denied; check {keys}{}", if *encrypted { "" } else { " (the connection was not encrypted: a MariaDB server with require_secure_transport=ON refuses such connections this way too; then set database.ssl.mode (TOML tls.mode) to required, verify_ca or verify_identity)" })]
     AccessDenied {
         /// `host:port`.
         addr: String,
@@ -73,6 +73,8 @@ pub enum MysqlError {
         user: String,
         /// Whether the refused connection was encrypted.
         encrypted: bool,
+        /// The settings to check, as the connector's format names them.
+        keys: &'static str,
     },
     /// MySQL's `require_secure_transport` refused a connection without TLS.
     #[error("MySQL at {addr} refused a connection without TLS ({message}); set database.ssl.mode (TOML tls.mode) to required, verify_ca or verify_identity")]
@@ -121,8 +123,10 @@ pub enum MysqlError {
         message: String,
     },
     /// [`MysqlError::SameServerId`] several times in a row: two replicas fight over one id.
-    #[error("another replica with the same server_id is connected: {message}; {times} times in a row: another replica (another outboxd or Debezium connector?) uses database.server.id {server_id}; give every connector its own server_id")]
+    #[error("another replica with the same server_id is connected: {message}; {times} times in a row: another replica (another outboxd or Debezium connector?) uses {key} {server_id}; give every connector its own {key}")]
     SameServerIdRepeated {
+        /// The setting, as the connector's format names it.
+        key: &'static str,
         /// The id.
         server_id: u32,
         /// Failures in a row.
@@ -277,6 +281,10 @@ impl MysqlError {
                     addr,
                     user: cfg.user.clone(),
                     encrypted,
+                    keys: cfg.format.key(
+                        "user / password (password_env, password_file)",
+                        "database.user / database.password",
+                    ),
                 },
                 ER_SECURE_TRANSPORT_REQUIRED => MysqlError::PlaintextRefused {
                     addr,

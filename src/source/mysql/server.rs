@@ -244,8 +244,9 @@ pub fn requirements<'a>(
             "server_id",
             Status::Fail,
             format!(
-                "database.server.id {} is the source server's own server_id; choose another, \
-                 unique among its replicas",
+                "{} {} is the source server's own server_id; choose another, unique among its \
+                 replicas",
+                src.format.key("server_id", "database.server.id"),
                 src.server_id
             ),
         )

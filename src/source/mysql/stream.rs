@@ -75,6 +75,7 @@ impl Source for MysqlSource {
                 self.same_id_failures += 1;
                 if self.same_id_failures >= SAME_SERVER_ID_LIMIT {
                     MysqlError::SameServerIdRepeated {
+                        key: self.cfg.format.key("server_id", "database.server.id"),
                         server_id: self.cfg.server_id,
                         times: self.same_id_failures,
                         message,

@@ -323,8 +323,9 @@ pub async fn require_tables(
                 check: "outbox table".into(),
                 detail: format!(
                     "outbox table {t} not found in database {:?}; create it (migrations/postgres) \
-                     or fix `tables` / table.include.list",
-                    cfg.dbname
+                     or fix {}",
+                    cfg.dbname,
+                    cfg.format.key("tables", "table.include.list")
                 ),
             });
         }

@@ -36,7 +36,7 @@ pub enum PgError {
         after: std::time::Duration,
     },
     /// The server refused the role or its password (SQLSTATE 28P01, 28000).
-    #[error("PostgreSQL at {at} refused user {user:?}: {message}; check database.user / database.password and pg_hba.conf")]
+    #[error("PostgreSQL at {at} refused user {user:?}: {message}; check {keys} and pg_hba.conf")]
     AuthFailed {
         /// `host:port/dbname`.
         at: String,
@@ -44,6 +44,8 @@ pub enum PgError {
         user: String,
         /// The server's message.
         message: String,
+        /// The settings to check, as the connector's format names them.
+        keys: &'static str,
     },
     /// The server refused a connection without TLS (SQLSTATE 28000 on a plaintext
     /// connection: `pg_hba.conf` has only `hostssl` lines for us).
@@ -83,12 +85,14 @@ pub enum PgError {
         cause: String,
     },
     /// The database does not exist (SQLSTATE 3D000).
-    #[error("PostgreSQL at {at}: {message}; check database.dbname")]
+    #[error("PostgreSQL at {at}: {message}; check {key}")]
     UnknownDatabase {
         /// `host:port`.
         at: String,
         /// The server's message.
         message: String,
+        /// The setting, as the connector's format names it.
+        key: &'static str,
     },
     /// The role lacks a privilege (SQLSTATE 42501).
     #[error("PostgreSQL at {at}: user {user:?} lacks a privilege: {message}")]
@@ -178,7 +182,7 @@ pub enum PgError {
         sqlstate: Option<SqlState>,
     },
     /// The replication connection's authentication failed.
-    #[error("PostgreSQL at {at} refused user {user:?}: {message}; check database.user / database.password")]
+    #[error("PostgreSQL at {at} refused user {user:?}: {message}; check {keys}")]
     ReplicationAuth {
         /// `host:port/dbname`.
         at: String,
@@ -186,6 +190,8 @@ pub enum PgError {
         user: String,
         /// What failed.
         message: String,
+        /// The settings to check, as the connector's format names them.
+        keys: &'static str,
     },
     /// TLS on the replication connection failed.
     #[error("PostgreSQL replication at {at}: TLS: {message}")]
@@ -306,11 +312,13 @@ impl PgError {
                 at,
                 user: cfg.user.clone(),
                 message,
+                keys: credential_keys(cfg),
             }
         } else if *code == SqlState::INVALID_CATALOG_NAME {
             PgError::UnknownDatabase {
                 at: format!("{}:{}", cfg.host, cfg.port),
                 message,
+                key: cfg.format.key("dbname", "database.dbname"),
             }
         } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
             PgError::InsufficientPrivilege {
@@ -364,6 +372,7 @@ impl PgError {
                 at,
                 user: cfg.user.clone(),
                 message: msg.clone(),
+                keys: credential_keys(cfg),
             },
             E::Tls(msg) => PgError::ReplicationTls {
                 at,
@@ -388,6 +397,14 @@ pub fn sqlstate_in(message: &str) -> Option<SqlState> {
     let code = rest.strip_suffix(')')?;
     (code.len() == 5 && code.bytes().all(|b| b.is_ascii_alphanumeric()))
         .then(|| SqlState::from_code(code))
+}
+
+/// The credential settings, as the connector's format names them.
+fn credential_keys(cfg: &PostgresSourceConfig) -> &'static str {
+    cfg.format.key(
+        "user / password (password_env, password_file)",
+        "database.user / database.password",
+    )
 }
 
 /// `host:port/dbname` of the source, for messages.

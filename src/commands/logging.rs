@@ -1,0 +1,120 @@
+//! The process's log output: tracing-subscriber's text or JSON lines on stderr.
+//!
+//! In JSON, a field logged as a list (`tables = ?names`, a `Vec<String>` in Debug form,
+//! which is JSON text) is written as a JSON array, not as a string holding one: tracing
+//! records such values as text, and the JSON formatter quotes them. [`JsonLists`] rewrites
+//! each line's `fields` once formatted; log lines are rare, so parsing them again costs
+//! nothing that matters.
+
+use std::io::{self, Write};
+
+use tracing_subscriber::fmt::MakeWriter;
+
+use crate::cli::LogFormat;
+
+/// Installs the tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines
+/// on stderr. Text is coloured only when stderr is a terminal and `NO_COLOR` is unset
+/// (no-color.org), so logs redirected to a file or a collector carry no escape codes.
+pub fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colour);
+    match format {
+        LogFormat::Text => builder.with_writer(std::io::stderr).init(),
+        LogFormat::Json => builder.json().with_writer(JsonLists).init(),
+    }
+}
+
+/// Makes stderr writers that turn list-valued fields of JSON log lines into arrays.
+struct JsonLists;
+
+impl<'a> MakeWriter<'a> for JsonLists {
+    type Writer = ListWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        ListWriter { line: Vec::new() }
+    }
+}
+
+/// Collects one formatted event and writes it, rewritten, to stderr.
+struct ListWriter {
+    line: Vec<u8>,
+}
+
+impl Write for ListWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.line.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.line.is_empty() {
+            return Ok(());
+        }
+        let line = std::mem::take(&mut self.line);
+        let mut err = io::stderr().lock();
+        match lists_as_arrays(&line) {
+            Some(rewritten) => err.write_all(&rewritten),
+            None => err.write_all(&line),
+        }
+    }
+}
+
+impl Drop for ListWriter {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+/// `line` (one JSON object and a newline) with every string in its `fields` object other
+/// than `message` that holds a JSON array replaced by that array; `None` when nothing
+/// changes (or the line is not such an object).
+fn lists_as_arrays(line: &[u8]) -> Option<Vec<u8>> {
+    let mut event: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let fields = event.get_mut("fields")?.as_object_mut()?;
+    let mut changed = false;
+    for (name, value) in fields.iter_mut() {
+        let Some(text) = value.as_str() else {
+            continue;
+        };
+        if name == "message" || !text.starts_with('[') {
+            continue;
+        }
+        if let Ok(list @ serde_json::Value::Array(_)) = serde_json::from_str(text) {
+            *value = list;
+            changed = true;
+        }
+    }
+    if !changed {
+        return None;
+    }
+    let mut out = serde_json::to_vec(&event).ok()?;
+    out.push(b'\n');
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lists_as_arrays;
+
+    #[test]
+    fn list_fields_become_arrays() {
+        let line = br#"{"timestamp":"t","level":"INFO","fields":{"message":"[x] starting","connector":"shop","tables":"[\"shop.outbox_events\", \"shop.b\"]"},"target":"outboxd"}
+"#;
+        let out = lists_as_arrays(line).expect("rewritten");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["fields"]["tables"],
+            serde_json::json!(["shop.outbox_events", "shop.b"])
+        );
+        assert_eq!(v["fields"]["message"], "[x] starting");
+        assert!(out.ends_with(b"\n"));
+        // Not a list, not JSON, or not a log object: left as it is.
+        assert!(lists_as_arrays(br#"{"fields":{"a":"[not json"}}"#).is_none());
+        assert!(lists_as_arrays(b"plain text\n").is_none());
+    }
+}

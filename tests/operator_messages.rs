@@ -1,0 +1,448 @@
+//! What an operator sees when something is off, against the real services (Kafka stays up
+//! here; `tests/kafka_unreachable.rs` stops it): connection-refused messages and exit codes
+//! for both sources, readiness while the source retries, the lag of an idle caught-up
+//! connector and the Debezium streaming metrics, two checkpoint stores for one connector,
+//! configuration mistakes (a missing file, a TOML typo), `[log] format` and list fields in
+//! JSON logs, and `binlog decode --config` without a password.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::kafka::read_expecting;
+use common::mariadb::MariaDb;
+use common::postgres::Postgres;
+use common::relay::{free_port, http_get, run_cli, test_dir, wait_ready_code, Relay};
+use common::suite::{self, topic, write_config_with, SourceDb};
+use common::OutboxEvent;
+
+/// A value of the first sample of `name` whose labels contain `labels`, in `/metrics` text.
+fn metric(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// The source TOML of `db` with its port replaced by a closed one.
+fn with_closed_port<S: SourceDb>(db: &S, real_port: u16) -> (String, u16) {
+    let closed = free_port();
+    let toml = db.source_toml(&db.outbox_table()).replace(
+        &format!("port = {real_port}\n"),
+        &format!("port = {closed}\n"),
+    );
+    assert!(toml.contains(&format!("port = {closed}")), "{toml}");
+    (toml, closed)
+}
+
+/// A wrong port: `check` says "cannot connect to HOST:PORT (connection refused); check
+/// host/port" and exits 1; `run` says the stream could not start (not "connection lost"),
+/// keeps retrying with `/ready` at 503 and the reason, and a SIGTERM then exits 1.
+async fn connection_refused<S: SourceDb>(db: &S, real_port: u16) {
+    let (source, closed) = with_closed_port(db, real_port);
+    let dir = test_dir(db.name());
+    let port = free_port();
+    let path = dir.join("refused.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n[[connectors]]\nname = \"{}\"\n{source}\n\
+             [connectors.kafka]\nbootstrap_servers = \"{}\"\n\n[connectors.checkpoint]\n{}\n",
+            db.name(),
+            common::kafka_bootstrap(),
+            suite::file_checkpoint(db)
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = run_cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let want = format!("at 127.0.0.1:{closed}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("[FAIL]") && l.contains("connect"))
+        .unwrap_or_else(|| panic!("no connect FAIL line:\n{out}"));
+    assert!(
+        line.contains("cannot connect to")
+            && line.contains(&want)
+            && line.contains("(connection refused)")
+            && line.contains("check host/port"),
+        "{line}"
+    );
+    assert!(!out.contains("Input/output error"), "{out}");
+
+    let mut relay =
+        Relay::launch_with_args(&[path.to_str().unwrap()], port, dir.join("refused.log"));
+    let body = wait_ready_code(port, 503, Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !relay.log_text().contains("could not start, retrying") {
+        assert!(Instant::now() < deadline, "log:\n{}", relay.log_text());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let body = if body.contains("retrying") {
+        body
+    } else {
+        std::thread::sleep(Duration::from_secs(1));
+        http_get(port, "/ready").unwrap().1
+    };
+    let report: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let c = &report["connectors"][db.name()];
+    assert_eq!(c["state"], "retrying", "{body}");
+    assert_eq!(c["ready"], false, "{body}");
+    assert!(
+        c["reason"]
+            .as_str()
+            .unwrap()
+            .contains("(connection refused)"),
+        "{body}"
+    );
+    let code = relay.stop();
+    let log = relay.log_text();
+    assert_eq!(
+        code,
+        Some(1),
+        "a signal during a retry exits 1; log:\n{log}"
+    );
+    assert!(
+        !log.contains("connection lost"),
+        "never connected; log:\n{log}"
+    );
+    assert!(
+        log.contains("while waiting to retry") && log.contains("(connection refused)"),
+        "log:\n{log}"
+    );
+    assert!(!log.contains("what was read is delivered"), "log:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connection_refused_mariadb() {
+    let db = MariaDb::new("ops_refused").await;
+    let (_, real, _, _) = common::mariadb::replication_user();
+    connection_refused(&db, real).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connection_refused_postgres() {
+    let db = Postgres::new("ops_pg_refused").await;
+    let (_, real, _, _) = common::postgres::replication_user();
+    connection_refused(&db, real).await;
+}
+
+/// A caught-up connector with a quiet outbox: the lag gauges read 0 (not the time since the
+/// last event), the last-event age grows, and the Debezium streaming series count what
+/// happened, in both delivery modes.
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_caught_up_connector_has_zero_lag() {
+    for mode in ["eos", "alo"] {
+        // A database (and connector name) per mode: one name with two stores is refused.
+        let db = MariaDb::new(&format!("ops_idle_{mode}")).await;
+        let checkpoint = match mode {
+            "eos" => suite::EXACTLY_ONCE.to_string(),
+            _ => suite::file_checkpoint(&db),
+        };
+        let (path, port) = write_config_with(
+            &db,
+            &db.outbox_table(),
+            "",
+            &checkpoint,
+            &format!("{mode}.toml"),
+        );
+        let mut relay = Relay::start(path, port);
+        let events = [
+            OutboxEvent::new("Idle", "a-1", "Created", Some(r#"{"n":1}"#)),
+            OutboxEvent::new("Idle", "a-2", "Created", Some(r#"{"n":2}"#)),
+        ];
+        db.insert(&events, false).await;
+        let got = read_expecting(&[topic(&db, "Idle")], events.len());
+        assert_eq!(got.len(), events.len(), "{mode}");
+        // Idle for longer than the lag used to grow before anyone noticed.
+        std::thread::sleep(Duration::from_secs(4));
+        let text = relay.metrics();
+        let c = format!("connector=\"{}\"", db.name());
+        let dbz = format!("name=\"{}\"", db.name());
+        assert_eq!(
+            metric(&text, "outboxd_checkpoint_lag_seconds", &c),
+            Some(0.0),
+            "{mode}: idle and caught up is no lag:\n{text}"
+        );
+        assert_eq!(
+            metric(&text, "debezium_metrics_MilliSecondsBehindSource", &dbz),
+            Some(0.0),
+            "{mode}:\n{text}"
+        );
+        assert!(
+            metric(&text, "outboxd_last_event_age_seconds", &c).unwrap() >= 3.0,
+            "{mode}:\n{text}"
+        );
+        assert!(
+            metric(&text, "debezium_metrics_MilliSecondsSinceLastEvent", &dbz).unwrap() >= 3000.0,
+            "{mode}:\n{text}"
+        );
+        assert!(text.contains(&format!(
+            "debezium_metrics_TotalNumberOfEventsSeen{{plugin=\"mariadb\",name=\"{}\",context=\"streaming\"}}",
+            db.name()
+        )), "{text}");
+        assert_eq!(
+            metric(&text, "debezium_metrics_TotalNumberOfEventsSeen", &dbz),
+            Some(2.0),
+            "{mode}:\n{text}"
+        );
+        assert_eq!(
+            metric(
+                &text,
+                "debezium_metrics_NumberOfCommittedTransactions",
+                &dbz
+            ),
+            Some(1.0),
+            "{mode}:\n{text}"
+        );
+        assert_eq!(metric(&text, "debezium_metrics_Connected", &dbz), Some(1.0));
+        assert_eq!(metric(&text, "outboxd_connector_ready", &c), Some(1.0));
+        assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+    }
+}
+
+/// The same connector name with two stores (a TOML with the file store, a Debezium JSON or
+/// TOML with the Kafka store): starting from the store the other has overtaken is refused,
+/// naming both; `checkpoint set` carries the position over, and then the other way round is
+/// refused too.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_stores_for_one_connector_are_refused() {
+    let db = MariaDb::new("ops_two_stores").await;
+    let (kafka_cfg, kafka_port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        suite::EXACTLY_ONCE,
+        "kafka.toml",
+    );
+    let file_path = test_dir(db.name()).join("checkpoint.json");
+    let (file_cfg, file_port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        &suite::file_checkpoint(&db),
+        "file.toml",
+    );
+    let mut relay = Relay::start(kafka_cfg.clone(), kafka_port);
+    let first = [OutboxEvent::new("Two", "k", "One", Some("{}"))];
+    db.insert(&first, false).await;
+    read_expecting(&[topic(&db, "Two")], 1);
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+
+    // The file store has nothing; the Kafka store is ahead: refused.
+    let mut refused = Relay::launch_with_args(
+        &[file_cfg.to_str().unwrap()],
+        file_port,
+        test_dir(db.name()).join("refused-file.log"),
+    );
+    let code = refused.wait_exit(Duration::from_secs(60));
+    let log = refused.log_text();
+    assert_eq!(code, Some(1), "log:\n{log}");
+    assert!(
+        log.contains("has checkpoints in two stores")
+            && log.contains(&format!("topic outboxd.checkpoints.{}", db.name()))
+            && log.contains(&format!("file store {}", file_path.display()))
+            && log.contains("outboxd checkpoint set"),
+        "log:\n{log}"
+    );
+
+    // Carry the Kafka store's position over, as the message says; then the file store runs.
+    let (code, out, err) = run_cli(&[
+        "checkpoint",
+        "show",
+        "--config",
+        kafka_cfg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let shown: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let position = format!(
+        "{}:{}",
+        shown["checkpoint"]["position"]["kind"].as_str().unwrap(),
+        shown["checkpoint"]["position"]["value"].as_str().unwrap()
+    );
+    let (code, _, err) = run_cli(&[
+        "checkpoint",
+        "set",
+        "--config",
+        file_cfg.to_str().unwrap(),
+        "--position",
+        &position,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut relay = Relay::start(file_cfg.clone(), file_port);
+    let second = [OutboxEvent::new("Two", "k", "Two", Some("{}"))];
+    db.insert(&second, false).await;
+    let got = read_expecting(&[topic(&db, "Two")], 2);
+    assert_eq!(
+        got.len(),
+        2,
+        "the carried-over position re-delivers nothing"
+    );
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+
+    // Now the file store is ahead: the Kafka-store configuration is refused, naming the file.
+    let mut refused = Relay::launch_with_args(
+        &[kafka_cfg.to_str().unwrap()],
+        kafka_port,
+        test_dir(db.name()).join("refused-kafka.log"),
+    );
+    let code = refused.wait_exit(Duration::from_secs(90));
+    let log = refused.log_text();
+    assert_eq!(code, Some(1), "log:\n{log}");
+    assert!(
+        log.contains("has checkpoints in two stores")
+            && log.contains(&format!("the file store {}", file_path.display())),
+        "log:\n{log}"
+    );
+}
+
+/// A missing file prints its OS error once; a TOML typo prints the parse error once, with
+/// the closest key; a Debezium key in a TOML file is pointed at its TOML name.
+#[test]
+fn configuration_mistakes_say_it_once() {
+    let (code, out, err) = run_cli(&["check", "--config", "/nonexistent/outboxd.toml"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    assert!(
+        err.contains("cannot read /nonexistent/outboxd.toml"),
+        "{err}"
+    );
+
+    let dir = test_dir("ops_config_mistakes");
+    let toml = |source_extra: &str| {
+        format!(
+            "[[connectors]]\nname = \"typo\"\ntables = [\"s.outbox\"]\n[connectors.source]\n\
+             kind = \"mariadb\"\nhost = \"127.0.0.1\"\nuser = \"u\"\n{source_extra}\n"
+        )
+    };
+    let typo = dir.join("typo.toml");
+    std::fs::write(&typo, toml("server_idd = 7")).unwrap();
+    let (code, _, err) = run_cli(&["check", "--config", typo.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err.matches("unknown field `server_idd`").count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(err.matches("TOML parse error").count(), 1, "{err}");
+    assert!(err.contains("did you mean `server_id`?"), "{err}");
+
+    let debezium_key = dir.join("debezium-key.toml");
+    std::fs::write(
+        &debezium_key,
+        toml("server_id = 7\n\"database.password\" = \"x\""),
+    )
+    .unwrap();
+    let (code, _, err) = run_cli(&["check", "--config", debezium_key.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("`database.password` is Debezium's name; in outboxd's TOML it is `password`"),
+        "{err}"
+    );
+}
+
+/// `[log] format = "json"` in the file is applied (no --log-format), and list fields are
+/// JSON arrays: `tables` of "starting connector".
+#[tokio::test(flavor = "multi_thread")]
+async fn log_format_from_the_file_and_tables_as_an_array() {
+    let db = MariaDb::new("ops_json_log").await;
+    let (path, port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        &suite::file_checkpoint(&db),
+        "connector.toml",
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("[log]\nformat = \"json\"\n\n{text}")).unwrap();
+    let mut relay = Relay::start(path, port);
+    assert_eq!(relay.stop(), Some(0));
+    let log = relay.log_text();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let starting = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "starting connector")
+        .unwrap_or_else(|| panic!("no 'starting connector' line:\n{log}"));
+    assert_eq!(
+        starting["fields"]["tables"],
+        serde_json::json!([db.outbox_table()]),
+        "{starting}"
+    );
+}
+
+/// `binlog decode --config` loads the config without its password (nothing connects: an
+/// unset `password_env` or `${env:...}` is fine), and says so when none of the config's
+/// tables is in the file.
+#[test]
+fn binlog_decode_config_needs_no_password() {
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mysql-binlogs");
+    if !fixtures.is_dir() {
+        println!("skipping: {} is absent", fixtures.display());
+        return;
+    }
+    let file = fixtures.join("mariadb-bin.000001");
+    let dir = test_dir("ops_decode_offline");
+    let toml = |table: &str| {
+        format!(
+            "[[connectors]]\nname = \"toddy\"\ntables = [\"{table}\"]\n[connectors.source]\n\
+             kind = \"mariadb\"\nhost = \"127.0.0.1\"\nuser = \"x\"\n\
+             password_env = \"OUTBOXD_TEST_SURELY_UNSET_PASSWORD\"\nserver_id = 99\n\
+             [connectors.router]\n\"route.by.field\" = \"topic\"\n\"table.field.event.key\" = \"id\"\n\
+             \"table.field.event.payload\" = \"event\"\n"
+        )
+    };
+    let cfg = dir.join("toddy.toml");
+    std::fs::write(&cfg, toml("toddy_test.outbox")).unwrap();
+    let json = dir.join("toddy.json");
+    std::fs::write(
+        &json,
+        serde_json::json!({"name": "toddy", "config": {
+            "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+            "database.hostname": "127.0.0.1", "database.user": "x",
+            "database.password": "${env:OUTBOXD_TEST_SURELY_UNSET_PASSWORD}",
+            "database.server.id": "99", "table.include.list": "toddy_test.outbox",
+            "transforms": "outbox",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.route.by.field": "topic",
+            "transforms.outbox.table.field.event.key": "id",
+            "transforms.outbox.table.field.event.payload": "event"
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    for config in [&cfg, &json] {
+        let (code, out, err) = run_cli(&[
+            "binlog",
+            "decode",
+            file.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{}: {err}", config.display());
+        assert_eq!(out.matches("\"kafka_record\":{").count(), 2, "{out}");
+        assert!(
+            !err.contains("no row change in the config's tables"),
+            "{err}"
+        );
+    }
+    let elsewhere = dir.join("elsewhere.toml");
+    std::fs::write(&elsewhere, toml("other.outbox")).unwrap();
+    let (code, out, err) = run_cli(&[
+        "binlog",
+        "decode",
+        file.to_str().unwrap(),
+        "--config",
+        elsewhere.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("\"kafka_record\""), "{out}");
+    assert!(
+        err.contains("no row change in the config's tables (other.outbox)")
+            && err.contains("toddy_test.outbox"),
+        "{err}"
+    );
+}
