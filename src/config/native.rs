@@ -171,7 +171,7 @@ struct KafkaToml {
 pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<Config, ConfigError> {
     let file: FileToml = toml::from_str(text).map_err(|e| ConfigError::Toml {
         path: ctx.path.to_path_buf(),
-        hint: did_you_mean(e.message()),
+        hint: super::hint::did_you_mean(e.message()),
         cause: Box::new(e),
     })?;
     let mut connectors = Vec::with_capacity(file.connectors.len());
@@ -870,68 +870,4 @@ fn placement_array(items: &[toml::Value]) -> Result<String, String> {
         }
     }
     Ok(parts.join(","))
-}
-
-/// Debezium's names of settings a TOML connector spells differently, for the hint on an
-/// unknown key: a Kafka Connect user writing `database.hostname` is pointed at `host`.
-const DEBEZIUM_NAMES: &[(&str, &str)] = &[
-    ("database.hostname", "host"),
-    ("database.port", "port"),
-    ("database.user", "user"),
-    ("database.password", "password"),
-    ("database.server.id", "server_id"),
-    ("database.dbname", "dbname"),
-    ("slot.name", "slot_name"),
-    ("publication.name", "publication_name"),
-    ("publication.autocreate.mode", "publication_autocreate"),
-    ("status.update.interval.ms", "status_interval"),
-    ("connect.timeout.ms", "connect_timeout"),
-    ("table.include.list", "tables"),
-    ("bootstrap.servers", "bootstrap_servers"),
-];
-
-/// `; did you mean `x`?` for a TOML parser's unknown-key message (serde's wording:
-/// "unknown field `k`, expected one of `a`, `b`" or "expected `a` or `b`"), naming the
-/// accepted key closest to the unknown one (Jaro-Winkler similarity of at least 0.8), or
-/// the TOML name of a Debezium key; empty when nothing is close.
-pub(super) fn did_you_mean(message: &str) -> String {
-    let Some(rest) = message.strip_prefix("unknown field `") else {
-        return String::new();
-    };
-    let Some((unknown, expected)) = rest.split_once('`') else {
-        return String::new();
-    };
-    if let Some((_, toml)) = DEBEZIUM_NAMES.iter().find(|(d, _)| *d == unknown) {
-        return format!(
-            "\nhint: `{unknown}` is Debezium's name; in outboxd's TOML it is `{toml}` \
-             (connectors/README.md lists every key under both names)"
-        );
-    }
-    let candidates = expected.split('`').skip(1).step_by(2);
-    let best = candidates
-        .map(|c| (strsim::jaro_winkler(unknown, c), c))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match best {
-        Some((_, c)) => format!("\nhint: did you mean `{c}`?"),
-        None => String::new(),
-    }
-}
-
-#[cfg(test)]
-mod hint_tests {
-    use super::did_you_mean;
-
-    #[test]
-    fn unknown_keys_get_the_closest_accepted_one() {
-        let m = "unknown field `server_idd`, expected one of `kind`, `host`, `port`, `server_id`, `start`";
-        assert_eq!(did_you_mean(m), "\nhint: did you mean `server_id`?");
-        let m = "unknown field `prot`, expected one of `kind`, `host`, `port`, `user`";
-        assert_eq!(did_you_mean(m), "\nhint: did you mean `port`?");
-        let m = "unknown field `database.password`, expected one of `password`, `password_env`";
-        assert!(did_you_mean(m).contains("in outboxd's TOML it is `password`"));
-        let m = "unknown field `zzzzzz`, expected `store` or `path`";
-        assert_eq!(did_you_mean(m), "");
-        assert_eq!(did_you_mean("invalid type: integer, expected a string"), "");
-    }
 }

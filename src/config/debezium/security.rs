@@ -1,0 +1,116 @@
+//! The security keys of a Debezium connector JSON: the database TLS settings (Debezium's
+//! MySQL `database.ssl.*`, pgjdbc's `database.ssl*`) and the Kafka producer's
+//! `producer.override.security.protocol` / `sasl.*` / `ssl.*`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::Keys;
+use crate::config::{
+    ClientProperties, MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, RootCert, Secret,
+    StoreFile,
+};
+use crate::tls::StoreKind;
+
+/// Debezium's MySQL TLS keys: `database.ssl.mode`, `database.ssl.truststore` (+ `.password`,
+/// `.type`), `database.ssl.keystore` (+ `.password`, `.type`).
+pub(super) fn mysql_tls(keys: &mut Keys) -> Result<MysqlTlsConfig, (String, String)> {
+    let mode = match keys.take_nonempty("database.ssl.mode") {
+        None => MysqlSslMode::default(),
+        Some(m) => MysqlSslMode::parse(&m).map_err(|e| ("database.ssl.mode".to_string(), e))?,
+    };
+    let mut store = |name: &str| -> Result<Option<StoreFile>, (String, String)> {
+        let type_key = format!("{name}.type");
+        let kind = keys
+            .take_nonempty(&type_key)
+            .map(|t| StoreKind::parse(&type_key, &t))
+            .transpose()
+            .map_err(|e| (type_key.clone(), e.to_string()))?;
+        let password = keys.take(&format!("{name}.password"));
+        match keys.take_nonempty(name) {
+            Some(path) => Ok(Some(StoreFile {
+                path: PathBuf::from(path),
+                kind,
+                password: Secret::new(password.unwrap_or_default()),
+            })),
+            None if kind.is_some() || password.is_some() => Err((
+                name.to_string(),
+                format!("is missing, but {name}.type / {name}.password are set"),
+            )),
+            None => Ok(None),
+        }
+    };
+    let truststore = store("database.ssl.truststore")?;
+    let keystore = store("database.ssl.keystore")?;
+    Ok(MysqlTlsConfig {
+        mode,
+        truststore,
+        keystore,
+    })
+}
+
+/// Debezium's PostgreSQL TLS keys (pgjdbc's, which follow libpq's): `database.sslmode`,
+/// `database.sslrootcert`, `database.sslcert`, `database.sslkey`.
+pub(super) fn pg_tls(keys: &mut Keys) -> Result<PgTlsConfig, (String, String)> {
+    let mode = match keys.take_nonempty("database.sslmode") {
+        None => PgSslMode::default(),
+        Some(m) => PgSslMode::parse(&m).map_err(|e| ("database.sslmode".to_string(), e))?,
+    };
+    if keys.take_nonempty("database.sslpassword").is_some() {
+        return Err((
+            "database.sslpassword".into(),
+            "encrypted client keys are not supported: decrypt the key (openssl pkey -in KEY -out KEY.plain, mode 0600) and remove database.sslpassword".into(),
+        ));
+    }
+    let rootcert = keys.take_nonempty("database.sslrootcert").map(|r| {
+        if r == "system" {
+            RootCert::System
+        } else {
+            RootCert::File(PathBuf::from(r))
+        }
+    });
+    let cert = keys.take_nonempty("database.sslcert").map(PathBuf::from);
+    let key = keys.take_nonempty("database.sslkey").map(PathBuf::from);
+    if cert.is_some() != key.is_some() {
+        return Err((
+            "database.sslcert".into(),
+            "set database.sslcert and database.sslkey together (the client certificate and its private key, PEM)".into(),
+        ));
+    }
+    Ok(PgTlsConfig {
+        mode,
+        rootcert,
+        cert,
+        key,
+    })
+}
+
+/// The `producer.override.*` security keys (`security.protocol`, `sasl.*`, `ssl.*`), Java
+/// names translated to librdkafka's: the settings of every Kafka client of the connector
+/// (its record producer writes the checkpoints, its store reads them: one cluster, one set
+/// of credentials). Other `producer.override.*` keys are reported as before.
+pub(super) fn producer_security(keys: &mut Keys) -> Result<ClientProperties, (String, String)> {
+    const PREFIX: &str = "producer.override.";
+    let security: Vec<String> = keys
+        .map
+        .keys()
+        .filter(|k| {
+            k.strip_prefix(PREFIX).is_some_and(|rest| {
+                rest == "security.protocol" || rest.starts_with("sasl.") || rest.starts_with("ssl.")
+            })
+        })
+        .cloned()
+        .collect();
+    let mut java = BTreeMap::new();
+    for k in security {
+        if let Some(v) = keys.take(&k) {
+            java.insert(k[PREFIX.len()..].to_string(), v);
+        }
+    }
+    let t = crate::config::kafka::translate(java, &crate::sink::client::knows_property)
+        .map_err(|(k, m)| (format!("{PREFIX}{k}"), m))?;
+    for (k, why) in t.ignored {
+        keys.ignore(&format!("{PREFIX}{k}"), why);
+    }
+    Ok(t.props)
+}

@@ -1,0 +1,324 @@
+//! Loading configuration files: one or several (their connectors merged, process-wide
+//! sections set once), in either format (outboxd TOML, Debezium connector JSON), with the
+//! command line's overrides and the process-wide Kafka settings applied to every connector.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::{
+    debezium, kafka, native, CheckpointConfig, Config, ConfigError, GroupConfig,
+    KafkaClientSettings, KafkaConfig, LogConfig, MetricsConfig, ENV_KAFKA_BOOTSTRAP,
+};
+
+/// What the command line adds to the files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions<'a> {
+    /// `--kafka-bootstrap`: beats `OUTBOXD_KAFKA_BOOTSTRAP`, which beats the files.
+    pub kafka_bootstrap: Option<&'a str>,
+    /// `--kafka-config FILE`: a Kafka Connect worker properties file with the process-wide
+    /// Kafka client settings (see [`kafka`]); its keys beat the TOML `[kafka]` section's.
+    pub kafka_config: Option<&'a Path>,
+}
+
+/// Loads one configuration file (outboxd TOML or Debezium connector JSON).
+///
+/// `kafka_bootstrap_override` is the `--kafka-bootstrap` flag; it beats `OUTBOXD_KAFKA_BOOTSTRAP`,
+/// which beats the file. Environment variables are read from the process environment.
+pub fn load(path: &Path, kafka_bootstrap_override: Option<&str>) -> Result<Config, ConfigError> {
+    load_many(&[path], kafka_bootstrap_override)
+}
+
+/// Loads one configuration file for offline use (`binlog decode --config`): the router, the
+/// tables and the column lists, without resolving passwords (nothing connects) or needing
+/// Kafka bootstrap servers.
+pub fn load_offline(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let env = |k: &str| std::env::var(k).ok();
+    let none = KafkaClientSettings::default();
+    parse_with_kafka(&text, path, Some("offline:0"), &env, &none, true)
+}
+
+/// Loads several files and merges their connectors (connector names must be unique across
+/// them). `[metrics]`/`[log]`/`[kafka]` may be set in one file, or identically in several.
+pub fn load_many<P: AsRef<Path>>(
+    paths: &[P],
+    kafka_bootstrap_override: Option<&str>,
+) -> Result<Config, ConfigError> {
+    load_all(
+        paths,
+        LoadOptions {
+            kafka_bootstrap: kafka_bootstrap_override,
+            kafka_config: None,
+        },
+    )
+}
+
+/// [`load_many`] with every command-line option ([`LoadOptions`]).
+pub fn load_all<P: AsRef<Path>>(paths: &[P], opts: LoadOptions<'_>) -> Result<Config, ConfigError> {
+    let env = |k: &str| std::env::var(k).ok();
+    load_all_with_env(paths, opts, &env)
+}
+
+/// [`load_many`] with an explicit environment lookup (for tests and embedding).
+pub fn load_many_with_env<P: AsRef<Path>>(
+    paths: &[P],
+    kafka_bootstrap_override: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let opts = LoadOptions {
+        kafka_bootstrap: kafka_bootstrap_override,
+        kafka_config: None,
+    };
+    load_all_with_env(paths, opts, env)
+}
+
+/// [`load_all`] with an explicit environment lookup.
+pub fn load_all_with_env<P: AsRef<Path>>(
+    paths: &[P],
+    opts: LoadOptions<'_>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    if paths.is_empty() {
+        return Err(ConfigError::NoFiles);
+    }
+    let mut texts = Vec::with_capacity(paths.len());
+    for p in paths {
+        let path = p.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+        texts.push((path, text));
+    }
+    // The process-wide Kafka settings first: every file's connectors get them.
+    let mut process = KafkaClientSettings::default();
+    let mut kafka_from: Option<PathBuf> = None;
+    for (path, text) in &texts {
+        if let Some(k) = native::kafka_section(text, path, env)? {
+            match &kafka_from {
+                Some(first) if process != k => {
+                    return Err(ConfigError::ConflictingSection {
+                        path: path.to_path_buf(),
+                        first: first.clone(),
+                        section: "kafka",
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    kafka_from = Some(path.to_path_buf());
+                    process = k;
+                }
+            }
+        }
+    }
+    if let Some(worker) = opts.kafka_config {
+        let w = kafka::from_worker_file(worker, env, &crate::sink::client::knows_property)
+            .map_err(|(key, message)| ConfigError::Invalid {
+                path: worker.to_path_buf(),
+                context: format!("--kafka-config: {key}"),
+                message,
+            })?;
+        process.merge(&w);
+    }
+
+    let mut merged = Config {
+        connectors: Vec::new(),
+        metrics: MetricsConfig::default(),
+        log: LogConfig::default(),
+        group: GroupConfig::default(),
+        kafka: process.clone(),
+    };
+    let mut origins: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut metrics_from: Option<PathBuf> = None;
+    let mut log_from: Option<PathBuf> = None;
+    let mut group_from: Option<PathBuf> = None;
+    for (path, text) in &texts {
+        let path: &Path = path;
+        let cfg = parse_with_kafka(text, path, opts.kafka_bootstrap, env, &process, false)?;
+        merge_section(
+            &mut merged.metrics,
+            cfg.metrics,
+            &mut metrics_from,
+            path,
+            "metrics",
+        )?;
+        merge_section(&mut merged.log, cfg.log, &mut log_from, path, "log")?;
+        merge_section(&mut merged.group, cfg.group, &mut group_from, path, "group")?;
+        for c in cfg.connectors {
+            if let Some(first) = origins.get(&c.name) {
+                return Err(ConfigError::DuplicateConnector {
+                    name: c.name,
+                    first: first.clone(),
+                    second: path.to_path_buf(),
+                });
+            }
+            origins.insert(c.name.clone(), path.to_path_buf());
+            merged.connectors.push(c);
+        }
+    }
+    Ok(merged)
+}
+
+/// Takes `section` of file `path` into `merged`: a process-wide section (`[metrics]`, `[log]`,
+/// `[group]`) may be set in one file, or identically in several; `from` remembers the file
+/// that set it first.
+fn merge_section<T: PartialEq + Default>(
+    merged: &mut T,
+    section: T,
+    from: &mut Option<PathBuf>,
+    path: &Path,
+    name: &'static str,
+) -> Result<(), ConfigError> {
+    if section == T::default() {
+        return Ok(());
+    }
+    match from {
+        Some(first) if *merged != section => Err(ConfigError::ConflictingSection {
+            path: path.to_path_buf(),
+            first: first.clone(),
+            section: name,
+        }),
+        Some(_) => Ok(()),
+        None => {
+            *from = Some(path.to_path_buf());
+            *merged = section;
+            Ok(())
+        }
+    }
+}
+
+/// Logs every connector's [`ConnectorConfig::ignored_keys`] and the process-wide Kafka
+/// settings' (one warning per key, with the reason; values are never logged). `run` and
+/// `check` call it after loading.
+pub fn log_ignored_keys(cfg: &Config) {
+    for (key, why) in &cfg.kafka.ignored_keys {
+        tracing::warn!(key = %key, "Kafka worker setting not used by outboxd: {why}");
+    }
+    for c in &cfg.connectors {
+        for (key, why) in &c.ignored_keys {
+            tracing::warn!(connector = %c.name, key = %key, "Debezium setting not used by outboxd: {why}");
+        }
+    }
+}
+
+/// Parses configuration text. `origin` is only used in messages and as the fallback connector
+/// name of a Debezium JSON without one (its file stem). `env` looks up environment variables
+/// (`OUTBOXD_KAFKA_BOOTSTRAP`, `OUTBOXD_STATE_DIR`, `password_env`, `${env:VAR}`). A TOML
+/// text's own `[kafka]` section is its process-wide Kafka settings.
+pub fn parse(
+    text: &str,
+    origin: &Path,
+    kafka_bootstrap_override: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let process = native::kafka_section(text, origin, env)?.unwrap_or_default();
+    parse_with_kafka(text, origin, kafka_bootstrap_override, env, &process, false)
+}
+
+/// [`parse`] with the process-wide Kafka settings given: they are merged into each
+/// connector's [`KafkaConfig`] (its own settings win). `offline`: passwords are not
+/// resolved ([`load_offline`]).
+fn parse_with_kafka(
+    text: &str,
+    origin: &Path,
+    kafka_bootstrap_override: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+    process: &KafkaClientSettings,
+    offline: bool,
+) -> Result<Config, ConfigError> {
+    let bootstrap_override = kafka_bootstrap_override
+        .map(str::to_string)
+        .or_else(|| env(ENV_KAFKA_BOOTSTRAP))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    let ctx = LoadCtx {
+        path: origin,
+        bootstrap_override: bootstrap_override.as_deref(),
+        process_bootstrap: process.bootstrap_servers.as_deref(),
+        env,
+        offline,
+    };
+    let mut cfg = if text.trim_start().starts_with('{') {
+        let connector = debezium::parse(text, &ctx)?;
+        Config {
+            connectors: vec![connector],
+            metrics: MetricsConfig::default(),
+            log: LogConfig::default(),
+            group: GroupConfig::default(),
+            kafka: process.clone(),
+        }
+    } else {
+        native::parse(text, &ctx)?
+    };
+    cfg.kafka = process.clone();
+    let mut seen = BTreeSet::new();
+    for c in &mut cfg.connectors {
+        if !seen.insert(c.name.clone()) {
+            return Err(ConfigError::DuplicateConnector {
+                name: c.name.clone(),
+                first: origin.to_path_buf(),
+                second: origin.to_path_buf(),
+            });
+        }
+        crate::router::EventRouter::new(&c.router).map_err(|source| ConfigError::Router {
+            path: origin.to_path_buf(),
+            connector: c.name.clone(),
+            source,
+        })?;
+        apply_process_kafka(&mut c.kafka, process);
+    }
+    Ok(cfg)
+}
+
+/// Merges the process-wide Kafka settings under a connector's own.
+fn apply_process_kafka(k: &mut KafkaConfig, process: &KafkaClientSettings) {
+    let mut client = process.client.clone();
+    client.merge(&k.client);
+    k.client = client;
+    let mut producer: BTreeMap<String, String> = process
+        .producer
+        .plain()
+        .iter()
+        .map(|(a, b)| (a.clone(), b.clone()))
+        .collect();
+    producer.extend(std::mem::take(&mut k.producer));
+    k.producer = producer;
+    let mut secrets = process.producer.secrets_only();
+    secrets.merge(&k.producer_secrets);
+    k.producer_secrets = secrets;
+}
+
+/// What both format parsers need.
+pub(crate) struct LoadCtx<'a> {
+    pub(crate) path: &'a Path,
+    /// CLI flag or `OUTBOXD_KAFKA_BOOTSTRAP`, already resolved.
+    pub(crate) bootstrap_override: Option<&'a str>,
+    /// `bootstrap.servers` of the process-wide Kafka settings: for connectors that name
+    /// none themselves.
+    pub(crate) process_bootstrap: Option<&'a str>,
+    pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
+    /// Passwords are not resolved: nothing will connect ([`load_offline`]).
+    pub(crate) offline: bool,
+}
+
+impl LoadCtx<'_> {
+    pub(crate) fn invalid(
+        &self,
+        context: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_path_buf(),
+            context: context.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Default checkpoint store: the Kafka topic, exactly-once (no local state).
+    pub(crate) fn default_checkpoint(&self, connector: &str) -> CheckpointConfig {
+        CheckpointConfig::kafka_default(connector)
+    }
+}
