@@ -7,6 +7,9 @@
 #   smoke           a tiny run of every scenario and peer (CI); results go to .state/bench-smoke/
 #   failover        three members of a group, their owners killed, frozen and stopped in turn;
 #                   results go to benches/results/failover.{md,json} (--rounds N, --out DIR)
+#   faults          the broker frozen and killed, the databases stopped, while both sources
+#                   deliver: time from a fault's end to delivery again; results go to
+#                   benches/results/faults.{md,json} (--rounds N, --outage S, --out DIR)
 #   ARGS            passed to the harness, e.g. --sources postgres --peers outboxd,debezium
 #                   (`scripts/bench.sh full --help` lists them)
 #
@@ -20,9 +23,9 @@ cd "$ROOT"
 
 mode="${1:-full}"
 case "$mode" in
-  full | smoke | failover) shift || true ;;
+  full | smoke | failover | faults) shift || true ;;
   -*) mode=full ;;
-  *) echo "usage: scripts/bench.sh [full|smoke|failover] [ARGS...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench.sh [full|smoke|failover|faults] [ARGS...]" >&2; exit 2 ;;
 esac
 
 log() { printf '[bench] %s\n' "$*" >&2; }
@@ -36,8 +39,8 @@ flock -n 9 || { log "another scripts/bench.sh is running (lock: .state/bench.loc
 # --- services --------------------------------------------------------------------------
 eval "$(bash scripts/services.sh up)"
 
-if [[ "$mode" == failover ]]; then
-  exec cargo bench --bench failover -- "$@"
+if [[ "$mode" == failover || "$mode" == faults ]]; then
+  exec cargo bench --bench "$mode" -- "$@"
 fi
 
 # --- Kafka Connect + Debezium classpath ------------------------------------------------

@@ -150,6 +150,17 @@ impl Drop for MariaDb {
 
 /// Inserts outbox rows with a multi-row INSERT per 500 events.
 pub async fn insert_events<Q: Queryable>(q: &mut Q, table: &str, events: &[OutboxEvent]) {
+    try_insert_events(q, table, events)
+        .await
+        .expect("insert outbox rows");
+}
+
+/// [`insert_events`], returning the server's error instead of panicking.
+pub async fn try_insert_events<Q: Queryable>(
+    q: &mut Q,
+    table: &str,
+    events: &[OutboxEvent],
+) -> Result<(), String> {
     for chunk in events.chunks(500) {
         let mut sql = format!(
             "INSERT INTO {table} (id, aggregate_type, aggregate_id, event_type, payload, idempotency_key) VALUES "
@@ -167,8 +178,9 @@ pub async fn insert_events<Q: Queryable>(q: &mut Q, table: &str, events: &[Outbo
             params.push(e.payload.clone().into());
             params.push(e.id.clone().into());
         }
-        q.exec_drop(sql, params).await.expect("insert outbox rows");
+        q.exec_drop(sql, params).await.map_err(|e| e.to_string())?;
     }
+    Ok(())
 }
 
 impl super::suite::SourceDb for MariaDb {

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod edges;
+pub mod faults;
 pub mod kafka;
 pub mod mariadb;
 pub mod postgres;

@@ -52,16 +52,20 @@ pub fn db_error(e: &tokio_postgres::Error) -> String {
 
 /// Connects as the admin to database `db`.
 pub async fn admin_connect(db: &str) -> Client {
+    try_admin_connect(db)
+        .await
+        .unwrap_or_else(|e| panic!("connect to PostgreSQL ({e}): run scripts/services.sh up"))
+}
+
+/// [`admin_connect`], returning the error instead of panicking.
+pub async fn try_admin_connect(db: &str) -> Result<Client, String> {
     let mut cfg = Config::from_str(&admin_url()).expect("OUTBOXD_TEST_PG_ADMIN_URL");
     cfg.dbname(db);
-    let (client, conn) = cfg
-        .connect(NoTls)
-        .await
-        .expect("connect to PostgreSQL: run scripts/services.sh up");
+    let (client, conn) = cfg.connect(NoTls).await.map_err(|e| db_error(&e))?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    client
+    Ok(client)
 }
 
 /// An admin connection to `db` on the plaintext server or (`tls`) on `postgres-tls`.
@@ -265,6 +269,17 @@ pub async fn wal_insert_lsn(client: &Client) -> i64 {
 
 /// Inserts outbox rows with a multi-row INSERT per 500 events (text parameters cast in SQL).
 pub async fn insert_events(client: &Client, table: &str, events: &[OutboxEvent]) {
+    try_insert_events(client, table, events)
+        .await
+        .unwrap_or_else(|e| panic!("insert outbox rows: {e}"));
+}
+
+/// [`insert_events`], returning the server's error instead of panicking.
+pub async fn try_insert_events(
+    client: &Client,
+    table: &str,
+    events: &[OutboxEvent],
+) -> Result<(), String> {
     for chunk in events.chunks(500) {
         let mut sql = format!(
             "INSERT INTO {table} (id, aggregate_type, aggregate_id, event_type, payload, idempotency_key) VALUES "
@@ -298,8 +313,9 @@ pub async fn insert_events(client: &Client, table: &str, events: &[OutboxEvent])
         client
             .execute(&sql, &refs)
             .await
-            .unwrap_or_else(|e| panic!("insert outbox rows: {}", db_error(&e)));
+            .map_err(|e| db_error(&e))?;
     }
+    Ok(())
 }
 
 impl super::suite::SourceDb for Postgres {
