@@ -15,7 +15,6 @@
 //! `scripts/bench.sh faults [--rounds N]` (services up, optimized build; it stops and
 //! starts the services, so nothing else may use them meanwhile).
 
-#[allow(dead_code)]
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
@@ -66,7 +65,9 @@ async fn main() -> Result<()> {
     let mut runs: Vec<(Fault, &'static str, f64)> = Vec::new();
     for round in 1..=args.rounds {
         for fault in faults {
+            eprintln!("[faults] {} {}: starting", utc_now(), fault.label());
             let ended = tokio::task::spawn_blocking(move || fault.apply()).await?;
+            eprintln!("[faults] {} {}: ended", utc_now(), fault.label());
             for (source, took) in scenario.wait_flowing(ended, Duration::from_secs(300)) {
                 eprintln!(
                     "[faults] round {round}/{}: {}: {source} delivering again after {:.2} s",
@@ -162,10 +163,10 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// The current UTC time as `YYYY-MM-DD HH:MM UTC`.
+/// The current UTC time as `YYYY-MM-DD HH:MM:SS UTC`.
 fn utc_now() -> String {
     std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .args(["-u", "+%Y-%m-%d %H:%M:%S UTC"])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()

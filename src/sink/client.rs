@@ -26,9 +26,16 @@ pub fn for_process(kafka: &KafkaClientSettings, bootstrap: &str) -> ClientConfig
     with_settings(bootstrap, &kafka.client)
 }
 
+/// librdkafka's longest wait between two attempts to connect to a broker, in ms, unless the
+/// client settings say otherwise. librdkafka's own default (10 s) let a broker restarted after
+/// a 20 s outage wait up to 10 s more for the relay's clients to try again
+/// (`benches/faults`); one attempt a second per broker costs nothing.
+pub const RECONNECT_BACKOFF_MAX_MS: &str = "1000";
+
 fn with_settings(bootstrap: &str, client: &ClientProperties) -> ClientConfig {
     let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", bootstrap);
+    cc.set("bootstrap.servers", bootstrap)
+        .set("reconnect.backoff.max.ms", RECONNECT_BACKOFF_MAX_MS);
     for (k, v) in client.expose() {
         cc.set(k, v);
     }

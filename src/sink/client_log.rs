@@ -7,9 +7,11 @@
 //! retries on its own (the line ends in "retrying"), is logged at INFO within [`STARTUP`] of
 //! the first line. Every freshly started broker answers so while it creates
 //! `__transaction_state` or loads it, and a WARN there sent first-time users looking for a
-//! fault; a coordinator that never comes is warned about again after that.
+//! fault; a coordinator that never comes is warned about again after that. A warning repeated
+//! word for word is logged once per [`REPEAT_WINDOW`].
 
-use std::sync::{Arc, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::RDKafkaLogLevel;
@@ -55,10 +57,36 @@ pub fn level(level: RDKafkaLogLevel, message: &str, starting: bool) -> Level {
     }
 }
 
-/// Logs one librdkafka line (`fac`: its facility, e.g. `GETPID`) at [`level`]'s level.
+/// How long a warning librdkafka repeats word for word is held back (logged at DEBUG): while
+/// a broker restarts, every client warns "new leader-1 not found in cache" for each of its
+/// partitions several times a second.
+pub const REPEAT_WINDOW: Duration = Duration::from_secs(60);
+
+/// When each warning was last logged at its own level, for [`REPEAT_WINDOW`].
+static WARNED: Mutex<BTreeMap<String, Instant>> = Mutex::new(BTreeMap::new());
+
+/// Whether the warning `fac` `message` was logged within [`REPEAT_WINDOW`] before `now`
+/// (else it counts as logged now). Entries older than the window are forgotten.
+fn repeated(fac: &str, message: &str, now: Instant) -> bool {
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    warned.retain(|_, at| now.duration_since(*at) < REPEAT_WINDOW);
+    let key = format!("{fac} {message}");
+    if warned.contains_key(&key) {
+        return true;
+    }
+    warned.insert(key, now);
+    false
+}
+
+/// Logs one librdkafka line (`fac`: its facility, e.g. `GETPID`) at [`level`]'s level; a
+/// warning repeated word for word within [`REPEAT_WINDOW`] at DEBUG.
 pub fn log(rd_level: RDKafkaLogLevel, fac: &str, message: &str) {
     let starting = FIRST_LINE.get_or_init(Instant::now).elapsed() < STARTUP;
-    match level(rd_level, message, starting) {
+    let mut level = level(rd_level, message, starting);
+    if level == Level::WARN && repeated(fac, message, Instant::now()) {
+        level = Level::DEBUG;
+    }
+    match level {
         Level::ERROR => tracing::error!(target: "librdkafka", "librdkafka: {fac} {message}"),
         Level::WARN => tracing::warn!(target: "librdkafka", "librdkafka: {fac} {message}"),
         Level::INFO => tracing::info!(target: "librdkafka", "librdkafka: {fac} {message}"),
@@ -110,6 +138,20 @@ impl ConsumerContext for ClientLog {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warning_repeated_within_the_window_is_held_back() {
+        let t0 = Instant::now();
+        let m = "Partition t[0]: new leader-1 not found in cache (test)";
+        assert!(!repeated("METADATAUPDATE", m, t0));
+        assert!(repeated("METADATAUPDATE", m, t0 + Duration::from_secs(1)));
+        assert!(!repeated(
+            "METADATAUPDATE",
+            "Partition t[1]: other (test)",
+            t0
+        ));
+        assert!(!repeated("METADATAUPDATE", m, t0 + REPEAT_WINDOW));
+    }
 
     #[test]
     fn a_starting_coordinator_retried_is_info() {

@@ -78,6 +78,19 @@ pub enum SinkError {
         /// How long it waited.
         waited: std::time::Duration,
     },
+    /// Records waited without a delivery report although the cluster answered a metadata
+    /// request ([`super::stall`]): the producer is stalled; the batch is sent again on a new
+    /// one.
+    #[error(
+        "the Kafka producer stalled: {records} record(s) got no delivery report for {quiet:.0?} \
+         although Kafka answers; restarting the batch on a new producer"
+    )]
+    Stalled {
+        /// Records waiting.
+        records: u64,
+        /// How long no report came.
+        quiet: std::time::Duration,
+    },
     /// The dead-letter topic could not be created.
     #[error("cannot create the dead-letter topic {topic}: {detail}; {}", if *definite { "create it by hand (one partition keeps dead letters in source order) or allow the relay to" } else { "is Kafka reachable?" })]
     DeadLetterTopic {
@@ -239,6 +252,7 @@ impl SinkError {
         match self {
             SinkError::Enqueue { .. }
             | SinkError::QueueFull { .. }
+            | SinkError::Stalled { .. }
             | SinkError::Delivery { .. }
             | SinkError::Flush { .. }
             | SinkError::Unreachable { .. }

@@ -22,7 +22,7 @@ use crate::config::KafkaConfig;
 
 /// The producer: librdkafka's, with a polling thread that feeds delivery reports to the
 /// [`DeliveryTracker`].
-type TrackedProducer = ThreadedProducer<DeliveryTracker>;
+pub(super) type TrackedProducer = ThreadedProducer<DeliveryTracker>;
 
 /// An idempotent Kafka producer for one connector. Delivery outcomes are counted by its
 /// [`DeliveryTracker`] ([`deliveries`](Self::deliveries)); one task sends on it.
@@ -185,6 +185,14 @@ impl KafkaSink {
                     source: Box::new(e),
                 })?;
         let producer = Arc::new(producer);
+        // Outside a runtime (unit tests) nothing is delivered, so nothing can stall.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(super::stall::watch(
+                Arc::downgrade(&producer),
+                super::stall::probe_settings(&cc),
+                client_id.to_string(),
+            ));
+        }
         // The link's WARN says how much waits for the brokers.
         let weak = Arc::downgrade(&producer);
         link.set_backlog(Box::new(move || {

@@ -6,6 +6,7 @@ mod error;
 pub mod kafka;
 pub mod link;
 pub mod record;
+mod stall;
 pub mod tracker;
 
 pub use error::{Refusal, SinkError};

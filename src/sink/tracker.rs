@@ -68,6 +68,8 @@ pub struct DeliveryTracker {
     failed_otherwise: AtomicBool,
     /// Records whose delivery failed.
     failed_count: AtomicU64,
+    /// Delivery reports received, acknowledgements and failures alike (never reset).
+    reports: AtomicU64,
     failure: Mutex<Option<Recorded>>,
     /// Records Kafka refused for good, in report order.
     refused: Mutex<Vec<Refused>>,
@@ -172,6 +174,7 @@ impl DeliveryTracker {
             window: Mutex::default(),
             failed: AtomicBool::default(),
             failed_count: AtomicU64::default(),
+            reports: AtomicU64::default(),
             failure: Mutex::default(),
             failed_otherwise: AtomicBool::default(),
             refused: Mutex::default(),
@@ -255,6 +258,29 @@ impl DeliveryTracker {
         kept.as_ref()
             .filter(|r| r.telling > Telling::Purged)
             .map(|r| r.failure.clone())
+    }
+
+    /// Delivery reports received so far (acknowledgements and failures; a rebase does not
+    /// reset it): whether the producer makes progress.
+    pub fn reports(&self) -> u64 {
+        self.reports.load(Ordering::Acquire)
+    }
+
+    /// Fails the records waiting with `failure` (transient), as a delivery report would: the
+    /// producer holds them although Kafka answers ([`super::stall`]).
+    pub(super) fn stalled(&self, failure: SinkError) {
+        self.failed_otherwise.store(true, Ordering::Release);
+        let mut kept = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.as_ref().is_none_or(|k| k.telling < Telling::Transient) {
+            *kept = Some(Recorded {
+                telling: Telling::Transient,
+                size: 0,
+                failure,
+            });
+            self.failed.store(true, Ordering::Release);
+        }
+        drop(kept);
+        self.notify.notify_one();
     }
 
     /// True when every record sent has been reported (acknowledged or failed).
@@ -401,6 +427,7 @@ impl ProducerContext for DeliveryTracker {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, opaque: usize) {
+        self.reports.fetch_add(1, Ordering::AcqRel);
         let (seq_bits, size) = (
             opaque as u64 >> SIZE_BITS,
             opaque as u64 & ((1 << SIZE_BITS) - 1),

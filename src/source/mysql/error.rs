@@ -213,6 +213,21 @@ pub enum MysqlError {
         /// The silence.
         after: Duration,
     },
+    /// The stream fell silent after the reader was held back although the server's binlog
+    /// goes on past what it delivered (a TCP window left closed: [`super::stall`]).
+    #[error(
+        "the binlog stream stalled: nothing arrived for {silent:.1?} although the server's \
+         binlog ends at {end}, past {read} read so far (its TCP window stayed closed after \
+         the relay held the reader back); reconnecting"
+    )]
+    Stalled {
+        /// The silence so far.
+        silent: Duration,
+        /// The `file:pos` after the last event read.
+        read: BinlogFilePosition,
+        /// The end of the server's binlog (`SHOW MASTER STATUS`).
+        end: BinlogFilePosition,
+    },
     /// The server closed the binlog stream.
     #[error("the server closed the binlog stream")]
     StreamEnded,
@@ -246,6 +261,7 @@ impl MysqlError {
             | MysqlError::NoSettings
             | MysqlError::InitialCheckpointTimeout { .. }
             | MysqlError::Silent { .. }
+            | MysqlError::Stalled { .. }
             | MysqlError::StreamEnded => Class::Transient,
             MysqlError::AccessDenied { .. }
             | MysqlError::PlaintextRefused { .. }

@@ -6,6 +6,7 @@
 //! * [`offline`]: `outboxd binlog decode` — one JSON object per row change.
 //! * `server`: connecting, server facts, the requirement checks, positions (SQL side).
 //! * `stream`: the binlog session (`MysqlSource`).
+//! * `stall`: noticing a binlog stream stalled after the reader was held back.
 //! * `tls`: Debezium's `database.ssl.mode` and stores as mysql_async TLS options.
 //! * `adapter`: outbox rows and commits to `crate::event::SourceEvent`s.
 //! * `error`: the source's failures and their classification.
@@ -17,6 +18,7 @@ pub mod framing;
 pub mod mariadb_events;
 pub mod offline;
 pub(crate) mod server;
+mod stall;
 pub(crate) mod stream;
 mod table;
 pub(crate) mod tls;

@@ -16,7 +16,7 @@
 //! the session's [`crate::source::Outlet`].
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use mysql_async::binlog::events::Event;
@@ -27,6 +27,7 @@ use super::adapter::OutboxAdapter;
 use super::decode::{BinlogDecoder, BinlogMessage, MissingColumnNames};
 use super::error::MysqlError;
 use super::server::{self, TrackingMode};
+use super::stall::StallWatch;
 use crate::config::{MysqlSourceConfig, StartPosition};
 use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
@@ -250,17 +251,36 @@ impl MysqlSource {
         let mut adapter = OutboxAdapter::new();
         ctx.streaming();
         let silence = cfg.heartbeat_interval * 3 + Duration::from_secs(5);
+        let mut stall = StallWatch::new();
         let mut messages: Vec<BinlogMessage> = Vec::new();
         let mut out: Vec<SourceEvent> = Vec::new();
         loop {
-            let event: Event = match tokio::time::timeout(silence, stream.next()).await {
-                Err(_) => return Err(MysqlError::Silent { after: silence }.into()),
-                Ok(None) => return Err(MysqlError::StreamEnded.into()),
-                Ok(Some(Err(e))) => {
-                    let at = ctx.out.resume_position().unwrap_or(&start);
-                    return Err(unavailable_at(driver(e), at).into());
+            let silent_since = Instant::now();
+            let event: Event = loop {
+                let left = silence.saturating_sub(silent_since.elapsed());
+                let wait = stall.probe_after().map_or(left, |p| p.min(left));
+                match tokio::time::timeout(wait, stream.next()).await {
+                    Ok(None) => return Err(MysqlError::StreamEnded.into()),
+                    Ok(Some(Err(e))) => {
+                        let at = ctx.out.resume_position().unwrap_or(&start);
+                        return Err(unavailable_at(driver(e), at).into());
+                    }
+                    Ok(Some(Ok(ev))) => break ev,
+                    Err(_) if silent_since.elapsed() >= silence => {
+                        return Err(MysqlError::Silent { after: silence }.into())
+                    }
+                    // Silent after the reader was held back: stalled if the server has more.
+                    Err(_) => {
+                        if let Some(end) = stall.server_ahead(cfg, decoder.position()).await {
+                            return Err(MysqlError::Stalled {
+                                silent: silent_since.elapsed(),
+                                read: decoder.position().clone(),
+                                end,
+                            }
+                            .into());
+                        }
+                    }
                 }
-                Ok(Some(Ok(ev))) => ev,
             };
             decoder
                 .decode_event_into(&event, None, &mut messages)
@@ -284,9 +304,11 @@ impl MysqlSource {
                     .into());
                 }
             }
+            let handing_on = Instant::now();
             for ev in out.drain(..) {
                 ctx.out.send(ev).await?;
             }
+            stall.handed_on(handing_on.elapsed());
         }
     }
 }
