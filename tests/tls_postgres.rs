@@ -282,9 +282,10 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
     );
 }
 
-/// Kafka refusals: a wrong SASL password, a truststore without the brokers' CA, and a host
-/// name the brokers' certificate does not carry stop `status` and `checkpoint show` with
-/// the cause (not as an unreachable cluster), and `run` with exit 1.
+/// Kafka refusals: a wrong SASL password, a truststore without the brokers' CA, a host name
+/// the brokers' certificate does not carry, a plaintext client on the SASL_SSL listener and
+/// TLS asked of the PLAINTEXT listener stop `check`, `status` and `checkpoint show` with the
+/// cause (not as an unreachable cluster), and `run` with exit 1.
 #[tokio::test(flavor = "multi_thread")]
 async fn kafka_refusals_stop_with_the_cause() {
     let db = Postgres::new_tls("tlsp_kafka").await;
@@ -312,31 +313,38 @@ async fn kafka_refusals_stop_with_the_cause() {
         .map(|(h, p)| (h.to_string(), p.to_string()))
         .unwrap();
     assert_eq!(sasl_host, "localhost");
+    let sasl_ssl = "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n";
     let cases = [
         (
             "wrong-password",
-            format!("bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.password={}\n", tls::kafka_sasl_bootstrap(), jaas("not-the-password"), tls::file("truststore.p12"), tls::TRUSTSTORE_PASSWORD),
+            format!("{sasl_ssl}bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.password={}\n", tls::kafka_sasl_bootstrap(), jaas("not-the-password"), tls::file("truststore.p12"), tls::TRUSTSTORE_PASSWORD),
             "SASL authentication failed",
         ),
         (
             "wrong-ca",
-            format!("bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", tls::kafka_sasl_bootstrap(), jaas(&tls::sasl_password()), tls::file("other-ca.pem")),
+            format!("{sasl_ssl}bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", tls::kafka_sasl_bootstrap(), jaas(&tls::sasl_password()), tls::file("other-ca.pem")),
             "certificate verify failed",
         ),
         (
             "wrong-host",
-            format!("bootstrap.servers=127.0.0.1:{sasl_port}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", jaas(&tls::sasl_password()), tls::file("ca.pem")),
+            format!("{sasl_ssl}bootstrap.servers=127.0.0.1:{sasl_port}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", jaas(&tls::sasl_password()), tls::file("ca.pem")),
             "certificate verify failed",
+        ),
+        (
+            "plaintext-on-tls",
+            format!("security.protocol=PLAINTEXT\nbootstrap.servers={}\n", tls::kafka_sasl_bootstrap()),
+            "the listener there expects TLS (an SSL or SASL_SSL listener?)",
+        ),
+        (
+            "tls-on-plaintext",
+            format!("security.protocol=SSL\nbootstrap.servers={}\nssl.truststore.location={}\nssl.truststore.type=PEM\n", common::kafka_bootstrap(), tls::file("ca.pem")),
+            "the listener there does not speak TLS (a PLAINTEXT or SASL_PLAINTEXT listener?)",
         ),
     ];
     for (name, body, cause) in &cases {
         let worker = dir.join(format!("{name}.properties"));
-        std::fs::write(
-            &worker,
-            format!("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n{body}"),
-        )
-        .unwrap();
-        for cmd in [&["status"][..], &["checkpoint", "show"][..]] {
+        std::fs::write(&worker, body).unwrap();
+        for cmd in [&["check"][..], &["status"][..], &["checkpoint", "show"][..]] {
             let mut args: Vec<&str> = cmd.to_vec();
             args.extend([
                 "--kafka-config",
@@ -346,11 +354,19 @@ async fn kafka_refusals_stop_with_the_cause() {
             ]);
             let (code, out, err) = run_cli_with_env(&args, &[("OUTBOXD_KAFKA_BOOTSTRAP", "")]);
             let text = format!("{out}\n{err}");
-            assert_ne!(code, 0, "{name}: {cmd:?} fails:\n{text}");
+            assert_eq!(code, 1, "{name}: {cmd:?} fails:\n{text}");
             assert!(
                 text.contains(cause),
                 "{name}: {cmd:?} names {cause:?}:\n{text}"
             );
+            if cmd == ["check"] {
+                assert!(
+                    out.lines().any(|l| l.starts_with("[FAIL]")
+                        && l.contains(": kafka: ")
+                        && l.contains(cause)),
+                    "{name}: check's kafka line names the cause:\n{out}"
+                );
+            }
             assert!(!text.contains("not-the-password"), "{text}");
             tls::assert_no_secret("the command's output", &text);
         }
