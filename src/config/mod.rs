@@ -398,6 +398,21 @@ pub struct KafkaConfig {
     pub max_record_bytes: usize,
 }
 
+impl KafkaConfig {
+    /// The settings the record producer connects with: [`client`](Self::client), then the
+    /// producer-only ones ([`producer`](Self::producer), [`producer_secrets`](Self::producer_secrets))
+    /// over them — what `check` describes and probes (a worker file's `producer.`-prefixed
+    /// `security.protocol` included).
+    pub fn producer_client(&self) -> ClientProperties {
+        let mut props = self.client.clone();
+        for (k, v) in &self.producer {
+            props.set(k, v.clone());
+        }
+        props.merge(&self.producer_secrets);
+        props
+    }
+}
+
 /// Where the connector keeps the position after the last delivered source transaction.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "store", rename_all = "lowercase", deny_unknown_fields)]
