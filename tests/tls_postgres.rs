@@ -106,7 +106,8 @@ async fn exactly_once_over_tls_and_sasl_from_debezium_json_and_worker_file() {
 
 /// TOML with the `[kafka]` section and mutual TLS: `outboxd_mtls` logs in by its client
 /// certificate alone (pg_hba `cert`), on both the SQL and the replication connection;
-/// verify-ca to `127.0.0.1`, an address the certificate does not name.
+/// verify-ca to `127.0.0.1`, an address the certificate does not name; exactly once across
+/// a restart.
 #[tokio::test(flavor = "multi_thread")]
 async fn mutual_tls_from_toml_exactly_once() {
     let mut db = Postgres::new_tls("tlsp_mtls").await;
@@ -173,7 +174,7 @@ name = "{name}"
         dir.join("relay.log"),
         &env,
     );
-    tls::delivers(&db, &mut relay, "Payment", 12).await;
+    tls::exactly_once_across_restart(&db, &mut relay).await;
     let out = tls::cli_ok(&["check", "--config", path.to_str().unwrap()], &env);
     assert!(
         out.contains("[warn]")
@@ -239,6 +240,35 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
             &format!("TLS with PostgreSQL at 127.0.0.1:{port}/{} failed", db.db),
             "not valid for name",
             "verify-full also checks the host name",
+        ],
+    );
+
+    // libpq's require with a root certificate is verify-ca: the chain is verified (not the
+    // host name, so 127.0.0.1 passes), and a CA that did not sign the server's certificate
+    // is refused.
+    let p = config_with_tls(
+        &db,
+        &format!("mode = \"require\"\nrootcert = \"{}\"", tls::file("ca.pem")),
+        "require-rootcert.toml",
+    );
+    let out = tls::cli_ok(&["check", "--config", p.to_str().unwrap()], &[]);
+    assert!(
+        out.contains(&format!("[warn] {}: tls: encrypted (TLSv1.3), server certificate verified against the CA (host name not checked)", db.name())),
+        "{out}"
+    );
+    let p = config_with_tls(
+        &db,
+        &format!(
+            "mode = \"require\"\nrootcert = \"{}\"",
+            tls::file("other-ca.pem")
+        ),
+        "require-wrong-ca.toml",
+    );
+    tls::assert_config_refused(
+        &p,
+        &[
+            &format!("TLS with PostgreSQL at 127.0.0.1:{port}/{} failed", db.db),
+            "certificate verify failed: UnknownIssuer",
         ],
     );
 

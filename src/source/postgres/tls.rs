@@ -277,3 +277,103 @@ pub(crate) fn replication_tls(cfg: &PgTlsConfig, sql: &Negotiated) -> TlsConfig 
         _ => tls,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An attempt in short: `None` for plaintext, else (verification, plaintext when the
+    /// server declines TLS).
+    fn shape(a: &Attempt) -> Option<(Verification, bool)> {
+        match a {
+            Attempt::Plain => None,
+            Attempt::Tls {
+                verification,
+                or_plain,
+                ..
+            } => Some((*verification, *or_plain)),
+        }
+    }
+
+    /// libpq's table 34.1 for each sslmode, without and with `sslrootcert` (`system`: no
+    /// file to read): a root certificate makes every mode that encrypts verify the chain,
+    /// `require` thus the same as `verify-ca`.
+    #[test]
+    fn every_sslmode_with_and_without_a_root_certificate() {
+        use PgSslMode::*;
+        use Verification::{Chain, ChainAndHost};
+        let none = Verification::None;
+        // (mode, without sslrootcert: (first, after plaintext refused), with it)
+        type Shapes = (
+            Option<(Verification, bool)>,
+            Option<Option<(Verification, bool)>>,
+        );
+        let cases: [(PgSslMode, Option<Shapes>, Shapes); 6] = [
+            (Disable, Some((None, None)), (None, None)),
+            (
+                Allow,
+                Some((None, Some(Some((none, false))))),
+                (None, Some(Some((Chain, false)))),
+            ),
+            (
+                Prefer,
+                Some((Some((none, true)), None)),
+                (Some((Chain, true)), None),
+            ),
+            (
+                Require,
+                Some((Some((none, false)), None)),
+                (Some((Chain, false)), None),
+            ),
+            // verify-ca and verify-full need sslrootcert.
+            (VerifyCa, None, (Some((Chain, false)), None)),
+            (VerifyFull, None, (Some((ChainAndHost, false)), None)),
+        ];
+        for (mode, without, with) in cases {
+            let cfg = |rootcert| PgTlsConfig {
+                mode,
+                rootcert,
+                cert: None,
+                key: None,
+            };
+            let got = |p: Plan| {
+                (
+                    shape(&p.first),
+                    p.after_plaintext_refused.as_ref().map(shape),
+                )
+            };
+            match (without, plan(&cfg(None))) {
+                (Some(want), Ok(p)) => assert_eq!(got(p), want, "{mode:?} without sslrootcert"),
+                (None, Err(e)) => assert!(
+                    e.to_string().contains("database.sslrootcert"),
+                    "{mode:?}: {e}"
+                ),
+                (want, Ok(p)) => panic!("{mode:?}: want {want:?}, got {:?}", got(p)),
+                (want, Err(e)) => panic!("{mode:?}: want {want:?}, got {e}"),
+            }
+            let p = plan(&cfg(Some(RootCert::System))).expect("plans with sslrootcert=system");
+            assert_eq!(got(p), with, "{mode:?} with sslrootcert");
+        }
+        // A root certificate file is read when the plan is made: a missing one names the
+        // setting (disable reads nothing).
+        let missing = Some(RootCert::File("/nonexistent/root.crt".into()));
+        for mode in [Allow, Prefer, Require, VerifyCa, VerifyFull] {
+            let e = plan(&PgTlsConfig {
+                mode,
+                rootcert: missing.clone(),
+                cert: None,
+                key: None,
+            })
+            .err()
+            .unwrap_or_else(|| panic!("{mode:?} reads sslrootcert"));
+            assert!(e.to_string().contains("sslrootcert"), "{mode:?}: {e}");
+        }
+        assert!(plan(&PgTlsConfig {
+            mode: Disable,
+            rootcert: missing,
+            cert: None,
+            key: None,
+        })
+        .is_ok());
+    }
+}
