@@ -296,6 +296,48 @@ async fn two_stores_for_one_connector_are_refused() {
     );
 }
 
+/// A Kafka store in a topic of its own registers in the connector's default checkpoint
+/// topic: a file-store configuration and one with the default Kafka store (a Debezium
+/// JSON's) of the same connector see its checkpoint and are refused, naming its topic.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kafka_store_in_its_own_topic_is_compared_too() {
+    let db = MariaDb::new("ops_own_topic").await;
+    let own_topic = format!("{}.own-checkpoints", db.name());
+    let (custom_cfg, custom_port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        &format!("{}\ntopic = \"{own_topic}\"", suite::EXACTLY_ONCE),
+        "own-topic.toml",
+    );
+    let mut relay = Relay::start(custom_cfg, custom_port);
+    db.insert(&[OutboxEvent::new("Own", "k", "One", Some("{}"))], false)
+        .await;
+    read_expecting(&[topic(&db, "Own")], 1);
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+
+    let others = [
+        (suite::file_checkpoint(&db), "file.toml"),
+        (suite::EXACTLY_ONCE.to_string(), "default-topic.toml"),
+    ];
+    for (checkpoint, file) in others {
+        let (cfg, port) = write_config_with(&db, &db.outbox_table(), "", &checkpoint, file);
+        let mut refused = Relay::launch_with_args(
+            &[cfg.to_str().unwrap()],
+            port,
+            test_dir(db.name()).join(format!("{file}.log")),
+        );
+        let code = refused.wait_exit(Duration::from_secs(60));
+        let log = refused.log_text();
+        assert_eq!(code, Some(1), "{file}: log:\n{log}");
+        assert!(
+            log.contains("has checkpoints in two stores")
+                && log.contains(&format!("the Kafka store (topic {own_topic})")),
+            "{file}: log:\n{log}"
+        );
+    }
+}
+
 /// A missing file prints its OS error once; a TOML typo prints the parse error once, with
 /// the closest key; a Debezium key in a TOML file is pointed at its TOML name.
 #[test]
