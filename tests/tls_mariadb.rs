@@ -263,7 +263,7 @@ async fn refusals_are_definite_and_say_why() {
         &[
             &format!("TLS with MySQL/MariaDB at {host}:{port} failed"),
             "certificate verify failed",
-            "database.ssl.truststore",
+            "tls.truststore",
         ],
     );
 
@@ -295,7 +295,7 @@ async fn refusals_are_definite_and_say_why() {
         &[
             &format!("MySQL/MariaDB at {host}:{port} refused user \"outboxd\": access denied"),
             "require_secure_transport",
-            "database.ssl.mode",
+            "tls.mode",
         ],
     );
 
@@ -307,7 +307,7 @@ async fn refusals_are_definite_and_say_why() {
         &p,
         &[
             &format!("MySQL/MariaDB at {phost}:{pport} does not offer TLS"),
-            "database.ssl.mode",
+            "tls.mode",
         ],
     );
 

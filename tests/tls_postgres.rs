@@ -221,7 +221,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         &[
             &format!("TLS with PostgreSQL at {at} failed"),
             "certificate verify failed: UnknownIssuer",
-            "database.sslrootcert",
+            "tls.rootcert",
         ],
     );
 
@@ -286,7 +286,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         &p,
         &[
             &format!("PostgreSQL at {at} refused user \"outboxd\" without TLS"),
-            "database.sslmode",
+            "tls.mode",
         ],
     );
 
@@ -301,7 +301,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
                 "PostgreSQL at {phost}:{pport}/{} does not accept TLS",
                 plain.db
             ),
-            "database.sslmode",
+            "tls.mode",
         ],
     );
     let p = config_with_tls(&plain, "mode = \"prefer\"", "prefer.toml");

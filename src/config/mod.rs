@@ -614,5 +614,22 @@ pub(crate) fn read_secret_file(path: &Path) -> Result<Secret, String> {
     Ok(Secret::new(s))
 }
 
+/// A source of kind `kind` (`mariadb`, `postgres`) as a connector in `format` defines it
+/// (user `relay`, password `pw`), for other modules' tests of format-aware messages.
+#[cfg(test)]
+pub(crate) fn example_source(kind: &str, format: ConfigFormat) -> SourceConfig {
+    let text = match (kind, format) {
+        ("postgres", ConfigFormat::Toml) => "[[connectors]]\nname = \"x\"\ntables = [\"public.outbox\"]\n[connectors.source]\nkind = \"postgres\"\nhost = \"db\"\nuser = \"relay\"\npassword = \"pw\"\ndbname = \"app\"\n".to_string(),
+        (_, ConfigFormat::Toml) => format!("[[connectors]]\nname = \"x\"\ntables = [\"s.outbox\"]\n[connectors.source]\nkind = \"{kind}\"\nhost = \"db\"\nuser = \"relay\"\npassword = \"pw\"\nserver_id = 7\n"),
+        ("postgres", ConfigFormat::DebeziumJson) => r#"{"name": "x", "connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname": "db", "database.user": "relay", "database.password": "pw", "database.dbname": "app", "table.include.list": "public.outbox", "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}"#.to_string(),
+        (_, ConfigFormat::DebeziumJson) => r#"{"name": "x", "connector.class": "io.debezium.connector.mariadb.MariaDbConnector", "database.hostname": "db", "database.user": "relay", "database.password": "pw", "database.server.id": "7", "table.include.list": "s.outbox", "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}"#.to_string(),
+    };
+    let mut cfg = parse(&text, std::path::Path::new("x"), Some("k:1"), &|_| None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let source = cfg.connectors.remove(0).source;
+    assert_eq!(source.format(), format);
+    source
+}
+
 #[cfg(test)]
 mod tests;

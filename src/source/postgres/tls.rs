@@ -23,7 +23,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::config::tls::names;
+use crate::config::tls::PgTlsNames;
 use crate::config::{PgSslMode, PgTlsConfig, RootCert};
 use crate::tls::{self, ClientIdentity, TlsError, TlsFacts, TrustAnchors, Verification};
 
@@ -56,8 +56,8 @@ pub(crate) struct Plan {
 }
 
 /// The attempts for `cfg`. Reads `sslrootcert`, `sslcert` and `sslkey` now: a bad file is a
-/// definite error naming the setting.
-pub(crate) fn plan(cfg: &PgTlsConfig) -> Result<Plan, TlsError> {
+/// definite error naming the setting (as `names` has it).
+pub(crate) fn plan(cfg: &PgTlsConfig, names: &PgTlsNames) -> Result<Plan, TlsError> {
     if cfg.mode == PgSslMode::Disable {
         return Ok(Plan {
             first: Attempt::Plain,
@@ -73,31 +73,26 @@ pub(crate) fn plan(cfg: &PgTlsConfig) -> Result<Plan, TlsError> {
         _ => Verification::None,
     };
     let trust = match &cfg.rootcert {
-        Some(RootCert::File(p)) => Some(TrustAnchors::load_pem(names::PG_ROOTCERT, p)?),
+        Some(RootCert::File(p)) => Some(TrustAnchors::load_pem(names.rootcert, p)?),
         Some(RootCert::System) => None,
         None if verification != Verification::None => {
             return Err(TlsError::Empty {
-                setting: names::PG_ROOTCERT.into(),
+                setting: names.rootcert.into(),
                 path: "(not set)".into(),
-                what: "CA certificate: sslmode verify-ca and verify-full need database.sslrootcert (a PEM file of the CA certificates, or `system` for the Mozilla roots)",
+                what: "CA certificate: sslmode verify-ca and verify-full need it (a PEM file of the CA certificates, or `system` for the Mozilla roots)",
             })
         }
         None => None,
     };
     let identity = match (&cfg.cert, &cfg.key) {
-        (Some(c), Some(k)) => Some(ClientIdentity::from_pem_files(
-            names::PG_CERT,
-            c,
-            names::PG_KEY,
-            k,
-        )?),
+        (Some(c), Some(k)) => Some(ClientIdentity::from_pem_files(names.cert, c, names.key, k)?),
         _ => None,
     };
     let config = Arc::new(tls::verify::client_config(
         verification,
         trust.as_ref(),
         identity.as_ref(),
-        names::PG_MODE,
+        names.mode,
     )?);
     let tls = |or_plain| Attempt::Tls {
         verification,
@@ -342,7 +337,8 @@ mod tests {
                     p.after_plaintext_refused.as_ref().map(shape),
                 )
             };
-            match (without, plan(&cfg(None))) {
+            let names = PgTlsNames::of(crate::config::ConfigFormat::DebeziumJson);
+            match (without, plan(&cfg(None), names)) {
                 (Some(want), Ok(p)) => assert_eq!(got(p), want, "{mode:?} without sslrootcert"),
                 (None, Err(e)) => assert!(
                     e.to_string().contains("database.sslrootcert"),
@@ -351,29 +347,35 @@ mod tests {
                 (want, Ok(p)) => panic!("{mode:?}: want {want:?}, got {:?}", got(p)),
                 (want, Err(e)) => panic!("{mode:?}: want {want:?}, got {e}"),
             }
-            let p = plan(&cfg(Some(RootCert::System))).expect("plans with sslrootcert=system");
+            let p =
+                plan(&cfg(Some(RootCert::System)), names).expect("plans with sslrootcert=system");
             assert_eq!(got(p), with, "{mode:?} with sslrootcert");
         }
         // A root certificate file is read when the plan is made: a missing one names the
         // setting (disable reads nothing).
         let missing = Some(RootCert::File("/nonexistent/root.crt".into()));
         for mode in [Allow, Prefer, Require, VerifyCa, VerifyFull] {
-            let e = plan(&PgTlsConfig {
-                mode,
-                rootcert: missing.clone(),
-                cert: None,
-                key: None,
-            })
+            let toml = PgTlsNames::of(crate::config::ConfigFormat::Toml);
+            let e = plan(
+                &PgTlsConfig {
+                    mode,
+                    rootcert: missing.clone(),
+                    cert: None,
+                    key: None,
+                },
+                toml,
+            )
             .err()
             .unwrap_or_else(|| panic!("{mode:?} reads sslrootcert"));
-            assert!(e.to_string().contains("sslrootcert"), "{mode:?}: {e}");
+            assert!(e.to_string().starts_with("tls.rootcert: "), "{mode:?}: {e}");
         }
-        assert!(plan(&PgTlsConfig {
+        let names = PgTlsNames::of(crate::config::ConfigFormat::Toml);
+        let disable = PgTlsConfig {
             mode: Disable,
             rootcert: missing,
             cert: None,
             key: None,
-        })
-        .is_ok());
+        };
+        assert!(plan(&disable, names).is_ok());
     }
 }
