@@ -68,7 +68,8 @@ pub const GROUP_ASSIGNMENTS: &str = "outboxd_group_assignments_total";
 /// Debezium label: the connector plugin (`mysql`, `mariadb`, `postgres`: the `<plugin>` of
 /// Debezium's MBean domain `debezium.<plugin>`).
 pub const DBZ_LABEL_PLUGIN: &str = "plugin";
-/// Debezium label: the MBean's `server` (Debezium's `topic.prefix`); outboxd's connector name.
+/// Debezium label: the MBean's `server`: a Debezium JSON's `topic.prefix` (as Debezium's own
+/// MBeans, so its alerts match), a TOML connector's name.
 pub const DBZ_LABEL_NAME: &str = "name";
 /// Debezium label: the MBean's `context`; always `streaming` (outboxd takes no snapshot).
 pub const DBZ_LABEL_CONTEXT: &str = "context";
@@ -102,6 +103,8 @@ const NONE_MS: i64 = i64::MIN;
 pub struct StreamingStats {
     connector: String,
     plugin: Mutex<&'static str>,
+    /// The `name` label of the Debezium series ([`DBZ_LABEL_NAME`]).
+    server: Mutex<String>,
     started_ms: i64,
     events_seen: AtomicU64,
     committed_transactions: AtomicU64,
@@ -128,6 +131,7 @@ impl StreamingStats {
                 Arc::new(Self {
                     connector: connector.to_string(),
                     plugin: Mutex::new("unknown"),
+                    server: Mutex::new(connector.to_string()),
                     started_ms: now_ms(),
                     events_seen: AtomicU64::new(0),
                     committed_transactions: AtomicU64::new(0),
@@ -140,10 +144,25 @@ impl StreamingStats {
             .clone()
     }
 
-    /// Names the Debezium `plugin` label of the connector's series (`mysql`, `mariadb`,
-    /// `postgres`).
-    pub fn set_plugin(&self, plugin: &'static str) {
+    /// Names the Debezium labels of the connector's series: `plugin` (`mysql`, `mariadb`,
+    /// `postgres`) and `name` (`server`: Debezium's `topic.prefix`, or the connector name).
+    /// A `server` another connector of the process already labels its series with would
+    /// mix the two connectors' figures: the connector's name is used then, with a warning.
+    pub fn set_debezium_labels(&self, plugin: &'static str, server: &str) {
+        let taken = registry()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|s| s.connector != self.connector)
+            .any(|s| *s.server.lock().unwrap_or_else(|e| e.into_inner()) == server);
+        let server = if taken {
+            tracing::warn!(connector = %self.connector, "another connector's Debezium series are already labelled name=\"{server}\" (its topic.prefix): this connector's are labelled with its own name instead");
+            self.connector.as_str()
+        } else {
+            server
+        };
         *self.plugin.lock().unwrap_or_else(|e| e.into_inner()) = plugin;
+        *self.server.lock().unwrap_or_else(|e| e.into_inner()) = server.to_string();
     }
 
     /// An outbox row change was read.
@@ -204,9 +223,14 @@ impl StreamingStats {
         metrics::gauge!(LAST_EVENT_AGE, LABEL_CONNECTOR => c.clone())
             .set((now - quiet_since).max(0) as f64 / 1000.0);
         let plugin = *self.plugin.lock().unwrap_or_else(|e| e.into_inner());
+        let server = self
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let labels = [
             (DBZ_LABEL_PLUGIN, plugin.to_string()),
-            (DBZ_LABEL_NAME, c),
+            (DBZ_LABEL_NAME, server),
             (DBZ_LABEL_CONTEXT, DBZ_CONTEXT_STREAMING.to_string()),
         ];
         let since_last = if last == NONE_MS {
@@ -383,6 +407,21 @@ impl EventCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The Debezium series are labelled with the server name a Debezium JSON gives
+    /// (`topic.prefix`), unless another connector already is.
+    #[test]
+    fn debezium_series_are_labelled_with_the_server_name() {
+        let a = StreamingStats::of("labels-a");
+        a.set_debezium_labels("mariadb", "shop");
+        assert_eq!(*a.server.lock().unwrap(), "shop");
+        let b = StreamingStats::of("labels-b");
+        b.set_debezium_labels("postgres", "shop");
+        assert_eq!(*b.server.lock().unwrap(), "labels-b", "taken: its own name");
+        // Set again (a restart of the same connector): still its own.
+        a.set_debezium_labels("mariadb", "shop");
+        assert_eq!(*a.server.lock().unwrap(), "shop");
+    }
 
     /// Every series the shipped Grafana dashboard queries is one outboxd exports.
     #[test]

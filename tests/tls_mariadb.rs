@@ -582,6 +582,15 @@ async fn debezium_producer_overrides_without_host_name_check() {
         dir.join("relay.log"),
         &no_env,
     );
+    // The Debezium series carry topic.prefix as their `name`, as Debezium's MBeans do.
+    relay.wait_ready(std::time::Duration::from_secs(90));
+    let text = relay.metrics();
+    assert!(
+        text.contains(
+            "debezium_metrics_Connected{plugin=\"mariadb\",name=\"shop\",context=\"streaming\"} 1"
+        ),
+        "{text}"
+    );
     tls::delivers(&db, &mut relay, "Shipment", 5).await;
 
     // The default (https) checks the host name: 127.0.0.1 is not in the certificate.

@@ -195,6 +195,18 @@ pub struct ConnectorConfig {
     /// Keys of an imported Debezium JSON that outboxd does not use, each with the reason, for
     /// `run`/`check` to log at startup. Always empty for TOML (unknown TOML keys are errors).
     pub ignored_keys: Vec<(String, String)>,
+    /// The `name` label of the connector's Debezium series (`debezium_metrics_*`): a Debezium
+    /// JSON's `topic.prefix` (else `database.server.name`), the `server` of Debezium's own
+    /// MBeans, so that its alerts keep matching; `None` (TOML): the connector name.
+    pub metrics_server: Option<String>,
+}
+
+impl ConnectorConfig {
+    /// The `name` label of the connector's Debezium series: [`metrics_server`](Self::metrics_server)
+    /// or the connector name.
+    pub fn debezium_server(&self) -> &str {
+        self.metrics_server.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// The source database of a connector.

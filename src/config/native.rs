@@ -352,6 +352,7 @@ fn connector(
         checkpoint,
         tables,
         ignored_keys: Vec::new(),
+        metrics_server: None,
     })
 }
 

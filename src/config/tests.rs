@@ -390,8 +390,9 @@ fn debezium_seed_004_with_bootstrap_given() {
         }]
     );
 
+    // Debezium 1.x's database.server.name (no topic.prefix) names the Debezium series.
+    assert_eq!(c.debezium_server(), "outbox_server");
     for key in [
-        "database.server.name",
         "database.history.kafka.bootstrap.servers",
         "database.history.kafka.topic",
         "snapshot.mode",
@@ -508,7 +509,10 @@ fn debezium_mariadb_and_postgres() {
     assert_eq!(p.status_interval, Duration::from_secs(2));
     assert!(c.router.tombstone_on_empty_payload);
     assert_eq!(c.router.route_by_field, "aggregatetype");
-    assert!(ignored(&c, "topic.prefix").is_some());
+    // topic.prefix names the Debezium series (Debezium's MBean `server`).
+    assert!(ignored(&c, "topic.prefix").is_none());
+    assert_eq!(c.metrics_server.as_deref(), Some("app"));
+    assert_eq!(c.debezium_server(), "app");
     assert!(ignored(&c, "tasks").is_some());
     assert!(ignored(&c, "transforms.outbox.table.field.event.schema.version").is_some());
     assert!(ignored(&c, "snapshot.mode").is_none());
