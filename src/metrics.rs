@@ -12,7 +12,7 @@
 //! working when outboxd replaces the connector. Values derived from time (lag, ages) and
 //! readiness are computed when `/metrics` is scraped ([`refresh`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -114,6 +114,10 @@ pub struct StreamingStats {
     last_event_ms: AtomicI64,
     /// Commit time (epoch ms) of the oldest source transaction read and not yet checkpointed.
     oldest_pending_ms: AtomicI64,
+    /// Commit times (epoch ms) of the source transactions handed on by the source and not yet
+    /// taken by the delivery loop, oldest first (at most the channel's capacity): while the
+    /// loop waits for Kafka they wait in the channel, and are lag as well.
+    handed_on: Mutex<VecDeque<i64>>,
 }
 
 /// Every connector's [`StreamingStats`], by name.
@@ -139,6 +143,7 @@ impl StreamingStats {
                     connected: AtomicBool::new(false),
                     last_event_ms: AtomicI64::new(NONE_MS),
                     oldest_pending_ms: AtomicI64::new(NONE_MS),
+                    handed_on: Mutex::new(VecDeque::new()),
                 })
             })
             .clone()
@@ -171,9 +176,26 @@ impl StreamingStats {
         self.last_event_ms.store(now_ms(), Ordering::Relaxed);
     }
 
-    /// A source transaction committed at `commit_ts_ms` was read: it is pending until a
-    /// checkpoint covers it.
+    /// The source handed on the commit of a transaction committed at `commit_ts_ms`: it is
+    /// lag from now, while it waits for the delivery loop.
+    pub fn commit_handed_on(&self, commit_ts_ms: i64) {
+        self.handed_on().push_back(commit_ts_ms);
+    }
+
+    /// A new channel between source and delivery loop: nothing handed on before waits any
+    /// more (the source reads it again from the checkpoint).
+    pub fn channel_opened(&self) {
+        self.handed_on().clear();
+    }
+
+    fn handed_on(&self) -> std::sync::MutexGuard<'_, VecDeque<i64>> {
+        self.handed_on.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The delivery loop read the commit of a source transaction committed at
+    /// `commit_ts_ms` (the oldest one handed on): it is pending until a checkpoint covers it.
     pub fn commit_read(&self, commit_ts_ms: i64) {
+        self.handed_on().pop_front();
         self.committed_transactions.fetch_add(1, Ordering::Relaxed);
         let _ = self.oldest_pending_ms.compare_exchange(
             NONE_MS,
@@ -201,11 +223,17 @@ impl StreamingStats {
             .set(f64::from(u8::from(connected)));
     }
 
-    /// The age of the oldest pending source commit, in milliseconds (0 when none).
+    /// The age of the oldest undelivered source commit, in milliseconds (0 when none): read
+    /// by the delivery loop and not checkpointed, or still waiting in the channel.
     fn lag_ms(&self, now: i64) -> i64 {
-        match self.oldest_pending_ms.load(Ordering::Relaxed) {
-            NONE_MS => 0,
-            ts => (now - ts).max(0),
+        let pending = match self.oldest_pending_ms.load(Ordering::Relaxed) {
+            NONE_MS => None,
+            ts => Some(ts),
+        };
+        let waiting = self.handed_on().front().copied();
+        match pending.into_iter().chain(waiting).min() {
+            None => 0,
+            Some(ts) => (now - ts).max(0),
         }
     }
 
@@ -407,6 +435,29 @@ impl EventCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lag counts commits waiting in the channel (the loop blocked on Kafka) as well as those
+    /// read and not checkpointed; 0 once a checkpoint covers everything handed on.
+    #[test]
+    fn lag_counts_commits_waiting_for_the_delivery_loop() {
+        let s = StreamingStats::of("lag-waiting");
+        s.channel_opened();
+        assert_eq!(s.lag_ms(10_000), 0);
+        s.commit_handed_on(1_000);
+        s.commit_handed_on(2_000);
+        assert_eq!(s.lag_ms(10_000), 9_000, "waiting in the channel is lag");
+        s.commit_read(1_000);
+        assert_eq!(s.lag_ms(10_000), 9_000, "read, not checkpointed");
+        s.pending_since(None);
+        assert_eq!(s.lag_ms(10_000), 8_000, "the second still waits");
+        s.commit_read(2_000);
+        s.pending_since(None);
+        assert_eq!(s.lag_ms(10_000), 0);
+        // A new channel (a restart) forgets what the old one held.
+        s.commit_handed_on(3_000);
+        s.channel_opened();
+        assert_eq!(s.lag_ms(10_000), 0);
+    }
 
     /// The Debezium series are labelled with the server name a Debezium JSON gives
     /// (`topic.prefix`), unless another connector already is.

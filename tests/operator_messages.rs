@@ -12,17 +12,9 @@ use std::time::{Duration, Instant};
 use common::kafka::read_expecting;
 use common::mariadb::MariaDb;
 use common::postgres::Postgres;
-use common::relay::{free_port, http_get, run_cli, test_dir, wait_ready_code, Relay};
+use common::relay::{free_port, http_get, metric, run_cli, test_dir, wait_ready_code, Relay};
 use common::suite::{self, topic, write_config_with, SourceDb};
 use common::OutboxEvent;
-
-/// A value of the first sample of `name` whose labels contain `labels`, in `/metrics` text.
-fn metric(text: &str, name: &str, labels: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
 
 /// The source TOML of `db` with its port replaced by a closed one.
 fn with_closed_port<S: SourceDb>(db: &S, real_port: u16) -> (String, u16) {
@@ -95,6 +87,28 @@ async fn connection_refused<S: SourceDb>(db: &S, real_port: u16) {
             .contains("(connection refused)"),
         "{body}"
     );
+    // `status` shows what the relay says of the connector (its `metrics.listen` is in the
+    // file): retrying, with the reason; the source itself cannot be read either.
+    let (code, out, err) = run_cli(&["status", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let line: serde_json::Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("status prints JSON ({e}):\n{out}\n{err}"));
+    assert_eq!(line["connector"], db.name(), "{line}");
+    assert_eq!(line["relay"]["state"], "retrying", "{line}");
+    assert_eq!(line["relay"]["ready"], false, "{line}");
+    let reason = line["relay"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("could not start, retrying in ") && reason.contains("(connection refused)"),
+        "{line}"
+    );
+    assert!(
+        line["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("(connection refused)"),
+        "{line}"
+    );
+
     let code = relay.stop();
     let log = relay.log_text();
     assert_eq!(
