@@ -458,35 +458,6 @@ async fn kafka_mutual_tls_with_pkcs12_and_pem_keystores() {
         ),
     )
     .unwrap();
-    let no_env = [("OUTBOXD_KAFKA_BOOTSTRAP", "")];
-    let out = tls::cli_ok(
-        &[
-            "check",
-            "--kafka-config",
-            worker.to_str().unwrap(),
-            "--config",
-            path.to_str().unwrap(),
-        ],
-        &no_env,
-    );
-    assert!(
-        out.contains("kafka tls: security.protocol=ssl, encrypted (TLSv1.3")
-            && out.contains("client certificate presented")
-            && out.contains(&format!("kafka: {ssl} reachable")),
-        "{out}"
-    );
-    let mut relay = Relay::launch_with_env(
-        &[
-            "--kafka-config",
-            worker.to_str().unwrap(),
-            path.to_str().unwrap(),
-        ],
-        metrics,
-        dir.join("relay.log"),
-        &no_env,
-    );
-    tls::delivers(&db, &mut relay, "Invoice", 6).await;
-
     // The same client identity as a PEM keystore (Java's `ssl.keystore.type=PEM`: the
     // private key and the certificate in one file).
     let pem = dir.join("keystore.pem");
@@ -509,32 +480,36 @@ async fn kafka_mutual_tls_with_pkcs12_and_pem_keystores() {
         ),
     )
     .unwrap();
-    let out = tls::cli_ok(
-        &[
-            "check",
-            "--kafka-config",
-            pem_worker.to_str().unwrap(),
-            "--config",
-            path.to_str().unwrap(),
-        ],
-        &no_env,
-    );
-    assert!(
-        out.contains("client certificate presented")
-            && out.contains(&format!("kafka: {ssl} reachable")),
-        "{out}"
-    );
-    let mut relay = Relay::launch_with_env(
-        &[
-            "--kafka-config",
-            pem_worker.to_str().unwrap(),
-            path.to_str().unwrap(),
-        ],
-        metrics,
-        dir.join("relay-pem.log"),
-        &no_env,
-    );
-    tls::delivers(&db, &mut relay, "Receipt", 4).await;
+    let no_env = [("OUTBOXD_KAFKA_BOOTSTRAP", "")];
+    for (worker, log, aggregate, n) in [
+        (&worker, "relay.log", "Invoice", 6),
+        (&pem_worker, "relay-pem.log", "Receipt", 4),
+    ] {
+        let worker = worker.to_str().unwrap();
+        let out = tls::cli_ok(
+            &[
+                "check",
+                "--kafka-config",
+                worker,
+                "--config",
+                path.to_str().unwrap(),
+            ],
+            &no_env,
+        );
+        assert!(
+            out.contains("kafka tls: security.protocol=ssl, encrypted (TLSv1.3")
+                && out.contains("client certificate presented")
+                && out.contains(&format!("kafka: {ssl} reachable")),
+            "{worker}: {out}"
+        );
+        let mut relay = Relay::launch_with_env(
+            &["--kafka-config", worker, path.to_str().unwrap()],
+            metrics,
+            dir.join(log),
+            &no_env,
+        );
+        tls::delivers(&db, &mut relay, aggregate, n).await;
+    }
 }
 
 /// A Debezium JSON whose `producer.override.*` keys alone secure Kafka (SASL_SSL, SCRAM,
