@@ -245,6 +245,11 @@ async fn refusals_are_definite_and_say_why() {
         "[connectors.kafka]\nbootstrap_servers = \"{}\"\n",
         common::kafka_bootstrap()
     );
+    // verify_identity against the test CA.
+    let verified = format!(
+        "mode = \"verify_identity\"\ntruststore = \"{}\"",
+        tls::file("ca.pem")
+    );
     let mut db = MariaDb::new_tls("tls_refuse").await;
     let (host, port, _, _) = db.relay.clone();
 
@@ -269,15 +274,7 @@ async fn refusals_are_definite_and_say_why() {
 
     // The right CA, but 127.0.0.1 is not a name the certificate is issued for.
     db.relay.0 = "127.0.0.1".into();
-    let p = refusal_config(
-        &db,
-        &format!(
-            "mode = \"verify_identity\"\ntruststore = \"{}\"",
-            tls::file("ca.pem")
-        ),
-        &plain_kafka,
-        "wrong-host.toml",
-    );
+    let p = refusal_config(&db, &verified, &plain_kafka, "wrong-host.toml");
     tls::assert_config_refused(
         &p,
         &[
@@ -367,15 +364,7 @@ async fn refusals_are_definite_and_say_why() {
         ),
     )
     .unwrap();
-    let p = refusal_config(
-        &db,
-        &format!(
-            "mode = \"verify_identity\"\ntruststore = \"{}\"",
-            tls::file("ca.pem")
-        ),
-        "",
-        "jks-kafka.toml",
-    );
+    let p = refusal_config(&db, &verified, "", "jks-kafka.toml");
     tls::assert_refused(
         &[
             "--kafka-config",
@@ -400,15 +389,7 @@ async fn refusals_are_definite_and_say_why() {
         tls::file("truststore.p12"),
         tls::TRUSTSTORE_PASSWORD,
     );
-    let p = refusal_config(
-        &db,
-        &format!(
-            "mode = \"verify_identity\"\ntruststore = \"{}\"",
-            tls::file("ca.pem")
-        ),
-        "",
-        "wrong-sasl.toml",
-    );
+    let p = refusal_config(&db, &verified, "", "wrong-sasl.toml");
     let text = std::fs::read_to_string(&p).unwrap();
     std::fs::write(&p, format!("{wrong_sasl}\n{text}")).unwrap();
     let log = tls::assert_refused(
