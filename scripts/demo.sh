@@ -20,7 +20,7 @@ ORDERS="${1:-6}"
 RUN_ID="demo-$(date +%s)"
 
 eval "$(bash scripts/services.sh up mariadb kafka)"
-echo "== building outboxd (release; the first build takes ~8 min on 2 cores, see README)" >&2
+echo "== building outboxd (release; a first build took 12-14 min on 2 busy cores, 8-9 CPU-minutes: see README)" >&2
 cargo build --release
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/outboxd"
 

@@ -157,7 +157,8 @@ impl Connector {
             metrics::counter!(counter, m::LABEL_CONNECTOR => name.clone()).increment(0);
         }
         health.watch_kafka(&name, self.link.clone());
-        m::StreamingStats::of(&name).set_plugin(self.cfg.source.plugin());
+        m::StreamingStats::of(&name)
+            .set_debezium_labels(self.cfg.source.plugin(), self.cfg.debezium_server());
         let result = self.supervise(&health, shutdown).await;
         match &result {
             Ok(()) => {
@@ -231,8 +232,8 @@ impl Connector {
                         name,
                         ConnectorState::Retrying,
                         format!(
-                            "restarting from the checkpoint in {}s after: {f}",
-                            wait.as_secs()
+                            "restarting from the checkpoint in {:.1}s after: {f}",
+                            wait.as_secs_f64()
                         ),
                     );
                     metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.to_string(), m::LABEL_KIND => Class::Transient.label()).increment(1);

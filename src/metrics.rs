@@ -12,7 +12,7 @@
 //! working when outboxd replaces the connector. Values derived from time (lag, ages) and
 //! readiness are computed when `/metrics` is scraped ([`refresh`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -68,7 +68,8 @@ pub const GROUP_ASSIGNMENTS: &str = "outboxd_group_assignments_total";
 /// Debezium label: the connector plugin (`mysql`, `mariadb`, `postgres`: the `<plugin>` of
 /// Debezium's MBean domain `debezium.<plugin>`).
 pub const DBZ_LABEL_PLUGIN: &str = "plugin";
-/// Debezium label: the MBean's `server` (Debezium's `topic.prefix`); outboxd's connector name.
+/// Debezium label: the MBean's `server`: a Debezium JSON's `topic.prefix` (as Debezium's own
+/// MBeans, so its alerts match), a TOML connector's name.
 pub const DBZ_LABEL_NAME: &str = "name";
 /// Debezium label: the MBean's `context`; always `streaming` (outboxd takes no snapshot).
 pub const DBZ_LABEL_CONTEXT: &str = "context";
@@ -102,6 +103,8 @@ const NONE_MS: i64 = i64::MIN;
 pub struct StreamingStats {
     connector: String,
     plugin: Mutex<&'static str>,
+    /// The `name` label of the Debezium series ([`DBZ_LABEL_NAME`]).
+    server: Mutex<String>,
     started_ms: i64,
     events_seen: AtomicU64,
     committed_transactions: AtomicU64,
@@ -111,6 +114,10 @@ pub struct StreamingStats {
     last_event_ms: AtomicI64,
     /// Commit time (epoch ms) of the oldest source transaction read and not yet checkpointed.
     oldest_pending_ms: AtomicI64,
+    /// Commit times (epoch ms) of the source transactions handed on by the source and not yet
+    /// taken by the delivery loop, oldest first (at most the channel's capacity): while the
+    /// loop waits for Kafka they wait in the channel, and are lag as well.
+    handed_on: Mutex<VecDeque<i64>>,
 }
 
 /// Every connector's [`StreamingStats`], by name.
@@ -128,6 +135,7 @@ impl StreamingStats {
                 Arc::new(Self {
                     connector: connector.to_string(),
                     plugin: Mutex::new("unknown"),
+                    server: Mutex::new(connector.to_string()),
                     started_ms: now_ms(),
                     events_seen: AtomicU64::new(0),
                     committed_transactions: AtomicU64::new(0),
@@ -135,15 +143,31 @@ impl StreamingStats {
                     connected: AtomicBool::new(false),
                     last_event_ms: AtomicI64::new(NONE_MS),
                     oldest_pending_ms: AtomicI64::new(NONE_MS),
+                    handed_on: Mutex::new(VecDeque::new()),
                 })
             })
             .clone()
     }
 
-    /// Names the Debezium `plugin` label of the connector's series (`mysql`, `mariadb`,
-    /// `postgres`).
-    pub fn set_plugin(&self, plugin: &'static str) {
+    /// Names the Debezium labels of the connector's series: `plugin` (`mysql`, `mariadb`,
+    /// `postgres`) and `name` (`server`: Debezium's `topic.prefix`, or the connector name).
+    /// A `server` another connector of the process already labels its series with would
+    /// mix the two connectors' figures: the connector's name is used then, with a warning.
+    pub fn set_debezium_labels(&self, plugin: &'static str, server: &str) {
+        let taken = registry()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|s| s.connector != self.connector)
+            .any(|s| *s.server.lock().unwrap_or_else(|e| e.into_inner()) == server);
+        let server = if taken {
+            tracing::warn!(connector = %self.connector, "another connector's Debezium series are already labelled name=\"{server}\" (its topic.prefix): this connector's are labelled with its own name instead");
+            self.connector.as_str()
+        } else {
+            server
+        };
         *self.plugin.lock().unwrap_or_else(|e| e.into_inner()) = plugin;
+        *self.server.lock().unwrap_or_else(|e| e.into_inner()) = server.to_string();
     }
 
     /// An outbox row change was read.
@@ -152,9 +176,26 @@ impl StreamingStats {
         self.last_event_ms.store(now_ms(), Ordering::Relaxed);
     }
 
-    /// A source transaction committed at `commit_ts_ms` was read: it is pending until a
-    /// checkpoint covers it.
+    /// The source handed on the commit of a transaction committed at `commit_ts_ms`: it is
+    /// lag from now, while it waits for the delivery loop.
+    pub fn commit_handed_on(&self, commit_ts_ms: i64) {
+        self.handed_on().push_back(commit_ts_ms);
+    }
+
+    /// A new channel between source and delivery loop: nothing handed on before waits any
+    /// more (the source reads it again from the checkpoint).
+    pub fn channel_opened(&self) {
+        self.handed_on().clear();
+    }
+
+    fn handed_on(&self) -> std::sync::MutexGuard<'_, VecDeque<i64>> {
+        self.handed_on.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The delivery loop read the commit of a source transaction committed at
+    /// `commit_ts_ms` (the oldest one handed on): it is pending until a checkpoint covers it.
     pub fn commit_read(&self, commit_ts_ms: i64) {
+        self.handed_on().pop_front();
         self.committed_transactions.fetch_add(1, Ordering::Relaxed);
         let _ = self.oldest_pending_ms.compare_exchange(
             NONE_MS,
@@ -182,11 +223,17 @@ impl StreamingStats {
             .set(f64::from(u8::from(connected)));
     }
 
-    /// The age of the oldest pending source commit, in milliseconds (0 when none).
+    /// The age of the oldest undelivered source commit, in milliseconds (0 when none): read
+    /// by the delivery loop and not checkpointed, or still waiting in the channel.
     fn lag_ms(&self, now: i64) -> i64 {
-        match self.oldest_pending_ms.load(Ordering::Relaxed) {
-            NONE_MS => 0,
-            ts => (now - ts).max(0),
+        let pending = match self.oldest_pending_ms.load(Ordering::Relaxed) {
+            NONE_MS => None,
+            ts => Some(ts),
+        };
+        let waiting = self.handed_on().front().copied();
+        match pending.into_iter().chain(waiting).min() {
+            None => 0,
+            Some(ts) => (now - ts).max(0),
         }
     }
 
@@ -204,9 +251,14 @@ impl StreamingStats {
         metrics::gauge!(LAST_EVENT_AGE, LABEL_CONNECTOR => c.clone())
             .set((now - quiet_since).max(0) as f64 / 1000.0);
         let plugin = *self.plugin.lock().unwrap_or_else(|e| e.into_inner());
+        let server = self
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let labels = [
             (DBZ_LABEL_PLUGIN, plugin.to_string()),
-            (DBZ_LABEL_NAME, c),
+            (DBZ_LABEL_NAME, server),
             (DBZ_LABEL_CONTEXT, DBZ_CONTEXT_STREAMING.to_string()),
         ];
         let since_last = if last == NONE_MS {
@@ -383,6 +435,44 @@ impl EventCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lag counts commits waiting in the channel (the loop blocked on Kafka) as well as those
+    /// read and not checkpointed; 0 once a checkpoint covers everything handed on.
+    #[test]
+    fn lag_counts_commits_waiting_for_the_delivery_loop() {
+        let s = StreamingStats::of("lag-waiting");
+        s.channel_opened();
+        assert_eq!(s.lag_ms(10_000), 0);
+        s.commit_handed_on(1_000);
+        s.commit_handed_on(2_000);
+        assert_eq!(s.lag_ms(10_000), 9_000, "waiting in the channel is lag");
+        s.commit_read(1_000);
+        assert_eq!(s.lag_ms(10_000), 9_000, "read, not checkpointed");
+        s.pending_since(None);
+        assert_eq!(s.lag_ms(10_000), 8_000, "the second still waits");
+        s.commit_read(2_000);
+        s.pending_since(None);
+        assert_eq!(s.lag_ms(10_000), 0);
+        // A new channel (a restart) forgets what the old one held.
+        s.commit_handed_on(3_000);
+        s.channel_opened();
+        assert_eq!(s.lag_ms(10_000), 0);
+    }
+
+    /// The Debezium series are labelled with the server name a Debezium JSON gives
+    /// (`topic.prefix`), unless another connector already is.
+    #[test]
+    fn debezium_series_are_labelled_with_the_server_name() {
+        let a = StreamingStats::of("labels-a");
+        a.set_debezium_labels("mariadb", "shop");
+        assert_eq!(*a.server.lock().unwrap(), "shop");
+        let b = StreamingStats::of("labels-b");
+        b.set_debezium_labels("postgres", "shop");
+        assert_eq!(*b.server.lock().unwrap(), "labels-b", "taken: its own name");
+        // Set again (a restart of the same connector): still its own.
+        a.set_debezium_labels("mariadb", "shop");
+        assert_eq!(*a.server.lock().unwrap(), "shop");
+    }
 
     /// Every series the shipped Grafana dashboard queries is one outboxd exports.
     #[test]

@@ -181,6 +181,12 @@ fn write_datetime(f: &mut fmt::Formatter<'_>, micros: i64) -> fmt::Result {
     Ok(())
 }
 
+/// Seconds since the Unix epoch as UTC in ISO-8601, `YYYY-MM-DDTHH:MM:SSZ` (for log lines
+/// that say since when).
+pub fn utc_seconds(secs: i64) -> String {
+    ColumnValue::Timestamp(secs.saturating_mul(1_000_000)).to_string()
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
 /// Howard Hinnant's `civil_from_days` algorithm.
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -218,6 +224,8 @@ mod tests {
             assert_eq!(days_from_civil(y, m, d), days);
         }
         assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(utc_seconds(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_seconds(1_764_650_096), "2025-12-02T04:34:56Z");
         assert_eq!(civil_from_days(19_723), (2024, 1, 1));
     }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::kafka::read_expecting;
 use common::mariadb::MariaDb;
-use common::relay::{free_port, http_get, run_cli, test_dir, wait_ready_code, Relay};
+use common::relay::{free_port, http_get, metric, run_cli, test_dir, wait_ready_code, Relay};
 use common::suite::{self, services, topic, write_config_with, SourceDb};
 use common::OutboxEvent;
 
@@ -136,7 +136,8 @@ fn check_with_kafka_stopped(db: &MariaDb) {
 }
 
 /// Kafka stops while the relay streams: one WARN, `/ready` 503 with the reason, few
-/// librdkafka lines; back: one INFO, `/ready` 200, everything written meanwhile delivered.
+/// librdkafka lines, the lag gauges (outboxd's and Debezium's) above 0; back: one INFO,
+/// `/ready` 200, everything written meanwhile delivered, the lag back to 0.
 async fn stopped_mid_stream(db: &MariaDb) {
     let (path, port) = write_config_with(
         db,
@@ -164,6 +165,19 @@ async fn stopped_mid_stream(db: &MariaDb) {
     let during = suite::sequenced_range("Outage", 3, 20..40, 0);
     db.insert(&during, false).await;
     std::thread::sleep(Duration::from_secs(8));
+    // Undelivered events are lag, in outboxd's gauge and Debezium's.
+    let (c, dbz) = (
+        format!("connector=\"{}\"", db.name()),
+        format!("name=\"{}\"", db.name()),
+    );
+    let text = relay.metrics();
+    let lag = metric(&text, "outboxd_checkpoint_lag_seconds", &c).unwrap_or_default();
+    let behind =
+        metric(&text, "debezium_metrics_MilliSecondsBehindSource", &dbz).unwrap_or_default();
+    assert!(
+        lag > 0.0 && behind > 0.0,
+        "lag {lag} s, behind {behind} ms:\n{text}"
+    );
     let outage_log = relay.log_text()[mark..].to_string();
     assert_eq!(
         outage_log.matches("Kafka is unreachable").count(),
@@ -182,6 +196,21 @@ async fn stopped_mid_stream(db: &MariaDb) {
     let all: Vec<OutboxEvent> = before.into_iter().chain(during).collect();
     let got = read_expecting(&[topic(db, "Outage")], all.len());
     suite::assert_exactly_once(&all, &got, &relay.log_text());
+    // Delivered and checkpointed: no lag left.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = relay.metrics();
+        let lag = metric(&text, "outboxd_checkpoint_lag_seconds", &c);
+        let behind = metric(&text, "debezium_metrics_MilliSecondsBehindSource", &dbz);
+        if lag == Some(0.0) && behind == Some(0.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "lag {lag:?} s, behind {behind:?} ms after recovery:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let text = relay.log_text()[mark..].to_string();
     assert_eq!(
         text.matches("Kafka is reachable again").count(),

@@ -12,17 +12,9 @@ use std::time::{Duration, Instant};
 use common::kafka::read_expecting;
 use common::mariadb::MariaDb;
 use common::postgres::Postgres;
-use common::relay::{free_port, http_get, run_cli, test_dir, wait_ready_code, Relay};
+use common::relay::{free_port, http_get, metric, run_cli, test_dir, wait_ready_code, Relay};
 use common::suite::{self, topic, write_config_with, SourceDb};
 use common::OutboxEvent;
-
-/// A value of the first sample of `name` whose labels contain `labels`, in `/metrics` text.
-fn metric(text: &str, name: &str, labels: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
 
 /// The source TOML of `db` with its port replaced by a closed one.
 fn with_closed_port<S: SourceDb>(db: &S, real_port: u16) -> (String, u16) {
@@ -95,6 +87,28 @@ async fn connection_refused<S: SourceDb>(db: &S, real_port: u16) {
             .contains("(connection refused)"),
         "{body}"
     );
+    // `status` shows what the relay says of the connector (its `metrics.listen` is in the
+    // file): retrying, with the reason; the source itself cannot be read either.
+    let (code, out, err) = run_cli(&["status", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let line: serde_json::Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("status prints JSON ({e}):\n{out}\n{err}"));
+    assert_eq!(line["connector"], db.name(), "{line}");
+    assert_eq!(line["relay"]["state"], "retrying", "{line}");
+    assert_eq!(line["relay"]["ready"], false, "{line}");
+    let reason = line["relay"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("could not start, retrying in ") && reason.contains("(connection refused)"),
+        "{line}"
+    );
+    assert!(
+        line["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("(connection refused)"),
+        "{line}"
+    );
+
     let code = relay.stop();
     let log = relay.log_text();
     assert_eq!(
@@ -294,6 +308,48 @@ async fn two_stores_for_one_connector_are_refused() {
             && log.contains(&format!("the file store {}", file_path.display())),
         "log:\n{log}"
     );
+}
+
+/// A Kafka store in a topic of its own registers in the connector's default checkpoint
+/// topic: a file-store configuration and one with the default Kafka store (a Debezium
+/// JSON's) of the same connector see its checkpoint and are refused, naming its topic.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kafka_store_in_its_own_topic_is_compared_too() {
+    let db = MariaDb::new("ops_own_topic").await;
+    let own_topic = format!("{}.own-checkpoints", db.name());
+    let (custom_cfg, custom_port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        &format!("{}\ntopic = \"{own_topic}\"", suite::EXACTLY_ONCE),
+        "own-topic.toml",
+    );
+    let mut relay = Relay::start(custom_cfg, custom_port);
+    db.insert(&[OutboxEvent::new("Own", "k", "One", Some("{}"))], false)
+        .await;
+    read_expecting(&[topic(&db, "Own")], 1);
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+
+    let others = [
+        (suite::file_checkpoint(&db), "file.toml"),
+        (suite::EXACTLY_ONCE.to_string(), "default-topic.toml"),
+    ];
+    for (checkpoint, file) in others {
+        let (cfg, port) = write_config_with(&db, &db.outbox_table(), "", &checkpoint, file);
+        let mut refused = Relay::launch_with_args(
+            &[cfg.to_str().unwrap()],
+            port,
+            test_dir(db.name()).join(format!("{file}.log")),
+        );
+        let code = refused.wait_exit(Duration::from_secs(60));
+        let log = refused.log_text();
+        assert_eq!(code, Some(1), "{file}: log:\n{log}");
+        assert!(
+            log.contains("has checkpoints in two stores")
+                && log.contains(&format!("the Kafka store (topic {own_topic})")),
+            "{file}: log:\n{log}"
+        );
+    }
 }
 
 /// A missing file prints its OS error once; a TOML typo prints the parse error once, with

@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::mariadb::MariaDb;
-use common::relay::{free_port, test_dir, Relay};
+use common::relay::{free_port, run_cli_with_env, test_dir, Relay};
 use common::suite::SourceDb;
 use common::tls;
 
@@ -57,11 +57,11 @@ producer.security.protocol=SASL_SSL
     path
 }
 
-/// The Debezium MariaDB connector JSON for `db` on the TLS-only server, verify_identity
-/// against the PKCS12 truststore.
-fn debezium_json(db: &MariaDb, dir: &Path) -> PathBuf {
+/// The Debezium MariaDB connector JSON for `db` with `extra` keys (TLS, Kafka) on top, written
+/// to `dir/file`.
+fn debezium_json(db: &MariaDb, dir: &Path, file: &str, extra: serde_json::Value) -> PathBuf {
     let (host, port, user, password) = &db.relay;
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "name": db.name(),
         "config": {
             "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
@@ -74,9 +74,6 @@ fn debezium_json(db: &MariaDb, dir: &Path) -> PathBuf {
             "topic.prefix": "shop",
             "table.include.list": db.outbox_table(),
             "snapshot.mode": "no_data",
-            "database.ssl.mode": "verify_identity",
-            "database.ssl.truststore": tls::file("truststore.p12"),
-            "database.ssl.truststore.password": tls::TRUSTSTORE_PASSWORD,
             "schema.history.internal.kafka.bootstrap.servers": "ignored:1",
             "schema.history.internal.kafka.topic": "schema-changes.shop",
             "transforms": "outbox",
@@ -87,7 +84,11 @@ fn debezium_json(db: &MariaDb, dir: &Path) -> PathBuf {
             "transforms.outbox.table.fields.additional.placement": "event_type:header:eventType"
         }
     });
-    let path = dir.join("connector.json");
+    let config = json["config"].as_object_mut().unwrap();
+    for (k, v) in extra.as_object().unwrap() {
+        config.insert(k.clone(), v.clone());
+    }
+    let path = dir.join(file);
     std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
     path
 }
@@ -101,7 +102,17 @@ async fn exactly_once_over_tls_and_sasl_from_debezium_json_and_worker_file() {
     let db = MariaDb::new_tls("tls_dbz").await;
     let dir = test_dir(db.name());
     let worker = worker_file(&dir, "SCRAM-SHA-512", &tls::sasl_password());
-    let json = debezium_json(&db, &dir);
+    // verify_identity against the PKCS12 truststore.
+    let json = debezium_json(
+        &db,
+        &dir,
+        "connector.json",
+        serde_json::json!({
+            "database.ssl.mode": "verify_identity",
+            "database.ssl.truststore": tls::file("truststore.p12"),
+            "database.ssl.truststore.password": tls::TRUSTSTORE_PASSWORD,
+        }),
+    );
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let args = [
@@ -144,7 +155,8 @@ async fn exactly_once_over_tls_and_sasl_from_debezium_json_and_worker_file() {
 
 /// TOML with the `[kafka]` section (SCRAM-SHA-256, the password from the environment, the CA
 /// as PEM) and mutual TLS to MariaDB: `outboxd_mtls` needs its client certificate (a PKCS12
-/// keystore); verify_ca to `127.0.0.1`, an address the certificate does not name.
+/// keystore); verify_ca to `127.0.0.1`, an address the certificate does not name; exactly
+/// once across a restart.
 #[tokio::test(flavor = "multi_thread")]
 async fn mutual_tls_from_toml_exactly_once() {
     let mut db = MariaDb::new_tls("tls_mtls").await;
@@ -200,7 +212,7 @@ name = "{name}"
         dir.join("relay.log"),
         &env,
     );
-    tls::delivers(&db, &mut relay, "Payment", 12).await;
+    tls::exactly_once_across_restart(&db, &mut relay).await;
     let out = tls::cli_ok(&["check", "--config", path.to_str().unwrap()], &env);
     assert!(
         out.contains("tls: encrypted (TLSv1.3), server certificate verified against the CA (host name not checked), client certificate presented"),
@@ -233,6 +245,11 @@ async fn refusals_are_definite_and_say_why() {
         "[connectors.kafka]\nbootstrap_servers = \"{}\"\n",
         common::kafka_bootstrap()
     );
+    // verify_identity against the test CA.
+    let verified = format!(
+        "mode = \"verify_identity\"\ntruststore = \"{}\"",
+        tls::file("ca.pem")
+    );
     let mut db = MariaDb::new_tls("tls_refuse").await;
     let (host, port, _, _) = db.relay.clone();
 
@@ -251,21 +268,13 @@ async fn refusals_are_definite_and_say_why() {
         &[
             &format!("TLS with MySQL/MariaDB at {host}:{port} failed"),
             "certificate verify failed",
-            "database.ssl.truststore",
+            "tls.truststore",
         ],
     );
 
     // The right CA, but 127.0.0.1 is not a name the certificate is issued for.
     db.relay.0 = "127.0.0.1".into();
-    let p = refusal_config(
-        &db,
-        &format!(
-            "mode = \"verify_identity\"\ntruststore = \"{}\"",
-            tls::file("ca.pem")
-        ),
-        &plain_kafka,
-        "wrong-host.toml",
-    );
+    let p = refusal_config(&db, &verified, &plain_kafka, "wrong-host.toml");
     tls::assert_config_refused(
         &p,
         &[
@@ -283,7 +292,7 @@ async fn refusals_are_definite_and_say_why() {
         &[
             &format!("MySQL/MariaDB at {host}:{port} refused user \"outboxd\": access denied"),
             "require_secure_transport",
-            "database.ssl.mode",
+            "tls.mode",
         ],
     );
 
@@ -295,7 +304,79 @@ async fn refusals_are_definite_and_say_why() {
         &p,
         &[
             &format!("MySQL/MariaDB at {phost}:{pport} does not offer TLS"),
-            "database.ssl.mode",
+            "tls.mode",
+        ],
+    );
+
+    // Debezium's modes that encrypt without verifying, as `check` reports them: `preferred`
+    // (the default) and `required` on the TLS-only server are encrypted, with a warning that
+    // the server is not verified; `preferred` on the plaintext server falls back to no TLS.
+    for (server, mode, facts) in [
+        (
+            &db,
+            "preferred",
+            "tls: encrypted (TLSv1.3), server certificate NOT verified",
+        ),
+        (
+            &db,
+            "required",
+            "tls: encrypted (TLSv1.3), server certificate NOT verified",
+        ),
+        (&plain, "preferred", "tls: not encrypted"),
+    ] {
+        let file = format!("{mode}-{}.toml", server.name());
+        let p = refusal_config(server, &format!("mode = \"{mode}\""), &plain_kafka, &file);
+        let out = tls::cli_ok(&["check", "--config", p.to_str().unwrap()], &[]);
+        assert!(
+            out.contains(&format!("[warn] {}: {facts}", server.name())),
+            "{mode} on {}: {out}",
+            server.name()
+        );
+        assert!(
+            out.contains(&format!("[ok  ] {}: connect:", server.name())),
+            "{out}"
+        );
+    }
+
+    // A JKS truststore, for the database and for Kafka: refused at startup with the keytool
+    // command that converts it.
+    let jks = tls::file("truststore.jks");
+    let p = refusal_config(
+        &db,
+        &format!("mode = \"verify_identity\"\ntruststore = \"{jks}\""),
+        &plain_kafka,
+        "jks.toml",
+    );
+    tls::assert_config_refused(
+        &p,
+        &[
+            "is a JKS keystore, which outboxd does not read",
+            &format!("keytool -importkeystore -srckeystore {jks} -destkeystore {jks}.p12 -deststoretype PKCS12"),
+        ],
+    );
+    let worker = test_dir(db.name()).join("jks.properties");
+    std::fs::write(
+        &worker,
+        format!(
+            "bootstrap.servers={}\nsecurity.protocol=SSL\nssl.truststore.location={jks}\nssl.truststore.password={}\n",
+            tls::kafka_sasl_bootstrap(),
+            tls::TRUSTSTORE_PASSWORD
+        ),
+    )
+    .unwrap();
+    let p = refusal_config(&db, &verified, "", "jks-kafka.toml");
+    tls::assert_refused(
+        &[
+            "--kafka-config",
+            worker.to_str().unwrap(),
+            p.to_str().unwrap(),
+        ],
+        p.with_extension("log"),
+        &[("OUTBOXD_KAFKA_BOOTSTRAP", "")],
+        &[
+            "ssl.truststore.location",
+            "is a JKS keystore",
+            "keytool -importkeystore",
         ],
     );
 
@@ -308,15 +389,7 @@ async fn refusals_are_definite_and_say_why() {
         tls::file("truststore.p12"),
         tls::TRUSTSTORE_PASSWORD,
     );
-    let p = refusal_config(
-        &db,
-        &format!(
-            "mode = \"verify_identity\"\ntruststore = \"{}\"",
-            tls::file("ca.pem")
-        ),
-        "",
-        "wrong-sasl.toml",
-    );
+    let p = refusal_config(&db, &verified, "", "wrong-sasl.toml");
     let text = std::fs::read_to_string(&p).unwrap();
     std::fs::write(&p, format!("{wrong_sasl}\n{text}")).unwrap();
     let log = tls::assert_refused(
@@ -333,9 +406,10 @@ async fn refusals_are_definite_and_say_why() {
 }
 
 /// Kafka's SSL listener that requires client certificates: the worker file's PKCS12
-/// keystore reaches every client (the exactly-once producer, the checkpoint store, `check`).
+/// keystore reaches every client (the exactly-once producer, the checkpoint store, `check`),
+/// and so does the same identity as a PEM keystore.
 #[tokio::test(flavor = "multi_thread")]
-async fn kafka_mutual_tls_with_a_pkcs12_keystore() {
+async fn kafka_mutual_tls_with_pkcs12_and_pem_keystores() {
     let db = MariaDb::new("tls_kafka_mtls").await;
     let dir = test_dir(db.name());
     let ssl =
@@ -365,32 +439,130 @@ async fn kafka_mutual_tls_with_a_pkcs12_keystore() {
         ),
     )
     .unwrap();
+    // The same client identity as a PEM keystore (Java's `ssl.keystore.type=PEM`: the
+    // private key and the certificate in one file).
+    let pem = dir.join("keystore.pem");
+    std::fs::write(
+        &pem,
+        format!(
+            "{}{}",
+            std::fs::read_to_string(tls::file("client.key")).unwrap(),
+            std::fs::read_to_string(tls::file("client.pem")).unwrap()
+        ),
+    )
+    .unwrap();
+    let pem_worker = dir.join("worker-pem.properties");
+    std::fs::write(
+        &pem_worker,
+        format!(
+            "bootstrap.servers={ssl}\nsecurity.protocol=SSL\nssl.truststore.location={}\nssl.truststore.type=PEM\nssl.keystore.type=PEM\nssl.keystore.location={}\n",
+            tls::file("ca.pem"),
+            pem.display(),
+        ),
+    )
+    .unwrap();
     let no_env = [("OUTBOXD_KAFKA_BOOTSTRAP", "")];
-    let out = tls::cli_ok(
-        &[
-            "check",
-            "--kafka-config",
-            worker.to_str().unwrap(),
-            "--config",
-            path.to_str().unwrap(),
-        ],
-        &no_env,
-    );
+    for (worker, log, aggregate, n) in [
+        (&worker, "relay.log", "Invoice", 6),
+        (&pem_worker, "relay-pem.log", "Receipt", 4),
+    ] {
+        let worker = worker.to_str().unwrap();
+        let out = tls::cli_ok(
+            &[
+                "check",
+                "--kafka-config",
+                worker,
+                "--config",
+                path.to_str().unwrap(),
+            ],
+            &no_env,
+        );
+        assert!(
+            out.contains("kafka tls: security.protocol=ssl, encrypted (TLSv1.3")
+                && out.contains("client certificate presented")
+                && out.contains(&format!("kafka: {ssl} reachable")),
+            "{worker}: {out}"
+        );
+        let mut relay = Relay::launch_with_env(
+            &["--kafka-config", worker, path.to_str().unwrap()],
+            metrics,
+            dir.join(log),
+            &no_env,
+        );
+        tls::delivers(&db, &mut relay, aggregate, n).await;
+    }
+}
+
+/// A Debezium JSON whose `producer.override.*` keys alone secure Kafka (SASL_SSL, SCRAM,
+/// PKCS12 truststore; no worker file), addressed as `127.0.0.1`, a name the brokers'
+/// certificate does not carry: with `ssl.endpoint.identification.algorithm` empty (Java's
+/// "no host name check") it delivers and `check` warns; with the default it is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn debezium_producer_overrides_without_host_name_check() {
+    let db = MariaDb::new("tls_dbz_override").await;
+    let dir = test_dir(db.name());
+    let port = tls::kafka_sasl_bootstrap()
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_string())
+        .unwrap();
+    let mut overrides = serde_json::json!({
+        "producer.override.bootstrap.servers": format!("127.0.0.1:{port}"),
+        "producer.override.security.protocol": "SASL_SSL",
+        "producer.override.sasl.mechanism": "SCRAM-SHA-512",
+        "producer.override.sasl.jaas.config": format!(
+            "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{}\" password=\"{}\";",
+            tls::sasl_user(),
+            tls::sasl_password()
+        ),
+        "producer.override.ssl.truststore.location": tls::file("truststore.p12"),
+        "producer.override.ssl.truststore.password": tls::TRUSTSTORE_PASSWORD,
+        "producer.override.ssl.endpoint.identification.algorithm": "",
+    });
+    let json = debezium_json(&db, &dir, "no-host-check.json", overrides.clone());
+    let no_env = [("OUTBOXD_KAFKA_BOOTSTRAP", "")];
+    let out = tls::cli_ok(&["check", "--config", json.to_str().unwrap()], &no_env);
     assert!(
-        out.contains("kafka tls: security.protocol=ssl, encrypted (TLSv1.3")
-            && out.contains("client certificate presented")
-            && out.contains(&format!("kafka: {ssl} reachable")),
+        out.contains("[warn]")
+            && out.contains(
+                "kafka tls: security.protocol=sasl_ssl, SASL SCRAM-SHA-512 as outboxd, encrypted"
+            )
+            && out.contains("server certificate verified against the CA (host name not checked)")
+            && out.contains(&format!("kafka: 127.0.0.1:{port} reachable")),
         "{out}"
     );
+    let metrics = free_port();
+    let listen = format!("127.0.0.1:{metrics}");
     let mut relay = Relay::launch_with_env(
-        &[
-            "--kafka-config",
-            worker.to_str().unwrap(),
-            path.to_str().unwrap(),
-        ],
+        &["--metrics-listen", listen.as_str(), json.to_str().unwrap()],
         metrics,
         dir.join("relay.log"),
         &no_env,
     );
-    tls::delivers(&db, &mut relay, "Invoice", 6).await;
+    // The Debezium series carry topic.prefix as their `name`, as Debezium's MBeans do.
+    relay.wait_ready(std::time::Duration::from_secs(90));
+    let text = relay.metrics();
+    assert!(
+        text.contains(
+            "debezium_metrics_Connected{plugin=\"mariadb\",name=\"shop\",context=\"streaming\"} 1"
+        ),
+        "{text}"
+    );
+    tls::delivers(&db, &mut relay, "Shipment", 5).await;
+
+    // The default (https) checks the host name: 127.0.0.1 is not in the certificate.
+    overrides
+        .as_object_mut()
+        .unwrap()
+        .remove("producer.override.ssl.endpoint.identification.algorithm");
+    let json = debezium_json(&db, &dir, "host-check.json", overrides);
+    let (code, out, err) =
+        run_cli_with_env(&["check", "--config", json.to_str().unwrap()], &no_env);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.lines().any(|l| l.starts_with("[FAIL]")
+            && l.contains(": kafka: TLS with Kafka at 127.0.0.1:")
+            && l.contains("certificate verify failed")),
+        "{out}"
+    );
+    tls::assert_no_secret("check's output", &format!("{out}\n{err}"));
 }

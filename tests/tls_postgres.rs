@@ -106,7 +106,8 @@ async fn exactly_once_over_tls_and_sasl_from_debezium_json_and_worker_file() {
 
 /// TOML with the `[kafka]` section and mutual TLS: `outboxd_mtls` logs in by its client
 /// certificate alone (pg_hba `cert`), on both the SQL and the replication connection;
-/// verify-ca to `127.0.0.1`, an address the certificate does not name.
+/// verify-ca to `127.0.0.1`, an address the certificate does not name; exactly once across
+/// a restart.
 #[tokio::test(flavor = "multi_thread")]
 async fn mutual_tls_from_toml_exactly_once() {
     let mut db = Postgres::new_tls("tlsp_mtls").await;
@@ -173,7 +174,7 @@ name = "{name}"
         dir.join("relay.log"),
         &env,
     );
-    tls::delivers(&db, &mut relay, "Payment", 12).await;
+    tls::exactly_once_across_restart(&db, &mut relay).await;
     let out = tls::cli_ok(&["check", "--config", path.to_str().unwrap()], &env);
     assert!(
         out.contains("[warn]")
@@ -220,7 +221,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         &[
             &format!("TLS with PostgreSQL at {at} failed"),
             "certificate verify failed: UnknownIssuer",
-            "database.sslrootcert",
+            "tls.rootcert",
         ],
     );
 
@@ -242,6 +243,35 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         ],
     );
 
+    // libpq's require with a root certificate is verify-ca: the chain is verified (not the
+    // host name, so 127.0.0.1 passes), and a CA that did not sign the server's certificate
+    // is refused.
+    let p = config_with_tls(
+        &db,
+        &format!("mode = \"require\"\nrootcert = \"{}\"", tls::file("ca.pem")),
+        "require-rootcert.toml",
+    );
+    let out = tls::cli_ok(&["check", "--config", p.to_str().unwrap()], &[]);
+    assert!(
+        out.contains(&format!("[warn] {}: tls: encrypted (TLSv1.3), server certificate verified against the CA (host name not checked)", db.name())),
+        "{out}"
+    );
+    let p = config_with_tls(
+        &db,
+        &format!(
+            "mode = \"require\"\nrootcert = \"{}\"",
+            tls::file("other-ca.pem")
+        ),
+        "require-wrong-ca.toml",
+    );
+    tls::assert_config_refused(
+        &p,
+        &[
+            &format!("TLS with PostgreSQL at 127.0.0.1:{port}/{} failed", db.db),
+            "certificate verify failed: UnknownIssuer",
+        ],
+    );
+
     // libpq's allow: plaintext first, TLS after the hostssl-only server refused it.
     let p = config_with_tls(&db, "mode = \"allow\"", "allow.toml");
     let out = tls::cli_ok(&["check", "--config", p.to_str().unwrap()], &[]);
@@ -256,7 +286,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
         &p,
         &[
             &format!("PostgreSQL at {at} refused user \"outboxd\" without TLS"),
-            "database.sslmode",
+            "tls.mode",
         ],
     );
 
@@ -271,7 +301,7 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
                 "PostgreSQL at {phost}:{pport}/{} does not accept TLS",
                 plain.db
             ),
-            "database.sslmode",
+            "tls.mode",
         ],
     );
     let p = config_with_tls(&plain, "mode = \"prefer\"", "prefer.toml");
@@ -282,9 +312,10 @@ async fn refusals_are_definite_and_libpq_modes_fall_through() {
     );
 }
 
-/// Kafka refusals: a wrong SASL password, a truststore without the brokers' CA, and a host
-/// name the brokers' certificate does not carry stop `status` and `checkpoint show` with
-/// the cause (not as an unreachable cluster), and `run` with exit 1.
+/// Kafka refusals: a wrong SASL password, a truststore without the brokers' CA, a host name
+/// the brokers' certificate does not carry, a plaintext client on the SASL_SSL listener and
+/// TLS asked of the PLAINTEXT listener stop `check`, `status` and `checkpoint show` with the
+/// cause (not as an unreachable cluster), and `run` with exit 1.
 #[tokio::test(flavor = "multi_thread")]
 async fn kafka_refusals_stop_with_the_cause() {
     let db = Postgres::new_tls("tlsp_kafka").await;
@@ -312,31 +343,38 @@ async fn kafka_refusals_stop_with_the_cause() {
         .map(|(h, p)| (h.to_string(), p.to_string()))
         .unwrap();
     assert_eq!(sasl_host, "localhost");
+    let sasl_ssl = "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n";
     let cases = [
         (
             "wrong-password",
-            format!("bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.password={}\n", tls::kafka_sasl_bootstrap(), jaas("not-the-password"), tls::file("truststore.p12"), tls::TRUSTSTORE_PASSWORD),
+            format!("{sasl_ssl}bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.password={}\n", tls::kafka_sasl_bootstrap(), jaas("not-the-password"), tls::file("truststore.p12"), tls::TRUSTSTORE_PASSWORD),
             "SASL authentication failed",
         ),
         (
             "wrong-ca",
-            format!("bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", tls::kafka_sasl_bootstrap(), jaas(&tls::sasl_password()), tls::file("other-ca.pem")),
+            format!("{sasl_ssl}bootstrap.servers={}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", tls::kafka_sasl_bootstrap(), jaas(&tls::sasl_password()), tls::file("other-ca.pem")),
             "certificate verify failed",
         ),
         (
             "wrong-host",
-            format!("bootstrap.servers=127.0.0.1:{sasl_port}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", jaas(&tls::sasl_password()), tls::file("ca.pem")),
+            format!("{sasl_ssl}bootstrap.servers=127.0.0.1:{sasl_port}\n{}ssl.truststore.location={}\nssl.truststore.type=PEM\n", jaas(&tls::sasl_password()), tls::file("ca.pem")),
             "certificate verify failed",
+        ),
+        (
+            "plaintext-on-tls",
+            format!("security.protocol=PLAINTEXT\nbootstrap.servers={}\n", tls::kafka_sasl_bootstrap()),
+            "the listener there expects TLS (an SSL or SASL_SSL listener?)",
+        ),
+        (
+            "tls-on-plaintext",
+            format!("security.protocol=SSL\nbootstrap.servers={}\nssl.truststore.location={}\nssl.truststore.type=PEM\n", common::kafka_bootstrap(), tls::file("ca.pem")),
+            "the listener there does not speak TLS (a PLAINTEXT or SASL_PLAINTEXT listener?)",
         ),
     ];
     for (name, body, cause) in &cases {
         let worker = dir.join(format!("{name}.properties"));
-        std::fs::write(
-            &worker,
-            format!("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n{body}"),
-        )
-        .unwrap();
-        for cmd in [&["status"][..], &["checkpoint", "show"][..]] {
+        std::fs::write(&worker, body).unwrap();
+        for cmd in [&["check"][..], &["status"][..], &["checkpoint", "show"][..]] {
             let mut args: Vec<&str> = cmd.to_vec();
             args.extend([
                 "--kafka-config",
@@ -346,11 +384,19 @@ async fn kafka_refusals_stop_with_the_cause() {
             ]);
             let (code, out, err) = run_cli_with_env(&args, &[("OUTBOXD_KAFKA_BOOTSTRAP", "")]);
             let text = format!("{out}\n{err}");
-            assert_ne!(code, 0, "{name}: {cmd:?} fails:\n{text}");
+            assert_eq!(code, 1, "{name}: {cmd:?} fails:\n{text}");
             assert!(
                 text.contains(cause),
                 "{name}: {cmd:?} names {cause:?}:\n{text}"
             );
+            if cmd == ["check"] {
+                assert!(
+                    out.lines().any(|l| l.starts_with("[FAIL]")
+                        && l.contains(": kafka: ")
+                        && l.contains(cause)),
+                    "{name}: check's kafka line names the cause:\n{out}"
+                );
+            }
             assert!(!text.contains("not-the-password"), "{text}");
             tls::assert_no_secret("the command's output", &text);
         }

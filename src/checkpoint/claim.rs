@@ -2,28 +2,32 @@
 //! same connector has overtaken.
 //!
 //! A connector can be described twice, say as outboxd TOML with a `file` store and as the
-//! Debezium JSON it replaced (the Kafka store, the only one a JSON has): run one after the
-//! other, each resumes from its own checkpoint, and the second delivers again what the first
-//! delivered since (or skips what it did not). At startup a connector therefore looks at
-//! the other store it could have:
+//! Debezium JSON it replaced (the Kafka store, the only one a JSON has), or as TOML with a
+//! Kafka store in a topic of its own: run one after the other, each resumes from its own
+//! checkpoint, and the second delivers again what the first delivered since (or skips what
+//! it did not). The connector's default checkpoint topic (`outboxd.checkpoints.<name>`) is
+//! therefore the place every store of the connector is registered, whatever its own topic:
 //!
-//! - with the `file` store: the Kafka store at the connector's default checkpoint topic
-//!   (`outboxd.checkpoints.<name>`, key = the name), which is where a Debezium JSON or a
-//!   TOML without `[connectors.checkpoint]` keeps it; it then leaves a claim there
-//!   ([`FileClaim`]: key `<name>#file-store`, the file's absolute path);
-//! - with the `kafka` store: the file named by such a claim in its topic, when that file
-//!   exists on this host.
+//! - key `<name>`: the checkpoint of the Kafka store in that topic (a Debezium JSON's, or a
+//!   TOML's without `[connectors.checkpoint]`);
+//! - key `<name>#file-store` ([`FileClaim`]): the file a `file` store keeps it in (absolute);
+//! - key `<name>#kafka-store` ([`KafkaClaim`]): the topic of a Kafka store in another topic.
 //!
-//! If the other store holds a checkpoint at another position written later than this
-//! store's (or this store has none), the connector stops with a definite error naming both
-//! and how to carry the position over (`outboxd checkpoint set`). A file-store connector
-//! whose Kafka does not answer within [`FILE_STORE_LOOK`] starts from its file with a
-//! warning (it needs no Kafka to start reading, and would otherwise not start at all). A store whose checkpoint
-//! is the newer one starts: the other one is stale, and starting *that* one is what gets
-//! refused. Taking the newer checkpoint silently was not done: `updated_at_ms` says which
-//! run came last, not which configuration the operator means to keep.
+//! At startup a connector reads those ([`Claims`]), loads every other store named there
+//! (a claimed file only when it exists on this host), and then leaves its own claim (a file
+//! store or a Kafka store in another topic; the default topic's store is its own record).
+//! If another store holds a checkpoint at another position written later than this store's
+//! (or this store has none), the connector stops with a definite error naming both and how
+//! to carry the position over (`outboxd checkpoint set`). A file-store connector whose Kafka
+//! does not answer within [`FILE_STORE_LOOK`] starts from its file with a warning (it needs
+//! no Kafka to start reading, and would otherwise not start at all); a claim that cannot be
+//! written (e.g. no ACL to create the default topic) is a warning too: only the detection
+//! from the other side is lost. A store whose checkpoint is the newer one starts: the other
+//! one is stale, and starting *that* one is what gets refused. Taking the newer checkpoint
+//! silently was not done: `updated_at_ms` says which run came last, not which
+//! configuration the operator means to keep.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +38,7 @@ use super::{
 use crate::config::{default_checkpoint_topic, CheckpointConfig, ConnectorConfig};
 use crate::sink::KafkaLink;
 
-/// A file store's note in the Kafka checkpoint topic that it keeps connector `connector`'s
+/// A file store's note in the claims topic that it keeps connector `connector`'s
 /// checkpoint: `{"connector":..,"store":"file","path":"/abs/path","claimed_at_ms":..}` under
 /// key `<connector>#file-store`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -56,86 +60,204 @@ impl FileClaim {
     }
 }
 
+/// A Kafka store's note in the claims topic, when it keeps connector `connector`'s
+/// checkpoint in another topic: `{"connector":..,"store":"kafka","topic":..,
+/// "claimed_at_ms":..}` under key `<connector>#kafka-store`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KafkaClaim {
+    /// The connector.
+    pub connector: String,
+    /// Always `kafka`.
+    pub store: String,
+    /// The topic the store keeps the checkpoint in.
+    pub topic: String,
+    /// When the store's connector last started, milliseconds since the Unix epoch.
+    pub claimed_at_ms: i64,
+}
+
+impl KafkaClaim {
+    /// The record key of connector `connector`'s claim.
+    pub fn key(connector: &str) -> String {
+        format!("{connector}#kafka-store")
+    }
+}
+
+/// What a connector's claims topic holds.
+#[derive(Debug, Default)]
+pub struct Claims {
+    /// The checkpoint of the Kafka store in that topic.
+    pub checkpoint: Option<Checkpoint>,
+    /// The last file store's claim.
+    pub file: Option<FileClaim>,
+    /// The last claim of a Kafka store in another topic.
+    pub kafka: Option<KafkaClaim>,
+}
+
 /// How long a file-store connector waits for the Kafka store of its name before it starts
 /// from its file without the comparison.
 pub(crate) const FILE_STORE_LOOK: Duration = Duration::from_secs(10);
 
-/// Checks connector `cfg`'s other store against `own` (this store's checkpoint, loaded) and,
-/// with the `file` store, leaves the claim. `link` is the connector's Kafka link.
+/// A connector's store, as the claims name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Store {
+    /// A file (absolute).
+    File(PathBuf),
+    /// A Kafka topic.
+    Kafka(String),
+}
+
+impl Store {
+    fn of(checkpoint: &CheckpointConfig) -> Self {
+        match checkpoint {
+            CheckpointConfig::File { path } => Store::File(absolute(path)),
+            CheckpointConfig::Kafka { topic, .. } => Store::Kafka(topic.clone()),
+        }
+    }
+
+    /// The store in words, for the refusal (`its` for this one, `the` for another).
+    fn describe(&self, article: &str) -> String {
+        match self {
+            Store::File(p) => format!("{article} file store {}", p.display()),
+            Store::Kafka(t) => format!("{article} Kafka store (topic {t})"),
+        }
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Checks connector `cfg`'s other stores, as its claims topic names them, against `own`
+/// (this store's checkpoint, loaded) and leaves this store's claim. `link` is the
+/// connector's Kafka link.
 ///
-/// Errors: [`CheckpointError::TwoStores`] (definite) when the other store is ahead;
-/// transient ones when Kafka does not answer.
+/// Errors: [`CheckpointError::TwoStores`] (definite) when another store is ahead;
+/// with a Kafka store, transient ones when Kafka does not answer (a file store starts
+/// without the comparison then).
 pub(crate) async fn check_other_store(
     cfg: &ConnectorConfig,
     own: Option<&Checkpoint>,
     link: &Arc<KafkaLink>,
 ) -> Result<(), CheckpointError> {
-    match &cfg.checkpoint {
-        CheckpointConfig::File { path } => {
-            let topic = default_checkpoint_topic(&cfg.name);
-            let kafka =
-                KafkaCheckpointStore::new(&cfg.kafka, &topic, &cfg.name).with_link(link.clone());
-            // The store's reads block; on the blocking pool the wait can be bounded.
-            let load = tokio::task::spawn_blocking(move || (kafka.load(), kafka));
-            let (other, mut kafka) = match tokio::time::timeout(FILE_STORE_LOOK, load).await {
-                Ok(Ok((Ok(other), kafka))) => (other, kafka),
-                Ok(Ok((Err(e), _))) => {
-                    not_compared(cfg, &topic, &e.to_string());
-                    return Ok(());
-                }
-                Ok(Err(e)) => {
-                    not_compared(cfg, &topic, &e.to_string());
-                    return Ok(());
-                }
-                Err(_) => {
-                    let why = format!("Kafka did not answer within {}s", FILE_STORE_LOOK.as_secs());
-                    not_compared(cfg, &topic, &why);
-                    return Ok(());
-                }
+    let this = Store::of(&cfg.checkpoint);
+    let claims_topic = default_checkpoint_topic(&cfg.name);
+    let store =
+        KafkaCheckpointStore::new(&cfg.kafka, &claims_topic, &cfg.name).with_link(link.clone());
+    // The store's reads block; on the blocking pool the wait can be bounded.
+    let (kafka, name, this_read) = (cfg.kafka.clone(), cfg.name.clone(), this.clone());
+    let read = tokio::task::spawn_blocking(move || {
+        let others = store
+            .claims()
+            .and_then(|claims| other_checkpoints(&kafka, &name, &this_read, claims, &store));
+        (others, store)
+    });
+    let (others, mut store) = match &this {
+        Store::File(_) => {
+            let why = match tokio::time::timeout(FILE_STORE_LOOK, read).await {
+                Ok(Ok((Ok(others), store))) => Ok((others, store)),
+                Ok(Ok((Err(e), _))) => Err(e.to_string()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!(
+                    "Kafka did not answer within {}s",
+                    FILE_STORE_LOOK.as_secs()
+                )),
             };
-            refuse_if_overtaken(
-                &cfg.name,
-                own,
-                &format!("its file store {}", path.display()),
-                other.as_ref(),
-                &format!("the Kafka store (topic {topic})"),
-            )?;
+            match why {
+                Ok(read) => read,
+                Err(why) => {
+                    not_compared(cfg, &claims_topic, &why);
+                    return Ok(());
+                }
+            }
+        }
+        Store::Kafka(_) => match read.await {
+            Ok((others, store)) => (others?, store),
+            Err(e) => {
+                return Err(CheckpointError::kafka(
+                    format!("reading the claims in topic {claims_topic}: {e}"),
+                    None,
+                ))
+            }
+        },
+    };
+    for (other, checkpoint) in &others {
+        refuse_if_overtaken(
+            &cfg.name,
+            own,
+            &this.describe("its"),
+            Some(checkpoint),
+            &other.describe("the"),
+        )?;
+    }
+    let claimed = match &this {
+        Store::File(path) => {
             let claim = FileClaim {
                 connector: cfg.name.clone(),
                 store: "file".into(),
-                path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+                path: path.clone(),
                 claimed_at_ms: now_ms(),
             };
-            if let Err(e) = kafka.write_file_claim(&claim).await {
-                // Only the detection from the other side is lost: say so and go on.
-                tracing::warn!(connector = %cfg.name, "could not note the file store in topic {topic} ({e}); a Debezium JSON or Kafka-store configuration of this connector will not see this file's checkpoint");
-            }
-            Ok(())
+            store.write_claim(FileClaim::key(&cfg.name), &claim).await
         }
-        CheckpointConfig::Kafka { topic, .. } => {
-            let kafka =
-                KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name).with_link(link.clone());
-            let Some(claim) = tokio::task::block_in_place(|| kafka.file_claim())? else {
-                return Ok(());
+        Store::Kafka(topic) if *topic != claims_topic => {
+            let claim = KafkaClaim {
+                connector: cfg.name.clone(),
+                store: "kafka".into(),
+                topic: topic.clone(),
+                claimed_at_ms: now_ms(),
             };
-            let file = FileCheckpointStore::new(claim.path.clone());
-            // A claimed file this host cannot read (another machine's, or removed) is no
-            // checkpoint here.
-            let other = file.load().ok().flatten();
-            refuse_if_overtaken(
-                &cfg.name,
-                own,
-                &format!("its Kafka store (topic {topic})"),
-                other.as_ref(),
-                &format!("the file store {}", claim.path.display()),
-            )
+            store.write_claim(KafkaClaim::key(&cfg.name), &claim).await
         }
+        Store::Kafka(_) => Ok(()),
+    };
+    if let Err(e) = claimed {
+        // Only the detection from the other side is lost: say so and go on.
+        tracing::warn!(connector = %cfg.name, "could not note {} in topic {claims_topic} ({e}); another configuration of this connector with another store will not see this store's checkpoint", this.describe("its"));
     }
+    Ok(())
 }
 
-/// A file-store connector starts without comparing its file with the Kafka store.
+/// The checkpoints of the stores `claims` names other than `this`: the claims topic's own
+/// (`claims_store`), a claimed file that exists on this host, a claimed other topic.
+fn other_checkpoints(
+    kafka: &crate::config::KafkaConfig,
+    connector: &str,
+    this: &Store,
+    claims: Claims,
+    claims_store: &KafkaCheckpointStore,
+) -> Result<Vec<(Store, Checkpoint)>, CheckpointError> {
+    let mut others = Vec::new();
+    let claims_topic = Store::Kafka(claims_store.topic().to_string());
+    if let Some(cp) = claims.checkpoint.filter(|_| *this != claims_topic) {
+        others.push((claims_topic, cp));
+    }
+    if let Some(claim) = claims.file {
+        let other = Store::File(claim.path.clone());
+        // A claimed file this host cannot read (another machine's, or removed) is no
+        // checkpoint here.
+        if other != *this {
+            if let Some(cp) = FileCheckpointStore::new(claim.path).load().ok().flatten() {
+                others.push((other, cp));
+            }
+        }
+    }
+    if let Some(claim) = claims.kafka {
+        let other = Store::Kafka(claim.topic.clone());
+        if other != *this {
+            let store = KafkaCheckpointStore::new(kafka, &claim.topic, connector)
+                .with_link(claims_store.link());
+            if let Some(cp) = store.load()? {
+                others.push((other, cp));
+            }
+        }
+    }
+    Ok(others)
+}
+
+/// A file-store connector starts without comparing its file with the connector's other
+/// stores.
 fn not_compared(cfg: &ConnectorConfig, topic: &str, why: &str) {
-    tracing::warn!(connector = %cfg.name, "could not compare the file checkpoint with the Kafka store of the same connector (topic {topic}: {why}); starting from the file");
+    tracing::warn!(connector = %cfg.name, "could not compare the file checkpoint with the other stores of the same connector (claims topic {topic}: {why}); starting from the file");
 }
 
 /// [`CheckpointError::TwoStores`] when `other` holds another position than `own` and was

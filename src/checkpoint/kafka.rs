@@ -19,7 +19,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use std::sync::Arc;
 
-use super::claim::FileClaim;
+use super::claim::{Claims, FileClaim, KafkaClaim};
 use super::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::config::KafkaConfig;
 use crate::error::Class;
@@ -30,6 +30,9 @@ use crate::sink::{client, KafkaLink, KafkaRecord};
 const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest an at-least-once checkpoint write waits for Kafka's acknowledgement.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A record's offset and value, as read from the topic.
+type Stored = (i64, Vec<u8>);
 
 /// A connector's checkpoint in a compacted Kafka topic.
 pub struct KafkaCheckpointStore {
@@ -61,6 +64,16 @@ impl KafkaCheckpointStore {
     pub fn with_link(mut self, link: Arc<KafkaLink>) -> Self {
         self.link = link;
         self
+    }
+
+    /// The link the store's clients report to.
+    pub fn link(&self) -> Arc<KafkaLink> {
+        self.link.clone()
+    }
+
+    /// The store's topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
     }
 
     /// The record that stores `checkpoint`: key = connector name, value = JSON.
@@ -132,37 +145,55 @@ impl KafkaCheckpointStore {
     }
 
     fn read_last(&self) -> Result<Option<Checkpoint>, CheckpointError> {
-        let Some((offset, bytes)) = self.read_last_value(self.connector.as_bytes())? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| CheckpointError::RecordInvalid {
-                connector: self.connector.clone(),
-                topic: self.topic.clone(),
-                offset,
-                source: Arc::new(e),
-            })
+        let [last] = self.read_last_values([self.connector.as_bytes()])?;
+        last.map(|(offset, bytes)| self.parse_checkpoint(offset, &bytes))
+            .transpose()
     }
 
-    /// The file store that claimed this connector in the topic ([`FileClaim`]), if one did.
-    /// A claim that does not parse is ignored (it guards, it does not decide delivery).
-    pub fn file_claim(&self) -> Result<Option<FileClaim>, CheckpointError> {
-        let value = self
-            .read_last_value(FileClaim::key(&self.connector).as_bytes())
+    fn parse_checkpoint(&self, offset: i64, bytes: &[u8]) -> Result<Checkpoint, CheckpointError> {
+        serde_json::from_slice(bytes).map_err(|e| CheckpointError::RecordInvalid {
+            connector: self.connector.clone(),
+            topic: self.topic.clone(),
+            offset,
+            source: Arc::new(e),
+        })
+    }
+
+    /// What the connector's claims topic (this store's topic, the connector's default
+    /// checkpoint topic) holds, read in one pass: the checkpoint stored there and the
+    /// claims other stores of the connector left ([`Claims`]). Claims that do not parse are
+    /// ignored (they guard, they do not decide delivery).
+    pub fn claims(&self) -> Result<Claims, CheckpointError> {
+        let file_key = FileClaim::key(&self.connector);
+        let kafka_key = KafkaClaim::key(&self.connector);
+        let [checkpoint, file, kafka] = self
+            .read_last_values([
+                self.connector.as_bytes(),
+                file_key.as_bytes(),
+                kafka_key.as_bytes(),
+            ])
             .map_err(|e| self.definite_if_link_failed(e))?;
-        Ok(value.and_then(|(_, bytes)| serde_json::from_slice(&bytes).ok()))
+        Ok(Claims {
+            checkpoint: checkpoint
+                .map(|(offset, bytes)| self.parse_checkpoint(offset, &bytes))
+                .transpose()?,
+            file: file.and_then(|(_, b)| serde_json::from_slice(&b).ok()),
+            kafka: kafka.and_then(|(_, b)| serde_json::from_slice(&b).ok()),
+        })
     }
 
-    /// Writes `claim` (the file store of this connector) to the topic, creating the topic
-    /// if needed; waits for Kafka's acknowledgement, at most 5 s.
-    pub async fn write_file_claim(&mut self, claim: &FileClaim) -> Result<(), CheckpointError> {
+    /// Writes a claim (`key`, JSON `value`) to the topic, creating the topic if needed;
+    /// waits for Kafka's acknowledgement, at most 5 s.
+    pub async fn write_claim(
+        &mut self,
+        key: String,
+        value: &impl serde::Serialize,
+    ) -> Result<(), CheckpointError> {
         self.ensure_topic().await?;
-        let value = serde_json::to_vec(claim).map_err(|e| CheckpointError::Serialise {
+        let value = serde_json::to_vec(value).map_err(|e| CheckpointError::Serialise {
             source: Arc::new(e),
         })?;
-        let key = FileClaim::key(&self.connector).into_bytes();
-        self.produce(key, Some(value), "writing the file store's claim")
+        self.produce(key.into_bytes(), Some(value), "writing a store's claim")
     }
 
     /// Transient failures while the link knows of a definite one are that one.
@@ -173,10 +204,13 @@ impl KafkaCheckpointStore {
         }
     }
 
-    /// The offset and value of the last record with `key` in the topic (`None` when there
-    /// is none, the last one is a tombstone, or the topic does not exist), read
-    /// `read_committed` to the topic's true end.
-    fn read_last_value(&self, key: &[u8]) -> Result<Option<(i64, Vec<u8>)>, CheckpointError> {
+    /// The offset and value of the last record with each of `keys` in the topic (`None` when
+    /// there is none, the last one is a tombstone, or the topic does not exist), read
+    /// `read_committed` to the topic's true end in one pass.
+    fn read_last_values<const N: usize>(
+        &self,
+        keys: [&[u8]; N],
+    ) -> Result<[Option<Stored>; N], CheckpointError> {
         let consumer_error = |source| CheckpointError::Client {
             client: "consumer",
             source,
@@ -224,13 +258,13 @@ impl KafkaCheckpointStore {
                 ends.push((p, high));
             }
         }
+        let mut last: [Option<Stored>; N] = std::array::from_fn(|_| None);
         if ends.is_empty() {
-            return Ok(None);
+            return Ok(last);
         }
         consumer
             .assign(&tpl)
             .map_err(|e| CheckpointError::kafka("reading checkpoint topic", Some(e)))?;
-        let mut last: Option<(i64, Vec<u8>)> = None;
         let deadline = Instant::now() + KAFKA_TIMEOUT * 4;
         let mut done: Vec<i32> = Vec::new();
         while done.len() < ends.len() {
@@ -265,10 +299,10 @@ impl KafkaCheckpointStore {
             };
             let msg =
                 msg.map_err(|e| CheckpointError::kafka("reading checkpoint topic", Some(e)))?;
-            if msg.key() != Some(key) {
+            let Some(i) = keys.iter().position(|k| msg.key() == Some(*k)) else {
                 continue;
-            }
-            last = msg.payload().map(|bytes| (msg.offset(), bytes.to_vec()));
+            };
+            last[i] = msg.payload().map(|bytes| (msg.offset(), bytes.to_vec()));
         }
         Ok(last)
     }

@@ -1,7 +1,8 @@
 //! The process's log output: tracing-subscriber's text or JSON lines on stderr.
 //!
 //! In JSON, a field logged as a list (`tables = ?names`, a `Vec<String>` in Debug form,
-//! which is JSON text) is written as a JSON array, not as a string holding one: tracing
+//! which is JSON text; the known ones are [`LIST_FIELDS`]) is written as a JSON array, not
+//! as a string holding one: tracing
 //! records such values as text, and the JSON formatter quotes them. [`JsonLists`] rewrites
 //! each line's `fields` once formatted; log lines are rare, so parsing them again costs
 //! nothing that matters.
@@ -70,8 +71,13 @@ impl Drop for ListWriter {
     }
 }
 
-/// `line` (one JSON object and a newline) with every string in its `fields` object other
-/// than `message` that holds a JSON array replaced by that array; `None` when nothing
+/// The fields logged as lists (`tables = ?names`, `connectors = ?names`): only these are
+/// turned into arrays, so a string that merely looks like one (a position, a reason quoting
+/// JSON) stays the string it was.
+const LIST_FIELDS: &[&str] = &["tables", "connectors"];
+
+/// `line` (one JSON object and a newline) with each of [`LIST_FIELDS`] in its `fields`
+/// object that holds a JSON array as a string replaced by that array; `None` when nothing
 /// changes (or the line is not such an object).
 fn lists_as_arrays(line: &[u8]) -> Option<Vec<u8>> {
     let mut event: serde_json::Value = serde_json::from_slice(line).ok()?;
@@ -81,7 +87,7 @@ fn lists_as_arrays(line: &[u8]) -> Option<Vec<u8>> {
         let Some(text) = value.as_str() else {
             continue;
         };
-        if name == "message" || !text.starts_with('[') {
+        if !LIST_FIELDS.contains(&name.as_str()) || !text.starts_with('[') {
             continue;
         }
         if let Ok(list @ serde_json::Value::Array(_)) = serde_json::from_str(text) {
@@ -114,7 +120,15 @@ mod tests {
         assert_eq!(v["fields"]["message"], "[x] starting");
         assert!(out.ends_with(b"\n"));
         // Not a list, not JSON, or not a log object: left as it is.
-        assert!(lists_as_arrays(br#"{"fields":{"a":"[not json"}}"#).is_none());
+        assert!(lists_as_arrays(br#"{"fields":{"tables":"[not json"}}"#).is_none());
+        // Another field that happens to hold JSON-array text stays a string.
+        let other = br#"{"fields":{"message":"m","reason":"[1, 2]","connectors":"[\"a\"]"}}
+"#;
+        let v: serde_json::Value =
+            serde_json::from_slice(&lists_as_arrays(other).expect("connectors rewritten")).unwrap();
+        assert_eq!(v["fields"]["reason"], "[1, 2]");
+        assert_eq!(v["fields"]["connectors"], serde_json::json!(["a"]));
+        assert!(lists_as_arrays(br#"{"fields":{"position":"[\"x\"]"}}"#).is_none());
         assert!(lists_as_arrays(b"plain text\n").is_none());
     }
 }

@@ -195,6 +195,18 @@ pub struct ConnectorConfig {
     /// Keys of an imported Debezium JSON that outboxd does not use, each with the reason, for
     /// `run`/`check` to log at startup. Always empty for TOML (unknown TOML keys are errors).
     pub ignored_keys: Vec<(String, String)>,
+    /// The `name` label of the connector's Debezium series (`debezium_metrics_*`): a Debezium
+    /// JSON's `topic.prefix` (else `database.server.name`), the `server` of Debezium's own
+    /// MBeans, so that its alerts keep matching; `None` (TOML): the connector name.
+    pub metrics_server: Option<String>,
+}
+
+impl ConnectorConfig {
+    /// The `name` label of the connector's Debezium series: [`metrics_server`](Self::metrics_server)
+    /// or the connector name.
+    pub fn debezium_server(&self) -> &str {
+        self.metrics_server.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// The source database of a connector.
@@ -398,6 +410,21 @@ pub struct KafkaConfig {
     pub max_record_bytes: usize,
 }
 
+impl KafkaConfig {
+    /// The settings the record producer connects with: [`client`](Self::client), then the
+    /// producer-only ones ([`producer`](Self::producer), [`producer_secrets`](Self::producer_secrets))
+    /// over them — what `check` describes and probes (a worker file's `producer.`-prefixed
+    /// `security.protocol` included).
+    pub fn producer_client(&self) -> ClientProperties {
+        let mut props = self.client.clone();
+        for (k, v) in &self.producer {
+            props.set(k, v.clone());
+        }
+        props.merge(&self.producer_secrets);
+        props
+    }
+}
+
 /// Where the connector keeps the position after the last delivered source transaction.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "store", rename_all = "lowercase", deny_unknown_fields)]
@@ -597,6 +624,23 @@ pub(crate) fn read_secret_file(path: &Path) -> Result<Secret, String> {
         }
     }
     Ok(Secret::new(s))
+}
+
+/// A source of kind `kind` (`mariadb`, `postgres`) as a connector in `format` defines it
+/// (user `relay`, password `pw`), for other modules' tests of format-aware messages.
+#[cfg(test)]
+pub(crate) fn example_source(kind: &str, format: ConfigFormat) -> SourceConfig {
+    let text = match (kind, format) {
+        ("postgres", ConfigFormat::Toml) => "[[connectors]]\nname = \"x\"\ntables = [\"public.outbox\"]\n[connectors.source]\nkind = \"postgres\"\nhost = \"db\"\nuser = \"relay\"\npassword = \"pw\"\ndbname = \"app\"\n".to_string(),
+        (_, ConfigFormat::Toml) => format!("[[connectors]]\nname = \"x\"\ntables = [\"s.outbox\"]\n[connectors.source]\nkind = \"{kind}\"\nhost = \"db\"\nuser = \"relay\"\npassword = \"pw\"\nserver_id = 7\n"),
+        ("postgres", ConfigFormat::DebeziumJson) => r#"{"name": "x", "connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname": "db", "database.user": "relay", "database.password": "pw", "database.dbname": "app", "table.include.list": "public.outbox", "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}"#.to_string(),
+        (_, ConfigFormat::DebeziumJson) => r#"{"name": "x", "connector.class": "io.debezium.connector.mariadb.MariaDbConnector", "database.hostname": "db", "database.user": "relay", "database.password": "pw", "database.server.id": "7", "table.include.list": "s.outbox", "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}"#.to_string(),
+    };
+    let mut cfg = parse(&text, std::path::Path::new("x"), Some("k:1"), &|_| None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let source = cfg.connectors.remove(0).source;
+    assert_eq!(source.format(), format);
+    source
 }
 
 #[cfg(test)]

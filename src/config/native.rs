@@ -236,6 +236,9 @@ fn connector(
             connector: c.name.clone(),
         })?;
     let mut producer = BTreeMap::new();
+    // Secret-valued keys (`sasl.password`, `ssl.key.password`, ...) are kept as secrets, as
+    // the process-wide ones are: they never print with the configuration.
+    let mut producer_secrets = ClientProperties::default();
     for (k, v) in c.kafka.producer {
         if k == "bootstrap.servers" || k == "metadata.broker.list" {
             return Err(ctx.invalid(
@@ -255,7 +258,11 @@ fn connector(
                 ))
             }
         };
-        producer.insert(k, v);
+        if super::kafka::is_secret_key(&k) {
+            producer_secrets.set(&k, v);
+        } else {
+            producer.insert(k, v);
+        }
     }
     let max_record_bytes = c.kafka.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES);
     if max_record_bytes == 0 {
@@ -339,12 +346,13 @@ fn connector(
             bootstrap_servers: bootstrap,
             client: ClientProperties::default(),
             producer,
-            producer_secrets: ClientProperties::default(),
+            producer_secrets,
             max_record_bytes,
         },
         checkpoint,
         tables,
         ignored_keys: Vec::new(),
+        metrics_server: None,
     })
 }
 

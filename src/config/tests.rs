@@ -390,8 +390,9 @@ fn debezium_seed_004_with_bootstrap_given() {
         }]
     );
 
+    // Debezium 1.x's database.server.name (no topic.prefix) names the Debezium series.
+    assert_eq!(c.debezium_server(), "outbox_server");
     for key in [
-        "database.server.name",
         "database.history.kafka.bootstrap.servers",
         "database.history.kafka.topic",
         "snapshot.mode",
@@ -508,7 +509,10 @@ fn debezium_mariadb_and_postgres() {
     assert_eq!(p.status_interval, Duration::from_secs(2));
     assert!(c.router.tombstone_on_empty_payload);
     assert_eq!(c.router.route_by_field, "aggregatetype");
-    assert!(ignored(&c, "topic.prefix").is_some());
+    // topic.prefix names the Debezium series (Debezium's MBean `server`).
+    assert!(ignored(&c, "topic.prefix").is_none());
+    assert_eq!(c.metrics_server.as_deref(), Some("app"));
+    assert_eq!(c.debezium_server(), "app");
     assert!(ignored(&c, "tasks").is_some());
     assert!(ignored(&c, "transforms.outbox.table.field.event.schema.version").is_some());
     assert!(ignored(&c, "snapshot.mode").is_none());
@@ -1015,6 +1019,41 @@ bootstrap_servers = "k:1"
     );
 }
 
+/// Secret-valued keys of a connector's `[connectors.kafka.producer]` map are kept as secrets
+/// (handed to the record producer, never printed), with the process-wide ones.
+#[test]
+fn connector_producer_secrets_stay_secret() {
+    let text = FULL_TOML.replace("route_tombstone_on_empty_payload = true\n", "").replace(
+        r#"producer = { "compression.type" = "lz4", "linger.ms" = 5 }"#,
+        r#"producer = { "compression.type" = "lz4", "sasl.password" = "conn-sasl-pw", "ssl.key.password" = "conn-key-pw", "sasl.username" = "relay" }"#,
+    );
+    let cfg = parse_with(&text, None, &[("OUTBOXD_SHOP_PASSWORD", "pw")]).unwrap();
+    let k = &cfg.connectors[0].kafka;
+    assert_eq!(
+        k.producer.get("sasl.username").map(String::as_str),
+        Some("relay")
+    );
+    assert_eq!(
+        k.producer.get("compression.type").map(String::as_str),
+        Some("lz4")
+    );
+    assert!(!k.producer.contains_key("sasl.password"));
+    let secrets: BTreeMap<&str, &str> = k.producer_secrets.expose().collect();
+    assert_eq!(secrets["sasl.password"], "conn-sasl-pw");
+    assert_eq!(secrets["ssl.key.password"], "conn-key-pw");
+    for shown in [
+        format!("{cfg:?}"),
+        format!("{k:?}"),
+        k.producer_secrets.describe(),
+    ] {
+        assert!(
+            !shown.contains("conn-sasl-pw") && !shown.contains("conn-key-pw"),
+            "{shown}"
+        );
+    }
+    assert!(k.producer_secrets.describe().contains("sasl.password=***"));
+}
+
 #[test]
 fn kafka_section_producer_override_and_worker_file() {
     let toml = r#"
@@ -1084,6 +1123,19 @@ server_id = 7
       "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}"#;
     let c = one(json, Some("k:1"), &[]);
     assert_eq!(c.kafka.client.get("security.protocol"), Some("ssl"));
+    let with_secrets = json.replace(
+        r#""producer.override.linger.ms": "7","#,
+        r#""producer.override.linger.ms": "7", "producer.override.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"dbz-sasl-pw\";", "producer.override.ssl.key.password": "dbz-key-pw","#,
+    );
+    let c2 = one(&with_secrets, Some("k:1"), &[]);
+    let exposed: BTreeMap<&str, &str> = c2.kafka.client.expose().collect();
+    assert_eq!(exposed["sasl.password"], "dbz-sasl-pw");
+    assert_eq!(exposed["ssl.key.password"], "dbz-key-pw");
+    let debug = format!("{c2:?}");
+    assert!(
+        !debug.contains("dbz-sasl-pw") && !debug.contains("dbz-key-pw"),
+        "{debug}"
+    );
     assert!(ignored(&c, "producer.override.ssl.enabled.protocols").is_some());
     assert!(ignored(&c, "producer.override.linger.ms").is_some());
 

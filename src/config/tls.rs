@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::Secret;
+use super::{ConfigFormat, Secret};
 use crate::tls::StoreKind;
 
 /// Debezium's `database.ssl.mode` for MySQL/MariaDB (Debezium MySQL connector documentation,
@@ -152,22 +152,80 @@ pub struct PgTlsConfig {
     pub key: Option<PathBuf>,
 }
 
-/// Setting names as messages give them: outboxd's TOML key and Debezium's.
-pub mod names {
-    /// `database.ssl.mode`.
-    pub const MYSQL_MODE: &str = "database.ssl.mode (TOML tls.mode)";
-    /// `database.ssl.truststore`.
-    pub const MYSQL_TRUSTSTORE: &str = "database.ssl.truststore (TOML tls.truststore)";
-    /// `database.ssl.keystore`.
-    pub const MYSQL_KEYSTORE: &str = "database.ssl.keystore (TOML tls.keystore)";
-    /// `database.sslmode`.
-    pub const PG_MODE: &str = "database.sslmode (TOML tls.mode)";
-    /// `database.sslrootcert`.
-    pub const PG_ROOTCERT: &str = "database.sslrootcert (TOML tls.rootcert)";
-    /// `database.sslcert`.
-    pub const PG_CERT: &str = "database.sslcert (TOML tls.cert)";
-    /// `database.sslkey`.
-    pub const PG_KEY: &str = "database.sslkey (TOML tls.key)";
+/// The TLS settings of a MySQL/MariaDB source as one configuration format names them, for
+/// messages: a TOML user is told `tls.mode`, a Debezium JSON user `database.ssl.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MysqlTlsNames {
+    /// `tls.mode` / `database.ssl.mode`.
+    pub mode: &'static str,
+    /// `tls.truststore` / `database.ssl.truststore`.
+    pub truststore: &'static str,
+    /// `tls.keystore` / `database.ssl.keystore`.
+    pub keystore: &'static str,
+    /// The mode value that verifies the chain and the host name (`verify_identity`).
+    pub verify_full: &'static str,
+}
+
+impl MysqlTlsNames {
+    /// The names in `format`.
+    pub fn of(format: ConfigFormat) -> &'static Self {
+        const TOML: MysqlTlsNames = MysqlTlsNames {
+            mode: "tls.mode",
+            truststore: "tls.truststore",
+            keystore: "tls.keystore",
+            verify_full: "verify_identity",
+        };
+        const DEBEZIUM: MysqlTlsNames = MysqlTlsNames {
+            mode: "database.ssl.mode",
+            truststore: "database.ssl.truststore",
+            keystore: "database.ssl.keystore",
+            verify_full: "verify_identity",
+        };
+        match format {
+            ConfigFormat::Toml => &TOML,
+            ConfigFormat::DebeziumJson => &DEBEZIUM,
+        }
+    }
+}
+
+/// The TLS settings of a PostgreSQL source as one configuration format names them, for
+/// messages: a TOML user is told `tls.rootcert`, a Debezium JSON user `database.sslrootcert`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PgTlsNames {
+    /// `tls.mode` / `database.sslmode`.
+    pub mode: &'static str,
+    /// `tls.rootcert` / `database.sslrootcert`.
+    pub rootcert: &'static str,
+    /// `tls.cert` / `database.sslcert`.
+    pub cert: &'static str,
+    /// `tls.key` / `database.sslkey`.
+    pub key: &'static str,
+    /// The mode value that verifies the chain and the host name (`verify-full`).
+    pub verify_full: &'static str,
+}
+
+impl PgTlsNames {
+    /// The names in `format`.
+    pub fn of(format: ConfigFormat) -> &'static Self {
+        const TOML: PgTlsNames = PgTlsNames {
+            mode: "tls.mode",
+            rootcert: "tls.rootcert",
+            cert: "tls.cert",
+            key: "tls.key",
+            verify_full: "verify-full",
+        };
+        const DEBEZIUM: PgTlsNames = PgTlsNames {
+            mode: "database.sslmode",
+            rootcert: "database.sslrootcert",
+            cert: "database.sslcert",
+            key: "database.sslkey",
+            verify_full: "verify-full",
+        };
+        match format {
+            ConfigFormat::Toml => &TOML,
+            ConfigFormat::DebeziumJson => &DEBEZIUM,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -156,7 +156,7 @@ pub fn read_owner(
     group: &str,
     connector: &str,
 ) -> Result<Option<Owner>, String> {
-    let link = KafkaLink::new("status", &kafka.bootstrap_servers);
+    let link = KafkaLink::quiet("status", &kafka.bootstrap_servers);
     let consumer: BaseConsumer<ClientLog> = client::config(kafka)
         .set("group.id", format!("{}.status", group_id(group)))
         .set("enable.auto.commit", "false")

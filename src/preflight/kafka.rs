@@ -6,7 +6,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use super::{CheckResult, Status};
-use crate::config::{ConnectorConfig, KafkaConfig, Secret};
+use crate::config::{ClientProperties, ConnectorConfig, Secret};
 use crate::sink::{client, KafkaLink, KafkaSink, SinkError};
 use crate::tls::{self, ClientIdentity, TrustAnchors, Verification};
 
@@ -17,17 +17,19 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// encrypted or the brokers are not fully verified), then that the brokers answer.
 pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
-    let verification = client::verification(&cfg.kafka);
+    // What the record producer connects with (the probe below is made with it).
+    let producer = cfg.kafka.producer_client();
+    let verification = client::verification(&producer);
     let version = match verification {
         None => None,
-        Some(v) => Some(match probe_tls_version(&cfg.kafka, v).await {
+        Some(v) => Some(match probe_tls_version(&cfg.kafka.bootstrap_servers, &producer, v).await {
             Ok(version) => format!(
                 "{version}: what the first broker negotiates with a TLS 1.2/1.3 client; librdkafka does not report its own"
             ),
             Err(why) => format!("TLS version not probed: {why}"),
         }),
     };
-    let words = client::describe_security(&cfg.kafka, version.as_deref());
+    let words = client::describe_security(&producer, version.as_deref());
     let mut out = vec![CheckResult::new(
         name,
         "kafka tls",
@@ -90,10 +92,11 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
 /// and 1.3, the same CA, verification and client certificate) and reports what the broker
 /// chose. Errors say why no version was learned (never a secret).
 async fn probe_tls_version(
-    kafka: &KafkaConfig,
+    bootstrap: &str,
+    settings: &ClientProperties,
     verification: Verification,
 ) -> Result<String, String> {
-    let props: std::collections::BTreeMap<&str, &str> = kafka.client.expose().collect();
+    let props: std::collections::BTreeMap<&str, &str> = settings.expose().collect();
     let trust = if let Some(pem) = props.get("ssl.ca.pem") {
         Some(TrustAnchors::from_pem_text("ssl.ca.pem", pem).map_err(|e| e.to_string())?)
     } else if let Some(path) = props.get("ssl.ca.location") {
@@ -136,8 +139,7 @@ async fn probe_tls_version(
     let config =
         tls::verify::client_config(verification, trust.as_ref(), identity.as_ref(), "kafka")
             .map_err(|e| e.to_string())?;
-    let first = kafka
-        .bootstrap_servers
+    let first = bootstrap
         .split(',')
         .next()
         .unwrap_or_default()

@@ -112,6 +112,7 @@ pub fn tls_result(
     connector: &str,
     facts: &crate::tls::TlsFacts,
     mode_setting: &str,
+    verify_full: &str,
 ) -> CheckResult {
     use crate::tls::Verification;
     let status = match (facts.encrypted(), facts.verified) {
@@ -123,10 +124,10 @@ pub fn tls_result(
             "; passwords and events cross the network in clear text: enable TLS on the server and set {mode_setting} to a verifying mode"
         ),
         (true, Verification::None) => format!(
-            "; anyone in between can pose as the server: set {mode_setting} to verify-full / verify_identity with the CA"
+            "; anyone in between can pose as the server: set {mode_setting} to {verify_full} with the CA"
         ),
         (true, Verification::Chain) => format!(
-            "; any certificate of that CA is accepted: {mode_setting} verify-full / verify_identity also checks the host name"
+            "; any certificate of that CA is accepted: {mode_setting}={verify_full} also checks the host name"
         ),
         (true, Verification::ChainAndHost) => String::new(),
     };

@@ -38,11 +38,15 @@ pub async fn check(
         }
     };
     match crate::source::mysql::tls::facts(&mut conn, &src.tls).await {
-        Ok(facts) => out.push(super::tls_result(
-            name,
-            &facts,
-            crate::config::tls::names::MYSQL_MODE,
-        )),
+        Ok(facts) => {
+            let names = crate::config::tls::MysqlTlsNames::of(src.format);
+            out.push(super::tls_result(
+                name,
+                &facts,
+                names.mode,
+                names.verify_full,
+            ))
+        }
         Err(e) => out.push(CheckResult::new(
             name,
             "tls",

@@ -29,10 +29,12 @@ pub async fn check(
                 Status::Pass,
                 format!("{}:{}/{} as {}", src.host, src.port, src.dbname, src.user),
             ));
+            let names = crate::config::tls::PgTlsNames::of(src.format);
             out.push(super::tls_result(
                 name,
                 &negotiated.facts,
-                crate::config::tls::names::PG_MODE,
+                names.mode,
+                names.verify_full,
             ));
             c
         }

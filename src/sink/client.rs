@@ -3,28 +3,15 @@
 //! The record producer, the checkpoint store's admin client, consumers and producer, `check`
 //! and `status` all build their librdkafka configuration with [`config`], so a setting that
 //! concerns the connection to the cluster (the bootstrap servers; security settings) is
-//! made in one place and applies to all of them alike.
+//! made in one place and applies to all of them alike. (Group membership, which belongs to
+//! no connector, builds its clients from a connector's settings too.)
 
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaConfRes;
 use rdkafka::ClientConfig;
 
-use crate::config::{ClientProperties, KafkaClientSettings, KafkaConfig};
+use crate::config::{ClientProperties, KafkaConfig};
 use crate::tls::Verification;
-
-/// A librdkafka configuration holding the connection settings of `kafka` — the bootstrap
-/// servers and [`KafkaConfig::client`] (security among them, secrets included) — for any
-/// client (producer, consumer, admin); callers add what their client needs.
-pub fn config(kafka: &KafkaConfig) -> ClientConfig {
-    with_settings(&kafka.bootstrap_servers, &kafka.client)
-}
-
-/// The same for a client that belongs to no connector (e.g. group membership): the
-/// process-wide settings ([`crate::config::Config::kafka`]) with `bootstrap` (from
-/// [`KafkaClientSettings::bootstrap_servers`], `--kafka-bootstrap` or a connector).
-pub fn for_process(kafka: &KafkaClientSettings, bootstrap: &str) -> ClientConfig {
-    with_settings(bootstrap, &kafka.client)
-}
 
 /// librdkafka's longest wait between two attempts to connect to a broker, in ms, unless the
 /// client settings say otherwise. librdkafka's own default (10 s) let a broker restarted after
@@ -32,11 +19,14 @@ pub fn for_process(kafka: &KafkaClientSettings, bootstrap: &str) -> ClientConfig
 /// (`benches/faults`); one attempt a second per broker costs nothing.
 pub const RECONNECT_BACKOFF_MAX_MS: &str = "1000";
 
-fn with_settings(bootstrap: &str, client: &ClientProperties) -> ClientConfig {
+/// A librdkafka configuration holding the connection settings of `kafka` — the bootstrap
+/// servers and [`KafkaConfig::client`] (security among them, secrets included) — for any
+/// client (producer, consumer, admin); callers add what their client needs.
+pub fn config(kafka: &KafkaConfig) -> ClientConfig {
     let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", bootstrap)
+    cc.set("bootstrap.servers", &kafka.bootstrap_servers)
         .set("reconnect.backoff.max.ms", RECONNECT_BACKOFF_MAX_MS);
-    for (k, v) in client.expose() {
+    for (k, v) in kafka.client.expose() {
         cc.set(k, v);
     }
     cc
@@ -56,22 +46,20 @@ pub fn knows_property(name: &str, value: &str) -> bool {
     )
 }
 
-/// How far a client configuration verifies the brokers: `None` when it does not encrypt.
-pub fn verification(kafka: &KafkaConfig) -> Option<Verification> {
-    let protocol = kafka
-        .client
+/// How far a client with settings `props` verifies the brokers: `None` when it does not
+/// encrypt.
+pub fn verification(props: &ClientProperties) -> Option<Verification> {
+    let protocol = props
         .get("security.protocol")
         .unwrap_or("plaintext")
         .to_ascii_lowercase();
     if !protocol.ends_with("ssl") {
         return None;
     }
-    let chain = kafka
-        .client
+    let chain = props
         .get("enable.ssl.certificate.verification")
         .is_none_or(|v| v != "false");
-    let host = kafka
-        .client
+    let host = props
         .get("ssl.endpoint.identification.algorithm")
         .is_none_or(|v| v != "none");
     Some(match (chain, host) {
@@ -81,21 +69,20 @@ pub fn verification(kafka: &KafkaConfig) -> Option<Verification> {
     })
 }
 
-/// The security a client configuration asks for, in words for `check`: `security.protocol`,
+/// The security client settings `props` ask for, in words for `check`: `security.protocol`,
 /// the SASL mechanism and user, whether it encrypts (with `version`, when known), how far the
 /// brokers are verified, a client certificate; never a secret.
-pub fn describe_security(kafka: &KafkaConfig, version: Option<&str>) -> String {
-    let protocol = kafka
-        .client
+pub fn describe_security(props: &ClientProperties, version: Option<&str>) -> String {
+    let protocol = props
         .get("security.protocol")
         .unwrap_or("plaintext")
         .to_ascii_lowercase();
     let mut words = format!("security.protocol={protocol}");
-    if let Some(m) = kafka.client.get("sasl.mechanisms") {
-        let user = kafka.client.get("sasl.username").unwrap_or("(none)");
+    if let Some(m) = props.get("sasl.mechanisms") {
+        let user = props.get("sasl.username").unwrap_or("(none)");
         words.push_str(&format!(", SASL {m} as {user}"));
     }
-    let Some(verification) = verification(kafka) else {
+    let Some(verification) = verification(props) else {
         words.push_str(", not encrypted");
         return words;
     };
@@ -110,7 +97,7 @@ pub fn describe_security(kafka: &KafkaConfig, version: Option<&str>) -> String {
         "ssl.certificate.pem",
     ]
     .iter()
-    .any(|k| kafka.client.contains(k))
+    .any(|k| props.contains(k))
     {
         words.push_str(", client certificate presented");
     }
@@ -120,6 +107,43 @@ pub fn describe_security(kafka: &KafkaConfig, version: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `check` describes what the record producer connects with: `producer.`-prefixed
+    /// settings over the ones of every client.
+    #[test]
+    fn the_producer_settings_are_described() {
+        let mut kafka = KafkaConfig {
+            bootstrap_servers: "b:1".into(),
+            client: ClientProperties::default(),
+            producer: Default::default(),
+            producer_secrets: ClientProperties::default(),
+            max_record_bytes: 1,
+        };
+        kafka.client.set("security.protocol", "plaintext");
+        kafka
+            .producer
+            .insert("security.protocol".into(), "sasl_ssl".into());
+        kafka
+            .producer
+            .insert("sasl.mechanisms".into(), "SCRAM-SHA-512".into());
+        kafka
+            .producer
+            .insert("sasl.username".into(), "relay".into());
+        kafka.producer.insert(
+            "ssl.endpoint.identification.algorithm".into(),
+            "none".into(),
+        );
+        kafka.producer_secrets.set("sasl.password", "pw-not-shown");
+        let props = kafka.producer_client();
+        assert_eq!(verification(&props), Some(Verification::Chain));
+        let words = describe_security(&props, Some("TLSv1.3"));
+        assert_eq!(
+            words,
+            "security.protocol=sasl_ssl, SASL SCRAM-SHA-512 as relay, encrypted (TLSv1.3), \
+             server certificate verified against the CA (host name not checked)"
+        );
+        assert_eq!(verification(&kafka.client), None);
+    }
 
     #[test]
     fn librdkafka_knows_its_own_names_only() {

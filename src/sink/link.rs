@@ -9,8 +9,16 @@
 //! [`REMINDER_INTERVAL`], one INFO when a broker is up again (seen in the statistics callback,
 //! `statistics.interval.ms`, which lists each broker's state). It also keeps what a caller
 //! needs to decide: whether the cluster is reachable (readiness), and a failure a retry cannot
-//! cure (a refused SASL authentication, a TLS handshake that fails verification), so that such
-//! a connector stops with a definite error instead of retrying forever.
+//! cure (a refused SASL authentication, a TLS handshake that fails verification, a
+//! `security.protocol` the listener does not speak), so that such a connector stops with a
+//! definite error instead of retrying forever.
+//!
+//! A `security.protocol` mismatch has no error code of its own: librdkafka reports the
+//! broker closing the connection (`_TRANSPORT`, logged as a `FAIL` line) — during the TLS
+//! handshake when TLS is asked of a PLAINTEXT listener, at the first request (ApiVersion)
+//! when a plaintext client talks to an SSL listener. Such a closure is taken for a mismatch
+//! only while no broker was ever up for the link and [`MISMATCH_SIGHTINGS`] times in a row
+//! (a broker that closes one connection while it shuts down is not one).
 //!
 //! A connector's link logs those lines; a command's link ([`KafkaLink::quiet`]: `check`,
 //! `status`, `checkpoint`) keeps the same state without logging, and the command reports the
@@ -25,6 +33,11 @@ use tokio::sync::Notify;
 
 /// How often a reminder is logged while the cluster stays unreachable.
 pub const REMINDER_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How many broker connection closures in a row, each looking like a `security.protocol`
+/// mismatch ([`mismatch_in`]), make one before any broker was up: librdkafka reconnects after
+/// `reconnect.backoff.ms` (100 ms), so the second comes at once when the cause stays.
+pub const MISMATCH_SIGHTINGS: u32 = 2;
 
 /// `statistics.interval.ms` for the long-lived clients: how often broker states are sampled
 /// (the INFO "reachable again" and readiness follow them within this).
@@ -50,6 +63,60 @@ pub enum LinkFailure {
         /// librdkafka's description (e.g. `certificate verify failed`).
         reason: String,
     },
+    /// The broker closed the connection during the TLS handshake: `security.protocol` asks
+    /// for TLS (`SSL`, `SASL_SSL`) of a listener that does not speak it.
+    #[error("Kafka at {bootstrap} closed the connection during the TLS handshake: the listener there does not speak TLS (a PLAINTEXT or SASL_PLAINTEXT listener?) ({reason}); check security.protocol (SSL and SASL_SSL ask for TLS) and that bootstrap.servers names the brokers' TLS listener")]
+    TlsToPlaintextListener {
+        /// The bootstrap servers.
+        bootstrap: String,
+        /// librdkafka's description of the closed connection.
+        reason: String,
+    },
+    /// The broker closed the connection at the first request of a client without TLS:
+    /// `security.protocol` (`PLAINTEXT`, `SASL_PLAINTEXT`) does not match a TLS listener.
+    #[error("Kafka at {bootstrap} closed the connection at the first request: the listener there expects TLS (an SSL or SASL_SSL listener?) ({reason}); check security.protocol (PLAINTEXT and SASL_PLAINTEXT send no TLS) and that bootstrap.servers names the listener meant")]
+    PlaintextToTlsListener {
+        /// The bootstrap servers.
+        bootstrap: String,
+        /// librdkafka's description of the closed connection.
+        reason: String,
+    },
+}
+
+/// Which side of a `security.protocol` mismatch a closed connection points to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mismatch {
+    /// TLS asked of a listener without it.
+    TlsToPlaintext,
+    /// No TLS, but the listener expects it.
+    PlaintextToTls,
+}
+
+/// Whether librdkafka's description of a failed broker connection (`error`, without the
+/// thread prefix: `<broker>: <what>`) is a listener closing it in a way that means a
+/// `security.protocol` mismatch: librdkafka's own guesses ("connecting to a PLAINTEXT broker
+/// listener?", "connecting to a SSL listener?"), or a connection closed by the peer in state
+/// `SSL_HANDSHAKE`, or in state `APIVERSION_QUERY` of a client without TLS (its broker name
+/// has no `ssl://` / `sasl_ssl://` prefix; librdkafka rdkafka_broker.c, rdkafka_ssl.c).
+fn mismatch_in(error: &str) -> Option<Mismatch> {
+    if error.contains("connecting to a PLAINTEXT broker listener?") {
+        return Some(Mismatch::TlsToPlaintext);
+    }
+    if error.contains("connecting to a SSL listener?") {
+        return Some(Mismatch::PlaintextToTls);
+    }
+    let closed = error.contains("Disconnected") || error.contains("closed by peer");
+    if !closed {
+        return None;
+    }
+    let tls_client = error.starts_with("ssl://") || error.starts_with("sasl_ssl://");
+    if error.contains("in state SSL_HANDSHAKE") {
+        Some(Mismatch::TlsToPlaintext)
+    } else if error.contains("in state APIVERSION_QUERY") && !tls_client {
+        Some(Mismatch::PlaintextToTls)
+    } else {
+        None
+    }
 }
 
 /// What the callbacks have said so far.
@@ -59,7 +126,8 @@ struct State {
     /// news of its own (it becomes the last error the WARN names).
     seen_up: bool,
     /// Since when no broker is known to be up (an `_ALL_BROKERS_DOWN` or connection errors
-    /// without a broker up since).
+    /// without a broker up since): the monotonic instant for durations, the wall-clock time
+    /// for the lines that say since when.
     unreachable_since: Option<(Instant, SystemTime)>,
     /// When the last WARN or reminder was logged.
     warned_at: Option<Instant>,
@@ -72,6 +140,9 @@ struct State {
     /// When a broker's connection failure (librdkafka `FAIL` line) was last let through, per
     /// broker.
     fail_logged: BTreeMap<String, Instant>,
+    /// The last broker connection failures in a row that looked like one
+    /// `security.protocol` mismatch, and how many (before any broker was up).
+    mismatch: Option<(Mismatch, u32)>,
 }
 
 /// What waits for the cluster, as (records, bytes) not yet acknowledged: asked when a WARN
@@ -86,6 +157,9 @@ pub struct KafkaLink {
     /// Whether the link logs its WARN/INFO lines (a connector's) or only keeps the state
     /// (a command's, which reports the outcome itself).
     logs: bool,
+    /// How often the WARN is repeated while the cluster stays unreachable
+    /// ([`REMINDER_INTERVAL`]; shorter in tests).
+    reminder: Duration,
     state: Mutex<State>,
     changed: Notify,
     backlog: Mutex<Option<Backlog>>,
@@ -107,20 +181,23 @@ impl KafkaLink {
     /// cluster becomes unreachable, a reminder every [`REMINDER_INTERVAL`], one INFO when it
     /// is back.
     pub fn new(owner: &str, bootstrap: &str) -> Arc<Self> {
-        Self::build(owner, bootstrap, true)
+        Self::build(owner, bootstrap, true, REMINDER_INTERVAL)
     }
 
     /// The link of a command (`check`, `status`, `checkpoint`): the same state, logged at
     /// DEBUG only; the command reports what failed in its own output.
     pub fn quiet(owner: &str, bootstrap: &str) -> Arc<Self> {
-        Self::build(owner, bootstrap, false)
+        Self::build(owner, bootstrap, false, REMINDER_INTERVAL)
     }
 
-    fn build(owner: &str, bootstrap: &str, logs: bool) -> Arc<Self> {
+    /// A link that logs (`logs`) with a reminder every `reminder` while the cluster stays
+    /// unreachable.
+    fn build(owner: &str, bootstrap: &str, logs: bool, reminder: Duration) -> Arc<Self> {
         Arc::new(Self {
             owner: owner.to_string(),
             bootstrap: bootstrap.to_string(),
             logs,
+            reminder,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
             backlog: Mutex::new(None),
@@ -156,11 +233,12 @@ impl KafkaLink {
     /// the brokers' last states and the last connection error; `None` while it is reachable.
     pub fn unreachable_reason(&self) -> Option<String> {
         let st = self.state();
-        let (since, _) = st.unreachable_since?;
+        let (since, at) = st.unreachable_since?;
         Some(format!(
-            "Kafka at {} unreachable for {}s ({}{})",
+            "Kafka at {} unreachable for {}s, since {} ({}{})",
             self.bootstrap,
             since.elapsed().as_secs(),
+            utc(at),
             describe_brokers(&st.brokers),
             st.last_error
                 .as_deref()
@@ -251,40 +329,52 @@ impl KafkaLink {
 
     /// No broker could be reached (librdkafka's `_ALL_BROKERS_DOWN`; its `reason`, "N/M
     /// brokers are down", counts bootstrap and learned brokers alike, so it is logged at
-    /// DEBUG only): the first time, a WARN; then a reminder at most every
-    /// [`REMINDER_INTERVAL`].
+    /// DEBUG only): the first time, a WARN; then a reminder at most every `reminder`.
     fn down(&self, reason: &str) {
         tracing::debug!(target: "librdkafka", owner = %self.owner, "all brokers down: {reason}");
+        self.state()
+            .unreachable_since
+            .get_or_insert_with(|| (Instant::now(), SystemTime::now()));
+        self.warn_if_due();
+        self.changed.notify_waiters();
+    }
+
+    /// While the cluster is unreachable: the WARN the first time, then a reminder when the
+    /// last one is `reminder` old (a connector's link only).
+    fn warn_if_due(&self) {
         let mut st = self.state();
+        let Some((since, at)) = st.unreachable_since else {
+            return;
+        };
         let now = Instant::now();
-        let since = *st.unreachable_since.get_or_insert((now, SystemTime::now()));
+        let first = st.warned_at.is_none();
         let due = st
             .warned_at
-            .is_none_or(|w| now.duration_since(w) >= REMINDER_INTERVAL);
-        if due && self.logs {
-            st.warned_at = Some(now);
-            let last = st
-                .last_error
-                .as_deref()
-                .map(|e| format!(" (last error: {e})"))
-                .unwrap_or_default();
-            let brokers = describe_brokers(&st.brokers);
-            drop(st);
-            let waiting = self.waiting();
-            let for_s = now.duration_since(since.0).as_secs();
-            if for_s < 1 {
-                tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap,
-                    "Kafka is unreachable: no broker of {} answers{last}; {waiting}; librdkafka \
-                     keeps reconnecting (a reminder follows every {}s while this lasts)",
-                    self.bootstrap, REMINDER_INTERVAL.as_secs());
-            } else {
-                tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, unreachable_for_s = for_s,
-                    "Kafka is still unreachable, for {for_s}s: {brokers}{last}; {waiting}");
-            }
-        } else {
-            drop(st);
+            .is_none_or(|w| now.duration_since(w) >= self.reminder);
+        if !due || !self.logs {
+            return;
         }
-        self.changed.notify_waiters();
+        st.warned_at = Some(now);
+        let last = st
+            .last_error
+            .as_deref()
+            .map(|e| format!(" (last error: {e})"))
+            .unwrap_or_default();
+        let brokers = describe_brokers(&st.brokers);
+        drop(st);
+        let waiting = self.waiting();
+        let since_utc = utc(at);
+        if first {
+            tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
+                "Kafka is unreachable since {since_utc}: no broker of {} answers{last}; {waiting}; \
+                 librdkafka keeps reconnecting (a reminder follows every {}s while this lasts)",
+                self.bootstrap, self.reminder.as_secs());
+        } else {
+            let for_s = now.duration_since(since).as_secs();
+            tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
+                unreachable_for_s = for_s,
+                "Kafka is still unreachable, for {for_s}s (since {since_utc}): {brokers}{last}; {waiting}");
+        }
     }
 
     /// A broker answered (a statistics sample shows one up, or a request succeeded): the
@@ -296,6 +386,7 @@ impl KafkaLink {
         st.warned_at = None;
         st.definite = None;
         st.last_error = None;
+        st.mismatch = None;
         drop(st);
         if let Some((at, _)) = was {
             let after_s = at.elapsed().as_secs();
@@ -348,6 +439,10 @@ impl KafkaLink {
         self.state().brokers = brokers;
         if any_up {
             self.up();
+        } else {
+            // librdkafka may not report all brokers down again while it lasts: the
+            // statistics keep the reminder going.
+            self.warn_if_due();
         }
     }
 
@@ -356,9 +451,11 @@ impl KafkaLink {
     /// any broker was ever up), the authentication/TLS failures it logs once, and every one
     /// of them for a command's link.
     ///
-    /// A broker's connection failure (`FAIL`) is let through once per broker and
-    /// [`REMINDER_INTERVAL`] while the cluster as a whole is reachable (one broker of several
-    /// is worth knowing about), and kept as the last error for the link's own WARN.
+    /// A broker's connection failure (`FAIL`) is let through once per broker and reminder
+    /// interval while the cluster as a whole is reachable (one broker of several is worth
+    /// knowing about), and kept as the last error for the link's own WARN. Before any broker
+    /// was up, [`MISMATCH_SIGHTINGS`] failures in a row that mean a `security.protocol`
+    /// mismatch ([`mismatch_in`]) are a definite failure.
     pub(crate) fn covers_log_line(&self, fac: &str, message: &str) -> bool {
         let mut st = self.state();
         let down = st.unreachable_since.is_some();
@@ -370,6 +467,26 @@ impl KafkaLink {
                 None => message,
             };
             st.last_error = Some(error.to_string());
+            let mismatch = mismatch_in(error).filter(|_| !st.seen_up);
+            st.mismatch = match (mismatch, st.mismatch) {
+                (Some(m), Some((last, n))) if m == last => Some((m, n + 1)),
+                (Some(m), _) => Some((m, 1)),
+                (None, _) => None,
+            };
+            if let Some((m, n)) = st.mismatch.filter(|(_, n)| *n >= MISMATCH_SIGHTINGS) {
+                tracing::debug!(owner = %self.owner, "{n} connection(s) closed like a security.protocol mismatch ({m:?})");
+                drop(st);
+                let (bootstrap, reason) = (self.bootstrap.clone(), error.to_string());
+                self.definite(match m {
+                    Mismatch::TlsToPlaintext => {
+                        LinkFailure::TlsToPlaintextListener { bootstrap, reason }
+                    }
+                    Mismatch::PlaintextToTls => {
+                        LinkFailure::PlaintextToTlsListener { bootstrap, reason }
+                    }
+                });
+                return true;
+            }
             if down || failed || !st.seen_up || !self.logs {
                 return true;
             }
@@ -378,7 +495,7 @@ impl KafkaLink {
             let recent = st
                 .fail_logged
                 .get(&broker)
-                .is_some_and(|at| now.duration_since(*at) < REMINDER_INTERVAL);
+                .is_some_and(|at| now.duration_since(*at) < self.reminder);
             if !recent {
                 st.fail_logged.insert(broker, now);
             }
@@ -391,6 +508,14 @@ impl KafkaLink {
             || (failed && (message.contains("SASL") || message.contains("SSL")))
             || (!self.logs && (down || failed || !st.seen_up))
     }
+}
+
+/// `at` as UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc(at: SystemTime) -> String {
+    let secs = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    crate::value::utc_seconds(secs)
 }
 
 /// `brokers host:port STATE, ...` (librdkafka's broker states: `INIT`, `CONNECT`, `DOWN`,
@@ -410,6 +535,177 @@ fn describe_brokers(brokers: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The log lines `run` writes (at INFO and above), as text.
+    fn logged(run: impl FnOnce()) -> Vec<String> {
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::with_default(subscriber, run);
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        text.lines().map(str::to_string).collect()
+    }
+
+    fn all_down(link: &KafkaLink) {
+        link.on_error(
+            &KafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
+            "1/1 brokers are down",
+        );
+    }
+
+    #[test]
+    fn one_warn_a_reminder_per_interval_and_one_info() {
+        let link = KafkaLink::build("shop", "k1:9092,k2:9092", true, Duration::from_millis(300));
+        link.set_backlog(Box::new(|| Some((3, 2048))));
+        let first = logged(|| {
+            all_down(&link);
+            // Down again within the interval: nothing new.
+            all_down(&link);
+            link.on_statistics(br#"{"brokers":{"k1:9092/1":{"nodename":"k1:9092","source":"learned","state":"DOWN"}}}"#);
+        });
+        assert_eq!(first.len(), 1, "{first:#?}");
+        let warn = &first[0];
+        assert!(warn.contains("WARN"), "{warn}");
+        assert!(
+            warn.contains("Kafka is unreachable since ")
+                && warn.contains("Z: no broker of k1:9092,k2:9092 answers")
+                && warn.contains("connector=shop"),
+            "names the brokers, since when, the connector: {warn}"
+        );
+        assert!(
+            warn.contains("3 record(s) (2 KiB) wait for acknowledgement"),
+            "says what waits: {warn}"
+        );
+        std::thread::sleep(Duration::from_millis(1100));
+        let reminder = logged(|| all_down(&link));
+        assert_eq!(reminder.len(), 1, "{reminder:#?}");
+        assert!(
+            reminder[0].contains("WARN")
+                && reminder[0].contains("Kafka is still unreachable, for 1s (since ")
+                && reminder[0].contains("brokers k1:9092 DOWN"),
+            "{}",
+            reminder[0]
+        );
+        // The statistics alone keep the reminders going.
+        std::thread::sleep(Duration::from_millis(350));
+        let by_stats = logged(|| {
+            link.on_statistics(br#"{"brokers":{"k1:9092/1":{"nodename":"k1:9092","source":"learned","state":"DOWN"}}}"#)
+        });
+        assert_eq!(by_stats.len(), 1, "{by_stats:#?}");
+        assert!(by_stats[0].contains("still unreachable"), "{by_stats:#?}");
+        let back = logged(|| {
+            let up = br#"{"brokers":{"k1:9092/1":{"nodename":"k1:9092","source":"learned","state":"UP"}}}"#;
+            link.on_statistics(up);
+            link.on_statistics(up);
+        });
+        assert_eq!(back.len(), 1, "{back:#?}");
+        assert!(
+            back[0].contains("INFO") && back[0].contains("Kafka is reachable again after 1s"),
+            "{}",
+            back[0]
+        );
+        assert!(link.unreachable_reason().is_none());
+        // A quiet link keeps the state and logs nothing.
+        let quiet = KafkaLink::build("check", "k1:9092", false, Duration::ZERO);
+        assert!(logged(|| {
+            all_down(&quiet);
+            all_down(&quiet);
+        })
+        .is_empty());
+        let why = quiet.unreachable_reason().unwrap();
+        assert!(
+            why.starts_with("Kafka at k1:9092 unreachable for 0s, since ") && why.contains("Z ("),
+            "{why}"
+        );
+    }
+
+    /// librdkafka's lines for a plaintext client on the SASL_SSL listener and an SSL client on
+    /// the PLAINTEXT listener, as the test broker produced them.
+    const PLAINTEXT_ON_TLS: &str = "[thrd:localhost:42094/bootstrap]: localhost:42094/bootstrap: Disconnected: connection closed by peer: receive 0 after POLLIN (after 4ms in state APIVERSION_QUERY)";
+    const TLS_ON_PLAINTEXT: &str = "[thrd:ssl://127.0.0.1:42092/bootstrap]: ssl://127.0.0.1:42092/bootstrap: Disconnected: SSL connection closed by peer (after 0ms in state SSL_HANDSHAKE)";
+
+    #[test]
+    fn protocol_mismatches_are_recognised() {
+        let strip = |l: &'static str| l.split_once("]: ").unwrap().1;
+        assert_eq!(
+            mismatch_in(strip(PLAINTEXT_ON_TLS)),
+            Some(Mismatch::PlaintextToTls)
+        );
+        assert_eq!(
+            mismatch_in(strip(TLS_ON_PLAINTEXT)),
+            Some(Mismatch::TlsToPlaintext)
+        );
+        assert_eq!(
+            mismatch_in("b:1/bootstrap: SSL handshake failed: Disconnected: connecting to a PLAINTEXT broker listener?"),
+            Some(Mismatch::TlsToPlaintext)
+        );
+        assert_eq!(
+            mismatch_in("b:1/bootstrap: Disconnected while requesting ApiVersion: might be caused by incorrect security.protocol configuration (connecting to a SSL listener?) or broker version is < 0.10 (see api.version.request)"),
+            Some(Mismatch::PlaintextToTls)
+        );
+        // A TLS client closed at its first request, a refused connection, an idle close.
+        for other in [
+            "sasl_ssl://b:1/bootstrap: Disconnected: connection closed by peer (after 3ms in state APIVERSION_QUERY)",
+            "b:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in state CONNECT)",
+            "b:1/1: Disconnected (after 600000ms in state UP)",
+        ] {
+            assert_eq!(mismatch_in(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_mismatch_seen_twice_before_any_broker_was_up_is_definite() {
+        let link = KafkaLink::quiet("c", "localhost:42094");
+        assert!(link.covers_log_line("FAIL", PLAINTEXT_ON_TLS));
+        assert!(link.definite_failure().is_none(), "once is no proof");
+        assert!(link.covers_log_line("FAIL", PLAINTEXT_ON_TLS));
+        let f = link.definite_failure().expect("twice in a row");
+        assert!(
+            matches!(f, LinkFailure::PlaintextToTlsListener { .. }),
+            "{f}"
+        );
+        let text = f.to_string();
+        assert!(
+            text.contains("Kafka at localhost:42094")
+                && text.contains("expects TLS")
+                && text.contains("security.protocol")
+                && text.contains("in state APIVERSION_QUERY"),
+            "{text}"
+        );
+
+        // Another failure in between starts the count again.
+        let link = KafkaLink::quiet("c", "127.0.0.1:42092");
+        link.covers_log_line("FAIL", TLS_ON_PLAINTEXT);
+        link.covers_log_line("FAIL", "[thrd:x]: ssl://127.0.0.1:42092/bootstrap: Connect to ipv4#127.0.0.1:42092 failed: Connection refused");
+        link.covers_log_line("FAIL", TLS_ON_PLAINTEXT);
+        assert!(link.definite_failure().is_none());
+        link.covers_log_line("FAIL", TLS_ON_PLAINTEXT);
+        let f = link.definite_failure().expect("twice in a row");
+        assert!(f.to_string().contains("does not speak TLS"), "{f}");
+
+        // Once a broker was up, a closed connection is an outage, never a mismatch.
+        let link = KafkaLink::quiet("c", "localhost:42094");
+        link.up();
+        for _ in 0..3 {
+            link.covers_log_line("FAIL", PLAINTEXT_ON_TLS);
+        }
+        assert!(link.definite_failure().is_none());
+    }
 
     #[test]
     fn down_then_up() {

@@ -54,20 +54,28 @@ pub(crate) struct Outlet {
     resume: Option<SourcePosition>,
     mid_transaction: bool,
     streamed: bool,
+    /// The connector's streaming figures: each commit handed on counts toward the lag
+    /// until the delivery loop takes it (it may wait in the channel while Kafka is down).
+    stats: Arc<m::StreamingStats>,
 }
 
 impl Outlet {
-    /// An outlet sending into `tx`, whose sessions start at `resume` (the checkpoint; `None`
-    /// without one).
+    /// An outlet of connector `connector` sending into `tx` (a new channel: nothing of a
+    /// previous one waits any more), whose sessions start at `resume` (the checkpoint;
+    /// `None` without one).
     pub fn new(
+        connector: &str,
         tx: mpsc::Sender<Result<SourceEvent, Error>>,
         resume: Option<SourcePosition>,
     ) -> Self {
+        let stats = m::StreamingStats::of(connector);
+        stats.channel_opened();
         Self {
             tx,
             resume,
             mid_transaction: false,
             streamed: false,
+            stats,
         }
     }
 
@@ -96,6 +104,7 @@ impl Outlet {
             resume: &mut self.resume,
             mid_transaction: &mut self.mid_transaction,
             streamed: &mut self.streamed,
+            stats: &self.stats,
         })
     }
 
@@ -118,14 +127,23 @@ pub(crate) struct Permit<'a> {
     resume: &'a mut Option<SourcePosition>,
     mid_transaction: &'a mut bool,
     streamed: &'a mut bool,
+    stats: &'a m::StreamingStats,
 }
 
 impl Permit<'_> {
-    /// Sends `event`, noting the position it reaches.
+    /// Sends `event`, noting the position it reaches (and a commit's time, for the lag).
     pub fn send(self, event: SourceEvent) {
         match &event {
             SourceEvent::Change(_) => *self.mid_transaction = true,
-            SourceEvent::Commit { position, .. } | SourceEvent::Progress { position } => {
+            SourceEvent::Commit {
+                position,
+                commit_ts_ms,
+            } => {
+                *self.resume = Some(position.clone());
+                *self.mid_transaction = false;
+                self.stats.commit_handed_on(*commit_ts_ms);
+            }
+            SourceEvent::Progress { position } => {
                 *self.resume = Some(position.clone());
                 *self.mid_transaction = false;
             }
@@ -250,7 +268,7 @@ pub(crate) fn spawn(
         health: health.clone(),
         shutdown,
         checkpointed,
-        out: Outlet::new(tx, resume),
+        out: Outlet::new(&cfg.name, tx, resume),
         connected: false,
         retry: retry.clone(),
     };

@@ -126,13 +126,15 @@ pub(crate) async fn run<S: Source>(mut source: S, mut ctx: SourceContext) {
         } else {
             format!("{} stream could not start, retrying", source.stream_name())
         };
+        // One decimal: the first waits are about a second, with jitter.
+        let in_s = format!("{:.1}", wait.as_secs_f64());
         ctx.health.set_because(
             &ctx.connector,
             ConnectorState::Retrying,
-            format!("{what} in {}s: {error}", wait.as_secs()),
+            format!("{what} in {in_s}s: {error}"),
         );
         metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => ctx.connector.clone(), m::LABEL_KIND => Class::Transient.label()).increment(1);
-        tracing::warn!(connector = %ctx.connector, retry_in_s = wait.as_secs(), "{what} in {}s: {error}", wait.as_secs());
+        tracing::warn!(connector = %ctx.connector, retry_in_s = %in_s, "{what} in {in_s}s: {error}");
         ctx.retry.retrying(wait, error);
         if !sleep_before_retry(wait, &ctx.shutdown).await {
             return;

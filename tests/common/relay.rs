@@ -208,6 +208,14 @@ impl Relay {
     }
 }
 
+/// A value of the first sample of `name` whose labels contain `labels`, in `/metrics` text.
+pub fn metric(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
 impl Drop for Relay {
     fn drop(&mut self) {
         self.kill9();

@@ -33,8 +33,7 @@ const JSON_CONVERTER: &str = "org.apache.kafka.connect.json.JsonConverter";
 /// A pattern ending in `*` matches by prefix.
 const NO_MEANING: &[(&str, &str)] = &[
     ("tasks.max", "outboxd runs one reader per connector (Debezium connectors are single-task too)"),
-    ("database.server.name", "names Debezium's change-event topics; outbox topics come from route.topic.*"),
-    ("topic.prefix", "names Debezium's change-event topics; outbox topics come from route.topic.*"),
+    ("database.server.name", "names Debezium's change-event topics (outbox topics come from route.topic.*); with topic.prefix set, not the metrics label either"),
     ("topic.naming.strategy", "names Debezium's change-event topics; outbox topics come from route.topic.*"),
     ("topic.delimiter", "names Debezium's change-event topics; outbox topics come from route.topic.*"),
     ("topic.heartbeat.prefix", "Debezium heartbeat topic; outboxd advances its checkpoint while idle without heartbeat records"),
@@ -232,6 +231,11 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
     };
     validate_connector_name(&name).map_err(|m| ctx.invalid("name", m))?;
     let here = format!("connector `{name}`");
+    // The `server` of Debezium's MBeans: the `name` label of the Debezium series, so that
+    // alerts and dashboards written for the connector keep matching.
+    let metrics_server = keys
+        .take_nonempty("topic.prefix")
+        .or_else(|| keys.take_nonempty("database.server.name"));
 
     // Connector class.
     let class = keys.take_nonempty("connector.class").ok_or_else(|| {
@@ -539,6 +543,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         checkpoint,
         tables,
         ignored_keys,
+        metrics_server,
     })
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::adapter::XaOutboxRows;
 use super::decode::DecodeError;
+use crate::config::tls::MysqlTlsNames;
 use crate::config::MysqlSourceConfig;
 use crate::error::Class;
 use crate::position::{BinlogFilePosition, SourcePosition};
@@ -65,7 +66,7 @@ pub enum MysqlError {
     },
     /// Wrong user or password (or, on MariaDB, a connection without TLS to a server with
     /// `require_secure_transport=ON`, which it refuses the same way).
-    #[error("MySQL/MariaDB at {addr} refused user {user:?}: access denied; check {keys}{}", if *encrypted { "" } else { " (the connection was not encrypted: a MariaDB server with require_secure_transport=ON refuses such connections this way too; then set database.ssl.mode (TOML tls.mode) to required, verify_ca or verify_identity)" })]
+    #[error("MySQL/MariaDB at {addr} refused user {user:?}: access denied; check {keys}{}", if *encrypted { String::new() } else { format!(" (the connection was not encrypted: a MariaDB server with require_secure_transport=ON refuses such connections this way too; then set {} to required, verify_ca or verify_identity)", tls.mode) })]
     AccessDenied {
         /// `host:port`.
         addr: String,
@@ -75,14 +76,18 @@ pub enum MysqlError {
         encrypted: bool,
         /// The settings to check, as the connector's format names them.
         keys: &'static str,
+        /// The TLS settings, as the connector's format names them.
+        tls: &'static MysqlTlsNames,
     },
     /// MySQL's `require_secure_transport` refused a connection without TLS.
-    #[error("MySQL at {addr} refused a connection without TLS ({message}); set database.ssl.mode (TOML tls.mode) to required, verify_ca or verify_identity")]
+    #[error("MySQL at {addr} refused a connection without TLS ({message}); set {} to required, verify_ca or verify_identity", tls.mode)]
     PlaintextRefused {
         /// `host:port`.
         addr: String,
         /// The server's message.
         message: String,
+        /// The TLS settings, as the connector's format names them.
+        tls: &'static MysqlTlsNames,
     },
     /// The TLS settings cannot be used (a store that does not open, a file that is missing).
     #[error("TLS settings for MySQL/MariaDB at {addr}: {source}")]
@@ -94,19 +99,25 @@ pub enum MysqlError {
         source: crate::tls::TlsError,
     },
     /// TLS was asked of a server that does not offer it.
-    #[error("MySQL/MariaDB at {addr} does not offer TLS, but {} needs it; enable TLS on the server (ssl_cert, ssl_key) or set database.ssl.mode=preferred / disabled", crate::config::tls::names::MYSQL_MODE)]
+    #[error("MySQL/MariaDB at {addr} does not offer TLS, but {}={mode} needs it; enable TLS on the server (ssl_cert, ssl_key) or set {}=preferred / disabled", tls.mode, tls.mode)]
     TlsUnsupported {
         /// `host:port`.
         addr: String,
+        /// The ssl mode.
+        mode: &'static str,
+        /// The TLS settings, as the connector's format names them.
+        tls: &'static MysqlTlsNames,
     },
     /// The TLS handshake failed: the certificate did not verify (wrong CA, wrong host name),
     /// or the server refused our client certificate.
-    #[error("TLS with MySQL/MariaDB at {addr} failed: {cause}; check {} (the CA that signed the server's certificate), {} (verify_identity also checks the host name against the certificate) and, for mutual TLS, {}", crate::config::tls::names::MYSQL_TRUSTSTORE, crate::config::tls::names::MYSQL_MODE, crate::config::tls::names::MYSQL_KEYSTORE)]
+    #[error("TLS with MySQL/MariaDB at {addr} failed: {cause}; check {} (the CA that signed the server's certificate), {} (verify_identity also checks the host name against the certificate) and, for mutual TLS, {}", tls.truststore, tls.mode, tls.keystore)]
     Tls {
         /// `host:port`.
         addr: String,
         /// OpenSSL's reason (`certificate verify failed`, ...).
         cause: String,
+        /// The TLS settings, as the connector's format names them.
+        tls: &'static MysqlTlsNames,
     },
     /// A privilege the binlog stream needs is missing.
     #[error("user {user:?} lacks a privilege: {message}; grant REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: also BINLOG MONITOR) to it")]
@@ -301,10 +312,12 @@ impl MysqlError {
                         "user / password (password_env, password_file)",
                         "database.user / database.password",
                     ),
+                    tls: MysqlTlsNames::of(cfg.format),
                 },
                 ER_SECURE_TRANSPORT_REQUIRED => MysqlError::PlaintextRefused {
                     addr,
                     message: se.message,
+                    tls: MysqlTlsNames::of(cfg.format),
                 },
                 ER_SPECIFIC_ACCESS_DENIED_ERROR
                 | ER_TABLEACCESS_DENIED_ERROR
@@ -355,10 +368,15 @@ impl MysqlError {
                 None => MysqlError::Tls {
                     addr: addr(cfg),
                     cause: tls_cause(tls),
+                    tls: MysqlTlsNames::of(cfg.format),
                 },
             },
             mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer) => {
-                MysqlError::TlsUnsupported { addr: addr(cfg) }
+                MysqlError::TlsUnsupported {
+                    addr: addr(cfg),
+                    mode: cfg.tls.mode.as_str(),
+                    tls: MysqlTlsNames::of(cfg.format),
+                }
             }
             mysql_async::Error::Io(mysql_async::IoError::Io(io)) => MysqlError::Connect {
                 addr: addr(cfg),
@@ -421,5 +439,84 @@ pub(crate) fn io_cause(e: &std::io::Error) -> String {
                 .unwrap_or_default()
                 .to_lowercase(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hints name the settings as the connector's own format does: TOML keys for a TOML
+    /// connector, Debezium's for a Debezium JSON, never the other's.
+    #[test]
+    fn hints_use_the_connectors_format() {
+        use crate::config::{example_source, ConfigFormat, SourceConfig};
+        for (format, credentials, tls_mode, truststore, foreign) in [
+            (
+                ConfigFormat::Toml,
+                "check user / password (password_env, password_file)",
+                "tls.mode",
+                "tls.truststore",
+                "database.",
+            ),
+            (
+                ConfigFormat::DebeziumJson,
+                "check database.user / database.password",
+                "database.ssl.mode",
+                "database.ssl.truststore",
+                "password_env",
+            ),
+        ] {
+            let SourceConfig::Mysql(cfg) = example_source("mariadb", format) else {
+                panic!("a MariaDB source")
+            };
+            let denied = |code| {
+                MysqlError::from_connect(
+                    mysql_async::Error::Server(mysql_async::ServerError {
+                        code,
+                        message: "Access denied for user 'relay'".into(),
+                        state: "28000".into(),
+                    }),
+                    &cfg,
+                    false,
+                )
+                .to_string()
+            };
+            let access = denied(codes::ER_ACCESS_DENIED_ERROR);
+            let plaintext = denied(codes::ER_SECURE_TRANSPORT_REQUIRED);
+            let no_tls = MysqlError::from_connect(
+                mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer),
+                &cfg,
+                true,
+            )
+            .to_string();
+            let tls = MysqlError::Tls {
+                addr: addr(&cfg),
+                cause: "certificate verify failed".into(),
+                tls: MysqlTlsNames::of(format),
+            }
+            .to_string();
+            assert!(access.contains(credentials), "{format:?}: {access}");
+            assert!(
+                access.contains(&format!("then set {tls_mode} to required")),
+                "{format:?}: {access}"
+            );
+            assert!(
+                plaintext.contains(&format!("set {tls_mode} to required")),
+                "{plaintext}"
+            );
+            assert!(
+                no_tls.contains(&format!("but {tls_mode}=preferred needs it"))
+                    && no_tls.contains(&format!("or set {tls_mode}=preferred / disabled")),
+                "{no_tls}"
+            );
+            assert!(
+                tls.contains(&format!("check {truststore} (the CA")),
+                "{tls}"
+            );
+            for text in [&access, &plaintext, &no_tls, &tls] {
+                assert!(!text.contains(foreign), "{format:?}: {text}");
+            }
+        }
     }
 }

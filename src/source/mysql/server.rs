@@ -5,6 +5,7 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder};
 
 use super::error::{addr, MysqlError};
+use crate::config::tls::MysqlTlsNames;
 use crate::config::{MysqlFlavor, MysqlSourceConfig, MysqlSslMode, PositionMode};
 use crate::event::TableName;
 use crate::position::{BinlogFilePosition, GtidSet, MariadbGtidPosition, SourcePosition};
@@ -71,13 +72,15 @@ pub struct ServerInfo {
 /// needs it, unusable trust/key files) are definite; a server that cannot be reached or does
 /// not answer in `connect_timeout` is transient.
 pub async fn connect(cfg: &MysqlSourceConfig) -> Result<Conn, MysqlError> {
-    let ssl = super::tls::ssl_opts(&cfg.tls).map_err(|source| MysqlError::TlsSetting {
-        addr: addr(cfg),
-        source,
+    let ssl = super::tls::ssl_opts(&cfg.tls, MysqlTlsNames::of(cfg.format)).map_err(|source| {
+        MysqlError::TlsSetting {
+            addr: addr(cfg),
+            source,
+        }
     })?;
     match connect_once(cfg, ssl.clone()).await {
         Err(MysqlError::TlsUnsupported { .. }) if cfg.tls.mode == MysqlSslMode::Preferred => {
-            tracing::debug!(server = %addr(cfg), "the server offers no TLS; database.ssl.mode=preferred connects without");
+            tracing::debug!(server = %addr(cfg), "the server offers no TLS; ssl mode preferred connects without");
             connect_once(cfg, None).await
         }
         r => r,

@@ -18,13 +18,17 @@
 use mysql_async::prelude::*;
 use mysql_async::{ClientIdentity, Conn, SslOpts};
 
-use crate::config::tls::names;
+use crate::config::tls::MysqlTlsNames;
 use crate::config::{MysqlSslMode, MysqlTlsConfig};
 use crate::tls::{store, StoreKind, TlsError, TlsFacts, TrustAnchors, Verification};
 
 /// mysql_async's TLS options for `cfg` (`None`: plaintext). Reads the truststore and checks
-/// the keystore now, so a bad file is a definite error naming the setting.
-pub(crate) fn ssl_opts(cfg: &MysqlTlsConfig) -> Result<Option<SslOpts>, TlsError> {
+/// the keystore now, so a bad file is a definite error naming the setting (as `names` has
+/// it).
+pub(crate) fn ssl_opts(
+    cfg: &MysqlTlsConfig,
+    names: &MysqlTlsNames,
+) -> Result<Option<SslOpts>, TlsError> {
     let mut opts = SslOpts::default();
     match cfg.mode {
         MysqlSslMode::Disabled => return Ok(None),
@@ -35,7 +39,7 @@ pub(crate) fn ssl_opts(cfg: &MysqlTlsConfig) -> Result<Option<SslOpts>, TlsError
         MysqlSslMode::VerifyIdentity => {}
     }
     if let Some(ts) = &cfg.truststore {
-        let anchors = TrustAnchors::load(names::MYSQL_TRUSTSTORE, &ts.path, ts.kind, &ts.password)?;
+        let anchors = TrustAnchors::load(names.truststore, &ts.path, ts.kind, &ts.password)?;
         opts = opts
             .with_root_certs(
                 anchors
@@ -50,19 +54,19 @@ pub(crate) fn ssl_opts(cfg: &MysqlTlsConfig) -> Result<Option<SslOpts>, TlsError
         if let Some(kind @ (StoreKind::Pem | StoreKind::Jks)) = ks.kind {
             return Err(match kind {
                 StoreKind::Jks => TlsError::Jks {
-                    setting: names::MYSQL_KEYSTORE.into(),
+                    setting: names.keystore.into(),
                     path: ks.path.clone(),
                 },
                 _ => TlsError::UnknownType {
-                    setting: format!("{} type", names::MYSQL_KEYSTORE),
+                    setting: format!("{} type", names.keystore),
                     given: "PEM (the MySQL keystore must be PKCS12, as Debezium's)".into(),
                 },
             });
         }
         // Opens it once here: a wrong password or a JKS file fails now, by name.
-        store::ClientIdentity::from_pkcs12(names::MYSQL_KEYSTORE, &ks.path, &ks.password)?;
+        store::ClientIdentity::from_pkcs12(names.keystore, &ks.path, &ks.password)?;
         let archive = std::fs::read(&ks.path).map_err(|e| TlsError::Read {
-            setting: names::MYSQL_KEYSTORE.into(),
+            setting: names.keystore.into(),
             path: ks.path.clone(),
             cause: e.to_string(),
         })?;

@@ -9,6 +9,7 @@ use tokio_postgres::error::SqlState;
 
 use super::error::{where_, PgError};
 use super::tls::{negotiate, Attempt, Negotiated, NegotiationError};
+use crate::config::tls::PgTlsNames;
 use crate::config::{PostgresSourceConfig, PublicationAutocreate};
 use crate::event::TableName;
 use crate::position::Lsn;
@@ -87,9 +88,11 @@ pub async fn connect(cfg: &PostgresSourceConfig) -> Result<tokio_postgres::Clien
 pub async fn connect_negotiated(
     cfg: &PostgresSourceConfig,
 ) -> Result<(tokio_postgres::Client, Negotiated), PgError> {
-    let plan = super::tls::plan(&cfg.tls).map_err(|source| PgError::TlsSetting {
-        at: where_(cfg),
-        source,
+    let plan = super::tls::plan(&cfg.tls, PgTlsNames::of(cfg.format)).map_err(|source| {
+        PgError::TlsSetting {
+            at: where_(cfg),
+            source,
+        }
     })?;
     match connect_attempt(cfg, &plan.first).await {
         Err(PgError::PlaintextRefused { .. }) if plan.after_plaintext_refused.is_some() => {
@@ -122,6 +125,7 @@ async fn connect_attempt(
                 NegotiationError::Declined => PgError::TlsDeclined {
                     at: at.clone(),
                     mode: cfg.tls.mode.as_str(),
+                    tls: PgTlsNames::of(cfg.format),
                 },
                 NegotiationError::Unexpected(b) => PgError::ReplicationProtocol {
                     at: at.clone(),
@@ -132,6 +136,7 @@ async fn connect_attempt(
                 NegotiationError::Handshake(e) if super::tls::is_tls_refusal(&e) => PgError::Tls {
                     at: at.clone(),
                     cause: super::tls::handshake_cause(&e),
+                    tls: PgTlsNames::of(cfg.format),
                 },
                 NegotiationError::Handshake(e) => PgError::Connect {
                     at: at.clone(),
@@ -160,6 +165,7 @@ async fn connect_attempt(
                             at: at.clone(),
                             user: cfg.user.clone(),
                             message: db.message().to_string(),
+                            tls: PgTlsNames::of(cfg.format),
                         }
                     }
                     _ => PgError::from_connect(&e, cfg),

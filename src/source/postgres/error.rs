@@ -10,6 +10,7 @@ use tokio_postgres::error::SqlState;
 
 use super::adapter::AdapterError;
 use super::pgoutput::PgOutputError;
+use crate::config::tls::PgTlsNames;
 use crate::config::PostgresSourceConfig;
 use crate::error::Class;
 use crate::position::{Lsn, SourcePosition};
@@ -49,7 +50,7 @@ pub enum PgError {
     },
     /// The server refused a connection without TLS (SQLSTATE 28000 on a plaintext
     /// connection: `pg_hba.conf` has only `hostssl` lines for us).
-    #[error("PostgreSQL at {at} refused user {user:?} without TLS: {message}; the server accepts only encrypted connections here (hostssl in pg_hba.conf): set {} to require, verify-ca or verify-full", crate::config::tls::names::PG_MODE)]
+    #[error("PostgreSQL at {at} refused user {user:?} without TLS: {message}; the server accepts only encrypted connections here (hostssl in pg_hba.conf): set {} to require, verify-ca or verify-full", tls.mode)]
     PlaintextRefused {
         /// `host:port/dbname`.
         at: String,
@@ -57,6 +58,8 @@ pub enum PgError {
         user: String,
         /// The server's message.
         message: String,
+        /// The TLS settings, as the connector's format names them.
+        tls: &'static PgTlsNames,
     },
     /// The TLS settings cannot be used (a file that is missing or does not parse).
     #[error("TLS settings for PostgreSQL at {at}: {source}")]
@@ -68,21 +71,25 @@ pub enum PgError {
         source: crate::tls::TlsError,
     },
     /// The server declined TLS (answered the SSLRequest with `N`) and the mode needs it.
-    #[error("PostgreSQL at {at} does not accept TLS (it declined the SSLRequest), but {}={mode} needs it; turn ssl on in the server or set database.sslmode=prefer / disable", crate::config::tls::names::PG_MODE)]
+    #[error("PostgreSQL at {at} does not accept TLS (it declined the SSLRequest), but {}={mode} needs it; turn ssl on in the server or set {}=prefer / disable", tls.mode, tls.mode)]
     TlsDeclined {
         /// `host:port/dbname`.
         at: String,
         /// The sslmode.
         mode: &'static str,
+        /// The TLS settings, as the connector's format names them.
+        tls: &'static PgTlsNames,
     },
     /// The TLS handshake failed: the certificate did not verify (wrong CA, wrong host name),
     /// or the server refused the client certificate.
-    #[error("TLS with PostgreSQL at {at} failed: {cause}; check {} (the CA that signed the server's certificate), {} (verify-full also checks the host name against the certificate) and, for mutual TLS, {} / {}", crate::config::tls::names::PG_ROOTCERT, crate::config::tls::names::PG_MODE, crate::config::tls::names::PG_CERT, crate::config::tls::names::PG_KEY)]
+    #[error("TLS with PostgreSQL at {at} failed: {cause}; check {} (the CA that signed the server's certificate), {} (verify-full also checks the host name against the certificate) and, for mutual TLS, {} / {}", tls.rootcert, tls.mode, tls.cert, tls.key)]
     Tls {
         /// `host:port/dbname`.
         at: String,
         /// rustls' reason (`invalid peer certificate: UnknownIssuer`, ...).
         cause: String,
+        /// The TLS settings, as the connector's format names them.
+        tls: &'static PgTlsNames,
     },
     /// The database does not exist (SQLSTATE 3D000).
     #[error("PostgreSQL at {at}: {message}; check {key}")]
@@ -428,5 +435,70 @@ mod tests {
         );
         assert_eq!(sqlstate_in("no code here"), None);
         assert_eq!(sqlstate_in("odd (SQLSTATE 1234)"), None);
+    }
+
+    /// Hints name the settings as the connector's own format does: TOML keys for a TOML
+    /// connector, Debezium's for a Debezium JSON, never the other's.
+    #[test]
+    fn hints_use_the_connectors_format() {
+        use crate::config::{example_source, ConfigFormat, SourceConfig};
+        for (format, credentials, mode, rootcert, foreign) in [
+            (
+                ConfigFormat::Toml,
+                "user / password (password_env, password_file)",
+                "tls.mode",
+                "tls.rootcert",
+                "database.",
+            ),
+            (
+                ConfigFormat::DebeziumJson,
+                "database.user / database.password",
+                "database.sslmode",
+                "database.sslrootcert",
+                "password_env",
+            ),
+        ] {
+            let SourceConfig::Postgres(cfg) = example_source("postgres", format) else {
+                panic!("a PostgreSQL source")
+            };
+            let tls = PgTlsNames::of(format);
+            assert_eq!(credential_keys(&cfg), credentials);
+            let at = where_(&cfg);
+            let declined = PgError::TlsDeclined {
+                at: at.clone(),
+                mode: "require",
+                tls,
+            }
+            .to_string();
+            let refused = PgError::PlaintextRefused {
+                at: at.clone(),
+                user: cfg.user.clone(),
+                message: "no pg_hba.conf entry".into(),
+                tls,
+            }
+            .to_string();
+            let failed = PgError::Tls {
+                at,
+                cause: "invalid peer certificate: UnknownIssuer".into(),
+                tls,
+            }
+            .to_string();
+            assert!(
+                declined.contains(&format!("but {mode}=require needs it"))
+                    && declined.contains(&format!("or set {mode}=prefer / disable")),
+                "{declined}"
+            );
+            assert!(
+                refused.contains(&format!("set {mode} to require")),
+                "{refused}"
+            );
+            assert!(
+                failed.contains(&format!("check {rootcert} (the CA")),
+                "{failed}"
+            );
+            for text in [&declined, &refused, &failed] {
+                assert!(!text.contains(foreign), "{format:?}: {text}");
+            }
+        }
     }
 }

@@ -23,7 +23,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::config::tls::names;
+use crate::config::tls::PgTlsNames;
 use crate::config::{PgSslMode, PgTlsConfig, RootCert};
 use crate::tls::{self, ClientIdentity, TlsError, TlsFacts, TrustAnchors, Verification};
 
@@ -56,8 +56,8 @@ pub(crate) struct Plan {
 }
 
 /// The attempts for `cfg`. Reads `sslrootcert`, `sslcert` and `sslkey` now: a bad file is a
-/// definite error naming the setting.
-pub(crate) fn plan(cfg: &PgTlsConfig) -> Result<Plan, TlsError> {
+/// definite error naming the setting (as `names` has it).
+pub(crate) fn plan(cfg: &PgTlsConfig, names: &PgTlsNames) -> Result<Plan, TlsError> {
     if cfg.mode == PgSslMode::Disable {
         return Ok(Plan {
             first: Attempt::Plain,
@@ -73,31 +73,26 @@ pub(crate) fn plan(cfg: &PgTlsConfig) -> Result<Plan, TlsError> {
         _ => Verification::None,
     };
     let trust = match &cfg.rootcert {
-        Some(RootCert::File(p)) => Some(TrustAnchors::load_pem(names::PG_ROOTCERT, p)?),
+        Some(RootCert::File(p)) => Some(TrustAnchors::load_pem(names.rootcert, p)?),
         Some(RootCert::System) => None,
         None if verification != Verification::None => {
             return Err(TlsError::Empty {
-                setting: names::PG_ROOTCERT.into(),
+                setting: names.rootcert.into(),
                 path: "(not set)".into(),
-                what: "CA certificate: sslmode verify-ca and verify-full need database.sslrootcert (a PEM file of the CA certificates, or `system` for the Mozilla roots)",
+                what: "CA certificate: sslmode verify-ca and verify-full need it (a PEM file of the CA certificates, or `system` for the Mozilla roots)",
             })
         }
         None => None,
     };
     let identity = match (&cfg.cert, &cfg.key) {
-        (Some(c), Some(k)) => Some(ClientIdentity::from_pem_files(
-            names::PG_CERT,
-            c,
-            names::PG_KEY,
-            k,
-        )?),
+        (Some(c), Some(k)) => Some(ClientIdentity::from_pem_files(names.cert, c, names.key, k)?),
         _ => None,
     };
     let config = Arc::new(tls::verify::client_config(
         verification,
         trust.as_ref(),
         identity.as_ref(),
-        names::PG_MODE,
+        names.mode,
     )?);
     let tls = |or_plain| Attempt::Tls {
         verification,
@@ -275,5 +270,112 @@ pub(crate) fn replication_tls(cfg: &PgTlsConfig, sql: &Negotiated) -> TlsConfig 
     match (&cfg.cert, &cfg.key) {
         (Some(c), Some(k)) => tls.with_client_cert(c.clone(), k.clone()),
         _ => tls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An attempt in short: `None` for plaintext, else (verification, plaintext when the
+    /// server declines TLS).
+    fn shape(a: &Attempt) -> Option<(Verification, bool)> {
+        match a {
+            Attempt::Plain => None,
+            Attempt::Tls {
+                verification,
+                or_plain,
+                ..
+            } => Some((*verification, *or_plain)),
+        }
+    }
+
+    /// libpq's table 34.1 for each sslmode, without and with `sslrootcert` (`system`: no
+    /// file to read): a root certificate makes every mode that encrypts verify the chain,
+    /// `require` thus the same as `verify-ca`.
+    #[test]
+    fn every_sslmode_with_and_without_a_root_certificate() {
+        use PgSslMode::*;
+        use Verification::{Chain, ChainAndHost};
+        let none = Verification::None;
+        // (mode, without sslrootcert: (first, after plaintext refused), with it)
+        type Shapes = (
+            Option<(Verification, bool)>,
+            Option<Option<(Verification, bool)>>,
+        );
+        let cases: [(PgSslMode, Option<Shapes>, Shapes); 6] = [
+            (Disable, Some((None, None)), (None, None)),
+            (
+                Allow,
+                Some((None, Some(Some((none, false))))),
+                (None, Some(Some((Chain, false)))),
+            ),
+            (
+                Prefer,
+                Some((Some((none, true)), None)),
+                (Some((Chain, true)), None),
+            ),
+            (
+                Require,
+                Some((Some((none, false)), None)),
+                (Some((Chain, false)), None),
+            ),
+            // verify-ca and verify-full need sslrootcert.
+            (VerifyCa, None, (Some((Chain, false)), None)),
+            (VerifyFull, None, (Some((ChainAndHost, false)), None)),
+        ];
+        for (mode, without, with) in cases {
+            let cfg = |rootcert| PgTlsConfig {
+                mode,
+                rootcert,
+                cert: None,
+                key: None,
+            };
+            let got = |p: Plan| {
+                (
+                    shape(&p.first),
+                    p.after_plaintext_refused.as_ref().map(shape),
+                )
+            };
+            let names = PgTlsNames::of(crate::config::ConfigFormat::DebeziumJson);
+            match (without, plan(&cfg(None), names)) {
+                (Some(want), Ok(p)) => assert_eq!(got(p), want, "{mode:?} without sslrootcert"),
+                (None, Err(e)) => assert!(
+                    e.to_string().contains("database.sslrootcert"),
+                    "{mode:?}: {e}"
+                ),
+                (want, Ok(p)) => panic!("{mode:?}: want {want:?}, got {:?}", got(p)),
+                (want, Err(e)) => panic!("{mode:?}: want {want:?}, got {e}"),
+            }
+            let p =
+                plan(&cfg(Some(RootCert::System)), names).expect("plans with sslrootcert=system");
+            assert_eq!(got(p), with, "{mode:?} with sslrootcert");
+        }
+        // A root certificate file is read when the plan is made: a missing one names the
+        // setting (disable reads nothing).
+        let missing = Some(RootCert::File("/nonexistent/root.crt".into()));
+        for mode in [Allow, Prefer, Require, VerifyCa, VerifyFull] {
+            let toml = PgTlsNames::of(crate::config::ConfigFormat::Toml);
+            let e = plan(
+                &PgTlsConfig {
+                    mode,
+                    rootcert: missing.clone(),
+                    cert: None,
+                    key: None,
+                },
+                toml,
+            )
+            .err()
+            .unwrap_or_else(|| panic!("{mode:?} reads sslrootcert"));
+            assert!(e.to_string().starts_with("tls.rootcert: "), "{mode:?}: {e}");
+        }
+        let names = PgTlsNames::of(crate::config::ConfigFormat::Toml);
+        let disable = PgTlsConfig {
+            mode: Disable,
+            rootcert: missing,
+            cert: None,
+            key: None,
+        };
+        assert!(plan(&disable, names).is_ok());
     }
 }
