@@ -167,6 +167,7 @@ impl Side {
         );
         let log = self.relay.log_text();
         let known: HashSet<&str> = written.iter().map(|w| w.event.id.as_str()).collect();
+        let certain_ids: HashSet<&str> = certain.iter().map(|e| e.id.as_str()).collect();
         let mut seen: HashMap<String, usize> = HashMap::new();
         for r in &got {
             *seen.entry(r.header("id").unwrap_or_default()).or_default() += 1;
@@ -180,28 +181,24 @@ impl Side {
             "{}: records of no written event: {strangers:?}",
             self.label
         );
-        let uncertain: Vec<Consumed> = got
+        let (certain_got, uncertain): (Vec<Consumed>, Vec<Consumed>) = got
             .iter()
-            .filter(|r| {
-                let id = r.header("id").unwrap_or_default();
-                !certain.iter().any(|e| e.id == id)
-            })
             .cloned()
-            .collect();
-        let dup_uncertain: Vec<_> = uncertain
+            .partition(|r| certain_ids.contains(r.header("id").unwrap_or_default().as_str()));
+        let twice: Vec<&String> = uncertain
             .iter()
-            .filter(|r| seen[&r.header("id").unwrap_or_default()] > 1)
+            .filter_map(|r| r.header("id"))
+            .filter_map(|id| {
+                seen.get_key_value(&id)
+                    .filter(|(_, n)| **n > 1)
+                    .map(|(k, _)| k)
+            })
             .collect();
         assert!(
-            dup_uncertain.is_empty(),
-            "{}: uncertain events twice: {dup_uncertain:?}",
+            twice.is_empty(),
+            "{}: events of unknown outcome delivered twice: {twice:?}",
             self.label
         );
-        let certain_got: Vec<Consumed> = got
-            .iter()
-            .filter(|r| !uncertain.contains(r))
-            .cloned()
-            .collect();
         suite::assert_exactly_once(&certain, &certain_got, &log);
         suite::assert_per_key_order(&got);
         println!(
