@@ -13,13 +13,26 @@ use tracing_subscriber::fmt::MakeWriter;
 
 use crate::cli::LogFormat;
 
-/// Installs the tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines
-/// on stderr. Text is coloured only when stderr is a terminal and `NO_COLOR` is unset
-/// (no-color.org), so logs redirected to a file or a collector carry no escape codes.
+/// The log target of pgwire-replication's replication worker, which logs an ERROR of its own
+/// ("replication worker terminated with error") for every replication connection that ends;
+/// the session returns the same error, and the supervisor's one WARN line says it with what
+/// happens next. Silenced unless `RUST_LOG` names pgwire_replication.
+const PGWIRE_WORKER_TARGET: &str = "pgwire_replication::client::tokio_client";
+
+/// Installs the tracing subscriber: `RUST_LOG` filter (default `info`; the replication
+/// worker's own error lines off, [`PGWIRE_WORKER_TARGET`]), text or JSON lines on stderr.
+/// Text is coloured only when stderr is a terminal and `NO_COLOR` is unset (no-color.org),
+/// so logs redirected to a file or a collector carry no escape codes.
 pub fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("pgwire_replication"));
+    if !named {
+        if let Ok(off) = format!("{PGWIRE_WORKER_TARGET}=off").parse() {
+            filter = filter.add_directive(off);
+        }
+    }
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
