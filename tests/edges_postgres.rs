@@ -176,3 +176,85 @@ async fn a_slot_confirmed_past_the_checkpoint_is_a_definite_stop() {
     .await;
     reported_everywhere(&db, &mut stopped, "past the connector's checkpoint");
 }
+
+/// `status` and `check` of a busy relay (a transaction every 20 ms; the relay stores a
+/// checkpoint and confirms it to the slot every second, `status_interval = "1s"`), for 20 s
+/// at least: the
+/// slot's `confirmed_flush_lsn` keeps overtaking whatever checkpoint a reader saw before
+/// it, so they read the slot first and the checkpoint after it, and must never report a
+/// gap. `checkpoint` is the `[connectors.checkpoint]` body.
+async fn a_busy_relay_never_shows_a_gap(db: &Postgres, checkpoint: &str) {
+    let (path, port) =
+        suite::write_config_full(db, &db.outbox_table(), "", "", checkpoint, "busy.toml");
+    let cfg = path.to_str().unwrap().to_string();
+    let (mut relay, first) = edges::started_with_one_delivered(db, &path, port).await;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let writer = async {
+        let mut written = vec![first];
+        while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            let e = event("Order", "o-1", written.len());
+            db.insert(std::slice::from_ref(&e), false).await;
+            written.push(e);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        written
+    };
+    let prober = async {
+        let mut seen = std::collections::BTreeSet::new();
+        let started = std::time::Instant::now();
+        let mut round = 0;
+        while round < 30 || started.elapsed() < Duration::from_secs(20) {
+            round += 1;
+            let command = if round % 6 == 5 { "check" } else { "status" };
+            let args = [command, "--config", cfg.as_str()].map(String::from);
+            let (code, out, err) = tokio::task::spawn_blocking(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                run_cli(&args)
+            })
+            .await
+            .unwrap();
+            assert_eq!(code, 0, "{command} (round {round}):\n{out}\n{err}");
+            assert!(
+                !out.contains("checkpoint_lost") && !out.contains("[FAIL]"),
+                "{command} (round {round}) reported a gap of a running relay:\n{out}"
+            );
+            if command == "status" {
+                let v: serde_json::Value =
+                    serde_json::from_str(out.lines().next().unwrap()).unwrap();
+                seen.insert(v["checkpoint"].as_str().unwrap_or_default().to_string());
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        seen
+    };
+    let (written, seen) = tokio::join!(writer, prober);
+    assert!(
+        seen.len() >= 8,
+        "the checkpoint must have moved between the reads (the relay was busy): {seen:?}"
+    );
+    let got = common::kafka::read_topics(
+        &[suite::topic(db, "Order")],
+        written.len(),
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    if checkpoint == EXACTLY_ONCE {
+        suite::assert_exactly_once(&written, &got, &relay.log_text());
+    } else {
+        suite::assert_none_lost(&written, &got, &relay.log_text());
+    }
+    assert_eq!(relay.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_relay_never_shows_a_gap_exactly_once() {
+    let db = Postgres::new("pg_edge_busy_eos").await;
+    a_busy_relay_never_shows_a_gap(&db, EXACTLY_ONCE).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_relay_never_shows_a_gap_file_store() {
+    let db = Postgres::new("pg_edge_busy_file").await;
+    let checkpoint = suite::file_checkpoint(&db);
+    a_busy_relay_never_shows_a_gap(&db, &checkpoint).await;
+}

@@ -59,6 +59,39 @@ impl fmt::Display for CheckResult {
     }
 }
 
+/// A connector's stored checkpoint as `check` reads it: once, when first asked. The source
+/// checks ask right after reading what the source still has (its binlogs, its slot): a relay
+/// running meanwhile only moves its checkpoint forward, and confirms to a PostgreSQL slot
+/// only what it has stored, so a checkpoint read after the source's state is never behind
+/// what that state reflects, and no gap the relay has already closed is reported.
+pub struct StoredCheckpoint<'a> {
+    store: &'a dyn crate::checkpoint::CheckpointStore,
+    read: std::cell::OnceCell<Result<Option<crate::checkpoint::Checkpoint>, String>>,
+}
+
+impl<'a> StoredCheckpoint<'a> {
+    /// The checkpoint in `store`, not read yet.
+    pub fn new(store: &'a dyn crate::checkpoint::CheckpointStore) -> Self {
+        Self {
+            store,
+            read: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The checkpoint (`Ok(None)`: none yet), read now unless it was already; `Err` says why
+    /// it could not be read. Blocks the calling worker thread for the read (a Kafka store
+    /// reads its topic).
+    pub fn get(&self) -> Result<Option<&crate::checkpoint::Checkpoint>, &str> {
+        self.read
+            .get_or_init(|| {
+                tokio::task::block_in_place(|| self.store.load()).map_err(|f| f.to_string())
+            })
+            .as_ref()
+            .map(Option::as_ref)
+            .map_err(String::as_str)
+    }
+}
+
 /// The `checkpoint` check of `outboxd check`: whether the source can still serve the stored
 /// checkpoint. `loaded` is the checkpoint as read (`None`: it could not be read, which the
 /// caller reported already; `Some(None)`: there is none yet), `gap` the source's reason why
