@@ -57,21 +57,62 @@ async fn twenty_megabyte_event_is_delivered() {
     edges::twenty_megabyte_event_is_delivered(&MariaDb::new("edge_large").await).await;
 }
 
-/// A dead-letter topic that refuses the dead letter (smaller `max.message.bytes` than it)
-/// stops the connector, definitely, without checkpointing past the event: once the topic
-/// accepts it, a restart writes the dead letter and delivers what follows, exactly once.
+/// The dead-letter topic must take every dead letter the connector may send. One that takes
+/// less (`max.message.bytes` 1 MiB, about a stock broker's default, below
+/// `kafka.max_record_bytes` plus framing) is refused by `check` and at startup, naming both
+/// settings, instead of stopping the connector at the first large dead letter. One shrunk
+/// while the relay runs refuses a dead letter: the connector stops, definitely, without
+/// checkpointing past the event; once the topic takes it again, a restart writes the dead
+/// letter and delivers what follows, exactly once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_letter_topic_that_refuses_stops_the_connector() {
     let _binlogs = BINLOGS.read().await;
     let db = MariaDb::new("edge_dlq_refused").await;
     let dlq = format!("{}.dlq", db.name());
-    suite::topic_with_max_bytes(&dlq, 2048).await;
+    suite::topic_with_max_bytes(&dlq, 1024 * 1024).await;
     let checkpoint = format!(
         "{EXACTLY_ONCE}\n\n[connectors.errors]\ntolerance = \"all\"\ndead_letter_topic = \"{dlq}\""
     );
     let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", &checkpoint, "c.toml");
-    let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    let cfg = path.to_str().unwrap();
+    let too_small = [
+        format!("the dead-letter topic {dlq} takes records of at most max.message.bytes=1048576"),
+        "kafka.max_record_bytes=16777216".to_string(),
+        "raise the topic's max.message.bytes to at least 16842752".to_string(),
+    ];
+    let (code, out, _) = run_cli(&["check", "--config", cfg]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("[FAIL] {}: dead-letter topic {dlq}:", db.name()))
+            && too_small.iter().all(|p| out.contains(p)),
+        "{out}"
+    );
+    let mut relay = Relay::launch_with_args(&[cfg], port, path.with_extension("log"));
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(too_small.iter().all(|p| log.contains(p)), "log:\n{log}");
+    let large_enough = 17 * 1024 * 1024;
+    suite::topic_with_max_bytes(&dlq, large_enough).await;
+    let (code, out, _) = run_cli(&["check", "--config", cfg]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "dead-letter topic {dlq}: max.message.bytes=17825792"
+        )),
+        "{out}"
+    );
+
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
     let orders = topic(&db, "Order");
+    let e1 = event("Order", "o-1", 0);
+    db.insert(std::slice::from_ref(&e1), false).await;
+    read_topics(
+        std::slice::from_ref(&orders),
+        1,
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    suite::topic_with_max_bytes(&dlq, 2048).await;
     let filler: String = (0..8_000)
         .map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap())
         .collect();
@@ -92,7 +133,7 @@ async fn a_dead_letter_topic_that_refuses_stops_the_connector() {
         )),
         "log:\n{log}"
     );
-    suite::topic_with_max_bytes(&dlq, 1024 * 1024).await;
+    suite::topic_with_max_bytes(&dlq, large_enough).await;
     relay.spawn();
     relay.wait_ready(Duration::from_secs(60));
     let got = read_topics(
@@ -295,7 +336,7 @@ async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fres
     purge_all_but_a_new_binlog(&db).await;
 
     let (code, out, _) = run_cli(&["check", "--config", &cfg]);
-    assert_ne!(code, 0, "{out}");
+    assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("[FAIL] {}: checkpoint:", db.name()))
             && out.contains("no longer has the binlogs")
@@ -325,4 +366,11 @@ async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fres
     );
 
     edges::reset_then_start_fresh(&db, &mut relay, &path, &checkpoint, &[e1.id]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn too_large_for_its_topic_is_dead_lettered_without_its_value() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_huge").await;
+    edges::too_large_for_its_topic_is_dead_lettered_without_its_value(&db).await;
 }

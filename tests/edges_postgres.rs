@@ -83,7 +83,7 @@ async fn stopped_with_a_checkpoint(db: &Postgres) -> Stopped {
 fn reported_everywhere(db: &Postgres, stopped: &mut Stopped, expect: &str) {
     let (config, lsn, relay) = (&stopped.cfg, &stopped.lsn, &mut stopped.relay);
     let (code, out, _) = run_cli(&["check", "--config", config]);
-    assert_ne!(code, 0, "{out}");
+    assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("[FAIL] {}: checkpoint:", db.name()))
             && out.contains(expect)
@@ -257,4 +257,10 @@ async fn a_busy_relay_never_shows_a_gap_file_store() {
     let db = Postgres::new("pg_edge_busy_file").await;
     let checkpoint = suite::file_checkpoint(&db);
     a_busy_relay_never_shows_a_gap(&db, &checkpoint).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn too_large_for_its_topic_is_dead_lettered_without_its_value() {
+    let db = Postgres::new("pg_edge_huge").await;
+    edges::too_large_for_its_topic_is_dead_lettered_without_its_value(&db).await;
 }
