@@ -374,3 +374,28 @@ async fn too_large_for_its_topic_is_dead_lettered_without_its_value() {
     let db = MariaDb::new("edge_huge").await;
     edges::too_large_for_its_topic_is_dead_lettered_without_its_value(&db).await;
 }
+
+/// Issue 17 with ACLs (see `common::acl`): a topic the relay may not write to stops the
+/// connector after what is ahead, exactly-once (where Kafka refuses the whole transaction,
+/// not a record) and at-least-once; with `errors.tolerance=all` its events are dead-lettered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_stops_exactly_once() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_acl_eos").await;
+    common::acl::a_topic_without_write_access_stops(&db, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_stops_at_least_once() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_acl_alo").await;
+    let checkpoint = suite::file_checkpoint(&db);
+    common::acl::a_topic_without_write_access_stops(&db, &checkpoint, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_is_dead_lettered_exactly_once() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_acl_dlq").await;
+    common::acl::a_topic_without_write_access_is_dead_lettered(&db).await;
+}

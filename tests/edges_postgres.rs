@@ -264,3 +264,18 @@ async fn too_large_for_its_topic_is_dead_lettered_without_its_value() {
     let db = Postgres::new("pg_edge_huge").await;
     edges::too_large_for_its_topic_is_dead_lettered_without_its_value(&db).await;
 }
+
+/// Issue 17 with ACLs (see `common::acl`): a topic the relay may not write to, exactly-once
+/// (Kafka refuses the whole transaction, not a record): a stop after what is ahead, or, with
+/// `errors.tolerance=all`, dead letters.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_stops_exactly_once() {
+    let db = Postgres::new("pg_edge_acl_eos").await;
+    common::acl::a_topic_without_write_access_stops(&db, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_is_dead_lettered_exactly_once() {
+    let db = Postgres::new("pg_edge_acl_dlq").await;
+    common::acl::a_topic_without_write_access_is_dead_lettered(&db).await;
+}

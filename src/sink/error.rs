@@ -391,6 +391,14 @@ impl SinkError {
         )
     }
 
+    /// The event id and topic of the record a delivery failure (or refusal) is about.
+    pub fn record(&self) -> Option<(&str, &str)> {
+        match self {
+            SinkError::Delivery { id, topic, .. } => Some((id, topic)),
+            other => other.refused_record(),
+        }
+    }
+
     /// The refused record's event id and topic, for a record Kafka refused for good (or
     /// that was too large to send).
     pub fn refused_record(&self) -> Option<(&str, &str)> {
