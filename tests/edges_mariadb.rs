@@ -1,10 +1,12 @@
 //! Issue 17 on MariaDB, against the real services: an event that cannot be delivered (stop
-//! after committing what is ahead, step past; the dead-letter topic, exactly once across
-//! `kill -9`; a dead-letter topic that refuses too; a poison inside a split transaction),
-//! purged binlogs behind the checkpoint, a 20 MB record, a producer queue that could never
-//! hold the largest record, and a MINIMAL row image.
+//! after committing what is ahead, step past, also with `file:pos` positions; the
+//! dead-letter topic, exactly once across `kill -9`; a dead-letter topic too small or that
+//! refuses; a poison inside a split transaction), a record too large for its broker-default
+//! topic dead-lettered without its value, a topic without WRITE permission (ACLs), purged
+//! binlogs behind a GTID or a `file:pos` checkpoint, a 20 MB record, a producer queue that
+//! could never hold the largest record, and a MINIMAL row image.
 //!
-//! The purge test removes binlogs other tests of this binary may still read: it holds
+//! The purge tests remove binlogs other tests of this binary may still read: they hold
 //! [`BINLOGS`] for writing, every other test for reading.
 
 mod common;
@@ -49,6 +51,13 @@ async fn dead_letters_at_least_once_across_kill9() {
     let _binlogs = BINLOGS.read().await;
     let db = MariaDb::new("edge_dlq_alo").await;
     edges::dead_letters_in_order(&db, &suite::file_checkpoint(&db), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn too_large_for_its_topic_is_dead_lettered_without_its_value() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_huge").await;
+    edges::too_large_for_its_topic_is_dead_lettered_without_its_value(&db).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -314,32 +323,57 @@ async fn purge_all_but_a_new_binlog(db: &MariaDb) {
 }
 
 /// Issue 17, case 1 on MariaDB: binlogs purged past a stopped connector's checkpoint.
-/// `check` and `status` report it before `run` does; `run` stops with a definite error that
-/// names the checkpoint's position; `checkpoint reset` is the explicit way to start fresh,
-/// and says the gap is lost.
-#[tokio::test(flavor = "multi_thread")]
-async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fresh() {
+/// `check` passes before the purge; after it, `check` and `status` report it before `run`
+/// does; `run` stops with a definite error that names the checkpoint's position;
+/// `checkpoint reset` is the explicit way to start fresh, and says the gap is lost.
+/// `file_mode`: the connector tracks `file:pos` (`position_mode = "file"`) instead of the
+/// GTID position.
+async fn purged_binlogs_behind_the_checkpoint(prefix: &str, file_mode: bool) {
     let _binlogs = BINLOGS.write().await;
-    let db = MariaDb::new("edge_purged").await;
+    let mut db = MariaDb::new(prefix).await;
+    if file_mode {
+        db.source_extra = "position_mode = \"file\"".into();
+    }
     let (path, port) = suite::write_config(&db, &db.outbox_table(), "");
     let cfg = path.to_str().unwrap().to_string();
     let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
     assert_eq!(relay.stop(), Some(0));
     let checkpoint = edges::stored_position(&path);
-    assert!(checkpoint.starts_with("mariadb_gtid:"), "{checkpoint}");
+    let kind = if file_mode {
+        "binlog_file:"
+    } else {
+        "mariadb_gtid:"
+    };
+    assert!(checkpoint.starts_with(kind), "{checkpoint}");
     let (code, out, err) = run_cli(&["check", "--config", &cfg]);
     assert_eq!(code, 0, "before the purge:\n{out}\n{err}");
-    assert!(out.contains("checkpoint: mariadb_gtid:"), "{out}");
+    assert!(out.contains(&format!("checkpoint: {kind}")), "{out}");
     // Written while the relay is down, then purged with its binlog.
     let lost = event("Order", "o-2", 1);
     db.insert(std::slice::from_ref(&lost), false).await;
     purge_all_but_a_new_binlog(&db).await;
 
+    let value = checkpoint.trim_start_matches(kind);
+    let (said, run_said) = if file_mode {
+        let file = value.rsplit_once(':').map_or(value, |(f, _)| f).to_string();
+        (
+            format!("is in binlog file {file}, which the server no longer has"),
+            format!("the connector's checkpoint is in binlog file {file}"),
+        )
+    } else {
+        (
+            "no longer has the binlogs".to_string(),
+            format!(
+                "the server no longer has the binlogs that follow the connector's checkpoint \
+                 at GTID position {value}"
+            ),
+        )
+    };
     let (code, out, _) = run_cli(&["check", "--config", &cfg]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("[FAIL] {}: checkpoint:", db.name()))
-            && out.contains("no longer has the binlogs")
+            && out.contains(&said)
             && out.contains("checkpoint reset"),
         "{out}"
     );
@@ -355,12 +389,9 @@ async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fres
 
     relay.spawn();
     let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
-    let gtid = checkpoint.trim_start_matches("mariadb_gtid:");
     assert!(
-        log.contains(&format!(
-            "the server no longer has the binlogs that follow the connector's checkpoint at \
-             GTID position {gtid}"
-        )) && log.contains(&format!("checkpoint {checkpoint}"))
+        log.contains(&run_said)
+            && log.contains(&format!("checkpoint {checkpoint}"))
             && log.contains("outboxd checkpoint reset"),
         "log:\n{log}"
     );
@@ -369,10 +400,26 @@ async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fres
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn too_large_for_its_topic_is_dead_lettered_without_its_value() {
+async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fresh() {
+    purged_binlogs_behind_the_checkpoint("edge_purged", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn purged_binlogs_behind_a_file_pos_checkpoint_are_reported_and_reset_starts_fresh() {
+    purged_binlogs_behind_the_checkpoint("edge_purged_file", true).await;
+}
+
+/// The poison stop and the documented step-past with `position_mode = "file"`: the
+/// positions in the error and in `checkpoint set` are `binlog_file:` ones.
+#[tokio::test(flavor = "multi_thread")]
+async fn poison_stop_commits_ahead_then_steps_past_with_file_positions() {
     let _binlogs = BINLOGS.read().await;
-    let db = MariaDb::new("edge_huge").await;
-    edges::too_large_for_its_topic_is_dead_lettered_without_its_value(&db).await;
+    let mut db = MariaDb::new("edge_poison_file").await;
+    db.source_extra = "position_mode = \"file\"".into();
+    edges::poison_stop_commits_ahead_then_steps_past(&db, EXACTLY_ONCE, true).await;
+    let config = common::relay::test_dir(db.name()).join("poison.toml");
+    let checkpoint = edges::stored_position(&config);
+    assert!(checkpoint.starts_with("binlog_file:"), "{checkpoint}");
 }
 
 /// Issue 17 with ACLs (see `common::acl`): a topic the relay may not write to stops the

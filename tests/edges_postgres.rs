@@ -1,7 +1,10 @@
 //! Issue 17 on PostgreSQL, against the real services: a replication slot dropped behind a
 //! stopped connector's checkpoint, or confirmed past it, is a definite, explained stop
-//! (reported by `check` and `status` first, never a new slot past the gap); an event that
-//! cannot be delivered; the dead-letter topic across `kill -9`; a 20 MB record.
+//! (reported by `check` and `status` first, never a new slot past the gap), while a busy
+//! relay's `status` and `check` never show a gap; an event that cannot be delivered
+//! (exactly-once and at-least-once); the dead-letter topic across `kill -9`; a record too
+//! large for its broker-default topic; a topic without WRITE permission (ACLs); a 20 MB
+//! record.
 
 mod common;
 
@@ -19,8 +22,21 @@ async fn poison_stop_commits_ahead_then_steps_past_exactly_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn poison_stop_commits_ahead_then_steps_past_at_least_once() {
+    let db = Postgres::new("pg_edge_poison_alo").await;
+    let checkpoint = suite::file_checkpoint(&db);
+    edges::poison_stop_commits_ahead_then_steps_past(&db, &checkpoint, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn dead_letters_exactly_once_across_kill9() {
     edges::dead_letters_in_order(&Postgres::new("pg_edge_dlq").await, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_at_least_once_across_kill9() {
+    let db = Postgres::new("pg_edge_dlq_alo").await;
+    edges::dead_letters_in_order(&db, &suite::file_checkpoint(&db), false).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -65,10 +81,26 @@ struct Stopped {
     delivered: String,
 }
 
+/// A relay that delivered an event and stopped; `check` passes then (the control for what
+/// the slot's drop or advance changes).
 async fn stopped_with_a_checkpoint(db: &Postgres) -> Stopped {
     let (config, port) = suite::write_config(db, &db.outbox_table(), "");
     let (mut relay, first) = edges::started_with_one_delivered(db, &config, port).await;
     assert_eq!(relay.stop(), Some(0));
+    let cfg = config.to_str().unwrap();
+    let (code, out, err) = run_cli(&["check", "--config", cfg]);
+    assert_eq!(code, 0, "healthy, before the slot changes:\n{out}\n{err}");
+    assert!(
+        out.contains(&format!(
+            "[ok  ] {}: checkpoint: lsn:{}: the source still has what follows it",
+            db.name(),
+            stored_lsn(&config)
+        )),
+        "{out}"
+    );
+    let (code, out, _) = run_cli(&["status", "--config", cfg]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("checkpoint_lost"), "{out}");
     Stopped {
         relay,
         cfg: config.to_str().unwrap().to_string(),

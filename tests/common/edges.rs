@@ -180,8 +180,14 @@ pub async fn poison_stop_commits_ahead_then_steps_past<S: SourceDb>(
     }
     let step = proposed_step_past(&log, &e3.id);
     assert_eq!(
-        step[0], "--position",
+        (step[0].as_str(), step.len()),
+        ("--position", 2),
         "a transaction step, no --skip: {step:?}"
+    );
+    let kind = stored_position(&path);
+    assert!(
+        step[1].starts_with(&kind[..=kind.find(':').unwrap()]),
+        "the step names a position of the kind the connector tracks ({kind}): {step:?}"
     );
     let got = read_topics(
         std::slice::from_ref(&orders),
@@ -241,7 +247,8 @@ struct Poisoned {
 
 /// Issue 17, case 2, the dead-letter policy: good events with several poison events between
 /// them — unroutable ones (illegal topic) and ones Kafka refuses (larger than their topic's
-/// `max.message.bytes`) — with a `kill -9` in the middle. With `exactly_once` a
+/// `max.message.bytes`) — with a `kill -9` in the middle: while the events are written, once
+/// some records and dead letters are visible, and not all. With `exactly_once` a
 /// read_committed consumer sees every good event once, in per-aggregate order, and every
 /// poison event once on the dead-letter topic, in source order; at-least-once, none is lost
 /// and their first appearances keep that order. Dead letters carry headers saying why and
@@ -299,13 +306,64 @@ pub async fn dead_letters_in_order<S: SourceDb>(db: &S, checkpoint: &str, exactl
     }
     assert!(poisons.iter().filter(|p| p.refused).count() >= 5);
     assert!(poisons.iter().filter(|p| !p.refused).count() >= 5);
-    let (first, second) = all.split_at(all.len() / 2);
-    suite::write_in_random_transactions(db, first, 6).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    relay.kill9();
-    relay.spawn();
-    relay.wait_ready(Duration::from_secs(60));
-    suite::write_in_random_transactions(db, second, 6).await;
+    // The writer writes two thirds paced, then waits for the kill before the rest; the kill
+    // comes once a good record and a dead letter are visible: provably mid-stream (some but
+    // not all of either visible, the relay fed while it is killed).
+    let (first, rest) = all.split_at(all.len() * 2 / 3);
+    let killed = tokio::sync::Notify::new();
+    let writer = async {
+        let mut i = 0;
+        while i < first.len() {
+            let end = (i + 1 + rand::random::<u32>() as usize % 6).min(first.len());
+            db.insert(&first[i..end], false).await;
+            i = end;
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        killed.notified().await;
+        suite::write_in_random_transactions(db, rest, 6).await;
+    };
+    let killer = async {
+        for t in [&orders, &dlq] {
+            let t = t.clone();
+            tokio::task::spawn_blocking(move || {
+                read_topics(&[t], 1, Duration::from_secs(120), Duration::ZERO)
+            })
+            .await
+            .unwrap();
+        }
+        relay.kill9();
+        let (o, d) = (orders.clone(), dlq.clone());
+        let (good_n, dead_n) = (good.len(), poisons.len());
+        let (seen_good, seen_dead) = tokio::task::spawn_blocking(move || {
+            // Distinct events: at-least-once, a replay may have written some twice.
+            let count = |t: &String, n| {
+                let got = read_topics(
+                    std::slice::from_ref(t),
+                    n,
+                    Duration::from_secs(5),
+                    Duration::ZERO,
+                );
+                ids(&got)
+                    .into_iter()
+                    .collect::<std::collections::HashSet<_>>()
+                    .len()
+            };
+            (count(&o, good_n), count(&d, dead_n))
+        })
+        .await
+        .unwrap();
+        assert!(
+            (1..good.len()).contains(&seen_good) && (1..poisons.len()).contains(&seen_dead),
+            "killed mid-stream: {seen_good} of {} records, {seen_dead} of {} dead letters \
+             visible at the kill",
+            good.len(),
+            poisons.len()
+        );
+        killed.notify_one();
+        relay.spawn();
+        tokio::task::block_in_place(|| relay.wait_ready(Duration::from_secs(60)));
+    };
+    tokio::join!(writer, killer);
     let got = read_topics(
         std::slice::from_ref(&orders),
         good.len(),
