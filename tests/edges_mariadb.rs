@@ -113,14 +113,7 @@ async fn a_dead_letter_topic_that_refuses_stops_the_connector() {
     relay.spawn();
     relay.wait_ready(Duration::from_secs(60));
     let orders = topic(&db, "Order");
-    let e1 = event("Order", "o-1", 0);
-    db.insert(std::slice::from_ref(&e1), false).await;
-    read_topics(
-        std::slice::from_ref(&orders),
-        1,
-        Duration::from_secs(60),
-        Duration::ZERO,
-    );
+    let e1 = edges::one_delivered(&db).await;
     suite::topic_with_max_bytes(&dlq, 2048).await;
     let filler: String = (0..8_000)
         .map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap())
@@ -190,11 +183,7 @@ async fn poison_inside_a_split_transaction(db: &MariaDb, checkpoint: &str, exact
         Duration::from_secs(120),
         Duration::from_secs(3),
     );
-    if exactly_once {
-        suite::assert_exactly_once(&txn[..bad_index], &got, &log);
-    } else {
-        suite::assert_none_lost(&txn[..bad_index], &got, &log);
-    }
+    suite::assert_delivered(exactly_once, &txn[..bad_index], &got, &log);
     edges::checkpoint_set(&path, &step);
     relay.spawn();
     relay.wait_ready(Duration::from_secs(60));
@@ -205,11 +194,7 @@ async fn poison_inside_a_split_transaction(db: &MariaDb, checkpoint: &str, exact
         Duration::from_secs(120),
         Duration::from_secs(3),
     );
-    if exactly_once {
-        suite::assert_exactly_once(&want, &got, &relay.log_text());
-    } else {
-        suite::assert_none_lost(&want, &got, &relay.log_text());
-    }
+    suite::assert_delivered(exactly_once, &want, &got, &relay.log_text());
     assert_eq!(relay.stop(), Some(0));
 }
 

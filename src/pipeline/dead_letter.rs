@@ -126,14 +126,12 @@ pub fn record(
         .dead_letter_topic
         .clone()
         .unwrap_or_else(|| "(no dead-letter topic)".into());
-    let original = contents.topic.as_ref().map_or(0, String::len)
-        + contents.key.as_ref().map_or(0, Vec::len)
-        + contents.value.as_ref().map_or(0, Vec::len)
-        + contents
-            .headers
-            .iter()
-            .map(|(k, v)| k.len() + v.len())
-            .sum::<usize>();
+    let original = crate::sink::record::approx_size(
+        contents.topic.as_deref().unwrap_or_default(),
+        contents.key.as_deref(),
+        contents.value.as_deref(),
+        &contents.headers,
+    );
     let mut headers = contents.headers;
     let mut dropped: Option<String> = None;
     if policy.context_headers {

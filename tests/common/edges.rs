@@ -67,6 +67,12 @@ pub async fn started_with_one_delivered<S: SourceDb>(
     port: u16,
 ) -> (Relay, OutboxEvent) {
     let relay = Relay::start(config.to_path_buf(), port);
+    (relay, one_delivered(db).await)
+}
+
+/// Inserts a first event for `db`'s `Order` topic and waits (at most 60 s) until a relay
+/// delivered it; returns it.
+pub async fn one_delivered<S: SourceDb>(db: &S) -> OutboxEvent {
     let first = event("Order", "o-1", 0);
     db.insert(std::slice::from_ref(&first), false).await;
     read_topics(
@@ -75,7 +81,7 @@ pub async fn started_with_one_delivered<S: SourceDb>(
         Duration::from_secs(60),
         Duration::ZERO,
     );
-    (relay, first)
+    first
 }
 
 /// Waits (at most `within`) for the relay to stop by itself with a failure: exit status 1,
@@ -230,11 +236,7 @@ pub async fn poison_stop_commits_ahead_then_steps_past<S: SourceDb>(
     for e in [&e3a, &e3c] {
         assert!(!delivered.contains(&e.id), "stepped past: {delivered:?}");
     }
-    if exactly_once {
-        suite::assert_exactly_once(&want, &got, &relay.log_text());
-    } else {
-        suite::assert_none_lost(&want, &got, &relay.log_text());
-    }
+    suite::assert_delivered(exactly_once, &want, &got, &relay.log_text());
     assert_eq!(relay.stop(), Some(0));
 }
 
@@ -371,11 +373,7 @@ pub async fn dead_letters_in_order<S: SourceDb>(db: &S, checkpoint: &str, exactl
         Duration::from_secs(3),
     );
     let log = relay.log_text();
-    if exactly_once {
-        suite::assert_exactly_once(&good, &got, &log);
-    } else {
-        suite::assert_none_lost(&good, &got, &log);
-    }
+    suite::assert_delivered(exactly_once, &good, &got, &log);
     let dead = read_topics(
         std::slice::from_ref(&dlq),
         poisons.len(),
