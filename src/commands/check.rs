@@ -32,8 +32,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         }
         // The stored checkpoint, to tell whether the source can still serve it: read by the
         // source's checks after the source's state (see StoredCheckpoint).
-        let store = open_store(c);
-        let stored = preflight::StoredCheckpoint::new(store.as_ref());
+        let stored = preflight::StoredCheckpoint::new(open_store(c));
         match &c.source {
             SourceConfig::Mysql(src) => {
                 results.extend(preflight::mysql::check(c, src, &stored).await)

@@ -58,8 +58,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let store = open_store(c);
-        let checkpoint = match tokio::task::block_in_place(|| store.load()) {
+        let checkpoint = match crate::checkpoint::load_apart(open_store(c)) {
             Ok(cp) => cp,
             Err(f) => {
                 ok = false;

@@ -11,7 +11,7 @@ use crate::source::mysql::server::{self, ServerInfo};
 pub async fn check(
     cfg: &ConnectorConfig,
     src: &MysqlSourceConfig,
-    stored: &StoredCheckpoint<'_>,
+    stored: &StoredCheckpoint,
 ) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();

@@ -15,7 +15,7 @@ use crate::source::postgres::catalog::{self, quote_ident};
 pub async fn check(
     cfg: &ConnectorConfig,
     src: &PostgresSourceConfig,
-    stored: &StoredCheckpoint<'_>,
+    stored: &StoredCheckpoint,
 ) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
