@@ -7,7 +7,9 @@
 #   kafka         Apache Kafka 4.x, KRaft, one node   127.0.0.1:39092  PLAINTEXT
 #                 (the broker's jars from Maven       127.0.0.1:39093  controller
 #                 Central, run with the machine's     localhost:39094  SASL_SSL
-#                 Java 17)                            localhost:39095  SSL (mutual TLS)
+#                 Java 17; ACLs: StandardAuthorizer,  localhost:39095  SSL (mutual TLS)
+#                 open unless a resource has ACLs,
+#                 PLAINTEXT/controller super users)
 #   mariadb-tls   a second MariaDB, TLS only          127.0.0.1:33307  require_secure_transport
 #   postgres-tls  a second PostgreSQL, TLS only       127.0.0.1:35433  hostssl only
 #

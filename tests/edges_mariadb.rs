@@ -1,10 +1,12 @@
 //! Issue 17 on MariaDB, against the real services: an event that cannot be delivered (stop
-//! after committing what is ahead, step past; the dead-letter topic, exactly once across
-//! `kill -9`; a dead-letter topic that refuses too; a poison inside a split transaction),
-//! purged binlogs behind the checkpoint, a 20 MB record, a producer queue that could never
-//! hold the largest record, and a MINIMAL row image.
+//! after committing what is ahead, step past, also with `file:pos` positions; the
+//! dead-letter topic, exactly once across `kill -9`; a dead-letter topic too small or that
+//! refuses; a poison inside a split transaction), a record too large for its broker-default
+//! topic dead-lettered without its value, a topic without WRITE permission (ACLs), purged
+//! binlogs behind a GTID or a `file:pos` checkpoint, a 20 MB record, a producer queue that
+//! could never hold the largest record, and a MINIMAL row image.
 //!
-//! The purge test removes binlogs other tests of this binary may still read: it holds
+//! The purge tests remove binlogs other tests of this binary may still read: they hold
 //! [`BINLOGS`] for writing, every other test for reading.
 
 mod common;
@@ -52,26 +54,67 @@ async fn dead_letters_at_least_once_across_kill9() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn too_large_for_its_topic_is_dead_lettered_without_its_value() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_huge").await;
+    edges::too_large_for_its_topic_is_dead_lettered_without_its_value(&db).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn twenty_megabyte_event_is_delivered() {
     let _binlogs = BINLOGS.read().await;
     edges::twenty_megabyte_event_is_delivered(&MariaDb::new("edge_large").await).await;
 }
 
-/// A dead-letter topic that refuses the dead letter (smaller `max.message.bytes` than it)
-/// stops the connector, definitely, without checkpointing past the event: once the topic
-/// accepts it, a restart writes the dead letter and delivers what follows, exactly once.
+/// The dead-letter topic must take every dead letter the connector may send. One that takes
+/// less (`max.message.bytes` 1 MiB, about a stock broker's default, below
+/// `kafka.max_record_bytes` plus framing) is refused by `check` and at startup, naming both
+/// settings, instead of stopping the connector at the first large dead letter. One shrunk
+/// while the relay runs refuses a dead letter: the connector stops, definitely, without
+/// checkpointing past the event; once the topic takes it again, a restart writes the dead
+/// letter and delivers what follows, exactly once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_letter_topic_that_refuses_stops_the_connector() {
     let _binlogs = BINLOGS.read().await;
     let db = MariaDb::new("edge_dlq_refused").await;
     let dlq = format!("{}.dlq", db.name());
-    suite::topic_with_max_bytes(&dlq, 2048).await;
+    suite::topic_with_max_bytes(&dlq, 1024 * 1024).await;
     let checkpoint = format!(
         "{EXACTLY_ONCE}\n\n[connectors.errors]\ntolerance = \"all\"\ndead_letter_topic = \"{dlq}\""
     );
     let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", &checkpoint, "c.toml");
-    let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    let cfg = path.to_str().unwrap();
+    let too_small = [
+        format!("the dead-letter topic {dlq} takes records of at most max.message.bytes=1048576"),
+        "kafka.max_record_bytes=16777216".to_string(),
+        "raise the topic's max.message.bytes to at least 16842752".to_string(),
+    ];
+    let (code, out, _) = run_cli(&["check", "--config", cfg]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("[FAIL] {}: dead-letter topic {dlq}:", db.name()))
+            && too_small.iter().all(|p| out.contains(p)),
+        "{out}"
+    );
+    let mut relay = Relay::launch_with_args(&[cfg], port, path.with_extension("log"));
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(too_small.iter().all(|p| log.contains(p)), "log:\n{log}");
+    let large_enough = 17 * 1024 * 1024;
+    suite::topic_with_max_bytes(&dlq, large_enough).await;
+    let (code, out, _) = run_cli(&["check", "--config", cfg]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "dead-letter topic {dlq}: max.message.bytes=17825792"
+        )),
+        "{out}"
+    );
+
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
     let orders = topic(&db, "Order");
+    let e1 = edges::one_delivered(&db).await;
+    suite::topic_with_max_bytes(&dlq, 2048).await;
     let filler: String = (0..8_000)
         .map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap())
         .collect();
@@ -92,7 +135,7 @@ async fn a_dead_letter_topic_that_refuses_stops_the_connector() {
         )),
         "log:\n{log}"
     );
-    suite::topic_with_max_bytes(&dlq, 1024 * 1024).await;
+    suite::topic_with_max_bytes(&dlq, large_enough).await;
     relay.spawn();
     relay.wait_ready(Duration::from_secs(60));
     let got = read_topics(
@@ -140,11 +183,7 @@ async fn poison_inside_a_split_transaction(db: &MariaDb, checkpoint: &str, exact
         Duration::from_secs(120),
         Duration::from_secs(3),
     );
-    if exactly_once {
-        suite::assert_exactly_once(&txn[..bad_index], &got, &log);
-    } else {
-        suite::assert_none_lost(&txn[..bad_index], &got, &log);
-    }
+    suite::assert_delivered(exactly_once, &txn[..bad_index], &got, &log);
     edges::checkpoint_set(&path, &step);
     relay.spawn();
     relay.wait_ready(Duration::from_secs(60));
@@ -155,11 +194,7 @@ async fn poison_inside_a_split_transaction(db: &MariaDb, checkpoint: &str, exact
         Duration::from_secs(120),
         Duration::from_secs(3),
     );
-    if exactly_once {
-        suite::assert_exactly_once(&want, &got, &relay.log_text());
-    } else {
-        suite::assert_none_lost(&want, &got, &relay.log_text());
-    }
+    suite::assert_delivered(exactly_once, &want, &got, &relay.log_text());
     assert_eq!(relay.stop(), Some(0));
 }
 
@@ -273,32 +308,57 @@ async fn purge_all_but_a_new_binlog(db: &MariaDb) {
 }
 
 /// Issue 17, case 1 on MariaDB: binlogs purged past a stopped connector's checkpoint.
-/// `check` and `status` report it before `run` does; `run` stops with a definite error that
-/// names the checkpoint's position; `checkpoint reset` is the explicit way to start fresh,
-/// and says the gap is lost.
-#[tokio::test(flavor = "multi_thread")]
-async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fresh() {
+/// `check` passes before the purge; after it, `check` and `status` report it before `run`
+/// does; `run` stops with a definite error that names the checkpoint's position;
+/// `checkpoint reset` is the explicit way to start fresh, and says the gap is lost.
+/// `file_mode`: the connector tracks `file:pos` (`position_mode = "file"`) instead of the
+/// GTID position.
+async fn purged_binlogs_behind_the_checkpoint(prefix: &str, file_mode: bool) {
     let _binlogs = BINLOGS.write().await;
-    let db = MariaDb::new("edge_purged").await;
+    let mut db = MariaDb::new(prefix).await;
+    if file_mode {
+        db.source_extra = "position_mode = \"file\"".into();
+    }
     let (path, port) = suite::write_config(&db, &db.outbox_table(), "");
     let cfg = path.to_str().unwrap().to_string();
     let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
     assert_eq!(relay.stop(), Some(0));
     let checkpoint = edges::stored_position(&path);
-    assert!(checkpoint.starts_with("mariadb_gtid:"), "{checkpoint}");
+    let kind = if file_mode {
+        "binlog_file:"
+    } else {
+        "mariadb_gtid:"
+    };
+    assert!(checkpoint.starts_with(kind), "{checkpoint}");
     let (code, out, err) = run_cli(&["check", "--config", &cfg]);
     assert_eq!(code, 0, "before the purge:\n{out}\n{err}");
-    assert!(out.contains("checkpoint: mariadb_gtid:"), "{out}");
+    assert!(out.contains(&format!("checkpoint: {kind}")), "{out}");
     // Written while the relay is down, then purged with its binlog.
     let lost = event("Order", "o-2", 1);
     db.insert(std::slice::from_ref(&lost), false).await;
     purge_all_but_a_new_binlog(&db).await;
 
+    let value = checkpoint.trim_start_matches(kind);
+    let (said, run_said) = if file_mode {
+        let file = value.rsplit_once(':').map_or(value, |(f, _)| f).to_string();
+        (
+            format!("is in binlog file {file}, which the server no longer has"),
+            format!("the connector's checkpoint is in binlog file {file}"),
+        )
+    } else {
+        (
+            "no longer has the binlogs".to_string(),
+            format!(
+                "the server no longer has the binlogs that follow the connector's checkpoint \
+                 at GTID position {value}"
+            ),
+        )
+    };
     let (code, out, _) = run_cli(&["check", "--config", &cfg]);
-    assert_ne!(code, 0, "{out}");
+    assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("[FAIL] {}: checkpoint:", db.name()))
-            && out.contains("no longer has the binlogs")
+            && out.contains(&said)
             && out.contains("checkpoint reset"),
         "{out}"
     );
@@ -314,15 +374,60 @@ async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fres
 
     relay.spawn();
     let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
-    let gtid = checkpoint.trim_start_matches("mariadb_gtid:");
     assert!(
-        log.contains(&format!(
-            "the server no longer has the binlogs that follow the connector's checkpoint at \
-             GTID position {gtid}"
-        )) && log.contains(&format!("checkpoint {checkpoint}"))
+        log.contains(&run_said)
+            && log.contains(&format!("checkpoint {checkpoint}"))
             && log.contains("outboxd checkpoint reset"),
         "log:\n{log}"
     );
 
     edges::reset_then_start_fresh(&db, &mut relay, &path, &checkpoint, &[e1.id]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn purged_binlogs_behind_the_checkpoint_are_reported_and_reset_starts_fresh() {
+    purged_binlogs_behind_the_checkpoint("edge_purged", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn purged_binlogs_behind_a_file_pos_checkpoint_are_reported_and_reset_starts_fresh() {
+    purged_binlogs_behind_the_checkpoint("edge_purged_file", true).await;
+}
+
+/// The poison stop and the documented step-past with `position_mode = "file"`: the
+/// positions in the error and in `checkpoint set` are `binlog_file:` ones.
+#[tokio::test(flavor = "multi_thread")]
+async fn poison_stop_commits_ahead_then_steps_past_with_file_positions() {
+    let _binlogs = BINLOGS.read().await;
+    let mut db = MariaDb::new("edge_poison_file").await;
+    db.source_extra = "position_mode = \"file\"".into();
+    edges::poison_stop_commits_ahead_then_steps_past(&db, EXACTLY_ONCE, true).await;
+    let config = common::relay::test_dir(db.name()).join("poison.toml");
+    let checkpoint = edges::stored_position(&config);
+    assert!(checkpoint.starts_with("binlog_file:"), "{checkpoint}");
+}
+
+/// Issue 17 with ACLs (see `common::acl`): a topic the relay may not write to stops the
+/// connector after what is ahead, exactly-once (where Kafka refuses the whole transaction,
+/// not a record) and at-least-once; with `errors.tolerance=all` its events are dead-lettered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_stops_exactly_once() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_acl_eos").await;
+    common::acl::a_topic_without_write_access_stops(&db, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_stops_at_least_once() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_acl_alo").await;
+    let checkpoint = suite::file_checkpoint(&db);
+    common::acl::a_topic_without_write_access_stops(&db, &checkpoint, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_is_dead_lettered_exactly_once() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_acl_dlq").await;
+    common::acl::a_topic_without_write_access_is_dead_lettered(&db).await;
 }

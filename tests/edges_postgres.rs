@@ -1,7 +1,10 @@
 //! Issue 17 on PostgreSQL, against the real services: a replication slot dropped behind a
 //! stopped connector's checkpoint, or confirmed past it, is a definite, explained stop
-//! (reported by `check` and `status` first, never a new slot past the gap); an event that
-//! cannot be delivered; the dead-letter topic across `kill -9`; a 20 MB record.
+//! (reported by `check` and `status` first, never a new slot past the gap), while a busy
+//! relay's `status` and `check` never show a gap; an event that cannot be delivered
+//! (exactly-once and at-least-once); the dead-letter topic across `kill -9`; a record too
+//! large for its broker-default topic; a topic without WRITE permission (ACLs); a 20 MB
+//! record.
 
 mod common;
 
@@ -19,8 +22,21 @@ async fn poison_stop_commits_ahead_then_steps_past_exactly_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn poison_stop_commits_ahead_then_steps_past_at_least_once() {
+    let db = Postgres::new("pg_edge_poison_alo").await;
+    let checkpoint = suite::file_checkpoint(&db);
+    edges::poison_stop_commits_ahead_then_steps_past(&db, &checkpoint, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn dead_letters_exactly_once_across_kill9() {
     edges::dead_letters_in_order(&Postgres::new("pg_edge_dlq").await, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_at_least_once_across_kill9() {
+    let db = Postgres::new("pg_edge_dlq_alo").await;
+    edges::dead_letters_in_order(&db, &suite::file_checkpoint(&db), false).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -65,10 +81,26 @@ struct Stopped {
     delivered: String,
 }
 
+/// A relay that delivered an event and stopped; `check` passes then (the control for what
+/// the slot's drop or advance changes).
 async fn stopped_with_a_checkpoint(db: &Postgres) -> Stopped {
     let (config, port) = suite::write_config(db, &db.outbox_table(), "");
     let (mut relay, first) = edges::started_with_one_delivered(db, &config, port).await;
     assert_eq!(relay.stop(), Some(0));
+    let cfg = config.to_str().unwrap();
+    let (code, out, err) = run_cli(&["check", "--config", cfg]);
+    assert_eq!(code, 0, "healthy, before the slot changes:\n{out}\n{err}");
+    assert!(
+        out.contains(&format!(
+            "[ok  ] {}: checkpoint: lsn:{}: the source still has what follows it",
+            db.name(),
+            stored_lsn(&config)
+        )),
+        "{out}"
+    );
+    let (code, out, _) = run_cli(&["status", "--config", cfg]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("checkpoint_lost"), "{out}");
     Stopped {
         relay,
         cfg: config.to_str().unwrap().to_string(),
@@ -83,7 +115,7 @@ async fn stopped_with_a_checkpoint(db: &Postgres) -> Stopped {
 fn reported_everywhere(db: &Postgres, stopped: &mut Stopped, expect: &str) {
     let (config, lsn, relay) = (&stopped.cfg, &stopped.lsn, &mut stopped.relay);
     let (code, out, _) = run_cli(&["check", "--config", config]);
-    assert_ne!(code, 0, "{out}");
+    assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("[FAIL] {}: checkpoint:", db.name()))
             && out.contains(expect)
@@ -175,4 +207,104 @@ async fn a_slot_confirmed_past_the_checkpoint_is_a_definite_stop() {
     )
     .await;
     reported_everywhere(&db, &mut stopped, "past the connector's checkpoint");
+}
+
+/// `status` and `check` of a busy relay (a transaction every 20 ms; the relay stores a
+/// checkpoint and confirms it to the slot every second, `status_interval = "1s"`), for 20 s
+/// at least: the
+/// slot's `confirmed_flush_lsn` keeps overtaking whatever checkpoint a reader saw before
+/// it, so they read the slot first and the checkpoint after it, and must never report a
+/// gap. `checkpoint` is the `[connectors.checkpoint]` body.
+async fn a_busy_relay_never_shows_a_gap(db: &Postgres, checkpoint: &str) {
+    let (path, port) =
+        suite::write_config_full(db, &db.outbox_table(), "", "", checkpoint, "busy.toml");
+    let cfg = path.to_str().unwrap().to_string();
+    let (mut relay, first) = edges::started_with_one_delivered(db, &path, port).await;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let writer = async {
+        let mut written = vec![first];
+        while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            let e = event("Order", "o-1", written.len());
+            db.insert(std::slice::from_ref(&e), false).await;
+            written.push(e);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        written
+    };
+    let prober = async {
+        let mut seen = std::collections::BTreeSet::new();
+        let started = std::time::Instant::now();
+        let mut round = 0;
+        while round < 30 || started.elapsed() < Duration::from_secs(20) {
+            round += 1;
+            let command = if round % 6 == 5 { "check" } else { "status" };
+            let args = [command, "--config", cfg.as_str()].map(String::from);
+            let (code, out, err) = tokio::task::spawn_blocking(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                run_cli(&args)
+            })
+            .await
+            .unwrap();
+            assert_eq!(code, 0, "{command} (round {round}):\n{out}\n{err}");
+            assert!(
+                !out.contains("checkpoint_lost") && !out.contains("[FAIL]"),
+                "{command} (round {round}) reported a gap of a running relay:\n{out}"
+            );
+            if command == "status" {
+                let v: serde_json::Value =
+                    serde_json::from_str(out.lines().next().unwrap()).unwrap();
+                seen.insert(v["checkpoint"].as_str().unwrap_or_default().to_string());
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        seen
+    };
+    let (written, seen) = tokio::join!(writer, prober);
+    assert!(
+        seen.len() >= 8,
+        "the checkpoint must have moved between the reads (the relay was busy): {seen:?}"
+    );
+    let got = common::kafka::read_topics(
+        &[suite::topic(db, "Order")],
+        written.len(),
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    let exactly_once = checkpoint == EXACTLY_ONCE;
+    suite::assert_delivered(exactly_once, &written, &got, &relay.log_text());
+    assert_eq!(relay.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_relay_never_shows_a_gap_exactly_once() {
+    let db = Postgres::new("pg_edge_busy_eos").await;
+    a_busy_relay_never_shows_a_gap(&db, EXACTLY_ONCE).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_relay_never_shows_a_gap_file_store() {
+    let db = Postgres::new("pg_edge_busy_file").await;
+    let checkpoint = suite::file_checkpoint(&db);
+    a_busy_relay_never_shows_a_gap(&db, &checkpoint).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn too_large_for_its_topic_is_dead_lettered_without_its_value() {
+    let db = Postgres::new("pg_edge_huge").await;
+    edges::too_large_for_its_topic_is_dead_lettered_without_its_value(&db).await;
+}
+
+/// Issue 17 with ACLs (see `common::acl`): a topic the relay may not write to, exactly-once
+/// (Kafka refuses the whole transaction, not a record): a stop after what is ahead, or, with
+/// `errors.tolerance=all`, dead letters.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_stops_exactly_once() {
+    let db = Postgres::new("pg_edge_acl_eos").await;
+    common::acl::a_topic_without_write_access_stops(&db, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_without_write_access_is_dead_lettered_exactly_once() {
+    let db = Postgres::new("pg_edge_acl_dlq").await;
+    common::acl::a_topic_without_write_access_is_dead_lettered(&db).await;
 }

@@ -56,6 +56,21 @@ pub trait CheckpointStore: Send {
     }
 }
 
+/// Reads `store` ([`CheckpointStore::load`]) on a thread of its own, blocking the calling
+/// (tokio worker) thread meanwhile. A Kafka store's clients
+/// (librdkafka, on the thread that creates them) may leave entries in that thread's OpenSSL
+/// error queue, and a MySQL TLS connection open on the same thread (native-tls, OpenSSL)
+/// then takes them for its own failure at its next read: `check` read the checkpoint between
+/// a MariaDB server's checks and its `SHOW GRANTS` failed with "PEM routines ... Expecting:
+/// CERTIFICATE". Used by `check` and `status`, which read the checkpoint after the source.
+pub fn load_apart(store: Box<dyn CheckpointStore>) -> Result<Option<Checkpoint>, CheckpointError> {
+    tokio::task::block_in_place(|| {
+        std::thread::spawn(move || store.load())
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }

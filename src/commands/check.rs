@@ -30,30 +30,24 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 why.clone(),
             ));
         }
-        // The stored checkpoint, to tell whether the source can still serve it.
-        let checkpoint = {
-            let store = open_store(c);
-            match tokio::task::block_in_place(|| store.load()) {
-                Ok(cp) => Some(cp),
-                Err(f) => {
-                    results.push(CheckResult::new(
-                        &c.name,
-                        "checkpoint",
-                        Status::Fail,
-                        format!("cannot read the stored checkpoint: {f}"),
-                    ));
-                    None
-                }
-            }
-        };
-        let checkpoint = checkpoint.as_ref().map(Option::as_ref);
+        // The stored checkpoint, to tell whether the source can still serve it: read by the
+        // source's checks after the source's state (see StoredCheckpoint).
+        let stored = preflight::StoredCheckpoint::new(open_store(c));
         match &c.source {
             SourceConfig::Mysql(src) => {
-                results.extend(preflight::mysql::check(c, src, checkpoint).await)
+                results.extend(preflight::mysql::check(c, src, &stored).await)
             }
             SourceConfig::Postgres(src) => {
-                results.extend(preflight::postgres::check(c, src, checkpoint).await)
+                results.extend(preflight::postgres::check(c, src, &stored).await)
             }
+        }
+        if let Err(why) = stored.get() {
+            results.push(CheckResult::new(
+                &c.name,
+                "checkpoint",
+                Status::Fail,
+                format!("cannot read the stored checkpoint: {why}"),
+            ));
         }
         results.extend(preflight::kafka::check(c).await);
     }

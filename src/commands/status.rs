@@ -23,8 +23,9 @@ use crate::source::mysql::server;
 /// "relay":..}` where `relay` is the running relay's `/health` entry for the connector
 /// (`state`, `ready`, `reason`, ...), or `{"unknown": why}` when it cannot be asked; plus
 /// `"checkpoint_lost": "<why>"` when the server can no longer serve the checkpoint (purged
-/// binlogs; a dropped, overtaken or WAL-less slot), which also makes it exit 1, and, in a
-/// group (`--group`), `"owner"`: the member running the connector.
+/// binlogs; a dropped, overtaken or WAL-less slot; a checkpoint of another kind of source),
+/// which also makes it exit 1, and, in a group (`--group`), `"owner"`: the member running the
+/// connector. The source is read before the checkpoint (see `Serving`).
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = args.load().context("loading the configuration")?;
     let plan = crate::group::GroupPlan::for_config(&cfg, args.group.as_deref())?;
@@ -45,22 +46,8 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     };
     let mut ok = true;
     for c in &cfg.connectors {
-        let store = open_store(c);
-        let checkpoint = match store.load() {
-            Ok(cp) => cp,
-            Err(f) => {
-                ok = false;
-                println!(
-                    "{}",
-                    serde_json::json!({"connector": c.name, "error": f.to_string(), "relay": relay_of(&c.name)})
-                );
-                continue;
-            }
-        };
-        let position = checkpoint.as_ref().map(|cp| &cp.position);
-        // The source's position, the slot's figures (PostgreSQL: confirmed_flush_lsn,
-        // restart_lsn, lag in bytes) and why the source can no longer serve the checkpoint.
-        let (current, slot, gap) = match source_status(&c.source, position).await {
+        // The source first, the checkpoint after it (see `Serving`).
+        let (current, slot, serving) = match source_status(&c.source).await {
             Ok(r) => r,
             Err(e) => {
                 ok = false;
@@ -71,6 +58,18 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
+        let checkpoint = match crate::checkpoint::load_apart(open_store(c)) {
+            Ok(cp) => cp,
+            Err(f) => {
+                ok = false;
+                println!(
+                    "{}",
+                    serde_json::json!({"connector": c.name, "error": f.to_string(), "relay": relay_of(&c.name)})
+                );
+                continue;
+            }
+        };
+        let gap = checkpoint.as_ref().and_then(|cp| serving.gap(&cp.position));
         let current = Some(current);
         let behind = match (&checkpoint, &current) {
             (Some(cp), Some(cur)) => behind(&cp.position, cur),
@@ -124,27 +123,52 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// What a source still has of its change stream, read before the checkpoint: a relay that
+/// runs meanwhile only moves its checkpoint forward, and confirms to a PostgreSQL slot only
+/// what it has stored, so a checkpoint read after this is never behind what this shows
+/// unless the source really lost what follows it.
+enum Serving {
+    /// The binlogs a MySQL/MariaDB server still has.
+    Mysql(server::Retained),
+    /// The PostgreSQL slot (`None`: it does not exist).
+    Postgres {
+        slot_name: String,
+        slot: Option<crate::source::postgres::catalog::SlotInfo>,
+    },
+}
+
+impl Serving {
+    /// Why the source cannot serve a checkpoint at `checkpoint`, if it cannot.
+    fn gap(&self, checkpoint: &SourcePosition) -> Option<String> {
+        match self {
+            Serving::Mysql(retained) => retained.gap(checkpoint),
+            Serving::Postgres { slot_name, slot } => {
+                crate::preflight::postgres::gap(slot_name, slot.as_ref(), checkpoint)
+            }
+        }
+    }
+}
+
 /// What `status` reads of a connector's source: its current position, the slot's figures
-/// (PostgreSQL) and why it cannot serve `checkpoint`, if it cannot.
+/// (PostgreSQL) and what it still has of its change stream.
 async fn source_status(
     source: &SourceConfig,
-    checkpoint: Option<&SourcePosition>,
-) -> Result<(SourcePosition, Option<serde_json::Value>, Option<String>), String> {
+) -> Result<(SourcePosition, Option<serde_json::Value>, Serving), String> {
     match source {
-        SourceConfig::Mysql(src) => server::status(src, checkpoint)
+        SourceConfig::Mysql(src) => server::status(src)
             .await
-            .map(|r| (r.current, None, r.gap))
+            .map(|r| (r.current, None, Serving::Mysql(r.retained)))
             .map_err(|e| e.to_string()),
-        SourceConfig::Postgres(src) => {
-            let lsn = match checkpoint {
-                Some(SourcePosition::Lsn(l)) => Some(*l),
-                _ => None,
-            };
-            crate::preflight::postgres::status(src, lsn)
-                .await
-                .map(|r| (r.current, Some(r.slot), r.gap))
-                .map_err(|e| e.to_string())
-        }
+        SourceConfig::Postgres(src) => crate::preflight::postgres::status(src)
+            .await
+            .map(|r| {
+                let serving = Serving::Postgres {
+                    slot_name: src.slot_name.clone(),
+                    slot: r.slot_info,
+                };
+                (r.current, Some(r.slot), serving)
+            })
+            .map_err(|e| e.to_string()),
     }
 }
 

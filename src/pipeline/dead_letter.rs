@@ -4,8 +4,12 @@
 //! A dead letter goes to the connector's dead-letter topic with the event's key and, when
 //! it has one, its value (the routed record's value for a record Kafka refused; the payload
 //! column as written for a row the router refused), so that it can be replayed from there.
-//! A dead letter that would be larger than `kafka.max_record_bytes` (a record refused for
-//! being larger than that) keeps no value; header `__outboxd.value.dropped` says so.
+//! A record refused as too large (by its topic's `max.message.bytes`, or by
+//! `kafka.max_record_bytes` before sending) becomes a dead letter without its value: a copy
+//! would be as large, and the dead-letter topic would most likely refuse it too, which
+//! stops the connector. So does any dead letter that would be larger than
+//! `kafka.max_record_bytes`. Headers `__outboxd.value.dropped` (why) and
+//! `__outboxd.record.bytes` (the record's size) say so.
 //!
 //! Headers: the record's own (`id` first) and, with context headers on
 //! (`errors.deadletterqueue.context.headers.enable`), Kafka Connect's error context under its
@@ -28,11 +32,15 @@
 //! | `__outboxd.source.commit` | the position after that transaction, when known when sent |
 //!
 //! The topic is created when missing with one partition (so dead letters keep source order,
-//! as Kafka Connect creates its DLQ topic) and the broker's default replication factor.
+//! as Kafka Connect creates its DLQ topic), the broker's default replication factor and
+//! `max.message.bytes` = the producer's `message.max.bytes` (`kafka.max_record_bytes` plus
+//! framing), so that it takes every dead letter the connector may send. An existing topic
+//! that takes less is refused at startup ([`SinkError::DeadLetterTopicTooSmall`]), naming
+//! both settings: otherwise the first large dead letter would stop the connector.
 
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::error::RDKafkaErrorCode;
 
 use super::poison::Cause;
@@ -40,7 +48,7 @@ use crate::config::{ErrorPolicy, KafkaConfig};
 use crate::event::TableName;
 use crate::position::SourcePosition;
 use crate::sink::client_log::ClientLog;
-use crate::sink::{client, KafkaRecord, SinkError};
+use crate::sink::{client, KafkaRecord, Refusal, SinkError};
 
 /// Kafka Connect's header with the topic the failed record was for.
 pub const H_TOPIC: &str = "__connect.errors.topic";
@@ -70,6 +78,9 @@ pub const H_ROW: &str = "__outboxd.source.row";
 pub const H_COMMIT: &str = "__outboxd.source.commit";
 /// Why the dead letter has no value.
 pub const H_VALUE_DROPPED: &str = "__outboxd.value.dropped";
+/// With [`H_VALUE_DROPPED`]: the size of the record (or row) the dead letter stands for, in
+/// bytes as `kafka.max_record_bytes` counts them (`KafkaRecord::approx_size`).
+pub const H_RECORD_BYTES: &str = "__outboxd.record.bytes";
 
 /// Where an event that cannot be delivered came from.
 #[derive(Debug, Clone)]
@@ -102,7 +113,8 @@ pub struct Contents {
 }
 
 /// The dead letter for an event from `origin` that failed with `cause`, for `policy`'s
-/// topic; at most `max_record_bytes` (`KafkaRecord::approx_size`), dropping the value to fit.
+/// topic; without the value when `cause` is a record too large, and at most
+/// `max_record_bytes` (`KafkaRecord::approx_size`), dropping the value to fit.
 pub fn record(
     policy: &ErrorPolicy,
     origin: &Origin<'_>,
@@ -114,6 +126,12 @@ pub fn record(
         .dead_letter_topic
         .clone()
         .unwrap_or_else(|| "(no dead-letter topic)".into());
+    let original = crate::sink::record::approx_size(
+        contents.topic.as_deref().unwrap_or_default(),
+        contents.key.as_deref(),
+        contents.value.as_deref(),
+        &contents.headers,
+    );
     let mut headers = contents.headers;
     let mut dropped: Option<String> = None;
     if policy.context_headers {
@@ -153,7 +171,15 @@ pub fn record(
         timestamp_ms: contents.timestamp_ms,
         partition: None,
     };
-    if dead.approx_size() > max_record_bytes && dead.value.is_some() {
+    let too_large = matches!(cause, Cause::Refused(e) if e.refusal() == Some(Refusal::TooLarge));
+    if too_large && dead.value.is_some() {
+        dead.value = None;
+        dropped = Some(
+            "the record was too large (outboxd.kafka.record_too_large): a dead letter with its \
+             value would be as large"
+                .to_string(),
+        );
+    } else if dead.approx_size() > max_record_bytes && dead.value.is_some() {
         dead.value = None;
         dropped = Some(format!(
             "the dead letter would exceed kafka.max_record_bytes={max_record_bytes}"
@@ -162,6 +188,10 @@ pub fn record(
     if let Some(why) = dropped {
         dead.headers
             .push((H_VALUE_DROPPED.to_string(), why.into_bytes()));
+        dead.headers.push((
+            H_RECORD_BYTES.to_string(),
+            original.to_string().into_bytes(),
+        ));
     }
     dead
 }
@@ -178,35 +208,34 @@ pub fn with_commit(dead: &mut KafkaRecord, policy: &ErrorPolicy, commit: &Source
 /// Longest the topic creation may take.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Creates the dead-letter `topic` (one partition, the broker's default replication) unless
-/// it exists.
+/// Creates the dead-letter `topic` unless it exists (one partition, the broker's default
+/// replication, `max.message.bytes` = the producer's `message.max.bytes`), then checks that
+/// it takes every dead letter the connector may send ([`topic_limit`]).
 ///
 /// Errors: transient when Kafka does not answer; definite when the creation is refused
-/// (ACLs, policy): then create the topic by hand.
+/// (ACLs, policy): then create the topic by hand; definite
+/// ([`SinkError::DeadLetterTopicTooSmall`]) when the topic's `max.message.bytes` is smaller
+/// than the producer's `message.max.bytes`.
 pub async fn ensure_topic(
     kafka: &KafkaConfig,
     topic: &str,
     link: std::sync::Arc<crate::sink::KafkaLink>,
 ) -> Result<(), SinkError> {
-    let admin: AdminClient<ClientLog> = client::config(kafka)
-        .create_with_context(ClientLog::new(link))
-        .map_err(|e| SinkError::Client {
-            source: Box::new(e),
-        })?;
-    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+    let (required, _) = crate::sink::kafka::producer_sizes(kafka)?;
+    let admin = admin(kafka, link)?;
+    let required_text = required.to_string();
+    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
+        .set("max.message.bytes", &required_text);
     let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+    let unanswered = |detail: String| SinkError::DeadLetterTopic {
+        topic: topic.to_string(),
+        detail,
+        definite: false,
+    };
     let results = tokio::time::timeout(ADMIN_TIMEOUT, admin.create_topics([&new], &opts))
         .await
-        .map_err(|_| SinkError::DeadLetterTopic {
-            topic: topic.to_string(),
-            detail: "Kafka did not answer the CreateTopics request".into(),
-            definite: false,
-        })?
-        .map_err(|e| SinkError::DeadLetterTopic {
-            topic: topic.to_string(),
-            detail: e.to_string(),
-            definite: false,
-        })?;
+        .map_err(|_| unanswered("Kafka did not answer the CreateTopics request".into()))?
+        .map_err(|e| unanswered(e.to_string()))?;
     for r in results {
         match r {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
@@ -227,7 +256,90 @@ pub async fn ensure_topic(
             }
         }
     }
-    Ok(())
+    match topic_limit(&admin, topic).await? {
+        Limit::Bytes(limit) => too_small(kafka, topic, limit).map_or(Ok(()), Err),
+        Limit::Missing => Ok(()),
+        Limit::Unknown(why) => {
+            tracing::warn!(
+                topic,
+                "cannot read the dead-letter topic's max.message.bytes ({why}): a dead letter \
+                 larger than it would stop the connector; make sure it is at least \
+                 {required} (kafka.max_record_bytes plus framing)"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// An admin client with the connector's Kafka settings, reporting to `link`.
+pub fn admin(
+    kafka: &KafkaConfig,
+    link: std::sync::Arc<crate::sink::KafkaLink>,
+) -> Result<AdminClient<ClientLog>, SinkError> {
+    client::config(kafka)
+        .create_with_context(ClientLog::new(link))
+        .map_err(|e| SinkError::Client {
+            source: Box::new(e),
+        })
+}
+
+/// A topic's `max.message.bytes` as the broker reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Limit {
+    /// The topic's limit (its own setting, or the broker's default).
+    Bytes(usize),
+    /// The topic does not exist.
+    Missing,
+    /// Kafka would not tell (no `DescribeConfigs` permission, say): why.
+    Unknown(String),
+}
+
+/// `topic`'s `max.message.bytes` (Kafka's DescribeConfigs).
+///
+/// Errors (transient) only when Kafka does not answer.
+pub async fn topic_limit(admin: &AdminClient<ClientLog>, topic: &str) -> Result<Limit, SinkError> {
+    let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
+    let described = tokio::time::timeout(
+        ADMIN_TIMEOUT,
+        admin.describe_configs([&ResourceSpecifier::Topic(topic)], &opts),
+    )
+    .await
+    .map_err(|_| SinkError::DeadLetterTopic {
+        topic: topic.to_string(),
+        detail: "Kafka did not answer the DescribeConfigs request".into(),
+        definite: false,
+    })?
+    .map_err(|e| SinkError::DeadLetterTopic {
+        topic: topic.to_string(),
+        detail: e.to_string(),
+        definite: false,
+    })?;
+    Ok(match described.into_iter().next() {
+        Some(Ok(resource)) => match resource
+            .get("max.message.bytes")
+            .and_then(|e| e.value.as_deref())
+            .and_then(|v| v.trim().parse().ok())
+        {
+            Some(limit) => Limit::Bytes(limit),
+            None => Limit::Unknown("max.message.bytes missing from the answer".into()),
+        },
+        Some(Err(RDKafkaErrorCode::UnknownTopicOrPartition)) => Limit::Missing,
+        Some(Err(code)) => Limit::Unknown(code.to_string()),
+        None => Limit::Unknown("no answer for the topic".into()),
+    })
+}
+
+/// The refusal of dead-letter `topic` whose `max.message.bytes` is `limit`, when that is
+/// smaller than the producer's `message.max.bytes` for `kafka`; `None` when it takes every
+/// dead letter.
+pub fn too_small(kafka: &KafkaConfig, topic: &str, limit: usize) -> Option<SinkError> {
+    let (required, _) = crate::sink::kafka::producer_sizes(kafka).ok()?;
+    (limit < required).then(|| SinkError::DeadLetterTopicTooSmall {
+        topic: topic.to_string(),
+        limit,
+        required,
+        max_record_bytes: kafka.max_record_bytes,
+    })
 }
 
 #[cfg(test)]
@@ -300,5 +412,98 @@ mod tests {
         assert!(header(&small, H_VALUE_DROPPED)
             .unwrap()
             .contains("max_record_bytes"));
+        assert_eq!(
+            header(&small, H_RECORD_BYTES),
+            Some("19"),
+            "key, value, id header"
+        );
+    }
+
+    #[test]
+    fn a_record_refused_as_too_large_is_dead_lettered_without_its_value() {
+        use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
+        let table = TableName::new("shop", "outbox_events");
+        let origin = Origin {
+            connector: "shop",
+            table: &table,
+            event_id: "e9",
+            before: None,
+            row: 1,
+        };
+        let contents = Contents {
+            topic: Some("shop.Big".into()),
+            key: Some(b"a-1".to_vec()),
+            value: Some(vec![b'x'; 2_000_000]),
+            headers: vec![("id".into(), b"e9".to_vec())],
+            ..Contents::default()
+        };
+        let size = 8 + 3 + 2_000_000 + 2 + 2;
+        for refusal in [
+            SinkError::on_delivery(
+                &KafkaError::MessageProduction(C::MessageSizeTooLarge),
+                "e9".into(),
+                "shop.Big",
+            ),
+            SinkError::RecordTooLarge {
+                id: "e9".into(),
+                topic: "shop.Big".into(),
+                size,
+                limit: 1_000_000,
+            },
+        ] {
+            let cause = Cause::Refused(refusal);
+            // Well within kafka.max_record_bytes: dropped all the same.
+            let r = record(&policy(true), &origin, &cause, contents.clone(), 16 << 20);
+            assert!(r.value.is_none(), "{cause}");
+            assert_eq!(r.key.as_deref(), Some(&b"a-1"[..]));
+            assert!(header(&r, H_VALUE_DROPPED).unwrap().contains("too large"));
+            assert_eq!(header(&r, H_RECORD_BYTES), Some(size.to_string().as_str()));
+            assert_eq!(header(&r, H_TOPIC), Some("shop.Big"));
+            assert_eq!(
+                header(&r, H_EXCEPTION),
+                Some("outboxd.kafka.record_too_large")
+            );
+            assert!(r.approx_size() < 4096, "{}", r.approx_size());
+        }
+        // Another refusal (no ACL) keeps the value, to replay it from there.
+        let acl = Cause::Refused(SinkError::on_delivery(
+            &KafkaError::MessageProduction(C::TopicAuthorizationFailed),
+            "e9".into(),
+            "shop.Big",
+        ));
+        let r = record(&policy(true), &origin, &acl, contents, 16 << 20);
+        assert_eq!(r.value.as_ref().map(Vec::len), Some(2_000_000));
+        assert!(header(&r, H_VALUE_DROPPED).is_none());
+    }
+
+    #[test]
+    fn a_dead_letter_topic_must_take_what_the_producer_may_send() {
+        let kafka = |max_record_bytes| KafkaConfig {
+            bootstrap_servers: "127.0.0.1:9092".into(),
+            producer: Default::default(),
+            client: Default::default(),
+            producer_secrets: Default::default(),
+            max_record_bytes,
+        };
+        let (required, _) = crate::sink::kafka::producer_sizes(&kafka(16 << 20)).unwrap();
+        assert!(too_small(&kafka(16 << 20), "dlq", required).is_none());
+        let e = too_small(&kafka(16 << 20), "dlq", 1_048_588).unwrap();
+        assert_eq!(e.class(), crate::error::Class::Definite);
+        let msg = e.to_string();
+        for part in [
+            "dead-letter topic dlq",
+            "max.message.bytes=1048588",
+            "kafka.max_record_bytes=16777216",
+            &format!("at least {required}"),
+            "lower kafka.max_record_bytes to at most 983052",
+        ] {
+            assert!(msg.contains(part), "{part:?} in {msg}");
+        }
+        assert!(!msg.contains("  "), "{msg:?}");
+        // Too small to propose a limit that fits.
+        let msg = too_small(&kafka(16 << 20), "dlq", 2048)
+            .unwrap()
+            .to_string();
+        assert!(!msg.contains("lower kafka.max_record_bytes"), "{msg}");
     }
 }

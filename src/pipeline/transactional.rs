@@ -29,7 +29,7 @@ use crate::error::Error;
 use crate::event::{RowChange, SourceEvent};
 use crate::metrics as m;
 use crate::position::SourcePosition;
-use crate::sink::{DeliveryTracker, KafkaSink, Refused};
+use crate::sink::{DeliveryTracker, KafkaSink, Refused, SinkError};
 
 /// Awaits `fut` (the open transaction's acknowledgements, or its commit) while watching for
 /// shutdown: once it is signalled (`stop_by` is then set to the signal time plus
@@ -369,7 +369,9 @@ impl Eos<'_> {
     /// A record Kafka refuses (too large, no ACL) leaves the transaction in an abortable
     /// error state, and the next send or the commit then fails with librdkafka's "Erroneous
     /// state": the refusal is the cause to report (a definite failure that names the event),
-    /// not that (a transient one, which would retry the same refusal for ever).
+    /// not that (a transient one, which would retry the same refusal for ever). A topic the
+    /// connector may not write to is refused for the whole transaction instead
+    /// ([`crate::sink::TxnRefusal`]): its records, purged, are the refused ones.
     fn failed(&mut self, f: Error, on_send: Option<Refused>) -> Result<Ending, Error> {
         if let Some(fatal) = self.sink.fatal() {
             return Err(fatal.into());
@@ -387,7 +389,20 @@ impl Eos<'_> {
         // Ordinals, counted from the last commit.
         let mut refused = poison::ordinals_from(self.deliveries.take_refused(), base);
         refused.extend(on_send);
-        let cause = settled.map(Error::from).unwrap_or(f);
+        let (txn_refused, topics) = self.deliveries.take_txn_refused();
+        refused.extend(poison::ordinals_from(txn_refused, base));
+        let cause = match (settled, topics.first()) {
+            (Some(s), _) => s.into(),
+            // A refused topic none of whose records is known: still a definite stop,
+            // never a retry of the same refusal.
+            (None, Some(t)) if refused.is_empty() => SinkError::on_delivery(
+                &rdkafka::error::KafkaError::MessageProduction(t.code),
+                "(not known)".into(),
+                &t.topic,
+            )
+            .into(),
+            (None, _) => f,
+        };
         let from = match (&self.committed, refused.is_empty() || signalled) {
             (Some(from), false) => from.clone(),
             _ => return Err(cause),

@@ -57,7 +57,9 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             return out;
         }
     };
-    out.push(match sink.probe(PROBE_TIMEOUT).await {
+    let reachable = sink.probe(PROBE_TIMEOUT).await;
+    let answered = reachable.is_ok();
+    out.push(match reachable {
         Ok(brokers) => CheckResult::new(
             name,
             "kafka",
@@ -84,7 +86,58 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             ),
         ),
     });
+    if let (Some(topic), true) = (cfg.errors.dead_letters(), answered) {
+        out.push(dead_letter_topic(cfg, topic, link).await);
+    }
     out
+}
+
+/// The `dead-letter topic` check: whether the topic takes every dead letter the connector
+/// may send there (its `max.message.bytes` against the producer's `message.max.bytes`).
+async fn dead_letter_topic(
+    cfg: &ConnectorConfig,
+    topic: &str,
+    link: Arc<KafkaLink>,
+) -> CheckResult {
+    use crate::pipeline::dead_letter::{self, Limit};
+    let name = cfg.name.as_str();
+    let label = format!("dead-letter topic {topic}");
+    let limit = match dead_letter::admin(&cfg.kafka, link) {
+        Ok(admin) => dead_letter::topic_limit(&admin, topic).await,
+        Err(f) => Err(f),
+    };
+    match limit {
+        Ok(Limit::Bytes(limit)) => match dead_letter::too_small(&cfg.kafka, topic, limit) {
+            Some(f) => CheckResult::new(name, &label, Status::Fail, f.to_string()),
+            None => CheckResult::new(
+                name,
+                &label,
+                Status::Pass,
+                format!(
+                    "max.message.bytes={limit} takes every dead letter (kafka.max_record_bytes={} \
+                     plus framing)",
+                    cfg.kafka.max_record_bytes
+                ),
+            ),
+        },
+        Ok(Limit::Missing) => CheckResult::new(
+            name,
+            &label,
+            Status::Pass,
+            "does not exist yet; the connector creates it (one partition, max.message.bytes \
+             from kafka.max_record_bytes)",
+        ),
+        Ok(Limit::Unknown(why)) => CheckResult::new(
+            name,
+            &label,
+            Status::Warn,
+            format!(
+                "cannot read its max.message.bytes ({why}); it must take kafka.max_record_bytes \
+                 plus framing, or a large dead letter stops the connector"
+            ),
+        ),
+        Err(f) => CheckResult::new(name, &label, Status::Fail, f.to_string()),
+    }
 }
 
 /// The TLS version the first bootstrap broker negotiates: librdkafka does not report the

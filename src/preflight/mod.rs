@@ -59,9 +59,44 @@ impl fmt::Display for CheckResult {
     }
 }
 
+/// A connector's stored checkpoint as `check` reads it: once, when first asked. The source
+/// checks ask right after reading what the source still has (its binlogs, its slot): a relay
+/// running meanwhile only moves its checkpoint forward, and confirms to a PostgreSQL slot
+/// only what it has stored, so a checkpoint read after the source's state is never behind
+/// what that state reflects, and no gap the relay has already closed is reported. Read on a
+/// thread of its own ([`crate::checkpoint::load_apart`]): the source's connection is open.
+pub struct StoredCheckpoint {
+    store: std::cell::Cell<Option<Box<dyn crate::checkpoint::CheckpointStore>>>,
+    read: std::cell::OnceCell<Result<Option<crate::checkpoint::Checkpoint>, String>>,
+}
+
+impl StoredCheckpoint {
+    /// The checkpoint in `store`, not read yet.
+    pub fn new(store: Box<dyn crate::checkpoint::CheckpointStore>) -> Self {
+        Self {
+            store: std::cell::Cell::new(Some(store)),
+            read: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The checkpoint (`Ok(None)`: none yet), read now unless it was already; `Err` says why
+    /// it could not be read. Blocks the calling worker thread for the read (a Kafka store
+    /// reads its topic).
+    pub fn get(&self) -> Result<Option<&crate::checkpoint::Checkpoint>, &str> {
+        self.read
+            .get_or_init(|| match self.store.take() {
+                Some(store) => crate::checkpoint::load_apart(store).map_err(|f| f.to_string()),
+                None => Err("the checkpoint store is gone".into()),
+            })
+            .as_ref()
+            .map(Option::as_ref)
+            .map_err(String::as_str)
+    }
+}
+
 /// The `checkpoint` check of `outboxd check`: whether the source can still serve the stored
 /// checkpoint. `loaded` is the checkpoint as read (`None`: it could not be read, which the
-/// caller reported already; `Some(None)`: there is none yet), `gap` the source's reason why
+/// caller reports; `Some(None)`: there is none yet), `gap` the source's reason why
 /// it cannot serve it, and `fresh` what a first start does.
 pub fn checkpoint_result(
     connector: &str,

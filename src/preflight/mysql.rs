@@ -2,18 +2,16 @@
 
 use mysql_async::prelude::*;
 
-use super::{CheckResult, Status};
-use crate::checkpoint::Checkpoint;
+use super::{CheckResult, Status, StoredCheckpoint};
 use crate::config::{ConnectorConfig, MysqlSourceConfig, StartPosition};
 use crate::source::mysql::server::{self, ServerInfo};
 
-/// Runs every MySQL/MariaDB check for connector `cfg` with source `src`; `checkpoint` is
-/// the stored checkpoint as read (`None` when it could not be read, `Some(None)` when there
-/// is none yet), checked against the binlogs the server still has.
+/// Runs every MySQL/MariaDB check for connector `cfg` with source `src`; the `stored`
+/// checkpoint is read after the binlogs the server still has, and checked against them.
 pub async fn check(
     cfg: &ConnectorConfig,
     src: &MysqlSourceConfig,
-    checkpoint: Option<Option<&Checkpoint>>,
+    stored: &StoredCheckpoint,
 ) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
@@ -68,14 +66,14 @@ pub async fn check(
     };
     out.extend(server::requirements(&info, name, &cfg.tables, src));
     let mode = server::tracking_mode(&info, src);
-    let gap = match checkpoint.flatten() {
-        Some(cp) => match server::checkpoint_gap(&mut conn, src, mode, &cp.position).await {
-            Ok(g) => g,
-            Err(f) => Some(format!(
-                "could not compare it with the server's binlogs: {f}"
-            )),
-        },
-        None => None,
+    let retained = server::retained(&mut conn, src, mode).await;
+    let checkpoint = stored.get().ok();
+    let gap = match (checkpoint.flatten(), &retained) {
+        (Some(cp), Ok(r)) => r.gap(&cp.position),
+        (Some(_), Err(f)) => Some(format!(
+            "could not compare it with the server's binlogs: {f}"
+        )),
+        (None, _) => None,
     };
     let fresh = match src.start {
         StartPosition::Current => "starts at the server's current binlog position",

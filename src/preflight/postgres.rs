@@ -5,19 +5,17 @@
 //! Checks only read: a missing publication or slot that the connector would create is a
 //! warning that says so (with whether the role may create it), not a failure.
 
-use super::{CheckResult, Status};
-use crate::checkpoint::Checkpoint;
+use super::{CheckResult, Status, StoredCheckpoint};
 use crate::config::{ConnectorConfig, PostgresSourceConfig, PublicationAutocreate};
 use crate::position::{Lsn, SourcePosition};
 use crate::source::postgres::catalog::{self, quote_ident};
 
-/// Runs every PostgreSQL check for connector `cfg` with source `src`; `checkpoint` is the
-/// stored checkpoint as read (`None` when it could not be read, `Some(None)` when there is
-/// none yet), checked against the slot.
+/// Runs every PostgreSQL check for connector `cfg` with source `src`; the `stored`
+/// checkpoint is read after the slot, and checked against it.
 pub async fn check(
     cfg: &ConnectorConfig,
     src: &PostgresSourceConfig,
-    checkpoint: Option<Option<&Checkpoint>>,
+    stored: &StoredCheckpoint,
 ) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
@@ -61,26 +59,20 @@ pub async fn check(
         }
     };
     out.extend(catalog::requirements(&info, name));
+    // The slot first, the checkpoint after it: a running relay confirms to the slot only
+    // what it has stored, so this order never shows the slot past a checkpoint that the
+    // relay has in fact reached.
+    let found = catalog::slot_info(&client, src, &src.slot_name).await;
+    let checkpoint = stored.get().ok();
     let lsn = match checkpoint.flatten().map(|cp| &cp.position) {
         Some(SourcePosition::Lsn(l)) => Some(*l),
         _ => None,
     };
-    out.extend(slot(name, &client, src, &info, lsn).await);
-    let gap = match checkpoint.flatten() {
-        Some(cp) => match &cp.position {
-            SourcePosition::Lsn(l) => {
-                match catalog::slot_info(&client, src, &src.slot_name).await {
-                    Ok(s) => catalog::checkpoint_gap(&src.slot_name, s.as_ref(), *l),
-                    Err(f) => Some(format!("could not read the slot: {f}")),
-                }
-            }
-            other => Some(format!(
-                "the checkpoint position {other} is not a PostgreSQL LSN (written for another \
-                 source?)"
-            )),
-        },
-        None => None,
-    };
+    out.extend(slot(name, &client, src, &info, &found, lsn).await);
+    let gap = checkpoint.flatten().and_then(|cp| match &found {
+        Ok(s) => gap(&src.slot_name, s.as_ref(), &cp.position),
+        Err(f) => Some(format!("could not read the slot: {f}")),
+    });
     out.extend(super::checkpoint_result(
         name,
         checkpoint,
@@ -104,16 +96,34 @@ pub async fn check(
     out
 }
 
+/// Why slot `slot_name` (`slot`: as read, `None` when missing) cannot serve a checkpoint at
+/// `checkpoint`, or `None` when it can ([`catalog::checkpoint_gap`]; a position that is no
+/// LSN is a checkpoint written for another source).
+pub fn gap(
+    slot_name: &str,
+    slot: Option<&catalog::SlotInfo>,
+    checkpoint: &SourcePosition,
+) -> Option<String> {
+    match checkpoint {
+        SourcePosition::Lsn(l) => catalog::checkpoint_gap(slot_name, slot, *l),
+        other => Some(format!(
+            "the checkpoint position {other} is not a PostgreSQL LSN (written for another \
+             source?)"
+        )),
+    }
+}
+
 async fn slot(
     name: &str,
     client: &tokio_postgres::Client,
     src: &PostgresSourceConfig,
     info: &catalog::ServerInfo,
+    found: &Result<Option<catalog::SlotInfo>, crate::source::postgres::PgError>,
     checkpoint: Option<Lsn>,
 ) -> Vec<CheckResult> {
     let mut out = Vec::new();
-    let slot = match catalog::slot_info(client, src, &src.slot_name).await {
-        Ok(s) => s,
+    let slot = match found {
+        Ok(s) => s.clone(),
         Err(f) => {
             return vec![CheckResult::new(
                 name,
@@ -471,23 +481,23 @@ pub struct StatusReport {
     pub current: SourcePosition,
     /// The slot's figures (`confirmed_flush_lsn`, `restart_lsn`, lag in bytes, holder).
     pub slot: serde_json::Value,
-    /// Why the slot can no longer serve the checkpoint, if it cannot
-    /// ([`catalog::checkpoint_gap`]).
-    pub gap: Option<String>,
+    /// The slot as read (`None`: it does not exist), for [`gap`] with the checkpoint read
+    /// after it.
+    pub slot_info: Option<catalog::SlotInfo>,
 }
 
-/// The server's current WAL position, the slot's figures and (with a `checkpoint` LSN)
-/// whether the slot can still serve it, for `outboxd status`.
+/// The server's current WAL position and the slot's figures, for `outboxd status`. The
+/// caller reads the checkpoint afterwards and compares ([`gap`]): a running relay confirms
+/// to the slot only what it has stored, so a checkpoint read after the slot is never
+/// behind the slot's `confirmed_flush_lsn` unless the slot really moved past it.
 pub async fn status(
     src: &PostgresSourceConfig,
-    checkpoint: Option<Lsn>,
 ) -> Result<StatusReport, crate::source::postgres::PgError> {
     let client = catalog::connect(src).await?;
     let current = catalog::current_wal_lsn(&client, src).await?;
     let slot = catalog::slot_info(&client, src, &src.slot_name).await?;
-    let gap = checkpoint.and_then(|c| catalog::checkpoint_gap(&src.slot_name, slot.as_ref(), c));
     let lag = |l: Option<Lsn>| l.map(|l| current.0.saturating_sub(l.0));
-    let slot_json = match slot {
+    let slot_json = match &slot {
         None => serde_json::json!({"name": src.slot_name, "exists": false}),
         Some(s) => serde_json::json!({
             "name": src.slot_name,
@@ -503,6 +513,6 @@ pub async fn status(
     Ok(StatusReport {
         current: SourcePosition::Lsn(current),
         slot: slot_json,
-        gap,
+        slot_info: slot,
     })
 }

@@ -101,6 +101,27 @@ pub enum SinkError {
         /// Refused for good (ACLs, policy), or Kafka did not answer.
         definite: bool,
     },
+    /// The dead-letter topic takes smaller records than the connector may send there:
+    /// refused at startup (a large dead letter would otherwise stop the connector later).
+    #[error(
+        "the dead-letter topic {topic} takes records of at most max.message.bytes={limit} \
+         bytes, less than the producer may send there (message.max.bytes={required}: \
+         kafka.max_record_bytes={max_record_bytes} plus framing); a larger dead letter would be \
+         refused and stop the connector: raise the topic's max.message.bytes to at least \
+         {required} (kafka-configs --alter --entity-type topics --entity-name {topic} \
+         --add-config max.message.bytes={required}){}",
+        lower_to(*limit, *required, *max_record_bytes)
+    )]
+    DeadLetterTopicTooSmall {
+        /// The topic.
+        topic: String,
+        /// Its `max.message.bytes`.
+        limit: usize,
+        /// The producer's `message.max.bytes`.
+        required: usize,
+        /// `kafka.max_record_bytes`.
+        max_record_bytes: usize,
+    },
     /// librdkafka refused to enqueue a record for good.
     #[error("{}", refused_on_send(*reason, id, topic, partition, source))]
     RefusedOnSend {
@@ -211,6 +232,17 @@ pub enum SinkError {
     },
 }
 
+/// The "or lower kafka.max_record_bytes" part of [`SinkError::DeadLetterTopicTooSmall`], when
+/// a limit that fits the topic is large enough to be worth proposing (1 KiB).
+fn lower_to(limit: usize, required: usize, max_record_bytes: usize) -> String {
+    let fits = limit.saturating_sub(required.saturating_sub(max_record_bytes));
+    if fits >= 1024 {
+        format!(", or lower kafka.max_record_bytes to at most {fits}")
+    } else {
+        String::new()
+    }
+}
+
 fn refused_on_send(
     reason: Refusal,
     id: &str,
@@ -271,7 +303,8 @@ impl SinkError {
             | SinkError::Fenced { .. }
             | SinkError::Link(_)
             | SinkError::Transaction { fatal: true, .. }
-            | SinkError::DeadLetterTopic { definite: true, .. } => Class::Definite,
+            | SinkError::DeadLetterTopic { definite: true, .. }
+            | SinkError::DeadLetterTopicTooSmall { .. } => Class::Definite,
         }
     }
 
@@ -370,6 +403,14 @@ impl SinkError {
                     Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
                 )
         )
+    }
+
+    /// The event id and topic of the record a delivery failure (or refusal) is about.
+    pub fn record(&self) -> Option<(&str, &str)> {
+        match self {
+            SinkError::Delivery { id, topic, .. } => Some((id, topic)),
+            other => other.refused_record(),
+        }
     }
 
     /// The refused record's event id and topic, for a record Kafka refused for good (or

@@ -63,7 +63,10 @@ pub fn producer_sizes(cfg: &KafkaConfig) -> Result<(usize, u64), SinkError> {
     if message_max > LIBRDKAFKA_MAX_MESSAGE_BYTES {
         return Err(SinkError::RecordLimit {
             detail: format!(
-                "kafka.max_record_bytes={} is more than librdkafka can produce (its                  message.max.bytes is at most {LIBRDKAFKA_MAX_MESSAGE_BYTES}, and outboxd adds                  {FRAMING_ALLOWANCE} bytes of framing); lower kafka.max_record_bytes to at most                  {}",
+                "kafka.max_record_bytes={} is more than librdkafka can produce (its \
+                 message.max.bytes is at most {LIBRDKAFKA_MAX_MESSAGE_BYTES}, and outboxd adds \
+                 {FRAMING_ALLOWANCE} bytes of framing); lower kafka.max_record_bytes to at most \
+                 {}",
                 cfg.max_record_bytes,
                 LIBRDKAFKA_MAX_MESSAGE_BYTES - FRAMING_ALLOWANCE
             ),
@@ -78,7 +81,10 @@ pub fn producer_sizes(cfg: &KafkaConfig) -> Result<(usize, u64), SinkError> {
         {
             return Err(SinkError::RecordLimit {
                 detail: format!(
-                    "kafka.producer.message.max.bytes={v} is smaller than                      kafka.max_record_bytes={}: records in between would be refused; remove                      the override (outboxd derives message.max.bytes from                      kafka.max_record_bytes) or lower kafka.max_record_bytes",
+                    "kafka.producer.message.max.bytes={v} is smaller than \
+                     kafka.max_record_bytes={}: records in between would be refused; remove \
+                     the override (outboxd derives message.max.bytes from \
+                     kafka.max_record_bytes) or lower kafka.max_record_bytes",
                     cfg.max_record_bytes
                 ),
             });
@@ -88,7 +94,11 @@ pub fn producer_sizes(cfg: &KafkaConfig) -> Result<(usize, u64), SinkError> {
         if v.trim().parse::<u64>().is_ok_and(|k| k < needed_kbytes) {
             return Err(SinkError::RecordLimit {
                 detail: format!(
-                    "kafka.producer.queue.buffering.max.kbytes={v} (KiB) cannot hold a record                      of kafka.max_record_bytes={} bytes: such a record would wait for room in                      the producer queue for ever; raise queue.buffering.max.kbytes to at least                      {needed_kbytes} (or remove the override: outboxd then uses {queue_kbytes}),                      or lower kafka.max_record_bytes",
+                    "kafka.producer.queue.buffering.max.kbytes={v} (KiB) cannot hold a record \
+                     of kafka.max_record_bytes={} bytes: such a record would wait for room in \
+                     the producer queue for ever; raise queue.buffering.max.kbytes to at least \
+                     {needed_kbytes} (or remove the override: outboxd then uses {queue_kbytes}), \
+                     or lower kafka.max_record_bytes",
                     cfg.max_record_bytes
                 ),
             });
@@ -566,5 +576,24 @@ mod tests {
             &[("queue.buffering.max.kbytes", "4096")]
         ))
         .is_ok());
+    }
+
+    #[test]
+    fn startup_refusals_read_as_one_line_of_prose() {
+        let refusals = [
+            producer_sizes(&kafka(LIBRDKAFKA_MAX_MESSAGE_BYTES, &[])),
+            producer_sizes(&kafka(4 * 1024 * 1024, &[("message.max.bytes", "1000000")])),
+            producer_sizes(&kafka(
+                32 * 1024 * 1024,
+                &[("queue.buffering.max.kbytes", "16384")],
+            )),
+        ];
+        for r in refusals {
+            let msg = r.unwrap_err().to_string();
+            assert!(
+                !msg.contains("  ") && !msg.contains('\n'),
+                "a broken line continuation: {msg:?}"
+            );
+        }
     }
 }

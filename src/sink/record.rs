@@ -17,19 +17,34 @@ pub struct KafkaRecord {
     pub partition: Option<i32>,
 }
 
+/// [`KafkaRecord::approx_size`] of a record's parts: topic, key, value and header names and
+/// values, in bytes.
+pub fn approx_size(
+    topic: &str,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[(String, Vec<u8>)],
+) -> usize {
+    topic.len()
+        + key.map_or(0, <[u8]>::len)
+        + value.map_or(0, <[u8]>::len)
+        + headers
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>()
+}
+
 impl KafkaRecord {
     /// Approximate size in bytes: topic, key, value and header names and values. Kafka's own
     /// per-record framing (a few dozen bytes) is not counted. Used for batching limits and
     /// `kafka.max_record_bytes`.
     pub fn approx_size(&self) -> usize {
-        self.topic.len()
-            + self.key.as_ref().map_or(0, Vec::len)
-            + self.value.as_ref().map_or(0, Vec::len)
-            + self
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.len())
-                .sum::<usize>()
+        approx_size(
+            &self.topic,
+            self.key.as_deref(),
+            self.value.as_deref(),
+            &self.headers,
+        )
     }
 
     /// The outbox event id (the `id` header) as text, for naming the record in errors;

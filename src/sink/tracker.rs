@@ -73,10 +73,64 @@ pub struct DeliveryTracker {
     failure: Mutex<Option<Recorded>>,
     /// Records Kafka refused for good, in report order.
     refused: Mutex<Vec<Refused>>,
+    /// Records purged from the producer's queues (an abort, an abortable transaction
+    /// error), in report order, with the refusal a [`TxnRefusal`] of their topic makes of
+    /// them ([`take_txn_refused`](Self::take_txn_refused)).
+    purged: Mutex<Vec<Purged>>,
+    /// Topics the transaction coordinator would not add to the open transaction.
+    txn_refusals: Mutex<Vec<TxnRefusal>>,
     /// Reports of records numbered below this are from before the last
     /// [`rebase`](DeliveryTracker::rebase) and are ignored.
     base: AtomicU64,
     notify: Notify,
+}
+
+/// A record purged from the producer's queues.
+#[derive(Debug, Clone)]
+struct Purged {
+    seq: u64,
+    size: u64,
+    id: String,
+    topic: String,
+}
+
+/// A topic the transaction coordinator would not add to the open Kafka transaction for good
+/// (no WRITE ACL for it, an invalid topic): exactly-once, Kafka refuses a topic's records
+/// this way, for the whole transaction (`AddPartitionsToTxn`), not in their delivery reports.
+/// librdkafka logs it (facility `ADDPARTS`), fails the transaction with an abortable error
+/// and purges what was queued (rdkafka_txnmgr.c); the purged records of that topic are the
+/// refused ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnRefusal {
+    /// The topic.
+    pub topic: String,
+    /// Kafka's error (`TopicAuthorizationFailed`, `InvalidTopic`).
+    pub code: rdkafka::error::RDKafkaErrorCode,
+}
+
+impl TxnRefusal {
+    /// The refusal in a librdkafka log line of facility `fac`, when it is one: `ADDPARTS`
+    /// "Failed to add partition "<topic>" [<n>] to transaction: Broker: Topic authorization
+    /// failed" (or "Broker: Invalid topic"), as librdkafka 2.x writes it.
+    pub fn from_log(fac: &str, message: &str) -> Option<Self> {
+        use rdkafka::error::RDKafkaErrorCode as C;
+        if fac != "ADDPARTS" {
+            return None;
+        }
+        const FAILED: &str = "Failed to add partition \"";
+        let rest = &message[message.find(FAILED)? + FAILED.len()..];
+        let (topic, rest) = rest.split_once('"')?;
+        let (_, why) = rest.split_once("to transaction: ")?;
+        let code = match why.trim() {
+            "Broker: Topic authorization failed" => C::TopicAuthorizationFailed,
+            "Broker: Invalid topic" => C::InvalidTopic,
+            _ => return None,
+        };
+        Some(Self {
+            topic: topic.to_string(),
+            code,
+        })
+    }
 }
 
 /// A record Kafka refused for good.
@@ -178,6 +232,8 @@ impl DeliveryTracker {
             failure: Mutex::default(),
             failed_otherwise: AtomicBool::default(),
             refused: Mutex::default(),
+            purged: Mutex::default(),
+            txn_refusals: Mutex::default(),
             base: AtomicU64::default(),
             notify: Notify::new(),
         }
@@ -307,6 +363,28 @@ impl DeliveryTracker {
         std::mem::take(&mut *self.refused.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// The records purged since the last call (or rebase) whose topic the transaction
+    /// coordinator refused ([`TxnRefusal`]), as that topic's refusal of each (in report
+    /// order), and the refused topics themselves. Both empty when no topic was refused.
+    pub fn take_txn_refused(&self) -> (Vec<Refused>, Vec<TxnRefusal>) {
+        let topics =
+            std::mem::take(&mut *self.txn_refusals.lock().unwrap_or_else(|e| e.into_inner()));
+        let purged = std::mem::take(&mut *self.purged.lock().unwrap_or_else(|e| e.into_inner()));
+        let refused = purged
+            .into_iter()
+            .filter_map(|p| {
+                let t = topics.iter().find(|t| t.topic == p.topic)?;
+                let e = rdkafka::error::KafkaError::MessageProduction(t.code);
+                Some(Refused {
+                    seq: p.seq,
+                    size: p.size,
+                    refusal: SinkError::on_delivery(&e, p.id, &p.topic),
+                })
+            })
+            .collect();
+        (refused, topics)
+    }
+
     /// Starts afresh from the records sent so far, for a loop that runs again on this
     /// producer (after an aborted transaction, or to replay from a checkpoint): they count as
     /// settled, failures and refusals are forgotten, and reports still to come for them are
@@ -328,6 +406,14 @@ impl DeliveryTracker {
         self.failed_otherwise.store(false, Ordering::Release);
         *kept = None;
         self.refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.purged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.txn_refusals
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
@@ -374,6 +460,17 @@ impl DeliveryTracker {
     }
 
     fn on_failed(&self, seq: u64, failure: SinkError, size: u64) {
+        if let (true, Some((id, topic))) = (failure.is_purged(), failure.record()) {
+            self.purged
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Purged {
+                    seq,
+                    size,
+                    id: id.to_string(),
+                    topic: topic.to_string(),
+                });
+        }
         if failure.refusal().is_some() {
             self.refused
                 .lock()
@@ -411,6 +508,12 @@ impl DeliveryTracker {
 
 impl ClientContext for DeliveryTracker {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        if let Some(refusal) = TxnRefusal::from_log(fac, message) {
+            let mut topics = self.txn_refusals.lock().unwrap_or_else(|e| e.into_inner());
+            if !topics.contains(&refusal) {
+                topics.push(refusal);
+            }
+        }
         super::client_log::log_via(&self.link, level, fac, message);
     }
 
@@ -577,6 +680,89 @@ mod tests {
         t.enqueued(5);
         t.on_delivered(4, 5);
         assert_eq!(t.acked_below(), 5);
+    }
+
+    #[test]
+    fn a_topic_refused_for_the_transaction_is_read_from_librdkafka_s_log() {
+        // As librdkafka 2.12 logs it (rd_rkb_log: thread and broker prefixes).
+        let line = "[thrd:sasl_ssl://localhost:41094/bootstrap]: \
+                    sasl_ssl://localhost:41094/1: Failed to add partition \"shop.Denied\" [2] \
+                    to transaction: Broker: Topic authorization failed";
+        assert_eq!(
+            TxnRefusal::from_log("ADDPARTS", line),
+            Some(TxnRefusal {
+                topic: "shop.Denied".into(),
+                code: C::TopicAuthorizationFailed
+            })
+        );
+        assert_eq!(
+            TxnRefusal::from_log(
+                "ADDPARTS",
+                &line.replace("Topic authorization failed", "Invalid topic")
+            )
+            .map(|r| r.code),
+            Some(C::InvalidTopic)
+        );
+        // The partitions not attempted because of it, other errors, other facilities: none.
+        for (fac, l) in [
+            (
+                "ADDPARTS",
+                line.replace("Topic authorization failed", "Operation not attempted"),
+            ),
+            (
+                "ADDPARTS",
+                line.replace("Topic authorization failed", "Coordinator not available"),
+            ),
+            ("TXNERR", line.to_string()),
+        ] {
+            assert_eq!(TxnRefusal::from_log(fac, &l), None, "{fac} {l}");
+        }
+    }
+
+    #[test]
+    fn the_purged_records_of_a_refused_topic_are_its_refusals() {
+        let t = DeliveryTracker::new(KafkaLink::new("test", "test:1"));
+        let purged = |id: &str, topic: &str| {
+            SinkError::on_delivery(
+                &KafkaError::MessageProduction(C::PurgeQueue),
+                id.into(),
+                topic,
+            )
+        };
+        for _ in 0..4 {
+            t.enqueued(5);
+        }
+        t.on_delivered(0, 5);
+        t.on_failed(1, purged("e1", "shop.Order"), 5);
+        t.on_failed(2, purged("e2", "shop.Denied"), 5);
+        t.on_failed(3, purged("e3", "shop.Denied"), 7);
+        let (none, topics) = t.take_txn_refused();
+        assert!(
+            none.is_empty() && topics.is_empty(),
+            "purges alone are no refusal"
+        );
+        t.rebase();
+        for _ in 0..3 {
+            t.enqueued(5);
+        }
+        t.on_failed(4, purged("e1", "shop.Order"), 5);
+        t.on_failed(5, purged("e2", "shop.Denied"), 5);
+        t.on_failed(6, purged("e3", "shop.Denied"), 7);
+        t.log(
+            rdkafka::config::RDKafkaLogLevel::Error,
+            "ADDPARTS",
+            "b/1: Failed to add partition \"shop.Denied\" [0] to transaction: Broker: Topic authorization failed",
+        );
+        let (refused, topics) = t.take_txn_refused();
+        assert_eq!(topics.len(), 1);
+        let got: Vec<(u64, u64, &str)> = refused
+            .iter()
+            .map(|r| (r.seq, r.size, r.refusal.refused_record().unwrap().0))
+            .collect();
+        assert_eq!(got, vec![(5, 5, "e2"), (6, 7, "e3")]);
+        assert!(refused.iter().all(|r| r.refusal.class() == Class::Definite));
+        assert!(refused[0].refusal.to_string().contains("shop.Denied"));
+        assert!(t.take_txn_refused().0.is_empty(), "taken");
     }
 
     #[tokio::test]

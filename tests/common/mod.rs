@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod acl;
 pub mod edges;
 pub mod faults;
 pub mod kafka;

@@ -528,6 +528,15 @@ pub fn assert_exactly_once(events: &[OutboxEvent], got: &[Consumed], log: &str) 
     assert_per_key_order(got);
 }
 
+/// [`assert_exactly_once`] with `exactly_once`, else [`assert_none_lost`].
+pub fn assert_delivered(exactly_once: bool, events: &[OutboxEvent], got: &[Consumed], log: &str) {
+    if exactly_once {
+        assert_exactly_once(events, got, log);
+    } else {
+        assert_none_lost(events, got, log);
+    }
+}
+
 /// Asserts that every event of `events` was delivered at least once (by `id` header).
 pub fn assert_none_lost(events: &[OutboxEvent], got: &[Consumed], log: &str) {
     let ids: HashSet<String> = got.iter().filter_map(|r| r.header("id")).collect();
@@ -779,11 +788,7 @@ pub async fn stop_during_kafka_outage<S: SourceDb>(db: &S, checkpoint: &str, exa
         Duration::from_secs(180),
         Duration::from_secs(4),
     );
-    if exactly_once {
-        assert_exactly_once(&events, &got, &relay.log_text());
-    } else {
-        assert_none_lost(&events, &got, &relay.log_text());
-    }
+    assert_delivered(exactly_once, &events, &got, &relay.log_text());
 }
 
 /// Runs `f` when dropped (also when the test panics), e.g. to restart a stopped service.
@@ -903,9 +908,5 @@ pub async fn kafka_refusal_stops_then_resumes<S: SourceDb>(
         Duration::from_secs(120),
         Duration::from_secs(3),
     );
-    if exactly_once {
-        assert_exactly_once(&events, &got, &relay.log_text());
-    } else {
-        assert_none_lost(&events, &got, &relay.log_text());
-    }
+    assert_delivered(exactly_once, &events, &got, &relay.log_text());
 }

@@ -398,104 +398,143 @@ pub async fn earliest_position(
 }
 
 /// What a `status` report shows of the server: its current position in the connector's
-/// tracking mode, and why it can no longer serve the connector's checkpoint, if it cannot.
+/// tracking mode, and what it still has of its binlog ([`Retained::gap`] tells whether that
+/// serves the connector's checkpoint).
 #[derive(Debug, Clone)]
 pub struct StatusReport {
     /// The server's current position.
     pub current: SourcePosition,
-    /// [`checkpoint_gap`]'s answer for the checkpoint (`None` without a checkpoint or when
-    /// the server still has what follows it).
-    pub gap: Option<String>,
+    /// The binlogs the server still has.
+    pub retained: Retained,
 }
 
-/// The server's current position and the checkpoint's servability, for a `status` report:
-/// connects, reads the facts, the position and (with a checkpoint) the oldest binlogs,
-/// disconnects.
-pub async fn status(
-    cfg: &MysqlSourceConfig,
-    checkpoint: Option<&SourcePosition>,
-) -> Result<StatusReport, MysqlError> {
+/// The server's current position and what it still has of its binlog, for a `status`
+/// report: connects, reads, disconnects. The caller reads the checkpoint afterwards and
+/// compares ([`Retained::gap`]): checkpoints only move forward, so one read after the
+/// server's state never looks older than what the server had then.
+pub async fn status(cfg: &MysqlSourceConfig) -> Result<StatusReport, MysqlError> {
     let mut conn = connect(cfg).await?;
     let report = async {
         let info = server_info(&mut conn, cfg).await?;
         let mode = tracking_mode(&info, cfg);
         let current = current_position(&mut conn, cfg, mode).await?;
-        let gap = match checkpoint {
-            Some(p) => checkpoint_gap(&mut conn, cfg, mode, p).await?,
-            None => None,
-        };
-        Ok(StatusReport { current, gap })
+        let retained = retained(&mut conn, cfg, mode).await?;
+        Ok(StatusReport { current, retained })
     }
     .await;
     let _ = conn.disconnect().await;
     report
 }
 
-/// Why the server can no longer send its binlog from `checkpoint` (the position a connector
-/// resumes at), or `None` when it can: the binlogs holding what follows the checkpoint were
-/// purged (`PURGE BINARY LOGS`, `binlog_expire_logs_seconds`), or the checkpoint belongs to
-/// another server or tracking mode.
-///
-/// - MariaDB GTID position: compared, domain by domain, with the GTID state at the start of
-///   the oldest binlog the server has (`BINLOG_GTID_POS(<oldest file>, 4)`, which is that
-///   file's `Gtid_list` event; MariaDB KB "BINLOG_GTID_POS").
-/// - MySQL GTID set: the server's `gtid_purged` must be contained in it (MySQL "GTID
-///   Auto-Positioning": the source refuses a replica missing purged transactions).
-/// - `file:pos`: the file must still be listed by `SHOW BINARY LOGS`.
+/// What the server still has of its binlog, read once, to tell whether it can send its
+/// binlog from a checkpoint ([`gap`](Self::gap)).
+#[derive(Debug, Clone)]
+pub struct Retained {
+    /// The connector's tracking mode on this server.
+    mode: TrackingMode,
+    /// `SHOW BINARY LOGS`, oldest first.
+    files: Vec<String>,
+    /// MariaDB GTID mode: the GTID state at the start of the oldest binlog
+    /// (`BINLOG_GTID_POS(<oldest file>, 4)`, that file's `Gtid_list` event; MariaDB KB
+    /// "BINLOG_GTID_POS").
+    oldest_state: Option<MariadbGtidPosition>,
+    /// MySQL GTID mode: `@@gtid_purged`.
+    purged: Option<GtidSet>,
+}
+
+/// Reads what the server still has of its binlog in tracking mode `mode`.
+pub async fn retained(
+    conn: &mut Conn,
+    cfg: &MysqlSourceConfig,
+    mode: TrackingMode,
+) -> Result<Retained, MysqlError> {
+    let driver = |e| MysqlError::from_driver(e, cfg);
+    let files = binlog_files(conn, cfg).await?;
+    let mut retained = Retained {
+        mode,
+        files,
+        oldest_state: None,
+        purged: None,
+    };
+    match mode {
+        TrackingMode::MariadbGtid => {
+            if let Some(oldest) = retained.files.first() {
+                let state: Option<String> = conn
+                    .exec_first("SELECT BINLOG_GTID_POS(?, 4)", (oldest.clone(),))
+                    .await
+                    .map_err(driver)?;
+                retained.oldest_state = Some(
+                    state
+                        .unwrap_or_default()
+                        .parse::<MariadbGtidPosition>()
+                        .map_err(|e| MysqlError::UnreadablePosition {
+                            what: "BINLOG_GTID_POS of the oldest binlog",
+                            detail: e.to_string(),
+                        })?,
+                );
+            }
+        }
+        TrackingMode::MysqlGtid => {
+            let purged: Option<String> = conn
+                .query_first("SELECT @@gtid_purged")
+                .await
+                .map_err(driver)?;
+            retained.purged = Some(purged.unwrap_or_default().parse::<GtidSet>().map_err(|e| {
+                MysqlError::UnreadablePosition {
+                    what: "gtid_purged",
+                    detail: e.to_string(),
+                }
+            })?);
+        }
+        TrackingMode::File => {}
+    }
+    Ok(retained)
+}
+
+impl Retained {
+    /// Why the server can no longer send its binlog from `checkpoint` (the position a
+    /// connector resumes at), or `None` when it can: the binlogs holding what follows the
+    /// checkpoint were purged (`PURGE BINARY LOGS`, `binlog_expire_logs_seconds`), or the
+    /// checkpoint belongs to another tracking mode.
+    ///
+    /// - MariaDB GTID position: compared, domain by domain, with the GTID state at the start
+    ///   of the oldest binlog ([`mariadb_gtid_gap`]).
+    /// - MySQL GTID set: the server's `gtid_purged` must be contained in it (MySQL "GTID
+    ///   Auto-Positioning": the source refuses a replica missing purged transactions).
+    /// - `file:pos`: the file must still be listed by `SHOW BINARY LOGS`, or be newer than
+    ///   every file listed (a checkpoint read after this list may be in a binlog started
+    ///   since).
+    pub fn gap(&self, checkpoint: &SourcePosition) -> Option<String> {
+        if !self.mode.fits(checkpoint) {
+            return Some(
+                MysqlError::PositionMismatch {
+                    position: checkpoint.clone(),
+                    mode: self.mode.as_str(),
+                }
+                .to_string(),
+            );
+        }
+        match checkpoint {
+            SourcePosition::MariadbGtid(pos) => {
+                let (oldest, state) = (self.files.first()?, self.oldest_state.as_ref()?);
+                mariadb_gtid_gap(pos, state, oldest)
+            }
+            SourcePosition::MysqlGtidSet(set) => mysql_gtid_gap(set, self.purged.as_ref()?),
+            SourcePosition::BinlogFile(fp) => binlog_file_gap(fp, &self.files),
+            SourcePosition::Lsn(_) => None,
+        }
+    }
+}
+
+/// Why the server can no longer send its binlog from `checkpoint`, or `None` when it can
+/// ([`retained`], then [`Retained::gap`]).
 pub async fn checkpoint_gap(
     conn: &mut Conn,
     cfg: &MysqlSourceConfig,
     mode: TrackingMode,
     checkpoint: &SourcePosition,
 ) -> Result<Option<String>, MysqlError> {
-    if !mode.fits(checkpoint) {
-        return Ok(Some(
-            MysqlError::PositionMismatch {
-                position: checkpoint.clone(),
-                mode: mode.as_str(),
-            }
-            .to_string(),
-        ));
-    }
-    let driver = |e| MysqlError::from_driver(e, cfg);
-    match checkpoint {
-        SourcePosition::MariadbGtid(pos) => {
-            let files = binlog_files(conn, cfg).await?;
-            let Some(oldest) = files.first() else {
-                return Ok(None);
-            };
-            let state: Option<String> = conn
-                .exec_first("SELECT BINLOG_GTID_POS(?, 4)", (oldest.clone(),))
-                .await
-                .map_err(driver)?;
-            let state = state
-                .unwrap_or_default()
-                .parse::<MariadbGtidPosition>()
-                .map_err(|e| MysqlError::UnreadablePosition {
-                    what: "BINLOG_GTID_POS of the oldest binlog",
-                    detail: e.to_string(),
-                })?;
-            Ok(mariadb_gtid_gap(pos, &state, oldest))
-        }
-        SourcePosition::MysqlGtidSet(set) => {
-            let purged: Option<String> = conn
-                .query_first("SELECT @@gtid_purged")
-                .await
-                .map_err(driver)?;
-            let purged = purged.unwrap_or_default().parse::<GtidSet>().map_err(|e| {
-                MysqlError::UnreadablePosition {
-                    what: "gtid_purged",
-                    detail: e.to_string(),
-                }
-            })?;
-            Ok(mysql_gtid_gap(set, &purged))
-        }
-        SourcePosition::BinlogFile(fp) => {
-            let files = binlog_files(conn, cfg).await?;
-            Ok(binlog_file_gap(fp, &files))
-        }
-        SourcePosition::Lsn(_) => Ok(None),
-    }
+    Ok(retained(conn, cfg, mode).await?.gap(checkpoint))
 }
 
 /// The binlog files the server has, oldest first (`SHOW BINARY LOGS`).
@@ -507,7 +546,7 @@ async fn binlog_files(conn: &mut Conn, cfg: &MysqlSourceConfig) -> Result<Vec<St
     Ok(rows.iter().filter_map(|r| r.get::<String, _>(0)).collect())
 }
 
-/// [`checkpoint_gap`] for a MariaDB GTID position `checkpoint`, given `oldest_state`, the GTID
+/// [`Retained::gap`] for a MariaDB GTID position `checkpoint`, given `oldest_state`, the GTID
 /// state at the start of the oldest binlog `oldest_file`: every domain that binlog starts
 /// after must be reached by the checkpoint, else the transactions in between were purged.
 pub fn mariadb_gtid_gap(
@@ -543,7 +582,7 @@ pub fn mariadb_gtid_gap(
     })
 }
 
-/// [`checkpoint_gap`] for a MySQL GTID set `checkpoint` given the server's `gtid_purged`.
+/// [`Retained::gap`] for a MySQL GTID set `checkpoint` given the server's `gtid_purged`.
 pub fn mysql_gtid_gap(checkpoint: &GtidSet, purged: &GtidSet) -> Option<String> {
     (!purged.is_subset_of(checkpoint)).then(|| {
         format!(
@@ -553,9 +592,20 @@ pub fn mysql_gtid_gap(checkpoint: &GtidSet, purged: &GtidSet) -> Option<String> 
     })
 }
 
-/// [`checkpoint_gap`] for a `file:pos` checkpoint given the server's binlog files.
+/// [`Retained::gap`] for a `file:pos` checkpoint given the server's binlog files, oldest
+/// first: a gap when its file is not listed, unless it is a later file of the same
+/// sequence than the newest listed (started after the list was read).
 pub fn binlog_file_gap(checkpoint: &BinlogFilePosition, files: &[String]) -> Option<String> {
-    (!files.contains(&checkpoint.file)).then(|| {
+    if files.contains(&checkpoint.file) {
+        return None;
+    }
+    let newer = files.last().is_some_and(|newest| {
+        match (binlog_sequence(newest), binlog_sequence(&checkpoint.file)) {
+            (Some((base, n)), Some((cbase, c))) => base == cbase && c > n,
+            _ => false,
+        }
+    });
+    (!newer).then(|| {
         format!(
             "the connector's checkpoint is in binlog file {}, which the server no longer has \
              (its binlogs: {}); the binlogs from there on were purged",
@@ -566,6 +616,13 @@ pub fn binlog_file_gap(checkpoint: &BinlogFilePosition, files: &[String]) -> Opt
             }
         )
     })
+}
+
+/// A binlog file name's base name and sequence number (`mysql-bin.000042` -> `("mysql-bin",
+/// 42)`), the numbered extension the server gives each new binlog.
+fn binlog_sequence(file: &str) -> Option<(&str, u64)> {
+    let (base, n) = file.rsplit_once('.')?;
+    Some((base, n.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -621,5 +678,12 @@ mod tests {
             gap.contains("b.000001") && gap.contains("b.000003 to b.000004"),
             "{gap}"
         );
+        // A checkpoint read after the list, in a binlog started since: no gap.
+        assert_eq!(
+            binlog_file_gap(&BinlogFilePosition::new("b.000005", 4), &files),
+            None
+        );
+        assert!(binlog_file_gap(&BinlogFilePosition::new("other.000005", 4), &files).is_some());
+        assert!(binlog_file_gap(&BinlogFilePosition::new("b.000005", 4), &[]).is_some());
     }
 }
