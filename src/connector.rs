@@ -73,7 +73,12 @@ fn transactional_id(cfg: &ConnectorConfig) -> String {
 /// the connector's `transactional.id` ([`FencedCheckpointStore`]), so a member that lost the
 /// connector without knowing cannot move the stored checkpoint back after its successor read
 /// it.
-fn delivery(cfg: &ConnectorConfig, link: &Arc<KafkaLink>, grouped: bool) -> Delivery {
+fn delivery(
+    cfg: &ConnectorConfig,
+    link: &Arc<KafkaLink>,
+    grouped: bool,
+    shutdown: &watch::Receiver<bool>,
+) -> Delivery {
     match &cfg.checkpoint {
         CheckpointConfig::Kafka {
             topic,
@@ -97,15 +102,16 @@ fn delivery(cfg: &ConnectorConfig, link: &Arc<KafkaLink>, grouped: bool) -> Deli
                 ..BatchOptions::default()
             },
         },
-        CheckpointConfig::Kafka { topic, .. } if grouped => {
-            Delivery::Acked(Box::new(FencedCheckpointStore::new(
+        CheckpointConfig::Kafka { topic, .. } if grouped => Delivery::Acked(Box::new(
+            FencedCheckpointStore::new(
                 &cfg.kafka,
                 topic,
                 &cfg.name,
                 &transactional_id(cfg),
                 link.clone(),
-            )))
-        }
+            )
+            .with_shutdown(shutdown.clone()),
+        )),
         CheckpointConfig::Kafka { topic, .. } => Delivery::Acked(Box::new(
             KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name).with_link(link.clone()),
         )),
@@ -230,7 +236,7 @@ impl Connector {
     ) -> Result<(), Error> {
         let name = self.cfg.name.as_str();
         health.set(name, ConnectorState::Starting);
-        let mut delivery = delivery(&self.cfg, &self.link, self.lease.in_group());
+        let mut delivery = delivery(&self.cfg, &self.link, self.lease.in_group(), &shutdown);
         let mut retry = Retry::new(MAX_BACKOFF);
         loop {
             retry.attempt();
@@ -325,7 +331,12 @@ impl Connector {
         // Before the load: a fenced store's `init_transactions` must come first, so that no
         // older owner's checkpoint can land after what is read here.
         self.still_owned()?;
-        tokio::task::block_in_place(|| store.prepare())?;
+        let prepared = tokio::task::block_in_place(|| store.prepare());
+        if prepared.is_err() && *shutdown.borrow() {
+            // Nothing was read yet: a clean stop.
+            return Ok(());
+        }
+        prepared?;
         let mut resume = tokio::task::block_in_place(|| store.load())?;
         claim::check_other_store(cfg, resume.as_ref(), &self.link).await?;
         log_resume(cfg, &resume);

@@ -23,6 +23,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use super::{Checkpoint, CheckpointError, CheckpointStore, KafkaCheckpointStore};
 use crate::config::KafkaConfig;
 use crate::sink::{KafkaLink, KafkaRecord, KafkaSink, SinkError};
@@ -41,6 +43,7 @@ pub struct FencedCheckpointStore {
     transactional_id: String,
     link: Arc<KafkaLink>,
     producer: Option<KafkaSink>,
+    shutdown: Option<watch::Receiver<bool>>,
 }
 
 impl FencedCheckpointStore {
@@ -60,7 +63,15 @@ impl FencedCheckpointStore {
             transactional_id: transactional_id.to_string(),
             link,
             producer: None,
+            shutdown: None,
         }
+    }
+
+    /// Gives up waiting for `init_transactions` (Kafka unreachable) once `shutdown` turns
+    /// true, with a transient error: nothing was read yet then.
+    pub fn with_shutdown(mut self, shutdown: watch::Receiver<bool>) -> Self {
+        self.shutdown = Some(shutdown);
+        self
     }
 
     /// Writes `record` in a transaction of its own, waiting for the commit (at most
@@ -110,10 +121,22 @@ impl CheckpointStore for FencedCheckpointStore {
             self.link.clone(),
         )
         .map_err(|e| CheckpointError::Transaction(Box::new(e)))?;
-        tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(producer.init_transactions())
-        })
-        .map_err(|e| CheckpointError::Transaction(Box::new(e)))?;
+        let mut shutdown = self.shutdown.clone();
+        let fenced = async {
+            let stopped = async {
+                match &mut shutdown {
+                    Some(s) => {
+                        let _ = s.wait_for(|v| *v).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = producer.init_transactions() => r.map_err(|e| CheckpointError::Transaction(Box::new(e))),
+                () = stopped => Err(CheckpointError::kafka("shut down while fencing older producers of the connector's transactional.id", None)),
+            }
+        };
+        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(fenced))?;
         self.producer = Some(producer);
         Ok(())
     }

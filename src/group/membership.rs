@@ -73,7 +73,7 @@ impl RevokeReason {
     /// The reason in a few words, for the ownership record.
     pub fn short(self) -> &'static str {
         match self {
-            RevokeReason::Rebalance => "moved here by a rebalance",
+            RevokeReason::Rebalance => "moved by a rebalance",
             RevokeReason::Lost => "lost session",
             RevokeReason::Leaving => "handed over on shutdown",
         }

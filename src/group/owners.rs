@@ -85,7 +85,13 @@ impl OwnerRecord {
         match previous {
             None => "no member ran it before".into(),
             Some(r) => match &r.released {
-                Some(rel) => format!("{} by member {}", rel.reason, r.owner.member),
+                Some(rel) if r.owner.member == me => {
+                    format!(
+                        "back to this member, which let go of it before: {}",
+                        rel.reason
+                    )
+                }
+                Some(rel) => format!("member {} let go of it: {}", r.owner.member, rel.reason),
                 None if r.owner.member == me => {
                     "back to this member after it lost the connector without releasing it".into()
                 }
@@ -414,7 +420,11 @@ mod tests {
 
         let say = |r: Option<&OwnerRecord>| OwnerRecord::describe_previous(r, "me");
         assert_eq!(say(None), "no member ran it before");
-        assert_eq!(say(Some(&released)), "handed over on shutdown by member m1");
+        assert_eq!(
+            say(Some(&released)),
+            "member m1 let go of it: handed over on shutdown"
+        );
+        assert!(say(Some(&record("me", Some("lost session")))).contains("back to this member"));
         assert!(say(Some(&record("m1", None))).contains("after member m1 was lost"));
         assert!(say(Some(&record("me", None))).contains("back to this member"));
     }
