@@ -329,7 +329,10 @@ impl Connector {
         }
         self.ensure_dead_letter_topic().await?;
         // Before the load: a fenced store's `init_transactions` must come first, so that no
-        // older owner's checkpoint can land after what is read here.
+        // older owner's checkpoint can land after what is read here. A PostgreSQL slot's
+        // confirmed_flush_lsn only follows stored checkpoints, so it cannot pass the one read
+        // here either while this connector gets ready (no false "checkpoint lost" when a
+        // frozen previous owner wakes meanwhile).
         self.still_owned()?;
         let prepared = tokio::task::block_in_place(|| store.prepare());
         if prepared.is_err() && *shutdown.borrow() {

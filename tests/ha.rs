@@ -34,7 +34,7 @@ use common::suite::{self, SourceDb};
 use common::OutboxEvent;
 
 /// The tests restart the broker: one at a time.
-static BROKER: Mutex<()> = Mutex::new(());
+static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Longest two members may both show a connector as owned: a member woken from a freeze
 /// still shows it until its membership notices the lost session (librdkafka checks the
@@ -397,9 +397,68 @@ fn assert_one_owner(overlaps: &HashMap<String, Duration>, log: &str) {
     }
 }
 
+/// What watches a scenario: the arrival of records, and ownership on every member.
+struct Watch {
+    timeline: Arc<Timeline>,
+    stop: Arc<AtomicBool>,
+    arrivals: std::thread::JoinHandle<()>,
+    owners: std::thread::JoinHandle<HashMap<String, Duration>>,
+}
+
+impl Watch {
+    fn start(members: &[Member], topics: &[&String], connectors: &[&String]) -> Self {
+        let timeline = Arc::new(Timeline::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let arrivals = {
+            let (t, s) = (timeline.clone(), stop.clone());
+            let topics = topics.iter().map(|t| t.to_string()).collect();
+            std::thread::spawn(move || watch_arrivals(topics, t, s))
+        };
+        let owners = {
+            let ports = members.iter().map(|m| m.relay.metrics_port).collect();
+            let s = stop.clone();
+            let connectors = connectors.iter().map(|c| c.to_string()).collect();
+            std::thread::spawn(move || watch_owners(ports, connectors, s))
+        };
+        Self {
+            timeline,
+            stop,
+            arrivals,
+            owners,
+        }
+    }
+
+    /// Reads each of `expected`'s topics until it holds at least its count of records
+    /// (`read_committed`), stops watching and checks there was one owner at a time. Returns
+    /// the records per topic and the members' logs.
+    fn finish(
+        self,
+        members: &[Member],
+        expected: &[(&String, usize)],
+    ) -> (Vec<Vec<Consumed>>, String) {
+        let got = expected
+            .iter()
+            .map(|(topic, n)| {
+                read_topics(
+                    &[topic.to_string()],
+                    *n,
+                    Duration::from_secs(120),
+                    Duration::from_secs(4),
+                )
+            })
+            .collect();
+        self.stop.store(true, Ordering::Release);
+        let _ = self.arrivals.join();
+        let overlaps = self.owners.join().unwrap();
+        let all_logs = logs(members);
+        assert_one_owner(&overlaps, &all_logs);
+        (got, all_logs)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn three_members_share_two_connectors_exactly_once() {
-    let _broker = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let _broker = BROKER.lock().await;
     let my = MariaDb::new("ha_maria").await;
     let pg = Postgres::new("ha_pg").await;
     let files = [
@@ -418,21 +477,8 @@ async fn three_members_share_two_connectors_exactly_once() {
         m.relay.wait_ready(Duration::from_secs(60));
     }
 
-    let timeline = Arc::new(Timeline::default());
-    let stop_watch = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (t, s, topics) = (
-            timeline.clone(),
-            stop_watch.clone(),
-            vec![tm.clone(), tp.clone()],
-        );
-        std::thread::spawn(move || watch_arrivals(topics, t, s))
-    };
-    let ownership = {
-        let ports = members.iter().map(|m| m.relay.metrics_port).collect();
-        let (s, c) = (stop_watch.clone(), vec![cm.clone(), cp.clone()]);
-        std::thread::spawn(move || watch_owners(ports, c, s))
-    };
+    let watch = Watch::start(&members, &[&tm, &tp], &[&cm, &cp]);
+    let timeline = watch.timeline.clone();
     let stop_writing = Arc::new(AtomicBool::new(false));
     let writers = async {
         tokio::join!(
@@ -514,28 +560,14 @@ async fn three_members_share_two_connectors_exactly_once() {
     });
     let ((mine, theirs), members) = tokio::join!(writers, scenario);
     let members = members.unwrap();
-    let read = |topic: &str, n: usize| -> Vec<Consumed> {
-        read_topics(
-            &[topic.to_string()],
-            n,
-            Duration::from_secs(120),
-            Duration::from_secs(4),
-        )
-    };
-    let got_m = read(&tm, mine.len());
-    let got_p = read(&tp, theirs.len());
-    stop_watch.store(true, Ordering::Release);
-    let _ = watcher.join();
-    let overlaps = ownership.join().unwrap();
-    let all_logs = logs(&members);
+    let (got, all_logs) = watch.finish(&members, &[(&tm, mine.len()), (&tp, theirs.len())]);
     println!(
         "MariaDB: {} events; PostgreSQL: {} events",
         mine.len(),
         theirs.len()
     );
-    suite::assert_exactly_once(&mine, &got_m, &all_logs);
-    suite::assert_exactly_once(&theirs, &got_p, &all_logs);
-    assert_one_owner(&overlaps, &all_logs);
+    suite::assert_exactly_once(&mine, &got[0], &all_logs);
+    suite::assert_exactly_once(&theirs, &got[1], &all_logs);
     drop(members);
 }
 
@@ -558,7 +590,7 @@ fn checkpoint_lsns(topic: &str) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn at_least_once_group_survives_a_zombie_and_a_long_outage() {
-    let _broker = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let _broker = BROKER.lock().await;
     let pg = Postgres::new("ha_alo").await;
     let files = [connector_file(&pg, suite::AT_LEAST_ONCE_KAFKA)];
     let group = common::unique("haa");
@@ -569,17 +601,8 @@ async fn at_least_once_group_survives_a_zombie_and_a_long_outage() {
         m.relay.wait_ready(Duration::from_secs(60));
     }
 
-    let timeline = Arc::new(Timeline::default());
-    let stop_watch = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (t, s, topics) = (timeline.clone(), stop_watch.clone(), vec![tp.clone()]);
-        std::thread::spawn(move || watch_arrivals(topics, t, s))
-    };
-    let ownership = {
-        let ports = members.iter().map(|m| m.relay.metrics_port).collect();
-        let (s, c) = (stop_watch.clone(), vec![cp.clone()]);
-        std::thread::spawn(move || watch_owners(ports, c, s))
-    };
+    let watch = Watch::start(&members, &[&tp], &[&cp]);
+    let timeline = watch.timeline.clone();
     let stop_writing = Arc::new(AtomicBool::new(false));
     let writer = write_until(&pg, "Ledger", timeline.clone(), stop_writing.clone());
     let scenario = tokio::task::spawn_blocking({
@@ -624,28 +647,18 @@ async fn at_least_once_group_survives_a_zombie_and_a_long_outage() {
     });
     let (written, members) = tokio::join!(writer, scenario);
     let members = members.unwrap();
-    let got = read_topics(
-        &[tp.clone()],
-        written.len(),
-        Duration::from_secs(120),
-        Duration::from_secs(4),
-    );
-    stop_watch.store(true, Ordering::Release);
-    let _ = watcher.join();
-    let overlaps = ownership.join().unwrap();
-    let all_logs = logs(&members);
+    let (got, all_logs) = watch.finish(&members, &[(&tp, written.len())]);
     println!(
         "PostgreSQL at least once: {} events written, {} records read",
         written.len(),
-        got.len()
+        got[0].len()
     );
-    suite::assert_none_lost(&written, &got, &all_logs);
+    suite::assert_none_lost(&written, &got[0], &all_logs);
     let lsns = checkpoint_lsns(&format!("outboxd.checkpoints.{cp}"));
     assert!(lsns.len() > 1, "{lsns:?}");
     assert!(
         lsns.windows(2).all(|w| w[0] <= w[1]),
         "a checkpoint went backward: {lsns:?}; logs:\n{all_logs}"
     );
-    assert_one_owner(&overlaps, &all_logs);
     drop(members);
 }

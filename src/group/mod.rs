@@ -313,11 +313,17 @@ impl Member {
                 self.release(&name, reason.short(), reason).await;
             }
         }
-        for (name, result) in join_all(stopping).await {
-            self.failed |= judge(&name, result, &self.health);
-            self.health.set(&name, ConnectorState::Standby);
-            self.release(&name, reason.short(), reason).await;
+        let stopped = join_all(stopping).await;
+        for (name, result) in &stopped {
+            self.failed |= judge(name, result, &self.health);
+            self.health.set(name, ConnectorState::Standby);
         }
+        join_all(
+            stopped
+                .iter()
+                .map(|(name, _)| self.release(name, reason.short(), reason)),
+        )
+        .await;
     }
 
     /// Writes `name`'s release record: waited for (briefly) on a handover, so that the next
@@ -387,7 +393,7 @@ impl Member {
 
 /// Whether a connector's end after it was asked to stop is a failure the exit status must
 /// show (not a fencing: that is the takeover working).
-fn judge(name: &str, result: Result<(), Error>, health: &Health) -> bool {
+fn judge(name: &str, result: &Result<(), Error>, health: &Health) -> bool {
     match result {
         Ok(()) => false,
         Err(e) if e.is_handed_over() => {

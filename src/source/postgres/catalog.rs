@@ -782,7 +782,9 @@ pub async fn ensure_slot(
             let who = describe_pid(client, pid).await;
             tracing::info!(slot = %name, "replication slot is in use by {who}; waiting up to {SLOT_BUSY_WAIT:?} for it to go (a previous session's walsender ending)");
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // A walsender this connector just ended goes within milliseconds: look again soon.
+        let step = if ended.is_some() { 50 } else { 500 };
+        tokio::time::sleep(Duration::from_millis(step)).await;
         slot = slot_info(client, cfg, name)
             .await?
             .ok_or_else(|| PgError::Vanished {
