@@ -4,17 +4,19 @@
 //! transient failures (with backoff) until it is stopped or fails definitely.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::{
-    claim, Checkpoint, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore,
+    claim, Checkpoint, CheckpointStore, FencedCheckpointStore, FileCheckpointStore,
+    KafkaCheckpointStore,
 };
 use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode};
 use crate::error::{Class, Error};
 use crate::event::SourceEvent;
 use crate::health::{ConnectorState, Health};
+use crate::lease::Lease;
 use crate::metrics as m;
 use crate::pipeline::poison::{Action, Ending, Plan, Replay};
 use crate::pipeline::transactional::{self, BatchOptions};
@@ -23,12 +25,15 @@ use crate::position::SourcePosition;
 use crate::router::{EventRouter, RouterConfigError};
 use crate::sink::{KafkaLink, KafkaSink};
 use crate::source;
-use crate::source::supervise::{sleep_before_retry, Backoff};
+use crate::source::supervise::{sleep_before_retry, Retry};
 
 /// Longest wait between restarts after transient failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A run that lasted this long resets the backoff.
-const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
+/// Shortest wait before a group member restarts a connector that was fenced while its lease
+/// was held: long enough for the membership to learn of a loss (librdkafka checks the
+/// session at least once a second, and a heartbeat answer comes within the 1 s heartbeat).
+const FENCED_RESTART_WAIT: Duration = Duration::from_secs(3);
 
 /// Opens the checkpoint store a connector is configured with (for reading it, e.g. by
 /// `status`; the delivery loops write it).
@@ -52,22 +57,41 @@ enum Delivery {
     },
 }
 
-fn delivery(cfg: &ConnectorConfig, link: &Arc<KafkaLink>) -> Delivery {
+/// The connector's `transactional.id`: `checkpoint.transactional_id`, default
+/// `outboxd-<connector>`.
+fn transactional_id(cfg: &ConnectorConfig) -> String {
+    match &cfg.checkpoint {
+        CheckpointConfig::Kafka {
+            transactional_id: Some(id),
+            ..
+        } => id.clone(),
+        _ => format!("outboxd-{}", cfg.name),
+    }
+}
+
+/// How `cfg` delivers. At-least-once in a group (`grouped`) writes its checkpoints fenced by
+/// the connector's `transactional.id` ([`FencedCheckpointStore`]), so a member that lost the
+/// connector without knowing cannot move the stored checkpoint back after its successor read
+/// it.
+fn delivery(
+    cfg: &ConnectorConfig,
+    link: &Arc<KafkaLink>,
+    grouped: bool,
+    shutdown: &watch::Receiver<bool>,
+) -> Delivery {
     match &cfg.checkpoint {
         CheckpointConfig::Kafka {
             topic,
             delivery: DeliveryMode::ExactlyOnce,
-            transactional_id,
             batch_max_events,
             batch_max_bytes,
             batch_max_ms,
+            ..
         } => Delivery::Transactional {
             store: Box::new(
                 KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name).with_link(link.clone()),
             ),
-            transactional_id: transactional_id
-                .clone()
-                .unwrap_or_else(|| format!("outboxd-{}", cfg.name)),
+            transactional_id: transactional_id(cfg),
             batch: BatchOptions {
                 max_events: *batch_max_events,
                 max_bytes: *batch_max_bytes,
@@ -78,6 +102,16 @@ fn delivery(cfg: &ConnectorConfig, link: &Arc<KafkaLink>) -> Delivery {
                 ..BatchOptions::default()
             },
         },
+        CheckpointConfig::Kafka { topic, .. } if grouped => Delivery::Acked(Box::new(
+            FencedCheckpointStore::new(
+                &cfg.kafka,
+                topic,
+                &cfg.name,
+                &transactional_id(cfg),
+                link.clone(),
+            )
+            .with_shutdown(shutdown.clone()),
+        )),
         CheckpointConfig::Kafka { topic, .. } => Delivery::Acked(Box::new(
             KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name).with_link(link.clone()),
         )),
@@ -91,8 +125,8 @@ pub struct Connector {
     router: EventRouter,
     /// The connection state of the connector's Kafka cluster, shared by all its clients.
     link: Arc<KafkaLink>,
-    /// Runs as a member of a group took it over (see [`Connector::taking_over`]).
-    taking_over: bool,
+    /// Whether it is still this process's to run (see [`Connector::with_lease`]).
+    lease: Lease,
 }
 
 impl Connector {
@@ -103,20 +137,23 @@ impl Connector {
     pub fn new(cfg: ConnectorConfig) -> Result<Self, RouterConfigError> {
         let router = EventRouter::new(&cfg.router)?;
         let link = KafkaLink::new(&cfg.name, &cfg.kafka.bootstrap_servers);
+        let lease = Lease::sole(&cfg.name);
         Ok(Self {
             cfg,
             router,
             link,
-            taking_over: false,
+            lease,
         })
     }
 
-    /// Marks the connector as taken over by this member of a group from a previous owner
-    /// that may not have let go of the source yet: until it streams, a PostgreSQL source ends
-    /// a walsender still attached to its slot (`pg_terminate_backend`) instead of waiting for
-    /// it. Being fenced by a newer owner is then a handover, not a failure.
-    pub fn taking_over(mut self) -> Self {
-        self.taking_over = true;
+    /// Runs the connector under a group's assignment (`lease`, [`Lease::granted`]): it
+    /// restarts, reconnects its source and fences other producers (`init_transactions`) only
+    /// while the lease is held; until its source first streams, a PostgreSQL source ends a
+    /// walsender still attached to its slot (the previous owner's) instead of waiting for it;
+    /// at-least-once checkpoints are written fenced ([`FencedCheckpointStore`]). Being fenced
+    /// by a newer owner, or losing the lease, is then a handover, not a failure.
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.lease = lease;
         self
     }
 
@@ -136,7 +173,10 @@ impl Connector {
     /// written, and what was read since the last one is delivered again after restart.
     pub async fn run(self, health: Health, shutdown: watch::Receiver<bool>) -> Result<(), Error> {
         let name = self.cfg.name.clone();
-        metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(1.0);
+        if !self.lease.in_group() {
+            // In a group the lease shows it (1 from the assignment to the revocation).
+            metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(1.0);
+        }
         // Every series exists from the start (at 0), so dashboards and alerts see them before
         // the first event or failure.
         for kind in [Class::Transient, Class::Definite] {
@@ -177,7 +217,7 @@ impl Connector {
                      anything, is delivered again after restart): {f}"
                 );
             }
-            Err(f) if self.taking_over && f.is_fenced() => {
+            Err(f) if self.lease.in_group() && (f.is_handed_over() || !self.lease.held()) => {
                 health.set(&name, ConnectorState::Standby);
                 tracing::info!(connector = %name, "stopped: another member of the group runs it now ({f})");
             }
@@ -197,10 +237,10 @@ impl Connector {
     ) -> Result<(), Error> {
         let name = self.cfg.name.as_str();
         health.set(name, ConnectorState::Starting);
-        let mut delivery = delivery(&self.cfg, &self.link);
-        let mut backoff = Backoff::new(MAX_BACKOFF);
+        let mut delivery = delivery(&self.cfg, &self.link, self.lease.in_group(), &shutdown);
+        let mut retry = Retry::new(MAX_BACKOFF);
         loop {
-            let started = Instant::now();
+            retry.attempt();
             let outcome = match &mut delivery {
                 Delivery::Acked(store) => {
                     self.run_acked(store.as_mut(), health, shutdown.clone())
@@ -221,29 +261,57 @@ impl Connector {
                 // exits 1.
                 return outcome;
             }
-            match outcome {
+            let failure = match outcome {
                 Ok(()) => return Ok(()),
-                Err(f) if f.is_transient() => {
-                    if started.elapsed() >= HEALTHY_RUN {
-                        backoff.reset();
-                    }
-                    let wait = backoff.next_wait();
-                    health.set_because(
-                        name,
-                        ConnectorState::Retrying,
-                        format!(
-                            "restarting from the checkpoint in {:.1}s after: {f}",
-                            wait.as_secs_f64()
-                        ),
-                    );
-                    metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.to_string(), m::LABEL_KIND => Class::Transient.label()).increment(1);
-                    metrics::counter!(m::RESTARTS, m::LABEL_CONNECTOR => name.to_string())
-                        .increment(1);
-                    tracing::warn!(connector = name, retry_in = ?wait, "transient failure, restarting from the checkpoint: {f}");
-                    wait_to_retry(wait, &shutdown, f).await?;
-                }
-                Err(f) => return Err(f),
+                Err(f) => f,
+            };
+            // Fenced in a group while the lease is held: either this member lost the connector
+            // and its membership has not noticed yet (it does within about a second of waking
+            // up or of the session timing out), or a process outside the group fenced it. A
+            // restart after FENCED_RESTART_WAIT, with the lease checked again, tells them
+            // apart: the owner takes the connector back, a zombie stops.
+            let fenced = failure.is_fenced() && self.lease.in_group();
+            let class = if fenced {
+                Class::Transient
+            } else {
+                failure.class()
+            };
+            let Some(mut wait) = retry.after_failure(class, false) else {
+                return Err(failure);
+            };
+            self.still_owned()?;
+            if fenced {
+                wait = wait.max(FENCED_RESTART_WAIT);
             }
+            health.set_because(
+                name,
+                ConnectorState::Retrying,
+                format!(
+                    "restarting from the checkpoint in {:.1}s after: {failure}",
+                    wait.as_secs_f64()
+                ),
+            );
+            metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.to_string(), m::LABEL_KIND => Class::Transient.label()).increment(1);
+            metrics::counter!(m::RESTARTS, m::LABEL_CONNECTOR => name.to_string()).increment(1);
+            if fenced {
+                tracing::warn!(connector = name, retry_in = ?wait, "fenced while this member owns the connector (another process with its transactional.id, or the group gave it away and this member does not know yet); restarting from the checkpoint unless the group took it away: {failure}");
+            } else {
+                tracing::warn!(connector = name, retry_in = ?wait, "transient failure, restarting from the checkpoint: {failure}");
+            }
+            wait_to_retry(wait, &shutdown, failure).await?;
+            self.still_owned()?;
+        }
+    }
+
+    /// `Err(NotOwner)` once the connector's lease is revoked: nothing that could take the
+    /// connector away from another owner (a restart, `init_transactions`) may happen then.
+    fn still_owned(&self) -> Result<(), Error> {
+        if self.lease.held() {
+            Ok(())
+        } else {
+            Err(Error::NotOwner {
+                connector: self.cfg.name.clone(),
+            })
         }
     }
 
@@ -261,10 +329,21 @@ impl Connector {
                 .await?;
         }
         self.ensure_dead_letter_topic().await?;
+        // Before the load: a fenced store's `init_transactions` must come first, so that no
+        // older owner's checkpoint can land after what is read here. A PostgreSQL slot's
+        // confirmed_flush_lsn only follows stored checkpoints, so it cannot pass the one read
+        // here either while this connector gets ready (no false "checkpoint lost" when a
+        // frozen previous owner wakes meanwhile).
+        self.still_owned()?;
+        let prepared = tokio::task::block_in_place(|| store.prepare());
+        if prepared.is_err() && *shutdown.borrow() {
+            // Nothing was read yet: a clean stop.
+            return Ok(());
+        }
+        prepared?;
         let mut resume = tokio::task::block_in_place(|| store.load())?;
         claim::check_other_store(cfg, resume.as_ref(), &self.link).await?;
         log_resume(cfg, &resume);
-        tokio::task::block_in_place(|| store.prepare())?;
         let new_sink = || -> Result<KafkaSink, Error> {
             Ok(KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?
                 .with_shutdown(shutdown.clone()))
@@ -359,6 +438,7 @@ impl Connector {
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Option<KafkaSink>, Error> {
         let cfg = &self.cfg;
+        self.still_owned()?;
         let sink = KafkaSink::new_transactional(
             &cfg.kafka,
             &cfg.name,
@@ -390,13 +470,7 @@ impl Connector {
         health: &Health,
         shutdown: &watch::Receiver<bool>,
     ) -> SourceFeed {
-        let started = source::spawn(
-            &self.cfg,
-            resume,
-            health,
-            shutdown.clone(),
-            self.taking_over,
-        );
+        let started = source::spawn(&self.cfg, resume, health, shutdown.clone(), &self.lease);
         SourceFeed {
             events: Some(started.events),
             checkpointed: started.checkpointed,
@@ -441,9 +515,9 @@ impl SourceFeed {
     /// shutdown) while the source was waiting to retry after a failure did not stop cleanly:
     /// the source never caught up, so the connector reports that failure (and the process
     /// exits 1, as after any retry cut short).
-    async fn stop(self, delivered: Result<Ending, Error>) -> Result<Ending, Error> {
+    async fn stop(mut self, delivered: Result<Ending, Error>) -> Result<Ending, Error> {
         self.task.abort();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
         match (delivered, self.retry.pending()) {
             (Ok(Ending::Done), Some((backoff, cause))) => Err(Error::StoppedDuringRetry {
                 backoff,
@@ -451,6 +525,14 @@ impl SourceFeed {
             }),
             (result, _) => result,
         }
+    }
+}
+
+impl Drop for SourceFeed {
+    /// A connector abandoned mid-run ([`RunningConnector::abandon`]) takes its source down
+    /// with it: no session goes on (or confirms a position to the server) without it.
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -476,6 +558,16 @@ impl RunningConnector {
     /// Whether it has ended (stopped, or failed by itself).
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
+    }
+
+    /// Ends it at once, without draining and without a final checkpoint, and waits until it
+    /// has ended: what it read since its last checkpoint is the next owner's to deliver
+    /// (again). For a connector this member lost without knowing: anything it wrote now
+    /// would come after its successor started. Its source stops without a last status
+    /// update to the server.
+    pub async fn abandon(self) {
+        self.task.abort();
+        let _ = self.task.await;
     }
 
     /// What stops it, to keep while [`join`](Self::join) awaits its end.

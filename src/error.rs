@@ -89,6 +89,14 @@ pub enum Error {
         /// What the runtime said.
         detail: String,
     },
+    /// The group took the connector away from this member (revoked, or its session found
+    /// lost) while the connector was failing or about to restart: it stops here without
+    /// restarting, and the member that owns it now resumes from the last committed checkpoint.
+    #[error("connector {connector} is no longer this member's (the group coordinator gave it to another member); it stops here without restarting")]
+    NotOwner {
+        /// The connector.
+        connector: String,
+    },
     /// Shutdown came while the connector waited to retry after a transient failure: the run
     /// that failed wrote no final checkpoint.
     #[error("shut down while waiting {backoff:?} to retry after: {cause}")]
@@ -111,14 +119,27 @@ impl Error {
             Error::Poison(_)
             | Error::DeadLetter(_)
             | Error::ReplayDiverged { .. }
-            | Error::TaskLost { .. } => Class::Definite,
+            | Error::TaskLost { .. }
+            | Error::NotOwner { .. } => Class::Definite,
             Error::ShutdownTimeout { .. } | Error::StoppedDuringRetry { .. } => Class::Transient,
         }
     }
 
     /// True when another instance with the same `transactional.id` took the connector over.
     pub fn is_fenced(&self) -> bool {
-        matches!(self, Error::Sink(crate::sink::SinkError::Fenced { .. }))
+        match self {
+            Error::Sink(e) => matches!(e, SinkError::Fenced { .. }),
+            Error::Checkpoint(CheckpointError::Transaction(e)) => {
+                matches!(**e, SinkError::Fenced { .. })
+            }
+            _ => false,
+        }
+    }
+
+    /// True when the connector is (or is about to be) another member's: fenced by a newer
+    /// owner, or its lease revoked. Not a failure of this member's.
+    pub fn is_handed_over(&self) -> bool {
+        self.is_fenced() || matches!(self, Error::NotOwner { .. })
     }
 
     /// True when the connector should be restarted after a backoff.

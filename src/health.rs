@@ -10,7 +10,10 @@
 //! one entry per connector with its state, readiness and why.
 //!
 //! In a group (`--group`), connectors another member runs are `standby` here and count as
-//! ready, and the member itself must be in the group: a healthy standby is ready.
+//! ready, and the member itself must be in the group: in it from its first completed
+//! assignment (an empty one for a standby), out of it while its session is found lost or a
+//! rebalance failed, and while the group's Kafka cluster has been unreachable for more than
+//! [`KAFKA_GRACE`]. A healthy standby is ready.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -65,9 +68,13 @@ pub struct Report {
     /// True when there is at least one connector and every one is ready (in a group: and
     /// this member is in it).
     pub ready: bool,
-    /// In a group: whether this member is in it. Absent without a group.
+    /// In a group: whether this member is in it (and its cluster reachable). Absent without
+    /// a group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<bool>,
+    /// In a group, while this member is not in it: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_reason: Option<String>,
     /// Each connector by name.
     pub connectors: BTreeMap<String, ConnectorHealth>,
 }
@@ -86,6 +93,8 @@ pub struct Health {
     inner: Arc<Mutex<BTreeMap<String, Entry>>>,
     /// In a group: whether this member is in it. `None` without a group.
     member: Arc<Mutex<Option<bool>>>,
+    /// In a group: the membership's connection to the cluster.
+    group_link: Arc<Mutex<Option<Arc<KafkaLink>>>>,
 }
 
 impl Health {
@@ -140,6 +149,14 @@ impl Health {
         }
     }
 
+    /// The member's readiness follows `link` (its group membership's connection) too: not in
+    /// the group while the cluster has been unreachable for more than [`KAFKA_GRACE`].
+    pub fn watch_group(&self, link: Arc<KafkaLink>) {
+        if let Ok(mut l) = self.group_link.lock() {
+            *l = Some(link);
+        }
+    }
+
     /// Every connector as it stands now.
     pub fn report(&self) -> Report {
         let connectors: BTreeMap<String, ConnectorHealth> = self
@@ -147,14 +164,49 @@ impl Health {
             .iter()
             .map(|(name, e)| (name.clone(), e.health()))
             .collect();
-        let member = self.member.lock().ok().and_then(|m| *m);
+        let joined = self.member.lock().ok().and_then(|m| *m);
+        let link = self.group_link.lock().ok().and_then(|l| l.clone());
+        let unreachable = link
+            .as_ref()
+            .and_then(|l| l.unreachable_for().map(|d| (d, l)));
+        let (member, member_reason) = match joined {
+            None => (None, None),
+            Some(joined) => member_state(
+                joined,
+                unreachable.map(|(d, l)| (d, l.unreachable_reason())),
+            ),
+        };
         Report {
             ready: member.unwrap_or(true)
                 && !connectors.is_empty()
                 && connectors.values().all(|c| c.ready),
             member,
+            member_reason,
             connectors,
         }
+    }
+}
+
+/// Whether a member is in its group, and why not: `joined` (a completed assignment, not
+/// lost since), and its cluster unreachable for how long and why.
+fn member_state(
+    joined: bool,
+    unreachable: Option<(Duration, Option<String>)>,
+) -> (Option<bool>, Option<String>) {
+    match unreachable {
+        Some((d, why)) if d > KAFKA_GRACE => (
+            Some(false),
+            Some(format!(
+                "the group's Kafka cluster has been unreachable for {}s{}",
+                d.as_secs(),
+                why.map(|w| format!(": {w}")).unwrap_or_default()
+            )),
+        ),
+        _ if !joined => (
+            Some(false),
+            Some("not in the group: joining, rebalancing, or its session was found lost".into()),
+        ),
+        _ => (Some(true), None),
     }
 }
 
@@ -246,5 +298,23 @@ mod tests {
         assert_eq!(r.member, Some(true));
         h.set("a", ConnectorState::Starting);
         assert!(!h.report().ready, "assigned and starting");
+    }
+
+    #[test]
+    fn a_member_is_out_of_the_group_while_its_cluster_is_away_past_the_grace() {
+        assert_eq!(member_state(true, None), (Some(true), None));
+        let brief = Some((KAFKA_GRACE / 2, Some("1/1 brokers are down".into())));
+        assert_eq!(member_state(true, brief), (Some(true), None));
+        let (member, why) = member_state(
+            true,
+            Some((KAFKA_GRACE * 2, Some("1/1 brokers are down".into()))),
+        );
+        assert_eq!(member, Some(false));
+        assert!(why
+            .unwrap()
+            .contains("unreachable for 10s: 1/1 brokers are down"));
+        let (member, why) = member_state(false, None);
+        assert_eq!(member, Some(false));
+        assert!(why.unwrap().contains("not in the group"));
     }
 }

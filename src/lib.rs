@@ -20,6 +20,7 @@ pub mod event;
 pub(crate) mod group;
 pub(crate) mod health;
 pub(crate) mod http;
+pub(crate) mod lease;
 pub(crate) mod metrics;
 pub(crate) mod pipeline;
 pub mod position;

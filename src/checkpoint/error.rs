@@ -101,6 +101,10 @@ pub enum CheckpointError {
     /// Another store of the same connector holds a later checkpoint at another position.
     #[error(transparent)]
     TwoStores(Box<TwoStores>),
+    /// A checkpoint written in a Kafka transaction of its own (at-least-once in a group,
+    /// see `checkpoint::fenced`) failed: fenced by a newer owner, or the transaction failed.
+    #[error("writing the checkpoint in a Kafka transaction: {0}")]
+    Transaction(Box<crate::sink::SinkError>),
     /// A request to the cluster failed or timed out.
     #[error("{what}: {}", match source { Some(e) => e.to_string(), None => "no answer".into() })]
     Kafka {
@@ -138,10 +142,12 @@ pub struct TwoStores {
 }
 
 impl CheckpointError {
-    /// Transient for a cluster that did not answer; definite for everything else.
+    /// Transient for a cluster that did not answer (and a checkpoint transaction as its
+    /// producer error says); definite for everything else.
     pub fn class(&self) -> Class {
         match self {
             CheckpointError::Kafka { .. } => Class::Transient,
+            CheckpointError::Transaction(e) => e.class(),
             CheckpointError::FileRead { .. }
             | CheckpointError::FileWrite { .. }
             | CheckpointError::FileInvalid { .. }

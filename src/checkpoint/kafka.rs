@@ -82,13 +82,21 @@ impl KafkaCheckpointStore {
             source: Arc::new(e),
         })?;
         Ok(KafkaRecord {
+            value: Some(value),
+            ..self.tombstone()
+        })
+    }
+
+    /// The record that clears the checkpoint: key = connector name, no value (a tombstone).
+    pub fn tombstone(&self) -> KafkaRecord {
+        KafkaRecord {
             topic: self.topic.clone(),
             key: Some(self.connector.clone().into_bytes()),
-            value: Some(value),
+            value: None,
             headers: Vec::new(),
             timestamp_ms: None,
             partition: None,
-        })
+        }
     }
 
     /// Creates the topic (1 partition, `cleanup.policy=compact`, the broker's default

@@ -11,6 +11,7 @@
 
 pub(crate) mod claim;
 mod error;
+pub mod fenced;
 pub mod file;
 pub mod kafka;
 
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::position::SourcePosition;
 
 pub use error::CheckpointError;
+pub use fenced::FencedCheckpointStore;
 pub use file::FileCheckpointStore;
 pub use kafka::KafkaCheckpointStore;
 

@@ -25,7 +25,8 @@ use crate::source::mysql::server;
 /// `"checkpoint_lost": "<why>"` when the server can no longer serve the checkpoint (purged
 /// binlogs; a dropped, overtaken or WAL-less slot; a checkpoint of another kind of source),
 /// which also makes it exit 1, and, in a group (`--group`), `"owner"`: the member running the
-/// connector. The source is read before the checkpoint (see `Serving`).
+/// connector (`null` when none does, with `"owner_note"` saying why: never run, released, or
+/// its member left the group). The source is read before the checkpoint (see `Serving`).
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = args.load().context("loading the configuration")?;
     let plan = crate::group::GroupPlan::for_config(&cfg, args.group.as_deref())?;
@@ -100,19 +101,24 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if let (Some(plan), Some(obj)) = (&plan, line.as_object_mut()) {
-            // In a group: who runs the connector, as its owner recorded when it took it over.
+            // In a group: who runs the connector now (its last ownership record, if that
+            // member has not let go of it and is still in the group).
             let (kafka, group, name) = (c.kafka.clone(), plan.name.clone(), c.name.clone());
             let owner = tokio::task::spawn_blocking(move || {
-                crate::group::topics::read_owner(&kafka, &group, &name)
+                crate::group::owners::OwnerStatus::read(&kafka, &group, &name)
             })
             .await?;
-            obj.insert(
-                "owner".into(),
-                match owner {
-                    Ok(o) => serde_json::to_value(o)?,
-                    Err(e) => serde_json::json!({ "error": e }),
-                },
-            );
+            match owner {
+                Ok(o) => {
+                    obj.insert("owner".into(), serde_json::to_value(&o.owner)?);
+                    if let Some(note) = o.note {
+                        obj.insert("owner_note".into(), note.into());
+                    }
+                }
+                Err(e) => {
+                    obj.insert("owner".into(), serde_json::json!({ "error": e }));
+                }
+            }
         }
         println!("{line}");
     }

@@ -109,6 +109,26 @@ impl ClientProperties {
         }
     }
 
+    /// The names of the properties whose values differ between this and `other` (set in one
+    /// only, or set to different values), sorted; never a value.
+    pub fn differing_keys(&self, other: &ClientProperties) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .plain
+            .keys()
+            .chain(self.secret.keys())
+            .chain(other.plain.keys())
+            .chain(other.secret.keys())
+            .filter(|k| {
+                self.plain.get(*k) != other.plain.get(*k)
+                    || self.secret.get(*k) != other.secret.get(*k)
+            })
+            .cloned()
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
     /// No property set.
     pub fn is_empty(&self) -> bool {
         self.plain.is_empty() && self.secret.is_empty()

@@ -13,31 +13,35 @@
 //!   member says the connectors have stopped (drained, final commit) or [`REVOKE_WAIT`] has
 //!   passed: only after the callback returns does the coordinator hand them to another member,
 //!   so two members never run one connector knowingly. A member that lost its membership
-//!   without knowing (frozen, cut off from Kafka past the session timeout) learns it from its
-//!   next heartbeat: librdkafka then revokes with the assignment marked lost. Its connectors'
+//!   without knowing (frozen, cut off from Kafka past the session timeout) learns it within
+//!   about a second of waking up (librdkafka checks the session once a second, and the next
+//!   heartbeat is refused): the assignment is then marked lost and revoked. Its connectors'
 //!   Kafka writes are fenced by their successors' `transactional.id` in any case.
+//!
+//! Each assignment of a connector comes with a fresh [`Lease`]; the lease is revoked here,
+//! on this thread, the moment the connector is revoked or the assignment is found lost —
+//! before the member is even told — so that nothing of the connector's restarts, reconnects
+//! or fences another producer after that (see [`crate::lease`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc as std_mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{ClientContext, TopicPartitionList};
 use tokio::sync::mpsc;
 
 use super::topics;
 use crate::config::KafkaConfig;
+use crate::lease::Lease;
 use crate::sink::client_log;
 use crate::sink::{client, KafkaLink};
 
 /// Longest a revocation waits for the member to stop the revoked connectors: their shutdown
 /// grace (10 s) plus a final checkpoint.
 pub const REVOKE_WAIT: Duration = Duration::from_secs(15);
-
-/// How often the member count is read from the group coordinator.
-const MEMBERS_EVERY: Duration = Duration::from_secs(5);
 
 /// Why connectors were taken away from this member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,12 +59,23 @@ impl RevokeReason {
     /// The reason in words, for the log line.
     pub fn describe(self) -> &'static str {
         match self {
-            RevokeReason::Rebalance => "moved to another member by the group coordinator",
-            RevokeReason::Lost => {
-                "this member lost its group membership (its session timed out: frozen, or cut off \
-                 from Kafka); another member has taken over"
+            RevokeReason::Rebalance => {
+                "rebalance: the group coordinator moves it to another member (one joined)"
             }
-            RevokeReason::Leaving => "this member is leaving the group",
+            RevokeReason::Lost => {
+                "lost session: this member lost its group membership (its session timed out: \
+                 frozen, or cut off from Kafka); another member takes it over"
+            }
+            RevokeReason::Leaving => "handed over on shutdown: this member leaves the group",
+        }
+    }
+
+    /// The reason in a few words, for the ownership record.
+    pub fn short(self) -> &'static str {
+        match self {
+            RevokeReason::Rebalance => "moved by a rebalance",
+            RevokeReason::Lost => "lost session",
+            RevokeReason::Leaving => "handed over on shutdown",
         }
     }
 }
@@ -68,8 +83,8 @@ impl RevokeReason {
 /// A decision of the group coordinator about this member.
 #[derive(Debug)]
 pub enum Change {
-    /// These connectors are now this member's.
-    Assigned(BTreeSet<String>),
+    /// These connectors are now this member's, each with its lease.
+    Assigned(Vec<(String, Lease)>),
     /// These connectors are no longer this member's: stop them, then answer on `done`.
     Revoked {
         /// The connectors.
@@ -79,18 +94,28 @@ pub enum Change {
         /// Answer (anything) once they have stopped.
         done: std_mpsc::Sender<()>,
     },
-    /// The group's member count, as the coordinator last described the group.
-    Members(usize),
+    /// Whether this member is in the group with a completed assignment (possibly empty):
+    /// true after each assignment, false when its session is found lost or a rebalance
+    /// failed.
+    InGroup(bool),
     /// The membership thread ended (it was asked to leave, or failed to start): `Err` says why.
     Ended(Result<(), String>),
 }
 
-/// The consumer's context: reports rebalances as [`Change`]s and feeds the Kafka link.
+/// The leases of the connectors assigned to this member, by connector.
+type Leases = Mutex<BTreeMap<String, Lease>>;
+
+/// The consumer's context: reports rebalances as [`Change`]s, keeps the leases, and feeds
+/// the Kafka link.
 struct GroupContext {
     group: String,
     changes: mpsc::UnboundedSender<Change>,
     link: Arc<KafkaLink>,
     leaving: Arc<AtomicBool>,
+    leases: Leases,
+    /// A refusal the membership cannot go on after (a session timeout the brokers refuse).
+    fatal: Mutex<Option<String>>,
+    session_timeout: Duration,
 }
 
 impl GroupContext {
@@ -100,6 +125,31 @@ impl GroupContext {
             .filter_map(|e| topics::connector_of(&self.group, e.topic()))
             .collect()
     }
+
+    fn leases(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Lease>> {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes a refusal the membership cannot go on after: a session timeout the brokers do
+    /// not accept (JoinGroup answers `INVALID_SESSION_TIMEOUT`).
+    fn note_refusal(&self, error: &KafkaError) {
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::InvalidSessionTimeout) {
+            *self.fatal.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                "the brokers refuse group session_timeout {:?} ({error}): it must lie between \
+                 their group.min.session.timeout.ms and group.max.session.timeout.ms (6 s and \
+                 30 min by default); set [group] session_timeout accordingly",
+                self.session_timeout
+            ));
+        }
+    }
+
+    /// Revokes every lease this member holds (its assignment was found lost), keeping them
+    /// listed until the revocation itself arrives.
+    fn revoke_all(&self) {
+        for lease in self.leases().values() {
+            lease.revoke();
+        }
+    }
 }
 
 impl ClientContext for GroupContext {
@@ -108,6 +158,7 @@ impl ClientContext for GroupContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        self.note_refusal(&error);
         self.link.on_error(&error, reason);
     }
 
@@ -132,6 +183,19 @@ impl ConsumerContext for GroupContext {
         } else {
             RevokeReason::Rebalance
         };
+        // No longer this member's, from this instant: nothing of these connectors restarts,
+        // reconnects or fences another producer while the member stops them.
+        {
+            let mut leases = self.leases();
+            for c in &connectors {
+                if let Some(lease) = leases.remove(c) {
+                    lease.revoke();
+                }
+            }
+        }
+        if reason == RevokeReason::Lost {
+            let _ = self.changes.send(Change::InGroup(false));
+        }
         let (done, stopped) = std_mpsc::channel();
         if self
             .changes
@@ -155,12 +219,25 @@ impl ConsumerContext for GroupContext {
             Rebalance::Assign(tpl) => {
                 let connectors = self.connectors(tpl);
                 if !connectors.is_empty() {
-                    let _ = self.changes.send(Change::Assigned(connectors));
+                    let mut leases = self.leases();
+                    let granted: Vec<(String, Lease)> = connectors
+                        .into_iter()
+                        .map(|c| {
+                            let lease = Lease::granted(&c);
+                            leases.insert(c.clone(), lease.clone());
+                            (c, lease)
+                        })
+                        .collect();
+                    let _ = self.changes.send(Change::Assigned(granted));
                 }
+                // Called after every rebalance, with an empty list for a member that gets
+                // nothing new: a standby is in the group from here on.
+                let _ = self.changes.send(Change::InGroup(true));
             }
             Rebalance::Revoke(_) => {}
             Rebalance::Error(e) => {
-                tracing::warn!(group = %self.group, "group rebalance failed: {e} (the coordinator retries)")
+                tracing::warn!(group = %self.group, "group rebalance failed: {e} (the coordinator retries)");
+                let _ = self.changes.send(Change::InGroup(false));
             }
         }
     }
@@ -180,6 +257,8 @@ pub struct MembershipSettings {
     pub heartbeat_interval: Duration,
     /// This member's id in logs and in the coordinator's member list (`client.id`).
     pub member: String,
+    /// Where the membership's connection trouble goes (readiness watches it).
+    pub link: Arc<KafkaLink>,
 }
 
 /// A running membership: the consumer thread.
@@ -223,15 +302,14 @@ fn member_loop(
     changes: &mpsc::UnboundedSender<Change>,
     leaving: &Arc<AtomicBool>,
 ) -> Result<(), String> {
-    let link = KafkaLink::new(
-        &format!("group {}", settings.group),
-        &settings.kafka.bootstrap_servers,
-    );
     let context = GroupContext {
         group: settings.group.clone(),
         changes: changes.clone(),
-        link,
+        link: settings.link.clone(),
         leaving: leaving.clone(),
+        leases: Mutex::default(),
+        fatal: Mutex::default(),
+        session_timeout: settings.session_timeout,
     };
     let consumer: BaseConsumer<GroupContext> = client::config(&settings.kafka)
         .set("group.id", topics::group_id(&settings.group))
@@ -264,20 +342,28 @@ fn member_loop(
         .subscribe(&refs)
         .map_err(|e| format!("cannot subscribe to the group's coordination topics: {e}"))?;
     tracing::info!(group = %settings.group, member = %settings.member, connectors = ?settings.connectors, "joining the group");
-    let mut members_at = Instant::now() - MEMBERS_EVERY;
+    let mut lost = false;
     while !leaving.load(Ordering::Acquire) {
         // Serves the rebalance callbacks, heartbeats are librdkafka's own thread's.
-        let _ = consumer.poll(Duration::from_millis(100));
-        if members_at.elapsed() >= MEMBERS_EVERY {
-            members_at = Instant::now();
-            if let Ok(list) = consumer.fetch_group_list(
-                Some(&topics::group_id(&settings.group)),
-                Duration::from_secs(2),
-            ) {
-                if let Some(g) = list.groups().first() {
-                    let _ = changes.send(Change::Members(g.members().len()));
-                }
+        if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
+            consumer.context().note_refusal(&e);
+        }
+        // librdkafka marks the assignment lost as soon as it finds the session timed out
+        // (its revocation callback follows): the leases go at once.
+        if consumer.assignment_lost() {
+            if !lost {
+                lost = true;
+                consumer.context().revoke_all();
+                let _ = changes.send(Change::InGroup(false));
             }
+        } else {
+            lost = false;
+        }
+        let fatal = consumer.context().fatal.lock().ok().and_then(|f| f.clone());
+        if let Some(why) = fatal {
+            consumer.context().revoke_all();
+            leaving.store(true, Ordering::Release);
+            return Err(why);
         }
     }
     tracing::info!(group = %settings.group, member = %settings.member, "leaving the group");

@@ -2,161 +2,96 @@
 //! connectors through Kafka's group coordinator; each connector runs in exactly one member at
 //! a time, and another member takes it over when its owner dies, freezes, or leaves.
 //!
+//! * [`plan`]: whether a configuration can run as a group.
 //! * [`membership`]: the member's Kafka consumer in consumer group `outboxd.group.<name>`;
-//!   the coordinator's partition assignment (cooperative-sticky) is the connector assignment.
+//!   the coordinator's partition assignment (cooperative-sticky) is the connector assignment,
+//!   and each assignment comes with a [`Lease`] revoked the moment it ends.
 //! * [`topics`]: one coordination topic per connector (its single partition is what gets
-//!   assigned) that also keeps the connector's ownership record for `status`.
+//!   assigned).
+//! * [`owners`]: the ownership records in those topics, for the log and `status`.
 //! * this module: the member itself, starting a connector when it is assigned and stopping it
-//!   (drain, final commit) before the revocation completes.
+//!   before the revocation completes: drained with a final commit when it is handed over
+//!   (rebalance, shutdown), abandoned at once when this member lost it without knowing.
 //!
 //! Exactly once across a takeover rests on Kafka, not on this module: the new owner's
-//! transactional producer (the connector's `transactional.id`) fences every older instance at
-//! `init_transactions`, aborting its open transaction, and then reads the last committed
+//! transactional producer (the connector's `transactional.id`; in at-least-once mode the one
+//! that writes its checkpoints, `checkpoint::fenced`) fences every older instance at
+//! `init_transactions`, aborting its open transaction, and only then reads the last committed
 //! checkpoint. A member that lost its membership without knowing can therefore never write a
-//! record or a checkpoint after its successor started; when it notices (its next heartbeat),
-//! it stops those connectors and stays a standby. PostgreSQL allows one walsender per slot: a
-//! newly assigned connector ends the previous owner's walsender if it is still attached
-//! (`pg_terminate_backend`). MySQL/MariaDB: successive owners register with the connector's
-//! `server_id`, and the server drops the older replica connection.
+//! record (exactly-once) or a checkpoint (both modes) after its successor started; when it
+//! notices (within about a second of waking) its leases are revoked, so it neither restarts
+//! nor reconnects nor fences anybody, and it abandons those connectors — no drain, no final
+//! checkpoint, no last status update to the server — and stays a standby. PostgreSQL allows
+//! one walsender per slot: a newly assigned connector ends the previous owner's walsender if
+//! it is still attached (`pg_terminate_backend`). MySQL/MariaDB: successive owners register
+//! with the connector's `server_id`, and the server drops the older replica connection.
+//!
+//! A connector that ends by itself while this member owns it: fenced while its lease is held
+//! is restarted by the connector itself (it is the owner); a definite failure keeps it
+//! stopped here — `failed` in `/health` (so `/ready` is false) and in `status`, released in
+//! the ownership record, `outboxd_connector_owned` 0, one ERROR line — without giving up the
+//! assignment: another member would meet the same failure. Restarting this member (after the
+//! fix) hands it over.
 
 pub mod membership;
+pub mod owners;
+pub mod plan;
 pub mod topics;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use tokio::sync::{mpsc, watch};
 
+pub use self::plan::GroupPlan;
+
 use self::membership::{Change, Membership, MembershipSettings, RevokeReason};
-use self::topics::{Owner, OwnerLog};
-use crate::checkpoint::now_ms;
-use crate::config::{CheckpointConfig, Config, ConnectorConfig, GroupConfig};
+use self::owners::{MemberList, OwnerLog, RELEASE_WAIT};
+use crate::config::{Config, ConnectorConfig, KafkaConfig};
 use crate::connector::{Connector, RunningConnector};
 use crate::error::Error;
 use crate::health::{ConnectorState, Health};
+use crate::lease::Lease;
 use crate::metrics as m;
 use crate::sink::KafkaLink;
-use crate::source::supervise::{sleep_before_retry, Backoff};
+use crate::source::supervise::{sleep_before_retry, Retry};
 
-/// Why a group cannot be formed with this configuration (definite: change the configuration).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum GroupError {
-    /// The group name has characters a Kafka group id / topic name cannot hold.
-    #[error("group name {name:?} must be 1 to 128 characters of A-Z a-z 0-9 . _ - (it names a Kafka consumer group and topics)")]
-    Name {
-        /// The name given.
-        name: String,
-    },
-    /// A connector keeps its checkpoint in a local file, which the other members cannot read.
-    #[error("connector {connector} uses the file checkpoint store, which the other members of group {group} cannot read: a takeover would start without its checkpoint. Use the Kafka store ([connectors.checkpoint] store = \"kafka\", the default) with --group")]
-    FileStore {
-        /// The connector.
-        connector: String,
-        /// The group.
-        group: String,
-    },
-    /// The connectors do not all use one Kafka cluster (the group lives on one).
-    #[error("connectors {first} and {other} use different Kafka clusters ({first_bootstrap} and {other_bootstrap}); a group's members and connectors share one cluster")]
-    Clusters {
-        /// A connector.
-        first: String,
-        /// Its bootstrap servers.
-        first_bootstrap: String,
-        /// Another connector.
-        other: String,
-        /// Its bootstrap servers.
-        other_bootstrap: String,
-    },
-    /// The heartbeat is too slow for the session timeout.
-    #[error("group heartbeat_interval {heartbeat:?} must be at most a third of session_timeout {session:?}")]
-    Timing {
-        /// `heartbeat_interval`.
-        heartbeat: Duration,
-        /// `session_timeout`.
-        session: Duration,
-    },
-}
+/// How often the member count is read from the group coordinator.
+const MEMBERS_EVERY: Duration = Duration::from_secs(5);
 
-/// The group settings of a process that runs in a group, checked against its connectors.
-#[derive(Debug, Clone)]
-pub struct GroupPlan {
-    /// The group's name.
-    pub name: String,
-    /// Its timing.
-    pub settings: GroupConfig,
-}
-
-impl GroupPlan {
-    /// The plan for `cfg` with group `name` (`--group`, else `[group] name`); `Ok(None)`
-    /// without a group.
-    ///
-    /// Errors when the name is not usable, a connector uses the file checkpoint store, the
-    /// connectors use different Kafka clusters, or the heartbeat is too slow.
-    pub fn for_config(cfg: &Config, name: Option<&str>) -> Result<Option<Self>, GroupError> {
-        let Some(name) = name.or(cfg.group.name.as_deref()) else {
-            return Ok(None);
-        };
-        if name.is_empty()
-            || name.len() > 128
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        {
-            return Err(GroupError::Name {
-                name: name.to_string(),
-            });
-        }
-        let settings = cfg.group.clone();
-        if settings.heartbeat_interval * 3 > settings.session_timeout {
-            return Err(GroupError::Timing {
-                heartbeat: settings.heartbeat_interval,
-                session: settings.session_timeout,
-            });
-        }
-        for c in &cfg.connectors {
-            if let CheckpointConfig::File { .. } = c.checkpoint {
-                return Err(GroupError::FileStore {
-                    connector: c.name.clone(),
-                    group: name.to_string(),
-                });
-            }
-        }
-        if let Some(first) = cfg.connectors.first() {
-            if let Some(other) = cfg
-                .connectors
-                .iter()
-                .find(|c| c.kafka.bootstrap_servers != first.kafka.bootstrap_servers)
-            {
-                return Err(GroupError::Clusters {
-                    first: first.name.clone(),
-                    first_bootstrap: first.kafka.bootstrap_servers.clone(),
-                    other: other.name.clone(),
-                    other_bootstrap: other.kafka.bootstrap_servers.clone(),
-                });
-            }
-        }
-        Ok(Some(Self {
-            name: name.to_string(),
-            settings,
-        }))
-    }
-}
+/// Longest wait between attempts to create the coordination topics.
+const TOPICS_MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// This member's id: `outboxd-<host>-<pid>`.
 pub fn member_id() -> String {
     format!("outboxd-{}-{}", topics::host_name(), std::process::id())
 }
 
-/// A connector this member runs.
-struct Owned {
-    running: RunningConnector,
+/// A connector assigned to this member.
+struct Slot {
+    lease: Lease,
+    /// `None` once it ended by itself (a definite failure keeps it stopped here).
+    running: Option<RunningConnector>,
+}
+
+/// The member: its connectors, and what it reports.
+struct Member {
+    group: String,
+    id: String,
+    configs: BTreeMap<String, ConnectorConfig>,
+    health: Health,
+    owners: Option<OwnerLog>,
+    slots: BTreeMap<String, Slot>,
+    /// Whether a connector failed (the exit status shows it).
+    failed: bool,
 }
 
 /// Runs this process as a member of `plan`'s group until `shutdown` turns true: connectors
-/// start when the coordinator assigns them and stop (drain, final commit) when it revokes
-/// them; on shutdown the member stops its connectors, then leaves the group so that the
-/// others take them over at once. Returns whether a connector failed definitely or the
-/// membership could not be kept.
+/// start when the coordinator assigns them and stop when it revokes them; on shutdown the
+/// member stops its connectors (drain, final commit, all at once), then leaves the group so
+/// that the others take them over at once. Returns whether a connector failed definitely or
+/// the membership could not be kept.
 pub async fn run_member(
     cfg: Config,
     plan: GroupPlan,
@@ -166,8 +101,9 @@ pub async fn run_member(
     let Some(first) = cfg.connectors.first() else {
         return false;
     };
+    // Every connector reaches the cluster with these settings (`GroupPlan` checks it).
     let kafka = first.kafka.clone();
-    let member = member_id();
+    let id = member_id();
     let configs: BTreeMap<String, ConnectorConfig> = cfg
         .connectors
         .iter()
@@ -182,33 +118,38 @@ pub async fn run_member(
     }
     health.set_member(false);
     let link = KafkaLink::new(&format!("group {}", plan.name), &kafka.bootstrap_servers);
+    health.watch_group(link.clone());
 
     // The coordination topics must exist before the consumer subscribes to them.
     let names: Vec<String> = configs.keys().cloned().collect();
-    let mut backoff = Backoff::new(Duration::from_secs(30));
+    let mut retry = Retry::new(TOPICS_MAX_BACKOFF);
     loop {
-        match topics::ensure(&kafka, &plan.name, &names, &link).await {
+        retry.attempt();
+        let e = match topics::ensure(&kafka, &plan.name, &names, &link).await {
             Ok(()) => break,
-            Err(e) if link.definite_failure().is_some() => {
-                tracing::error!(group = %plan.name, "cannot join the group: {e}");
-                return true;
-            }
-            Err(e) => {
-                let wait = backoff.next_wait();
-                tracing::warn!(group = %plan.name, retry_in = ?wait, "cannot create the group's coordination topics yet: {e}");
-                if !sleep_before_retry(wait, &shutdown).await {
-                    return false;
-                }
-            }
+            Err(e) => e,
+        };
+        let Some(wait) = retry.after_failure(e.class(), false) else {
+            tracing::error!(group = %plan.name, "cannot join the group: {e}");
+            return true;
+        };
+        tracing::warn!(group = %plan.name, retry_in = ?wait, "cannot create the group's coordination topics yet: {e}");
+        if !sleep_before_retry(wait, &shutdown).await {
+            return false;
         }
     }
-    let owners = match OwnerLog::new(&kafka, &plan.name, link.clone()) {
+    let owners = match OwnerLog::start(&kafka, &plan.name, &id, link.clone()) {
         Ok(o) => Some(o),
         Err(e) => {
             tracing::warn!(group = %plan.name, "ownership records for `status` are off: {e}");
             None
         }
     };
+    let counting = tokio::spawn(count_members(
+        kafka.clone(),
+        plan.name.clone(),
+        link.clone(),
+    ));
     let (changes_tx, mut changes) = mpsc::unbounded_channel();
     let membership = Membership::join(
         MembershipSettings {
@@ -217,14 +158,21 @@ pub async fn run_member(
             connectors: names,
             session_timeout: plan.settings.session_timeout,
             heartbeat_interval: plan.settings.heartbeat_interval,
-            member: member.clone(),
+            member: id.clone(),
+            link,
         },
         changes_tx,
     );
-    health.set_member(true);
 
-    let mut owned: BTreeMap<String, Owned> = BTreeMap::new();
-    let mut failed = false;
+    let mut member = Member {
+        group: plan.name.clone(),
+        id,
+        configs,
+        health: health.clone(),
+        owners,
+        slots: BTreeMap::new(),
+        failed: false,
+    };
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
@@ -235,83 +183,34 @@ pub async fn run_member(
             }
             change = changes.recv() => match change {
                 None => break,
-                Some(Change::Assigned(connectors)) => {
-                    for name in connectors {
-                        let Some(c) = configs.get(&name) else { continue };
-                        if owned.contains_key(&name) {
-                            continue;
-                        }
-                        match Connector::new(c.clone()) {
-                            Ok(connector) => {
-                                tracing::info!(group = %plan.name, connector = %name, member = %member, "assigned to this member by the group coordinator: starting it");
-                                metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(1.0);
-                                metrics::counter!(m::GROUP_ASSIGNMENTS, m::LABEL_CONNECTOR => name.clone(), m::LABEL_CHANGE => "assigned").increment(1);
-                                let running = connector.taking_over().start(health.clone());
-                                owned.insert(name.clone(), Owned { running });
-                                if let Some(o) = &owners {
-                                    o.record(&name, &Owner {
-                                        member: member.clone(),
-                                        host: topics::host_name(),
-                                        pid: std::process::id(),
-                                        since_ms: now_ms(),
-                                    }).await;
-                                }
-                            }
-                            Err(e) => {
-                                tracing::error!(connector = %name, "cannot build the connector: {e}");
-                                health.set(&name, ConnectorState::Failed);
-                                failed = true;
-                            }
-                        }
+                Some(Change::Assigned(granted)) => {
+                    for (name, lease) in granted {
+                        member.assigned(name, lease).await;
                     }
                 }
                 Some(Change::Revoked { connectors, reason, done }) => {
-                    for name in &connectors {
-                        if let Some(o) = owned.remove(name) {
-                            tracing::info!(group = %plan.name, connector = %name, member = %member, "revoked: {}; stopping it here", reason.describe());
-                            failed |= stop(name, o, &health, reason).await;
-                        }
-                        health.set(name, ConnectorState::Standby);
-                        metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(0.0);
-                        metrics::counter!(m::GROUP_ASSIGNMENTS, m::LABEL_CONNECTOR => name.clone(), m::LABEL_CHANGE => "revoked").increment(1);
-                    }
+                    member.revoked(connectors.into_iter().collect(), reason).await;
                     let _ = done.send(());
                 }
-                Some(Change::Members(n)) => {
-                    metrics::gauge!(m::GROUP_MEMBERS).set(n as f64);
-                }
+                Some(Change::InGroup(joined)) => health.set_member(joined),
                 Some(Change::Ended(result)) => {
                     if let Err(e) = result {
                         tracing::error!(group = %plan.name, "the group membership ended: {e}");
-                        failed = true;
+                        member.failed = true;
                     }
                     health.set_member(false);
                     break;
                 }
             },
-            _ = tick.tick() => {
-                // A connector that stopped by itself (a definite failure, or fenced).
-                let ended: Vec<String> = owned
-                    .iter()
-                    .filter(|(_, o)| o.running.is_finished())
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                for name in ended {
-                    if let Some(o) = owned.remove(&name) {
-                        failed |= ended_by_itself(&name, o, &health).await;
-                    }
-                }
-            }
+            _ = tick.tick() => member.reap().await,
         }
     }
 
-    // Shutdown: stop what this member runs (drain, final commit), then leave, so that the
-    // coordinator hands them over at once.
-    for (name, o) in std::mem::take(&mut owned) {
-        tracing::info!(group = %plan.name, connector = %name, "shutting down: stopping it before leaving the group");
-        failed |= stop(&name, o, &health, RevokeReason::Leaving).await;
-        metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(0.0);
-    }
+    // Shutdown: stop what this member runs (drain, final commit; all at once, so the whole
+    // handover fits the process's stop deadline), then leave, so that the coordinator hands
+    // them over at once.
+    let running: Vec<String> = member.slots.keys().cloned().collect();
+    member.revoked(running, RevokeReason::Leaving).await;
     // Serve the last revocation while the consumer closes.
     let leaving = membership.leave();
     tokio::pin!(leaving);
@@ -325,33 +224,179 @@ pub async fn run_member(
             }
         }
     }
+    counting.abort();
     health.set_member(false);
-    failed
+    member.failed
 }
 
-/// Stops a connector this member runs and waits for its end. Returns whether it failed in a
-/// way the exit status must show (not a fencing: that is the takeover working).
-async fn stop(name: &str, o: Owned, health: &Health, reason: RevokeReason) -> bool {
-    o.running.stop_handle().stop();
-    let result = o.running.join().await;
-    judge(name, result, health, Some(reason))
+impl Member {
+    /// Starts `name`, assigned to this member under `lease`.
+    async fn assigned(&mut self, name: String, lease: Lease) {
+        let Some(cfg) = self.configs.get(&name) else {
+            return;
+        };
+        if let Some(old) = self.slots.remove(&name) {
+            // An assignment the member never saw revoked: its lease is gone, so it is not
+            // this member's to finish.
+            old.lease.revoke();
+            if let Some(r) = old.running {
+                r.abandon().await;
+            }
+        }
+        metrics::counter!(m::GROUP_ASSIGNMENTS, m::LABEL_CONNECTOR => name.clone(), m::LABEL_CHANGE => "assigned").increment(1);
+        match &self.owners {
+            // Logs the assignment with what the ownership record says of the previous owner.
+            Some(o) => o.assigned(&name),
+            None => {
+                tracing::info!(group = %self.group, connector = %name, member = %self.id, "assigned to this member by the group coordinator (previous owner unknown: ownership records are off): starting it")
+            }
+        }
+        match Connector::new(cfg.clone()) {
+            Ok(connector) => {
+                let running = connector
+                    .with_lease(lease.clone())
+                    .start(self.health.clone());
+                self.slots.insert(
+                    name,
+                    Slot {
+                        lease,
+                        running: Some(running),
+                    },
+                );
+            }
+            Err(e) => {
+                let e = format!("cannot build the connector: {e}");
+                self.keep_failed(&name, &lease, &e).await;
+                self.slots.insert(
+                    name,
+                    Slot {
+                        lease,
+                        running: None,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Stops `connectors` (all at once) because the coordinator revoked them, or because the
+    /// member leaves (`Leaving`): one INFO line each, with the reason and what is done.
+    async fn revoked(&mut self, connectors: Vec<String>, reason: RevokeReason) {
+        let mut stopping = Vec::new();
+        for name in connectors {
+            metrics::counter!(m::GROUP_ASSIGNMENTS, m::LABEL_CONNECTOR => name.clone(), m::LABEL_CHANGE => "revoked").increment(1);
+            let Some(slot) = self.slots.remove(&name) else {
+                continue;
+            };
+            slot.lease.revoke();
+            let what = match (&slot.running, reason) {
+                (None, _) => "it had already stopped here",
+                (Some(_), RevokeReason::Lost) => {
+                    "abandoning it: no drain, no final checkpoint (the next owner resumes from the \
+                     last committed checkpoint)"
+                }
+                (Some(_), _) => "stopping it: drain, final checkpoint",
+            };
+            tracing::info!(group = %self.group, connector = %name, member = %self.id, "revoked ({}): {what}", reason.describe());
+            self.health.set(&name, ConnectorState::Standby);
+            if let Some(running) = slot.running {
+                stopping.push(async move {
+                    let result = if reason == RevokeReason::Lost {
+                        running.abandon().await;
+                        Ok(())
+                    } else {
+                        running.stop_handle().stop();
+                        running.join().await
+                    };
+                    (name, result)
+                });
+            } else {
+                self.release(&name, reason.short(), reason).await;
+            }
+        }
+        let stopped = join_all(stopping).await;
+        for (name, result) in &stopped {
+            self.failed |= judge(name, result, &self.health);
+            self.health.set(name, ConnectorState::Standby);
+        }
+        join_all(
+            stopped
+                .iter()
+                .map(|(name, _)| self.release(name, reason.short(), reason)),
+        )
+        .await;
+    }
+
+    /// Writes `name`'s release record: waited for (briefly) on a handover, so that the next
+    /// owner's log line can say it was handed over; not on a lost session.
+    async fn release(&self, name: &str, why: &str, reason: RevokeReason) {
+        if let Some(o) = &self.owners {
+            let wait = if reason == RevokeReason::Lost {
+                Duration::ZERO
+            } else {
+                RELEASE_WAIT
+            };
+            o.released(name, why, wait).await;
+        }
+    }
+
+    /// Looks after the connectors that ended by themselves.
+    async fn reap(&mut self) {
+        let ended: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| {
+                s.running
+                    .as_ref()
+                    .is_some_and(RunningConnector::is_finished)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in ended {
+            let Some(slot) = self.slots.get_mut(&name) else {
+                continue;
+            };
+            let Some(running) = slot.running.take() else {
+                continue;
+            };
+            let lease = slot.lease.clone();
+            match running.join().await {
+                Err(e) if e.is_handed_over() || !lease.held() => {
+                    // The group gave it to another member (its revocation follows, or came).
+                    tracing::info!(group = %self.group, connector = %name, "stopped here: another member of the group runs it now ({e})");
+                    self.health.set(&name, ConnectorState::Standby);
+                }
+                Ok(()) => {
+                    let e = Error::TaskLost {
+                        detail: "it ended without being asked to".into(),
+                    };
+                    self.keep_failed(&name, &lease, &e).await;
+                }
+                Err(e) => self.keep_failed(&name, &lease, &e).await,
+            }
+        }
+    }
+
+    /// A connector this member owns stopped on definite failure `e`: it stays stopped here,
+    /// visible (`failed`), and nobody runs it until this member restarts.
+    async fn keep_failed(&mut self, name: &str, lease: &Lease, e: &(dyn std::fmt::Display + Sync)) {
+        self.failed = true;
+        lease.show_running(false);
+        self.health
+            .set_because(name, ConnectorState::Failed, e.to_string());
+        tracing::error!(group = %self.group, connector = %name, member = %self.id, "stopped after a definite failure while this member owns it: nobody runs it now. It stays assigned here, stopped and shown as failed (/health, outboxd status), since another member would meet the same failure; fix the cause, then restart this member to hand it over: {e}");
+        if let Some(o) = &self.owners {
+            o.released(name, &format!("failed: {e}"), Duration::ZERO)
+                .await;
+        }
+    }
 }
 
-/// A connector that ended without being asked to.
-async fn ended_by_itself(name: &str, o: Owned, health: &Health) -> bool {
-    let result = o.running.join().await;
-    judge(name, result, health, None)
-}
-
-fn judge(
-    name: &str,
-    result: Result<(), Error>,
-    health: &Health,
-    revoked: Option<RevokeReason>,
-) -> bool {
+/// Whether a connector's end after it was asked to stop is a failure the exit status must
+/// show (not a fencing: that is the takeover working).
+fn judge(name: &str, result: &Result<(), Error>, health: &Health) -> bool {
     match result {
         Ok(()) => false,
-        Err(e) if e.is_fenced() => {
+        Err(e) if e.is_handed_over() => {
             // Another member took the connector over and its producer fenced ours: the
             // handover, seen from the old owner.
             tracing::info!(
@@ -361,63 +406,30 @@ fn judge(
             health.set(name, ConnectorState::Standby);
             false
         }
-        Err(e) if e.is_transient() && revoked == Some(RevokeReason::Lost) => {
-            // Stopped without a final checkpoint after losing the membership: the new owner
-            // resumes from the last committed one.
-            false
-        }
         Err(_) => true,
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(text: &str) -> Config {
-        crate::config::parse(
-            text,
-            std::path::Path::new("t.toml"),
-            Some("k:9092"),
-            &|_| None,
-        )
-        .unwrap()
-    }
-
-    const CONNECTOR: &str = r#"
-[[connectors]]
-name = "a"
-tables = ["s.outbox"]
-[connectors.source]
-kind = "mariadb"
-host = "h"
-user = "u"
-password = "p"
-server_id = 7
-"#;
-
-    #[test]
-    fn a_group_needs_the_kafka_store_and_a_fast_enough_heartbeat() {
-        let cfg = config(CONNECTOR);
-        assert!(GroupPlan::for_config(&cfg, None).unwrap().is_none());
-        let plan = GroupPlan::for_config(&cfg, Some("prod")).unwrap().unwrap();
-        assert_eq!(plan.name, "prod");
-        assert!(matches!(
-            GroupPlan::for_config(&cfg, Some("bad name")),
-            Err(GroupError::Name { .. })
-        ));
-        let file = config(&format!(
-            "{CONNECTOR}[connectors.checkpoint]\nstore = \"file\"\npath = \"x.json\"\n"
-        ));
-        let e = GroupPlan::for_config(&file, Some("prod")).unwrap_err();
-        assert!(matches!(e, GroupError::FileStore { .. }), "{e}");
-        assert!(e.to_string().contains("store = \"kafka\""), "{e}");
-        let slow = config(&format!(
-            "[group]\nname = \"g\"\nsession_timeout = \"6s\"\nheartbeat_interval = \"3s\"\n{CONNECTOR}"
-        ));
-        assert!(matches!(
-            GroupPlan::for_config(&slow, None),
-            Err(GroupError::Timing { .. })
-        ));
+/// Keeps `outboxd_group_members` up to date from the group coordinator's member list, every
+/// [`MEMBERS_EVERY`], off the membership's thread (a slow answer never delays a rebalance).
+async fn count_members(kafka: KafkaConfig, group: String, link: std::sync::Arc<KafkaLink>) {
+    let list = match MemberList::new(&kafka, &group, link) {
+        Ok(l) => std::sync::Arc::new(l),
+        Err(e) => {
+            tracing::warn!(group = %group, "the member count is off: {e}");
+            return;
+        }
+    };
+    let mut every = tokio::time::interval(MEMBERS_EVERY);
+    loop {
+        every.tick().await;
+        let l = list.clone();
+        if let Ok(Ok(members)) =
+            tokio::task::spawn_blocking(move || l.members(Duration::from_secs(2))).await
+        {
+            if !members.is_empty() {
+                metrics::gauge!(m::GROUP_MEMBERS).set(members.len() as f64);
+            }
+        }
     }
 }

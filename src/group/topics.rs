@@ -1,32 +1,26 @@
 //! The group's topics: one coordination topic per connector, whose single partition is what
-//! the group coordinator assigns, and which also holds the connector's ownership record (who
-//! runs it, since when) for `outboxd status`.
+//! the group coordinator assigns, and which also holds the connector's ownership records
+//! (see [`super::owners`]).
 //!
 //! Names: the consumer group `outboxd.group.<group>`, the topics
 //! `outboxd.group.<group>.<connector>` (1 partition, `cleanup.policy=compact`, key `owner`).
 //! Connector and group names use only `A-Z a-z 0-9 . _ -`, which are Kafka topic characters,
 //! so the names are topic names as they are.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{Offset, TopicPartitionList};
-use serde::{Deserialize, Serialize};
 
 use crate::config::KafkaConfig;
+use crate::error::Class;
 use crate::sink::client;
 use crate::sink::client_log::ClientLog;
-use crate::sink::KafkaLink;
+use crate::sink::{KafkaLink, LinkFailure};
 
 /// How long one request to the cluster may take.
 const KAFKA_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The record key of an ownership record.
-const OWNER_KEY: &str = "owner";
 
 /// The consumer group's id for group `group`.
 pub fn group_id(group: &str) -> String {
@@ -46,17 +40,26 @@ pub fn connector_of(group: &str, topic: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Who runs a connector, as its owner wrote it when it took the connector over.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Owner {
-    /// The member (`outboxd-<host>-<pid>`).
-    pub member: String,
-    /// The member's host name.
-    pub host: String,
-    /// The member's process id.
-    pub pid: u32,
-    /// When it took the connector over, milliseconds since the Unix epoch.
-    pub since_ms: i64,
+/// Why the coordination topics could not be made sure of.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TopicsError {
+    /// The cluster did not answer, or refused (retried: an operator may create them
+    /// meanwhile).
+    #[error("{0}")]
+    Kafka(String),
+    /// The cluster refused the credentials, or TLS with it failed verification.
+    #[error(transparent)]
+    Link(#[from] LinkFailure),
+}
+
+impl TopicsError {
+    /// Definite for a refused login or TLS verification, transient otherwise.
+    pub fn class(&self) -> Class {
+        match self {
+            TopicsError::Kafka(_) => Class::Transient,
+            TopicsError::Link(_) => Class::Definite,
+        }
+    }
 }
 
 /// Creates the coordination topics of `connectors` that do not exist yet.
@@ -66,11 +69,12 @@ pub async fn ensure(
     kafka: &KafkaConfig,
     group: &str,
     connectors: &[String],
-    link: &std::sync::Arc<KafkaLink>,
-) -> Result<(), String> {
+    link: &Arc<KafkaLink>,
+) -> Result<(), TopicsError> {
+    let fail = |m: String| TopicsError::Kafka(m);
     let admin: AdminClient<ClientLog> = client::config(kafka)
         .create_with_context(ClientLog::new(link.clone()))
-        .map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
+        .map_err(|e| fail(format!("cannot create a Kafka admin client: {e}")))?;
     let names: Vec<String> = connectors
         .iter()
         .map(|c| coordination_topic(group, c))
@@ -82,116 +86,22 @@ pub async fn ensure(
     let opts = AdminOptions::new().operation_timeout(Some(KAFKA_TIMEOUT));
     let created = tokio::time::timeout(KAFKA_TIMEOUT, admin.create_topics(&topics, &opts));
     let results = tokio::select! {
-        r = created => r.map_err(|_| "Kafka did not answer a CreateTopics request for the group's topics".to_string())?,
-        f = link.wait_definite() => return Err(f.to_string()),
+        r = created => r.map_err(|_| fail("Kafka did not answer a CreateTopics request for the group's topics".into()))?,
+        f = link.wait_definite() => return Err(f.into()),
     }
-    .map_err(|e| format!("creating the group's coordination topics: {e}"))?;
+    .map_err(|e| fail(format!("creating the group's coordination topics: {e}")))?;
     for r in results {
         match r {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((t, code)) => {
-                return Err(format!(
+                return Err(fail(format!(
                     "Kafka refused to create coordination topic {t} ({code}); create it with one \
                      partition and cleanup.policy=compact, or grant CREATE on it"
-                ))
+                )))
             }
         }
     }
     Ok(())
-}
-
-/// Writes ownership records; one per member, kept for its life.
-pub struct OwnerLog {
-    producer: FutureProducer<ClientLog>,
-    group: String,
-}
-
-impl OwnerLog {
-    /// A writer of group `group`'s ownership records.
-    pub fn new(
-        kafka: &KafkaConfig,
-        group: &str,
-        link: std::sync::Arc<KafkaLink>,
-    ) -> Result<Self, String> {
-        let producer = client::config(kafka)
-            .set("enable.idempotence", "true")
-            .set("linger.ms", "0")
-            .create_with_context(ClientLog::new(link))
-            .map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
-        Ok(Self {
-            producer,
-            group: group.to_string(),
-        })
-    }
-
-    /// Records that `owner` runs `connector` (best effort: `status` shows a stale owner at
-    /// worst; the assignment itself is the coordinator's).
-    pub async fn record(&self, connector: &str, owner: &Owner) {
-        let Ok(value) = serde_json::to_vec(owner) else {
-            return;
-        };
-        let topic = coordination_topic(&self.group, connector);
-        let sent = self
-            .producer
-            .send(
-                FutureRecord::<str, [u8]>::to(&topic)
-                    .key(OWNER_KEY)
-                    .payload(&value),
-                KAFKA_TIMEOUT,
-            )
-            .await;
-        if let Err((e, _)) = sent {
-            tracing::warn!(
-                connector,
-                "could not record this member as the connector's owner for `status`: {e}"
-            );
-        }
-    }
-}
-
-/// The last ownership record of `connector` in group `group` (for `status`); `Ok(None)` when
-/// no member ever ran it.
-pub fn read_owner(
-    kafka: &KafkaConfig,
-    group: &str,
-    connector: &str,
-) -> Result<Option<Owner>, String> {
-    let link = KafkaLink::quiet("status", &kafka.bootstrap_servers);
-    let consumer: BaseConsumer<ClientLog> = client::config(kafka)
-        .set("group.id", format!("{}.status", group_id(group)))
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .create_with_context(ClientLog::new(link))
-        .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
-    let topic = coordination_topic(group, connector);
-    let (low, high) = consumer
-        .fetch_watermarks(&topic, 0, KAFKA_TIMEOUT)
-        .map_err(|e| format!("reading coordination topic {topic}: {e}"))?;
-    if high <= low {
-        return Ok(None);
-    }
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&topic, 0, Offset::Offset(high - 1))
-        .map_err(|e| e.to_string())?;
-    consumer.assign(&tpl).map_err(|e| e.to_string())?;
-    let deadline = std::time::Instant::now() + KAFKA_TIMEOUT;
-    let mut last = None;
-    while std::time::Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => {
-                if m.key() == Some(OWNER_KEY.as_bytes()) {
-                    last = m.payload().and_then(|p| serde_json::from_slice(p).ok());
-                }
-                if m.offset() >= high - 1 {
-                    break;
-                }
-            }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => break,
-            Some(Err(e)) => return Err(format!("reading coordination topic {topic}: {e}")),
-            None => {}
-        }
-    }
-    Ok(last)
 }
 
 /// This host's name: `/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `unknown`.

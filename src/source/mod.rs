@@ -27,6 +27,7 @@ use crate::config::{ConnectorConfig, SourceConfig};
 use crate::error::Error;
 use crate::event::SourceEvent;
 use crate::health::{ConnectorState, Health};
+use crate::lease::Lease;
 use crate::metrics as m;
 use crate::position::SourcePosition;
 
@@ -197,6 +198,8 @@ pub(crate) struct SourceContext {
     pub(crate) connected: bool,
     /// What the supervisor waits to retry.
     pub(crate) retry: RetryState,
+    /// Whether the connector is still this process's: no reconnect once it is not.
+    pub(crate) lease: Lease,
 }
 
 impl SourceContext {
@@ -251,14 +254,14 @@ pub(crate) struct Started {
 /// Starts connector `cfg`'s source on the runtime: sessions from `resume` (the checkpoint),
 /// supervised ([`supervise::run`]) until the delivery loop stops receiving, shutdown, or a
 /// definite failure (sent into the events channel, [`CHANNEL_CAPACITY`] deep).
-/// `taking_over`: a group member just took the connector over (see
-/// `Connector::taking_over`).
+/// `lease`: whether the connector is still this process's, and whether it was just taken
+/// over from another member of a group ([`Lease::taking_over`]).
 pub(crate) fn spawn(
     cfg: &ConnectorConfig,
     resume: Option<SourcePosition>,
     health: &Health,
     shutdown: watch::Receiver<bool>,
-    taking_over: bool,
+    lease: &Lease,
 ) -> Started {
     let (tx, events) = mpsc::channel(CHANNEL_CAPACITY);
     let (checkpointed_tx, checkpointed) = watch::channel(resume.clone());
@@ -271,6 +274,7 @@ pub(crate) fn spawn(
         out: Outlet::new(&cfg.name, tx, resume),
         connected: false,
         retry: retry.clone(),
+        lease: lease.clone(),
     };
     let task = match &cfg.source {
         SourceConfig::Mysql(src) => tokio::spawn(supervise::run(
@@ -278,7 +282,7 @@ pub(crate) fn spawn(
             ctx,
         )),
         SourceConfig::Postgres(src) => tokio::spawn(supervise::run(
-            postgres::PgSource::new(src.clone(), &cfg.tables).taking_over(taking_over),
+            postgres::PgSource::new(src.clone(), &cfg.tables),
             ctx,
         )),
     };

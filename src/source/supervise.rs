@@ -1,22 +1,27 @@
-//! Supervision of a source: sessions one after the other, with reconnects, backoff and the
-//! transient/definite decision in one place.
+//! Retries, and the supervision of a source.
 //!
-//! A session that fails transiently (connection lost, server restarting) is followed by a
-//! new one after a backoff, resuming at the position after the last transaction handed on
-//! ([`super::Outlet::resume_position`]), so nothing is skipped and nothing repeated. Two
+//! [`Retry`] is the one retry rule of the process, used by the source supervisor below (its
+//! reconnects), by the connector (its restarts from the checkpoint) and by a group member
+//! (creating the group's coordination topics): a definite failure is not retried, a
+//! transient one after a [`Backoff`] wait, and an attempt that made progress or lasted
+//! [`HEALTHY_RUN`] ends the streak of failures (the next wait is the first one again). What
+//! is transient and what definite is each error's `class()`, decided in its own layer.
+//!
+//! A source session that fails transiently (connection lost, server restarting) is followed
+//! by a new one after a backoff, resuming at the position after the last transaction handed
+//! on ([`super::Outlet::resume_position`]), so nothing is skipped and nothing repeated. Two
 //! failures go to the delivery loop instead, which stops with them: a definite one (the
 //! connector stops), and any failure after rows of an unfinished transaction were handed on
 //! (a new session would send those rows again after the partial copy; the connector restarts
-//! from its checkpoint, exactly-once aborting what it had started).
-//!
-//! [`Backoff`] is also what the connector uses between its restarts.
+//! from its checkpoint, exactly-once aborting what it had started). A source whose connector
+//! is no longer this member's ([`crate::lease::Lease`]) does not reconnect.
 
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use super::{Source, SourceContext};
-use crate::error::Class;
+use crate::error::{Class, Error};
 use crate::health::ConnectorState;
 use crate::metrics as m;
 
@@ -85,6 +90,46 @@ fn jitter(wait: Duration) -> Duration {
     wait.mul_f64(factor)
 }
 
+/// An attempt that lasted this long ends the streak of failures, like one that made
+/// progress: its failure is a new incident, retried after the first wait again.
+pub(crate) const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
+/// The retry rule: whether and when to try again after a failed attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct Retry {
+    backoff: Backoff,
+    attempt_started: Instant,
+}
+
+impl Retry {
+    /// Retries waiting up to `max` (see [`Backoff`]).
+    pub(crate) fn new(max: Duration) -> Self {
+        Self {
+            backoff: Backoff::new(max),
+            attempt_started: Instant::now(),
+        }
+    }
+
+    /// An attempt starts now (how long it lasts decides whether its failure ends a streak).
+    pub(crate) fn attempt(&mut self) {
+        self.attempt_started = Instant::now();
+    }
+
+    /// After the attempt failed with an error of `class`: `None` when it is not to be
+    /// retried (definite), else the wait before the next attempt. `progressed`: it did what
+    /// it is for before failing (a source session that handed events on); such an attempt, or
+    /// one that lasted [`HEALTHY_RUN`], ends the streak of failures first.
+    pub(crate) fn after_failure(&mut self, class: Class, progressed: bool) -> Option<Duration> {
+        if class == Class::Definite {
+            return None;
+        }
+        if progressed || self.attempt_started.elapsed() >= HEALTHY_RUN {
+            self.backoff.reset();
+        }
+        Some(self.backoff.next_wait())
+    }
+}
+
 /// Sleeps `wait` before a retry. Returns `false`, early, when `shutdown` turns true first: do
 /// not retry then. So no retry holds a stopping process for its backoff.
 pub(crate) async fn sleep_before_retry(wait: Duration, shutdown: &watch::Receiver<bool>) -> bool {
@@ -101,9 +146,20 @@ pub(crate) const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(30);
 /// Runs `source`'s sessions until the delivery loop stops receiving, shutdown, or a failure
 /// the loop must handle (sent to it through `ctx.out`).
 pub(crate) async fn run<S: Source>(mut source: S, mut ctx: SourceContext) {
-    let mut backoff = Backoff::new(source.reconnect_backoff_max());
+    let mut retry = Retry::new(source.reconnect_backoff_max());
     let stats = m::StreamingStats::of(&ctx.connector);
     loop {
+        if !ctx.lease.held() {
+            // Another member owns the connector now: reconnecting could take the source away
+            // from it (the same server_id, the slot), and what failed here is no news.
+            ctx.out
+                .fail(Error::NotOwner {
+                    connector: ctx.connector.clone(),
+                })
+                .await;
+            return;
+        }
+        retry.attempt();
         let result = source.session(&mut ctx).await;
         stats.set_connected(false);
         let was_streaming = std::mem::take(&mut ctx.connected);
@@ -112,14 +168,17 @@ pub(crate) async fn run<S: Source>(mut source: S, mut ctx: SourceContext) {
             Ok(()) => return,
             Err(e) => source.escalate(e),
         };
-        if error.class() == Class::Definite || ctx.out.mid_transaction() || *ctx.shutdown.borrow() {
+        if ctx.out.mid_transaction() || *ctx.shutdown.borrow() {
             ctx.out.fail(error).await;
             return;
         }
-        if streamed {
-            backoff.reset();
+        if !ctx.lease.held() {
+            continue;
         }
-        let wait = backoff.next_wait();
+        let Some(wait) = retry.after_failure(error.class(), streamed) else {
+            ctx.out.fail(error).await;
+            return;
+        };
         // A connection that never streamed is not "lost": say what stops it from starting.
         let what = if was_streaming {
             format!("{} connection lost, reconnecting", source.stream_name())
@@ -163,6 +222,29 @@ mod tests {
         assert!(within(later[0], Duration::from_secs(30)), "{later:?}");
         b.reset();
         assert!(within(b.next_wait(), FIRST_BACKOFF));
+    }
+
+    #[test]
+    fn definite_failures_are_not_retried_and_progress_ends_a_streak() {
+        let mut r = Retry::new(Duration::from_secs(30));
+        assert_eq!(r.after_failure(Class::Definite, false), None);
+        let waits: Vec<Duration> = (0..3)
+            .map(|_| {
+                r.attempt();
+                r.after_failure(Class::Transient, false).unwrap()
+            })
+            .collect();
+        for (w, nominal) in waits.iter().zip([1, 2, 3]) {
+            assert!(within(*w, Duration::from_secs(nominal)), "{waits:?}");
+        }
+        r.attempt();
+        let w = r.after_failure(Class::Transient, true).unwrap();
+        assert!(within(w, FIRST_BACKOFF), "{w:?}");
+        // An attempt that lasted a healthy run counts as progress.
+        r.after_failure(Class::Transient, false);
+        r.attempt_started = Instant::now() - HEALTHY_RUN;
+        let w = r.after_failure(Class::Transient, false).unwrap();
+        assert!(within(w, FIRST_BACKOFF), "{w:?}");
     }
 
     #[tokio::test]

@@ -224,10 +224,13 @@ impl Drop for Relay {
 
 /// A minimal HTTP/1.0 GET against 127.0.0.1:`port`; returns (status, body).
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s =
-        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))
-            .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    http_get_within(port, path, Duration::from_secs(5))
+}
+
+/// [`http_get`], giving up after `wait` without an answer (e.g. from a frozen process).
+pub fn http_get_within(port: u16, path: &str, wait: Duration) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), wait).ok()?;
+    s.set_read_timeout(Some(wait)).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).ok()?;

@@ -12,16 +12,13 @@ use super::tls::{negotiate, Attempt, Negotiated, NegotiationError};
 use crate::config::tls::PgTlsNames;
 use crate::config::{PostgresSourceConfig, PublicationAutocreate};
 use crate::event::TableName;
+use crate::lease::Lease;
 use crate::position::Lsn;
 use crate::preflight::{CheckResult, Status};
 
 /// How long a slot held by another process is waited for before that is a definite error
 /// (a relay restarted right after `kill -9` finds its old walsender still exiting).
 pub const SLOT_BUSY_WAIT: Duration = Duration::from_secs(10);
-
-/// After a group takeover, how long a walsender still attached to the slot is given to go
-/// away by itself (a dead owner's notices its closed connection at once) before it is ended.
-pub const TAKEOVER_GRACE: Duration = Duration::from_secs(1);
 
 /// What the server told us about itself and our role.
 #[derive(Debug, Clone)]
@@ -615,18 +612,22 @@ pub fn checkpoint_gap(slot_name: &str, slot: Option<&SlotInfo>, checkpoint: Lsn)
 /// created: creating it would start past the gap. Without one the slot is created (when
 /// `slot_autocreate` allows) and streaming starts at its consistent point.
 ///
-/// `taking_over`: a group member just took the connector over; a walsender still attached
-/// after [`TAKEOVER_GRACE`] is the previous owner's (frozen, or cut off) and is ended with
-/// `pg_terminate_backend` (allowed for the same role, or with `pg_signal_backend`); a role
-/// that may not end it gets a transient [`PgError::SlotHeld`] (retried) instead of the
-/// definite [`PgError::SlotInUse`].
+/// `lease`: while a group member takes the connector over ([`Lease::taking_over`]: granted,
+/// still held, not streamed yet), a walsender attached to the slot is the previous owner's
+/// and is ended at once with `pg_terminate_backend` (allowed for the same role, or with
+/// `pg_signal_backend`). No grace is given: the group coordinator assigns the connector only
+/// once the previous owner has stopped it (its walsender is ending anyway) or has been
+/// expelled from the group (dead, frozen, or cut off; its writes are fenced). A role that may
+/// not end it gets a transient [`PgError::SlotHeld`] (retried) instead of the definite
+/// [`PgError::SlotInUse`]. The lease is read again right before each `pg_terminate_backend`:
+/// a member that lost the connector meanwhile never ends its successor's walsender.
 pub async fn ensure_slot(
     client: &tokio_postgres::Client,
     cfg: &PostgresSourceConfig,
     info: &ServerInfo,
     connector: &str,
     checkpoint: Option<Lsn>,
-    taking_over: bool,
+    lease: &Lease,
 ) -> Result<SlotInfo, PgError> {
     let name = &cfg.slot_name;
     let lost = |reason: String, checkpoint: Lsn| PgError::CheckpointLost {
@@ -744,7 +745,8 @@ pub async fn ensure_slot(
     let mut ended: Option<i32> = None;
     let mut said_waiting = false;
     while let Some(pid) = slot.active_pid {
-        if taking_over && started.elapsed() >= TAKEOVER_GRACE && ended != Some(pid) {
+        let taking_over = lease.taking_over();
+        if taking_over && ended != Some(pid) {
             let who = describe_pid(client, pid).await;
             match client
                 .query_one("SELECT pg_terminate_backend($1)", &[&pid])
@@ -786,7 +788,9 @@ pub async fn ensure_slot(
             let who = describe_pid(client, pid).await;
             tracing::info!(slot = %name, "replication slot is in use by {who}; waiting up to {SLOT_BUSY_WAIT:?} for it to go (a previous session's walsender ending)");
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // A walsender this connector just ended goes within milliseconds: look again soon.
+        let step = if ended.is_some() { 50 } else { 500 };
+        tokio::time::sleep(Duration::from_millis(step)).await;
         slot = slot_info(client, cfg, name)
             .await?
             .ok_or_else(|| PgError::Vanished {

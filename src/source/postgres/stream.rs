@@ -87,9 +87,6 @@ const SESSION_OPTIONS: &str =
 pub struct PgSource {
     cfg: PostgresSourceConfig,
     tables: Vec<TableName>,
-    /// Until the first session streams: end a walsender still attached to the slot (a
-    /// previous owner's, after a group takeover) instead of waiting for it.
-    taking_over: bool,
 }
 
 impl PgSource {
@@ -98,15 +95,7 @@ impl PgSource {
         Self {
             cfg,
             tables: tables.to_vec(),
-            taking_over: false,
         }
-    }
-
-    /// Whether this source was just taken over by a group member from a previous owner
-    /// (see `Connector::taking_over`).
-    pub fn taking_over(mut self, taking_over: bool) -> Self {
-        self.taking_over = taking_over;
-        self
     }
 }
 
@@ -211,8 +200,7 @@ impl PgSource {
         catalog::ensure_publication(&sql, cfg, &self.tables).await?;
         // With a position to resume at, a slot that cannot serve it (missing, confirmed past
         // it, WAL lost) is a definite error here, never a new slot past the gap.
-        let slot =
-            catalog::ensure_slot(&sql, cfg, &info, &connector, position, self.taking_over).await?;
+        let slot = catalog::ensure_slot(&sql, cfg, &info, &connector, position, &ctx.lease).await?;
         drop(sql);
 
         let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
@@ -257,8 +245,9 @@ impl PgSource {
         };
         let mut client = EndOnDrop(client);
         ctx.streaming();
-        // Streaming: from now on a walsender on the slot is not a previous owner's.
-        self.taking_over = false;
+        // Streaming: from now on (this and every later session of the connector under this
+        // lease) a walsender on the slot is not a previous owner's.
+        ctx.lease.streaming();
         confirm(&client, &ctx.checkpointed);
 
         let tables: HashSet<TableName> = self.tables.iter().cloned().collect();
