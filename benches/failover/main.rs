@@ -25,8 +25,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+
+#[path = "../common/timings.rs"]
+mod timings;
 use clap::Parser;
 use mysql_async::prelude::*;
+use timings::{cores, load_average, utc_now, Timings};
 
 /// Command-line knobs.
 #[derive(Debug, Parser)]
@@ -374,14 +378,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[v.len() / 2]
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -532,34 +528,9 @@ async fn main() -> Result<()> {
     drop(members);
 
     // Report.
-    let mut table = String::new();
-    table.push_str("| fault | source | runs | min s | median s | max s | all (s) |\n|---|---|---|---|---|---|---|\n");
-    let mut json = Vec::new();
-    let mut keys: Vec<(Fault, String)> = runs.iter().map(|(f, s, _)| (*f, s.clone())).collect();
-    keys.sort();
-    keys.dedup();
-    for (fault, source) in keys {
-        let mut v: Vec<f64> = runs
-            .iter()
-            .filter(|(f, s, _)| *f == fault && *s == source)
-            .map(|(_, _, t)| *t)
-            .collect();
-        let all = v
-            .iter()
-            .map(|t| format!("{t:.2}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let (min, max) = (
-            v.iter().copied().fold(f64::INFINITY, f64::min),
-            v.iter().copied().fold(0.0, f64::max),
-        );
-        let med = median(&mut v);
-        table.push_str(&format!(
-            "| {} | {source} | {} | {min:.2} | {med:.2} | {max:.2} | {all} |\n",
-            fault.name(),
-            v.len()
-        ));
-        json.push(serde_json::json!({"fault": fault.name(), "source": source, "seconds": v}));
+    let mut timings = Timings::default();
+    for (fault, source, t) in &runs {
+        timings.add(fault.name(), source, *t);
     }
     let md = format!(
         "# Failover of a group of three members\n\n\
@@ -569,29 +540,22 @@ async fn main() -> Result<()> {
          every 20 ms on each source; the killed or stopped member is started again (as a \
          standby) before the next round. See \
          `benches/failover/main.rs`. Load average (1 min) at the start and the end: {} / {} \
-         on this machine's {} cores.\n\n{table}",
+         on this machine's {} cores.\n\n{}",
         args.command_label,
-        chrono_like_now(),
+        utc_now(),
         load_before,
         load_average(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cores(),
+        timings.table(None),
     );
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("failover.md"), &md)?;
     std::fs::write(
         args.out.join("failover.json"),
-        serde_json::to_string_pretty(&serde_json::json!({ "runs": json }))?,
+        serde_json::to_string_pretty(&timings.json())?,
     )?;
     print!("{md}");
     Ok(())
-}
-
-/// The 1-minute load average (`/proc/loadavg`), to read the figures against.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".into())
 }
 
 /// The hex id as a UUID (PostgreSQL's outbox id column is a uuid).
@@ -604,14 +568,4 @@ fn uuidish(hex: &str) -> String {
         &hex[16..20],
         &hex[20..32]
     )
-}
-
-/// The current UTC time as `YYYY-MM-DD HH:MM` (no date crate in the benches).
-fn chrono_like_now() -> String {
-    let out = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    out
 }

@@ -26,6 +26,10 @@ use clap::Parser;
 
 use common::faults::{Fault, Scenario};
 
+#[path = "../common/timings.rs"]
+mod timings;
+use timings::{cores, load_average, utc_now, Timings};
+
 /// Command-line knobs.
 #[derive(Debug, Parser)]
 struct Args {
@@ -62,7 +66,7 @@ async fn main() -> Result<()> {
         Fault::BrokerKilled,
         Fault::DatabasesDown(outage),
     ];
-    let mut runs: Vec<(Fault, &'static str, f64)> = Vec::new();
+    let mut timings = Timings::default();
     for round in 1..=args.rounds {
         for fault in faults {
             eprintln!("[faults] {} {}: starting", utc_now(), fault.label());
@@ -75,7 +79,7 @@ async fn main() -> Result<()> {
                     fault.label(),
                     took.as_secs_f64()
                 );
-                runs.push((fault, source, took.as_secs_f64()));
+                timings.add(&fault.label(), source, took.as_secs_f64());
             }
             // Let the backlog drain before the next fault.
             tokio::time::sleep(Duration::from_secs(5)).await;
@@ -85,57 +89,19 @@ async fn main() -> Result<()> {
     for side in &scenario.sides {
         side.assert_exactly_once();
     }
-    let md = report(&args, &runs, &load_before, started.elapsed());
+    let md = report(&args, &timings, &load_before, started.elapsed());
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("faults.md"), &md)?;
-    let json: Vec<_> = runs
-        .iter()
-        .map(|(f, s, t)| serde_json::json!({"fault": f.label(), "source": s, "seconds": t}))
-        .collect();
     std::fs::write(
         args.out.join("faults.json"),
-        serde_json::to_string_pretty(&serde_json::json!({ "runs": json }))?,
+        serde_json::to_string_pretty(&timings.json())?,
     )?;
     print!("{md}");
     Ok(())
 }
 
 /// The results page: per fault and source, the spread of recovery times.
-fn report(
-    args: &Args,
-    runs: &[(Fault, &'static str, f64)],
-    load_before: &str,
-    took: Duration,
-) -> String {
-    let mut keys: Vec<(Fault, &'static str)> = runs.iter().map(|(f, s, _)| (*f, *s)).collect();
-    keys.sort();
-    keys.dedup();
-    let mut table = String::from(
-        "| fault | source | runs | min s | median s | max s | over 5 s | all (s) |\n\
-         |---|---|---|---|---|---|---|---|\n",
-    );
-    for (fault, source) in keys {
-        let mut v: Vec<f64> = runs
-            .iter()
-            .filter(|(f, s, _)| *f == fault && *s == source)
-            .map(|(_, _, t)| *t)
-            .collect();
-        let all = v
-            .iter()
-            .map(|t| format!("{t:.2}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        v.sort_by(f64::total_cmp);
-        let over = v.iter().filter(|t| **t >= GOAL.as_secs_f64()).count();
-        table.push_str(&format!(
-            "| {} | {source} | {} | {:.2} | {:.2} | {:.2} | {over} | {all} |\n",
-            fault.label(),
-            v.len(),
-            v[0],
-            v[v.len() / 2],
-            v[v.len() - 1],
-        ));
-    }
+fn report(args: &Args, timings: &Timings, load_before: &str, took: Duration) -> String {
     format!(
         "# Recovery after a fault\n\n\
          `{}` at {} ({} rounds, {:.0} min). Writers insert 7 events every 10 ms on each source \
@@ -144,30 +110,14 @@ fn report(
          `read_committed` consumer, of the first event written after it; goal: under 5 s in \
          every run. Every committed event arrived exactly once, in per-aggregate order. See \
          `benches/faults/main.rs`. Load average (1 min) at the start and the end: {} / {} on \
-         this machine's {} cores.\n\n{table}",
+         this machine's {} cores.\n\n{}",
         args.command_label,
         utc_now(),
         args.rounds,
         took.as_secs_f64() / 60.0,
         load_before,
         load_average(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cores(),
+        timings.table(Some(GOAL.as_secs_f64())),
     )
-}
-
-/// The 1-minute load average (`/proc/loadavg`), to read the figures against.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".into())
-}
-
-/// The current UTC time as `YYYY-MM-DD HH:MM:SS UTC`.
-fn utc_now() -> String {
-    std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M:%S UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
 }

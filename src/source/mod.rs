@@ -200,12 +200,18 @@ pub(crate) struct SourceContext {
     pub(crate) retry: RetryState,
     /// Whether the connector is still this process's: no reconnect once it is not.
     pub(crate) lease: Lease,
+    /// The failed attempts since the source last streamed, for the supervisor's log lines.
+    pub(crate) failing: Option<supervise::FailingStreak>,
 }
 
 impl SourceContext {
-    /// Reports that the session is connected and streaming.
+    /// Reports that the session is connected and streaming (after failed attempts, one INFO
+    /// line says so).
     pub fn streaming(&mut self) {
         self.connected = true;
+        if let Some(streak) = self.failing.take() {
+            streak.ended(&self.connector);
+        }
         self.retry.clear();
         self.health.set(&self.connector, ConnectorState::Streaming);
         m::StreamingStats::of(&self.connector).set_connected(true);
@@ -275,6 +281,7 @@ pub(crate) fn spawn(
         connected: false,
         retry: retry.clone(),
         lease: lease.clone(),
+        failing: None,
     };
     let task = match &cfg.source {
         SourceConfig::Mysql(src) => tokio::spawn(supervise::run(
