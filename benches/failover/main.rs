@@ -534,7 +534,7 @@ async fn main() -> Result<()> {
     }
     let md = format!(
         "# Failover of a group of three members\n\n\
-         `{}` at {} (default group settings: session timeout 6 s, heartbeat 1 s). Time from the \
+         `{}` at {} (default group settings: session timeout 6 s, heartbeat 0.5 s). Time from the \
          fault to the arrival, at a `read_committed` consumer, of the first record of the \
          connector's topic that was written after the fault, while a writer inserts one event \
          every 20 ms on each source; the killed or stopped member is started again (as a \

@@ -123,7 +123,7 @@ pub struct GroupConfig {
 /// Default [`GroupConfig::session_timeout`].
 pub const DEFAULT_GROUP_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 /// Default [`GroupConfig::heartbeat_interval`].
-pub const DEFAULT_GROUP_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+pub const DEFAULT_GROUP_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 
 fn default_session_timeout() -> Duration {
     DEFAULT_GROUP_SESSION_TIMEOUT
