@@ -171,10 +171,14 @@ pub enum SinkError {
         #[source]
         source: Box<KafkaError>,
     },
-    /// The producer's fatal error (other than fencing): nothing more can be sent on it.
+    /// The producer's fatal error (other than fencing): nothing more can be sent on it. A
+    /// new producer cures most (e.g. a transaction the coordinator lost in a broker crash:
+    /// `INVALID_TXN_STATE`): transient; not a refused permission or an unsupported broker
+    /// ([`restart_cures`]).
     #[error(
-        "fatal Kafka producer error ({code}): {reason}; restart the relay (the last committed \
-         checkpoint is intact)"
+        "fatal Kafka producer error ({code}): {reason}; the producer cannot go on (the last \
+         committed checkpoint is intact){}",
+        if restart_cures(Some(*code)) { "" } else { "; check the ACLs of the transactional id and the cluster, and the broker version" }
     )]
     Fatal {
         /// librdkafka's error code.
@@ -195,7 +199,7 @@ pub enum SinkError {
         detail: String,
     },
     /// A transactional call failed (`init`, `begin`, `commit`, `abort`).
-    #[error("{what}: {}{source}{}", if *fatal { "fatal Kafka transaction error: " } else { "" }, if *fatal { "; restart the relay (the last committed checkpoint is intact)" } else { "" })]
+    #[error("{what}: {}{source}{}", if *fatal { "fatal Kafka transaction error: " } else { "" }, if *fatal { "; the producer cannot go on (the last committed checkpoint is intact)" } else { "" })]
     Transaction {
         /// The call.
         what: &'static str,
@@ -278,10 +282,39 @@ fn refused(reason: Refusal, id: &str, topic: &str, e: &KafkaError) -> String {
     }
 }
 
+/// Whether a new producer cures a producer's fatal error with librdkafka code `code`
+/// (librdkafka INTRODUCTION.md, "Fatal producer errors": the application must create a new
+/// producer): yes for a transaction or sequence state lost or broken, e.g. by a broker crash
+/// (`INVALID_TXN_STATE`, `UNKNOWN_PRODUCER_ID`, `OUT_OF_ORDER_SEQUENCE_NUMBER`); no for a
+/// refused permission, an unsupported broker or a setting the broker refuses, which a new
+/// producer meets again.
+pub fn restart_cures(code: Option<RDKafkaErrorCode>) -> bool {
+    use RDKafkaErrorCode as C;
+    !matches!(
+        code,
+        Some(
+            C::TransactionalIdAuthorizationFailed
+                | C::ClusterAuthorizationFailed
+                | C::TopicAuthorizationFailed
+                | C::UnsupportedVersion
+                | C::UnsupportedForMessageFormat
+                | C::InvalidTransactionTimeout
+                | C::InvalidConfig
+        )
+    )
+}
+
 impl SinkError {
     /// Transient or definite, from the variant and librdkafka's error code.
     pub fn class(&self) -> Class {
         match self {
+            // A new producer (the connector restarting) cures most fatal errors.
+            SinkError::Fatal { code, .. } => Self::fatal_class(Some(*code)),
+            SinkError::Transaction {
+                fatal: true,
+                source,
+                ..
+            } => Self::fatal_class(source.rdkafka_error_code()),
             SinkError::Enqueue { .. }
             | SinkError::QueueFull { .. }
             | SinkError::Stalled { .. }
@@ -299,12 +332,19 @@ impl SinkError {
             | SinkError::RecordTooLarge { .. }
             | SinkError::RefusedOnSend { .. }
             | SinkError::Refused { .. }
-            | SinkError::Fatal { .. }
             | SinkError::Fenced { .. }
             | SinkError::Link(_)
-            | SinkError::Transaction { fatal: true, .. }
             | SinkError::DeadLetterTopic { definite: true, .. }
             | SinkError::DeadLetterTopicTooSmall { .. } => Class::Definite,
+        }
+    }
+
+    /// The class of a producer's fatal error with `code`: see [`restart_cures`].
+    fn fatal_class(code: Option<RDKafkaErrorCode>) -> Class {
+        if restart_cures(code) {
+            Class::Transient
+        } else {
+            Class::Definite
         }
     }
 
@@ -454,5 +494,30 @@ impl fmt::Display for Refusal {
             Refusal::UnknownPartition => "unknown partition",
             Refusal::Other => "refused",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_producer_cures_lost_transaction_state_not_refused_permissions() {
+        let fatal = |code| SinkError::Fatal {
+            code,
+            reason: "test".into(),
+        };
+        assert_eq!(
+            fatal(RDKafkaErrorCode::InvalidTransactionalState).class(),
+            Class::Transient,
+            "a transaction the coordinator lost in a broker crash"
+        );
+        assert_eq!(
+            fatal(RDKafkaErrorCode::UnknownProducerId).class(),
+            Class::Transient
+        );
+        let refused = fatal(RDKafkaErrorCode::TransactionalIdAuthorizationFailed);
+        assert_eq!(refused.class(), Class::Definite);
+        assert!(refused.to_string().contains("check the ACLs"), "{refused}");
     }
 }
