@@ -4,7 +4,7 @@
 //! transient failures (with backoff) until it is stopped or fails definitely.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
@@ -391,13 +391,19 @@ impl Connector {
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
         let cfg = &self.cfg;
+        let t0 = Instant::now();
         let Some(mut sink) = self.transactional_sink(transactional_id, &shutdown).await? else {
             return Ok(());
         };
+        let t1 = Instant::now();
         store.ensure_topic().await?;
         self.ensure_dead_letter_topic().await?;
+        let t2 = Instant::now();
         let mut resume = tokio::task::block_in_place(|| store.load())?;
+        let t3 = Instant::now();
         claim::check_other_store(cfg, resume.as_ref(), &self.link).await?;
+        let t4 = Instant::now();
+        tracing::debug!(connector = %cfg.name, init_ms = (t1 - t0).as_millis() as u64, topics_ms = (t2 - t1).as_millis() as u64, load_ms = (t3 - t2).as_millis() as u64, claim_ms = (t4 - t3).as_millis() as u64, "started the exactly-once producer and read the checkpoint");
         log_resume(cfg, &resume);
         let mut plan = Plan::default();
         loop {
