@@ -175,8 +175,8 @@ pub enum MysqlError {
     /// The server answered a settings query with no row.
     #[error("the server returned no row for its settings")]
     NoSettings,
-    /// A server setting the relay depends on is not as needed (the same check `outboxd
-    /// check` prints as FAIL).
+    /// A server setting the relay depends on is not as needed: a failed requirement check,
+    /// the same `outboxd check` prints as FAIL (`server::requirements`).
     #[error("{detail}")]
     Requirement {
         /// The check's name (`binlog_format`).
@@ -258,6 +258,16 @@ pub enum MysqlError {
         #[source]
         source: XaOutboxRows,
     },
+}
+
+impl From<crate::preflight::CheckResult> for MysqlError {
+    /// A failed requirement check, for `run` to stop with ([`crate::preflight::enforce`]).
+    fn from(check: crate::preflight::CheckResult) -> Self {
+        MysqlError::Requirement {
+            check: check.name,
+            detail: check.detail,
+        }
+    }
 }
 
 impl MysqlError {

@@ -128,12 +128,8 @@ impl MysqlSource {
         let driver = |e| MysqlError::from_driver(e, cfg);
         let mut conn = server::connect(cfg).await?;
         let info = server::server_info(&mut conn, cfg).await?;
-        preflight::enforce(server::requirements(&info, &connector, &self.tables, cfg)).map_err(
-            |check| MysqlError::Requirement {
-                check: check.name,
-                detail: check.detail,
-            },
-        )?;
+        preflight::enforce(server::requirements(&info, &connector, &self.tables, cfg))
+            .map_err(MysqlError::from)?;
         let mode = server::tracking_mode(&info, cfg);
         // Where to ask the server to start; `from_file` when starting at the earliest binlog.
         let resume = ctx.out.resume_position().cloned();

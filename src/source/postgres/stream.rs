@@ -190,17 +190,17 @@ impl PgSource {
         };
         let (sql, negotiated) = catalog::connect_negotiated(cfg).await?;
         let info = catalog::server_info(&sql, cfg).await?;
-        preflight::enforce(catalog::requirements(&info, &connector)).map_err(|check| {
-            PgError::Requirement {
-                check: check.name,
-                detail: check.detail,
-            }
-        })?;
-        catalog::require_tables(&sql, cfg, &self.tables).await?;
-        catalog::ensure_publication(&sql, cfg, &self.tables).await?;
+        let mut checks = catalog::requirements(&info, &connector);
+        for t in &self.tables {
+            let columns = catalog::table_columns(&sql, cfg, t).await?;
+            checks.push(catalog::table_check(&connector, cfg, t, &columns, None));
+        }
+        preflight::enforce(checks).map_err(PgError::from)?;
+        catalog::publication::ensure(&sql, cfg, &connector, &self.tables).await?;
         // With a position to resume at, a slot that cannot serve it (missing, confirmed past
         // it, WAL lost) is a definite error here, never a new slot past the gap.
-        let slot = catalog::ensure_slot(&sql, cfg, &info, &connector, position, &ctx.lease).await?;
+        let slot =
+            catalog::slot::ensure_slot(&sql, cfg, &info, &connector, position, &ctx.lease).await?;
         drop(sql);
 
         let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
