@@ -74,7 +74,7 @@ use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::{Lsn, SourcePosition};
 use crate::preflight;
-use crate::source::{Closed, Source, SourceContext};
+use crate::source::{Source, SourceContext, Stop};
 
 /// Events buffered between the replication worker and the session.
 const REPLICATION_BUFFER: usize = 1024;
@@ -99,36 +99,13 @@ impl PgSource {
     }
 }
 
-/// How a session ends.
-enum Stop {
-    /// The delivery loop stopped receiving.
-    Closed,
-    /// The session failed.
-    Failed(PgError),
-}
-
-impl From<PgError> for Stop {
-    fn from(e: PgError) -> Self {
-        Stop::Failed(e)
-    }
-}
-
-impl From<Closed> for Stop {
-    fn from(_: Closed) -> Self {
-        Stop::Closed
-    }
-}
-
 impl Source for PgSource {
     fn stream_name(&self) -> &'static str {
         "PostgreSQL replication"
     }
 
     async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), Error> {
-        match self.stream(ctx).await {
-            Ok(()) | Err(Stop::Closed) => Ok(()),
-            Err(Stop::Failed(e)) => Err(e.into()),
-        }
+        Stop::session(self.stream(ctx).await)
     }
 }
 
@@ -175,7 +152,7 @@ fn confirm(client: &ReplicationClient, rx: &watch::Receiver<Option<SourcePositio
 }
 
 impl PgSource {
-    async fn stream(&mut self, ctx: &mut SourceContext) -> Result<(), Stop> {
+    async fn stream(&mut self, ctx: &mut SourceContext) -> Result<(), Stop<PgError>> {
         let cfg = &self.cfg;
         let connector = ctx.connector.clone();
         let position = match ctx.out.resume_position() {
