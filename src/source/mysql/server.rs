@@ -337,27 +337,20 @@ pub async fn current_position(
                 .query_first("SELECT @@gtid_binlog_pos")
                 .await
                 .map_err(driver)?;
-            let pos = pos
-                .unwrap_or_default()
-                .parse::<MariadbGtidPosition>()
-                .map_err(|e| MysqlError::UnreadablePosition {
-                    what: "gtid_binlog_pos",
-                    detail: e.to_string(),
-                })?;
-            Ok(SourcePosition::MariadbGtid(pos))
+            Ok(SourcePosition::MariadbGtid(parse_position(
+                "gtid_binlog_pos",
+                pos,
+            )?))
         }
         TrackingMode::MysqlGtid => {
             let set: Option<String> = conn
                 .query_first("SELECT @@gtid_executed")
                 .await
                 .map_err(driver)?;
-            let set = set.unwrap_or_default().parse::<GtidSet>().map_err(|e| {
-                MysqlError::UnreadablePosition {
-                    what: "gtid_executed",
-                    detail: e.to_string(),
-                }
-            })?;
-            Ok(SourcePosition::MysqlGtidSet(set))
+            Ok(SourcePosition::MysqlGtidSet(parse_position(
+                "gtid_executed",
+                set,
+            )?))
         }
         TrackingMode::File => {
             let row: Option<mysql_async::Row> = match conn.query_first("SHOW MASTER STATUS").await {
@@ -377,6 +370,18 @@ pub async fn current_position(
             )))
         }
     }
+}
+
+/// A GTID position or set the server reported as `what` (`gtid_binlog_pos`, ...); NULL
+/// reads as empty.
+fn parse_position<T>(what: &'static str, value: Option<String>) -> Result<T, MysqlError>
+where
+    T: std::str::FromStr<Err = crate::position::PositionError>,
+{
+    value
+        .unwrap_or_default()
+        .parse()
+        .map_err(|source| MysqlError::UnreadablePosition { what, source })
 }
 
 /// The oldest binlog file the server has, at its first event.
@@ -463,15 +468,10 @@ pub async fn retained(
                     .exec_first("SELECT BINLOG_GTID_POS(?, 4)", (oldest.clone(),))
                     .await
                     .map_err(driver)?;
-                retained.oldest_state = Some(
-                    state
-                        .unwrap_or_default()
-                        .parse::<MariadbGtidPosition>()
-                        .map_err(|e| MysqlError::UnreadablePosition {
-                            what: "BINLOG_GTID_POS of the oldest binlog",
-                            detail: e.to_string(),
-                        })?,
-                );
+                retained.oldest_state = Some(parse_position(
+                    "BINLOG_GTID_POS of the oldest binlog",
+                    state,
+                )?);
             }
         }
         TrackingMode::MysqlGtid => {
@@ -479,12 +479,7 @@ pub async fn retained(
                 .query_first("SELECT @@gtid_purged")
                 .await
                 .map_err(driver)?;
-            retained.purged = Some(purged.unwrap_or_default().parse::<GtidSet>().map_err(|e| {
-                MysqlError::UnreadablePosition {
-                    what: "gtid_purged",
-                    detail: e.to_string(),
-                }
-            })?);
+            retained.purged = Some(parse_position("gtid_purged", purged)?);
         }
         TrackingMode::File => {}
     }

@@ -201,10 +201,11 @@ pub enum PgError {
         what: String,
     },
     /// The server sent an LSN that does not parse.
-    #[error("the server sent an unreadable LSN: {detail}")]
+    #[error("the server sent an unreadable LSN: {source}")]
     UnreadableLsn {
-        /// The parser's message.
-        detail: String,
+        /// The parser's error.
+        #[source]
+        source: crate::position::PositionError,
     },
     /// The checkpoint is not an LSN.
     #[error("the checkpoint position {position} is not a PostgreSQL LSN; was the checkpoint written for another source? Reset it (`outboxd checkpoint reset`) or fix the config")]
@@ -398,7 +399,7 @@ impl PgError {
         }
         let cause = match std::error::Error::source(e) {
             Some(inner) => match inner.downcast_ref::<std::io::Error>() {
-                Some(io) => crate::source::mysql::error::io_cause(io),
+                Some(io) => crate::error::io_cause(io),
                 None => inner.to_string(),
             },
             None => e.to_string(),

@@ -90,14 +90,14 @@ async fn connect_attempt(
             .await
             .map_err(|e| PgError::Connect {
                 at: at.clone(),
-                cause: crate::source::mysql::error::io_cause(&e),
+                cause: crate::error::io_cause(&e),
             })?;
         let (stream, negotiated) = negotiate(tcp, attempt, &cfg.host)
             .await
             .map_err(|e| match e {
                 NegotiationError::Io(e) => PgError::Connect {
                     at: at.clone(),
-                    cause: crate::source::mysql::error::io_cause(&e),
+                    cause: crate::error::io_cause(&e),
                 },
                 NegotiationError::Declined => PgError::TlsDeclined {
                     at: at.clone(),
@@ -117,7 +117,7 @@ async fn connect_attempt(
                 },
                 NegotiationError::Handshake(e) => PgError::Connect {
                     at: at.clone(),
-                    cause: crate::source::mysql::error::io_cause(&e),
+                    cause: crate::error::io_cause(&e),
                 },
             })?;
         let mut pg = tokio_postgres::Config::new();
@@ -167,9 +167,8 @@ async fn connect_attempt(
 
 fn parse_lsn(s: Option<String>) -> Result<Option<Lsn>, PgError> {
     s.map(|s| {
-        s.parse::<Lsn>().map_err(|e| PgError::UnreadableLsn {
-            detail: e.to_string(),
-        })
+        s.parse::<Lsn>()
+            .map_err(|source| PgError::UnreadableLsn { source })
     })
     .transpose()
 }
