@@ -166,7 +166,7 @@ pub fn version_name(v: rustls::ProtocolVersion) -> String {
 /// mysql_async's native-tls use) with `OPENSSL_INIT_NO_ATEXIT`, so that its exit-time
 /// cleanup does not free OpenSSL's state under librdkafka threads still running when the
 /// process exits (a blocking Kafka call abandoned at shutdown): without this, such an exit
-/// could crash. Also installs rustls' provider ([`install_crypto_provider`]).
+/// could crash. Also installs rustls' provider (`install_crypto_provider`).
 pub fn init_process() {
     openssl_sys::init();
     install_crypto_provider();
