@@ -332,26 +332,12 @@ pub async fn current_position(
 ) -> Result<SourcePosition, MysqlError> {
     let driver = |e| MysqlError::from_driver(e, cfg);
     match mode {
-        TrackingMode::MariadbGtid => {
-            let pos: Option<String> = conn
-                .query_first("SELECT @@gtid_binlog_pos")
-                .await
-                .map_err(driver)?;
-            Ok(SourcePosition::MariadbGtid(parse_position(
-                "gtid_binlog_pos",
-                pos,
-            )?))
-        }
-        TrackingMode::MysqlGtid => {
-            let set: Option<String> = conn
-                .query_first("SELECT @@gtid_executed")
-                .await
-                .map_err(driver)?;
-            Ok(SourcePosition::MysqlGtidSet(parse_position(
-                "gtid_executed",
-                set,
-            )?))
-        }
+        TrackingMode::MariadbGtid => Ok(SourcePosition::MariadbGtid(
+            gtid_variable(conn, cfg, "gtid_binlog_pos").await?,
+        )),
+        TrackingMode::MysqlGtid => Ok(SourcePosition::MysqlGtidSet(
+            gtid_variable(conn, cfg, "gtid_executed").await?,
+        )),
         TrackingMode::File => {
             let row: Option<mysql_async::Row> = match conn.query_first("SHOW MASTER STATUS").await {
                 Ok(r) => r,
@@ -382,6 +368,23 @@ where
         .unwrap_or_default()
         .parse()
         .map_err(|source| MysqlError::UnreadablePosition { what, source })
+}
+
+/// The GTID position or set in server variable `var` (`gtid_binlog_pos`, `gtid_executed`,
+/// `gtid_purged`).
+async fn gtid_variable<T>(
+    conn: &mut Conn,
+    cfg: &MysqlSourceConfig,
+    var: &'static str,
+) -> Result<T, MysqlError>
+where
+    T: std::str::FromStr<Err = crate::position::PositionError>,
+{
+    let value: Option<String> = conn
+        .query_first(format!("SELECT @@{var}"))
+        .await
+        .map_err(|e| MysqlError::from_driver(e, cfg))?;
+    parse_position(var, value)
 }
 
 /// The oldest binlog file the server has, at its first event.
@@ -475,11 +478,7 @@ pub async fn retained(
             }
         }
         TrackingMode::MysqlGtid => {
-            let purged: Option<String> = conn
-                .query_first("SELECT @@gtid_purged")
-                .await
-                .map_err(driver)?;
-            retained.purged = Some(parse_position("gtid_purged", purged)?);
+            retained.purged = Some(gtid_variable(conn, cfg, "gtid_purged").await?);
         }
         TrackingMode::File => {}
     }
