@@ -62,7 +62,7 @@ pub struct ConfigArgs {
     /// Kafka client settings for every Kafka client of the process, as a Kafka Connect
     /// worker properties file holds them: bootstrap.servers, security.protocol, sasl.*,
     /// ssl.* (Java names, translated to librdkafka's; librdkafka names pass through), and
-    /// producer.* for the record producers. Beats the TOML [kafka] section.
+    /// producer.* for the record producers. Beats the TOML `[kafka]` section.
     #[arg(long, env = "OUTBOXD_KAFKA_CONFIG")]
     pub kafka_config: Option<PathBuf>,
     /// Address for /metrics, /health and /ready (e.g. 127.0.0.1:9187); overrides the config

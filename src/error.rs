@@ -153,3 +153,25 @@ impl From<Poison> for Error {
         Error::Poison(Box::new(e))
     }
 }
+
+/// An I/O error in a few words: `connection refused`, `host unreachable`, or its own text.
+pub(crate) fn io_cause(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::ConnectionRefused => "connection refused".into(),
+        K::HostUnreachable => "host unreachable".into(),
+        K::NetworkUnreachable => "network unreachable".into(),
+        K::TimedOut => "timed out".into(),
+        K::ConnectionReset => "connection reset".into(),
+        _ => match e.raw_os_error() {
+            // A name that does not resolve comes back as a custom error with the resolver's text.
+            None => e.to_string(),
+            Some(_) => e
+                .to_string()
+                .split(" (os error")
+                .next()
+                .unwrap_or_default()
+                .to_lowercase(),
+        },
+    }
+}

@@ -5,10 +5,15 @@
 //! Outbox Event Router does, delivers it, and checkpoints the source position (GTID set, MariaDB
 //! GTID position, `file:pos` or LSN) only once Kafka has acknowledged everything before it.
 //!
-//! Layout (ARCHITECTURE.md in the repository has the map and the invariants): [`source`] (decoders, sessions, adapters per database) yields
-//! [`event::SourceEvent`]s; [`router`] turns row changes into [`sink::KafkaRecord`]s;
-//! `sink` delivers them; `pipeline` acknowledges in order and `checkpoint`s;
-//! `connector` supervises one connector; `commands` are the CLI's subcommands.
+//! Layout (ARCHITECTURE.md in the repository has the map and the invariants): [`source`]
+//! (decoders, sessions, adapters per database) yields [`event::SourceEvent`]s; [`router`]
+//! turns row changes into `sink::KafkaRecord`s; `sink` delivers them; `pipeline`
+//! acknowledges in order and `checkpoint`s; `connector` supervises one connector;
+//! [`commands`] are the CLI's subcommands.
+//!
+//! The library serves the `outboxd` binary ([`cli`], [`commands`], [`init_process`]), the
+//! offline binlog tests and the benchmarks (the decoders, [`router`], [`event`],
+//! [`position`], [`value`]); everything else is `pub(crate)`.
 
 pub(crate) mod checkpoint;
 pub mod cli;
@@ -26,7 +31,10 @@ pub(crate) mod pipeline;
 pub mod position;
 pub(crate) mod preflight;
 pub mod router;
-pub mod sink;
+pub(crate) mod sink;
 pub mod source;
-pub mod tls;
+pub(crate) mod tls;
 pub mod value;
+
+/// Process-wide TLS set-up, first thing in `main` (see `tls::init_process`).
+pub use tls::init_process;

@@ -15,7 +15,7 @@ use outboxd::commands;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    outboxd::tls::init_process();
+    outboxd::init_process();
     let cli = Cli::parse();
     let setup = commands::Setup::of(&cli);
     commands::init_logging(setup.log_format);

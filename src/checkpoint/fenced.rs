@@ -92,9 +92,9 @@ impl FencedCheckpointStore {
             tokio::time::timeout(WRITE_TIMEOUT, transaction)
                 .await
                 .unwrap_or_else(|_| {
-                    Err(SinkError::Abandoned {
+                    Err(SinkError::NoAnswer {
                         what: "committing the checkpoint transaction",
-                        detail: format!("Kafka did not answer within {WRITE_TIMEOUT:?}"),
+                        within: WRITE_TIMEOUT,
                     })
                 })
         };

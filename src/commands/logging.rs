@@ -20,7 +20,7 @@ use crate::cli::LogFormat;
 const PGWIRE_WORKER_TARGET: &str = "pgwire_replication::client::tokio_client";
 
 /// Installs the tracing subscriber: `RUST_LOG` filter (default `info`; the replication
-/// worker's own error lines off, [`PGWIRE_WORKER_TARGET`]), text or JSON lines on stderr.
+/// worker's own error lines off, `PGWIRE_WORKER_TARGET`), text or JSON lines on stderr.
 /// Text is coloured only when stderr is a terminal and `NO_COLOR` is unset (no-color.org),
 /// so logs redirected to a file or a collector carry no escape codes.
 pub fn init_logging(format: LogFormat) {

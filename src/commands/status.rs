@@ -17,6 +17,7 @@ use crate::config::SourceConfig;
 use crate::connector::open_store;
 use crate::position::SourcePosition;
 use crate::source::mysql::server;
+use crate::source::postgres::catalog::slot;
 
 /// Prints one JSON object per connector:
 /// `{"connector":..,"checkpoint":..,"checkpoint_updated_at_ms":..,"source":..,"behind":..,
@@ -136,11 +137,8 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
 enum Serving {
     /// The binlogs a MySQL/MariaDB server still has.
     Mysql(server::Retained),
-    /// The PostgreSQL slot (`None`: it does not exist).
-    Postgres {
-        slot_name: String,
-        slot: Option<crate::source::postgres::catalog::SlotInfo>,
-    },
+    /// The PostgreSQL slot.
+    Postgres(slot::SlotState),
 }
 
 impl Serving {
@@ -148,9 +146,7 @@ impl Serving {
     fn gap(&self, checkpoint: &SourcePosition) -> Option<String> {
         match self {
             Serving::Mysql(retained) => retained.gap(checkpoint),
-            Serving::Postgres { slot_name, slot } => {
-                crate::preflight::postgres::gap(slot_name, slot.as_ref(), checkpoint)
-            }
+            Serving::Postgres(slot) => slot.gap(checkpoint),
         }
     }
 }
@@ -165,15 +161,9 @@ async fn source_status(
             .await
             .map(|r| (r.current, None, Serving::Mysql(r.retained)))
             .map_err(|e| e.to_string()),
-        SourceConfig::Postgres(src) => crate::preflight::postgres::status(src)
+        SourceConfig::Postgres(src) => slot::status(src)
             .await
-            .map(|r| {
-                let serving = Serving::Postgres {
-                    slot_name: src.slot_name.clone(),
-                    slot: r.slot_info,
-                };
-                (r.current, Some(r.slot), serving)
-            })
+            .map(|r| (r.current, Some(r.figures), Serving::Postgres(r.slot)))
             .map_err(|e| e.to_string()),
     }
 }

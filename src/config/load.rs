@@ -16,7 +16,7 @@ pub struct LoadOptions<'a> {
     /// `--kafka-bootstrap`: beats `OUTBOXD_KAFKA_BOOTSTRAP`, which beats the files.
     pub kafka_bootstrap: Option<&'a str>,
     /// `--kafka-config FILE`: a Kafka Connect worker properties file with the process-wide
-    /// Kafka client settings (see [`kafka`]); its keys beat the TOML `[kafka]` section's.
+    /// Kafka client settings (see `config::kafka`); its keys beat the TOML `[kafka]` section's.
     pub kafka_config: Option<&'a Path>,
 }
 
@@ -190,7 +190,7 @@ fn merge_section<T: PartialEq + Default>(
     }
 }
 
-/// Logs every connector's [`ConnectorConfig::ignored_keys`] and the process-wide Kafka
+/// Logs every connector's [`ConnectorConfig::ignored_keys`](crate::config::ConnectorConfig::ignored_keys) and the process-wide Kafka
 /// settings' (one warning per key, with the reason; values are never logged). `run` and
 /// `check` call it after loading.
 pub fn log_ignored_keys(cfg: &Config) {

@@ -36,14 +36,14 @@
 //! relative to the working directory of the process.
 
 mod debezium;
-pub mod duration;
+pub(crate) mod duration;
 mod error;
 mod hint;
-pub mod kafka;
+pub(crate) mod kafka;
 mod load;
 mod native;
 mod secret;
-pub mod tls;
+pub(crate) mod tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -517,7 +517,7 @@ fn refused(
 /// up to its source transaction (or, for a split one, up to the event), reads on to the
 /// transaction's end, and returns the poison.
 async fn stop_at(
-    mut poison: Box<Poison>,
+    poison: Box<Poison>,
     alo: &mut Alo<'_>,
     progress: &mut Progress<'_>,
     events: &mut Inbox<Result<SourceEvent, Error>>,
@@ -557,11 +557,7 @@ async fn stop_at(
     }
     reach_markers(alo, progress);
     progress.flush()?;
-    match poison::read_to_commit(events, shutdown).await {
-        Ok(after) => poison.after = Some(after),
-        Err(why) => poison.after_unknown = Some(why),
-    }
-    Err(Error::Poison(poison))
+    Err(poison::stopped(poison, events, shutdown).await)
 }
 
 pub mod dead_letter;

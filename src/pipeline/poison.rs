@@ -321,10 +321,25 @@ pub enum Ending {
 /// Longest the loop reads on after a poison event to find its transaction's end.
 const READ_ON: Duration = Duration::from_secs(30);
 
+/// The failure a loop ends with when it stops at `poison` (everything ahead of it delivered
+/// and checkpointed): the source read on to the end of the poison event's transaction
+/// ([`read_to_commit`]), and the position after it noted in the error (or why it is unknown).
+pub async fn stopped(
+    mut poison: Box<Poison>,
+    events: &mut Inbox<Result<SourceEvent, Error>>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Error {
+    match read_to_commit(events, shutdown).await {
+        Ok(after) => poison.after = Some(after),
+        Err(why) => poison.after_unknown = Some(why),
+    }
+    Error::Poison(poison)
+}
+
 /// Reads the source on to the end of the current transaction (its `Commit`), discarding its
 /// rows: the position after it, or why it could not be had (the source ended or failed,
 /// shutdown, nothing within [`READ_ON`]).
-pub async fn read_to_commit(
+async fn read_to_commit(
     events: &mut Inbox<Result<SourceEvent, Error>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<SourcePosition, String> {

@@ -433,7 +433,7 @@ impl Eos<'_> {
     /// the transaction's end for the position after it, and returns the poison.
     async fn stop_at(
         &mut self,
-        mut poison: Box<Poison>,
+        poison: Box<Poison>,
         events: &mut Inbox<Result<SourceEvent, Error>>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<Ending, Error> {
@@ -454,11 +454,7 @@ impl Eos<'_> {
                 }
             }
         }
-        match poison::read_to_commit(events, shutdown).await {
-            Ok(after) => poison.after = Some(after),
-            Err(why) => poison.after_unknown = Some(why),
-        }
-        Err(Error::Poison(poison))
+        Err(poison::stopped(poison, events, shutdown).await)
     }
 
     async fn interrupted(

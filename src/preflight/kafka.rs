@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use super::{CheckResult, Status};
+use super::{step, CheckResult, Status};
 use crate::config::{ClientProperties, ConnectorConfig, Secret};
 use crate::sink::{client, KafkaLink, KafkaSink, SinkError};
 use crate::tls::{self, ClientIdentity, TrustAnchors, Verification};
@@ -45,17 +45,13 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     )];
     // Quiet: the outcome is this check's line, not librdkafka's retries on stderr.
     let link = KafkaLink::quiet(name, &cfg.kafka.bootstrap_servers);
-    let sink = match KafkaSink::new(&cfg.kafka, name, link.clone()) {
-        Ok(s) => s,
-        Err(f) => {
-            out.push(CheckResult::new(
-                name,
-                "kafka producer",
-                Status::Fail,
-                f.to_string(),
-            ));
-            return out;
-        }
+    let Some(sink) = step(
+        &mut out,
+        name,
+        "kafka producer",
+        KafkaSink::new(&cfg.kafka, name, link.clone()),
+    ) else {
+        return out;
     };
     let reachable = sink.probe(PROBE_TIMEOUT).await;
     let answered = reachable.is_ok();

@@ -169,6 +169,29 @@ pub fn tls_result(
     CheckResult::new(connector, "tls", status, format!("{facts}{advice}"))
 }
 
+/// One step of a check list that the rest depends on (connecting, reading the server's
+/// settings): its value, or `None` after adding a `Fail` named `check` with the error, upon
+/// which the caller stops (nothing after it can be read).
+pub fn step<T, E: fmt::Display>(
+    out: &mut Vec<CheckResult>,
+    connector: &str,
+    check: &str,
+    result: Result<T, E>,
+) -> Option<T> {
+    match result {
+        Ok(v) => Some(v),
+        Err(e) => {
+            out.push(CheckResult::new(
+                connector,
+                check,
+                Status::Fail,
+                e.to_string(),
+            ));
+            None
+        }
+    }
+}
+
 /// Enforces requirement checks for `run`: logs each `Warn` (with the connector and the
 /// check's name) and returns the first `Fail`, for the source to stop with.
 pub fn enforce(checks: Vec<CheckResult>) -> Result<(), CheckResult> {

@@ -2,7 +2,7 @@
 
 use mysql_async::prelude::*;
 
-use super::{CheckResult, Status, StoredCheckpoint};
+use super::{step, CheckResult, Status, StoredCheckpoint};
 use crate::config::{ConnectorConfig, MysqlSourceConfig, StartPosition};
 use crate::source::mysql::server::{self, ServerInfo};
 
@@ -15,26 +15,15 @@ pub async fn check(
 ) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     let mut out = Vec::new();
-    let mut conn = match server::connect(src).await {
-        Ok(c) => {
-            out.push(CheckResult::new(
-                name,
-                "connect",
-                Status::Pass,
-                format!("{}:{} as {}", src.host, src.port, src.user),
-            ));
-            c
-        }
-        Err(f) => {
-            out.push(CheckResult::new(
-                name,
-                "connect",
-                Status::Fail,
-                f.to_string(),
-            ));
-            return out;
-        }
+    let Some(mut conn) = step(&mut out, name, "connect", server::connect(src).await) else {
+        return out;
     };
+    out.push(CheckResult::new(
+        name,
+        "connect",
+        Status::Pass,
+        format!("{}:{} as {}", src.host, src.port, src.user),
+    ));
     match crate::source::mysql::tls::facts(&mut conn, &src.tls).await {
         Ok(facts) => {
             let names = crate::config::tls::MysqlTlsNames::of(src.format);
@@ -52,17 +41,13 @@ pub async fn check(
             format!("cannot read the session's Ssl_version: {e}"),
         )),
     }
-    let info = match server::server_info(&mut conn, src).await {
-        Ok(i) => i,
-        Err(f) => {
-            out.push(CheckResult::new(
-                name,
-                "server settings",
-                Status::Fail,
-                f.to_string(),
-            ));
-            return out;
-        }
+    let Some(info) = step(
+        &mut out,
+        name,
+        "server settings",
+        server::server_info(&mut conn, src).await,
+    ) else {
+        return out;
     };
     out.extend(server::requirements(&info, name, &cfg.tables, src));
     let mode = server::tracking_mode(&info, src);

@@ -32,10 +32,10 @@
 //! * **Envelope** (`col:envelope[:alias]` placements): the value is the JSON object
 //!   `{"payload": P, "<alias>": V, ...}` in placement order, where `P` is the expanded payload,
 //!   or else the payload as a JSON *string* (what JsonConverter writes for a string field),
-//!   and `V` is the column as JSON (see [`column_json`]).
+//!   and `V` is the column as JSON (see `json::column_json`).
 //! * **Headers**: `id` = the event id column as text, then every `col:header[:alias]` placement
 //!   in order. A NULL column gives no header (Debezium writes a header with a null value, which
-//!   [`KafkaRecord::headers`] cannot carry). No event-type header is added by default
+//!   `KafkaRecord::headers` cannot carry). No event-type header is added by default
 //!   (Debezium does not either; place `event_type:header:eventType`).
 //! * **Partition**: a `col:partition` placement gives the partition from an integer column
 //!   (0..=2147483647; NULL: the producer's partitioner decides); otherwise `None`.
@@ -45,7 +45,7 @@
 //!   and repeatable after a restart.)
 
 mod config;
-pub mod json;
+pub(crate) mod json;
 mod topic;
 
 use std::borrow::Cow;

@@ -227,12 +227,21 @@ pub enum SinkError {
     #[error(transparent)]
     Link(#[from] super::link::LinkFailure),
     /// A call handed to the blocking pool did not come back (the runtime is shutting down).
-    #[error("{what}: {detail}")]
+    #[error("{what}: {source}")]
     Abandoned {
         /// The call.
         what: &'static str,
         /// Why it did not complete.
-        detail: String,
+        #[source]
+        source: std::sync::Arc<tokio::task::JoinError>,
+    },
+    /// Kafka did not answer a call within its bound.
+    #[error("{what}: Kafka did not answer within {within:?}")]
+    NoAnswer {
+        /// The call.
+        what: &'static str,
+        /// How long it was waited for.
+        within: std::time::Duration,
     },
 }
 
@@ -322,6 +331,7 @@ impl SinkError {
             | SinkError::Flush { .. }
             | SinkError::Unreachable { .. }
             | SinkError::Abandoned { .. }
+            | SinkError::NoAnswer { .. }
             | SinkError::Transaction { fatal: false, .. }
             | SinkError::DeadLetterTopic {
                 definite: false, ..

@@ -370,7 +370,7 @@ impl KafkaSink {
                 }),
                 Err(e) => Err(SinkError::Abandoned {
                     what: "fetching cluster metadata",
-                    detail: e.to_string(),
+                    source: Arc::new(e),
                 }),
             },
             f = link.wait_definite() => Err(SinkError::Link(f)),
@@ -443,7 +443,7 @@ impl KafkaSink {
                 Ok(r) => r.map_err(|e| SinkError::transaction(what, &e)),
                 Err(e) => Err(SinkError::Abandoned {
                     what,
-                    detail: e.to_string(),
+                    source: Arc::new(e),
                 }),
             },
             f = link.wait_definite() => Err(SinkError::Link(f)),

@@ -204,11 +204,6 @@ impl KafkaLink {
         })
     }
 
-    /// The bootstrap servers the link is about.
-    pub fn bootstrap(&self) -> &str {
-        &self.bootstrap
-    }
-
     /// Tells the link what waits for the cluster (the producer's unacknowledged records and
     /// bytes), for its WARN lines to say.
     pub(crate) fn set_backlog(&self, backlog: Backlog) {

@@ -13,4 +13,4 @@ pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
 pub use link::{KafkaLink, LinkFailure};
 pub use record::KafkaRecord;
-pub use tracker::{DeliveryTracker, Refused, TxnRefusal};
+pub use tracker::{DeliveryTracker, Refused};

@@ -43,6 +43,39 @@ pub(crate) const CHANNEL_CAPACITY: usize = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Closed;
 
+/// How a session's stream ends early: the delivery loop stopped receiving, or the session
+/// failed with its source's error `E`. Both sources' streams return it, so `?` works on
+/// their errors and on [`Closed`] alike; [`Stop::session`] makes it the session's result.
+pub(crate) enum Stop<E> {
+    /// The delivery loop stopped receiving.
+    Closed,
+    /// The session failed.
+    Failed(E),
+}
+
+impl<E: Into<Error>> From<E> for Stop<E> {
+    fn from(e: E) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+impl<E> From<Closed> for Stop<E> {
+    fn from(_: Closed) -> Self {
+        Stop::Closed
+    }
+}
+
+impl<E: Into<Error>> Stop<E> {
+    /// A stream's end as [`Source::session`] reports it: the delivery loop no longer
+    /// receiving is a quiet end.
+    pub(crate) fn session(ended: Result<(), Self>) -> Result<(), Error> {
+        match ended {
+            Ok(()) | Err(Stop::Closed) => Ok(()),
+            Err(Stop::Failed(e)) => Err(e.into()),
+        }
+    }
+}
+
 /// A source session's end of the channel into the delivery loop.
 ///
 /// It remembers what it handed on, which is what the supervisor needs to resume after a lost

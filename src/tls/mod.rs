@@ -19,6 +19,7 @@ pub mod verify;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use store::{ClientIdentity, StoreKind, TrustAnchors};
 pub use verify::Verification;
@@ -28,7 +29,7 @@ pub use verify::Verification;
 ///
 /// Every message names the setting (`database.ssl.truststore`, `ssl.keystore.location`, ...)
 /// and the file, never a password.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum TlsError {
     /// The file cannot be read.
     #[error("{setting}: cannot read {}: {cause}", path.display())]
@@ -51,24 +52,26 @@ pub enum TlsError {
         what: &'static str,
     },
     /// PEM that does not parse.
-    #[error("{setting}: {} is not valid PEM: {detail}", path.display())]
+    #[error("{setting}: {} is not valid PEM: {source}", path.display())]
     Pem {
         /// The setting naming the file.
         setting: String,
         /// The file.
         path: PathBuf,
-        /// The parser's message.
-        detail: String,
+        /// The parser's error.
+        #[source]
+        source: Arc<rustls::pki_types::pem::Error>,
     },
     /// A PKCS12 store that does not open (wrong password, damaged, unsupported encryption).
-    #[error("{setting}: cannot open the PKCS12 store {}: {detail}; check its password setting (a wrong password shows as a MAC error)", path.display())]
+    #[error("{setting}: cannot open the PKCS12 store {}: {source}; check its password setting (a wrong password shows as a MAC error)", path.display())]
     Pkcs12 {
         /// The setting naming the file.
         setting: String,
         /// The file.
         path: PathBuf,
-        /// The parser's message (never the password).
-        detail: String,
+        /// The parser's error (never the password).
+        #[source]
+        source: Arc<p12_keystore::error::Error>,
     },
     /// A Java KeyStore (JKS) file: no well-kept Rust library reads the format.
     #[error("{setting}: {} is a JKS keystore, which outboxd does not read; convert it to PKCS12 (keytool's default since Java 9): keytool -importkeystore -srckeystore {} -destkeystore {}.p12 -deststoretype PKCS12, then point {setting} at the .p12 file (type PKCS12)", path.display(), path.display(), path.display())]
@@ -163,7 +166,7 @@ pub fn version_name(v: rustls::ProtocolVersion) -> String {
 /// mysql_async's native-tls use) with `OPENSSL_INIT_NO_ATEXIT`, so that its exit-time
 /// cleanup does not free OpenSSL's state under librdkafka threads still running when the
 /// process exits (a blocking Kafka call abandoned at shutdown): without this, such an exit
-/// could crash. Also installs rustls' provider ([`install_crypto_provider`]).
+/// could crash. Also installs rustls' provider (`install_crypto_provider`).
 pub fn init_process() {
     openssl_sys::init();
     install_crypto_provider();

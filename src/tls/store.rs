@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine;
 use rustls::pki_types::pem::PemObject;
@@ -97,11 +98,13 @@ fn read_store(
     }
 }
 
-fn read(setting: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
+/// The bytes of `path`, named by `setting`: a file that cannot be read is [`TlsError::Read`]
+/// with the I/O error in words.
+pub(crate) fn read(setting: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| TlsError::Read {
         setting: setting.to_string(),
         path: path.to_path_buf(),
-        cause: crate::source::mysql::error::io_cause(&e),
+        cause: crate::error::io_cause(&e),
     })
 }
 
@@ -134,7 +137,7 @@ impl TrustAnchors {
             StoreKind::Pem => pem_certs(setting, path, &bytes)?,
             _ => {
                 let archive = p12_keystore::Pkcs12Archive::from_pkcs12(&bytes, password.expose())
-                    .map_err(|e| pkcs12_error(setting, path, &e))?;
+                    .map_err(|e| pkcs12_error(setting, path, e))?;
                 archive
                     .certs
                     .iter()
@@ -247,7 +250,7 @@ impl ClientIdentity {
             other => TlsError::Pem {
                 setting: key_setting.to_string(),
                 path: key.to_path_buf(),
-                detail: other.to_string(),
+                source: Arc::new(other),
             },
         })?;
         Ok(Self {
@@ -265,7 +268,7 @@ impl ClientIdentity {
             password.expose(),
             p12_keystore::Pkcs12ImportPolicy::Strict,
         )
-        .map_err(|e| pkcs12_error(setting, path, &e))?;
+        .map_err(|e| pkcs12_error(setting, path, e))?;
         let chain = store.entries().find_map(|(_, e)| match e {
             p12_keystore::KeyStoreEntry::PrivateKeyChain(c) => Some(c.clone()),
             _ => None,
@@ -304,15 +307,15 @@ fn pem_certs(
         .map_err(|e| TlsError::Pem {
             setting: setting.to_string(),
             path: path.to_path_buf(),
-            detail: e.to_string(),
+            source: Arc::new(e),
         })
 }
 
-fn pkcs12_error(setting: &str, path: &Path, e: &p12_keystore::error::Error) -> TlsError {
+fn pkcs12_error(setting: &str, path: &Path, e: p12_keystore::error::Error) -> TlsError {
     TlsError::Pkcs12 {
         setting: setting.to_string(),
         path: PathBuf::from(path),
-        detail: e.to_string(),
+        source: Arc::new(e),
     }
 }
 

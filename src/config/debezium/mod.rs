@@ -6,28 +6,29 @@
 //! that says what to change. See the module docs of [`crate::config`] for the rules.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
+mod providers;
 mod security;
+mod transforms;
 
 use super::native::validate_slot_name;
 use super::{
     validate_connector_name, ClientProperties, ConfigError, ConfigFormat, ConnectorConfig,
     ErrorPolicy, ErrorTolerance, KafkaConfig, LoadCtx, MysqlFlavor, MysqlSourceConfig,
-    PositionMode, PostgresSourceConfig, PublicationAutocreate, RouterConfig, Secret, SourceConfig,
-    StartPosition, DEFAULT_MAX_RECORD_BYTES,
+    PositionMode, PostgresSourceConfig, PublicationAutocreate, Secret, SourceConfig, StartPosition,
+    DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
-use crate::router::{parse_bool, Placement, UnknownOption};
+use crate::router::parse_bool;
+pub(super) use providers::substitute_providers;
 use security::{mysql_tls, pg_tls, producer_security};
+use transforms::{check_converters, router_from_transforms};
 
 const MYSQL_CLASS: &str = "io.debezium.connector.mysql.MySqlConnector";
 const MARIADB_CLASS: &str = "io.debezium.connector.mariadb.MariaDbConnector";
 const POSTGRES_CLASS: &str = "io.debezium.connector.postgresql.PostgresConnector";
-const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
-const STRING_CONVERTER: &str = "org.apache.kafka.connect.storage.StringConverter";
-const JSON_CONVERTER: &str = "org.apache.kafka.connect.json.JsonConverter";
 
 /// Keys known to Kafka Connect / Debezium that have no meaning for outboxd, with the reason.
 /// A pattern ending in `*` matches by prefix.
@@ -668,259 +669,9 @@ fn check_snapshot(keys: &mut Keys, is_pg: bool) -> Result<(), String> {
     }
 }
 
-/// Finds the EventRouter among `transforms` and reads its options onto Debezium's defaults.
-fn router_from_transforms(keys: &mut Keys) -> Result<RouterConfig, (String, String)> {
-    let list = keys.take_nonempty("transforms").ok_or_else(|| {
-        (
-            "transforms".to_string(),
-            format!("is missing: outboxd relays outbox events only; set transforms=outbox and transforms.outbox.type={EVENT_ROUTER}"),
-        )
-    })?;
-    let names: Vec<String> = list
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    let mut router_name = None;
-    for n in &names {
-        let type_key = format!("transforms.{n}.type");
-        match keys.map.get(&type_key).map(|s| s.trim()) {
-            Some(EVENT_ROUTER) => {
-                if router_name.is_some() {
-                    return Err((
-                        "transforms".into(),
-                        "lists two EventRouter transforms; keep one".into(),
-                    ));
-                }
-                router_name = Some(n.clone());
-            }
-            Some(other) => {
-                return Err((
-                    type_key.clone(),
-                    format!("transform `{n}` of type {other:?} is not supported: outboxd applies only {EVENT_ROUTER}; remove `{n}` from transforms"),
-                ))
-            }
-            None => return Err((type_key, format!("transform `{n}` has no type"))),
-        }
-    }
-    let name = router_name.ok_or_else(|| {
-        (
-            "transforms".to_string(),
-            format!("no transform of type {EVENT_ROUTER}; outboxd relays outbox events only"),
-        )
-    })?;
-    keys.take(&format!("transforms.{name}.type"));
-    let prefix = format!("transforms.{name}.");
-    let opts: Vec<(String, String)> = keys
-        .map
-        .iter()
-        .filter(|(k, _)| k.starts_with(&prefix))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let mut cfg = RouterConfig::debezium_defaults();
-    for (k, v) in opts {
-        keys.take(&k);
-        let opt = &k[prefix.len()..];
-        match opt {
-            "predicate" | "negate" => {
-                keys.ignore(
-                    &k,
-                    "outboxd applies the outbox router to every change of table.include.list",
-                );
-                continue;
-            }
-            "table.field.payload.id" => {
-                keys.ignore(
-                    &k,
-                    "removed in Debezium 2.0; the key comes from table.field.event.key",
-                );
-                continue;
-            }
-            _ => {}
-        }
-        match cfg.set_option(opt, &v).map_err(|m| (k.clone(), m))? {
-            None => {}
-            Some(UnknownOption::NoEffect(why)) => keys.ignore(&k, why),
-            Some(UnknownOption::Unknown) => keys.ignore(
-                &k,
-                "unknown EventRouter option: not one outboxd knows; check the spelling",
-            ),
-        }
-    }
-    Ok(cfg)
-}
-
-/// Converters decide the bytes Kafka Connect writes; accept only those that write what outboxd
-/// writes (key and headers as UTF-8 text, value as the payload bytes or schemaless JSON).
-fn check_converters(keys: &mut Keys, router: &RouterConfig) -> Result<(), (String, String)> {
-    if let Some(kc) = keys.take_nonempty("key.converter") {
-        if kc != STRING_CONVERTER {
-            return Err((
-                "key.converter".into(),
-                format!("{kc:?} writes keys differently from outboxd, which writes the key column as UTF-8 text (what {STRING_CONVERTER} writes) and partitions by it; set key.converter={STRING_CONVERTER} if consumers can read that"),
-            ));
-        }
-    }
-    if let Some(hc) = keys.take_nonempty("header.converter") {
-        if hc != "org.apache.kafka.connect.storage.SimpleHeaderConverter" && hc != STRING_CONVERTER
-        {
-            return Err((
-                "header.converter".into(),
-                format!("{hc:?} is not supported: outboxd writes header values as UTF-8 text, like the default SimpleHeaderConverter"),
-            ));
-        }
-    }
-    let schemas_enable = keys.take_nonempty("value.converter.schemas.enable");
-    let Some(vc) = keys.take_nonempty("value.converter") else {
-        if schemas_enable.is_some() {
-            keys.ignore(
-                "value.converter.schemas.enable",
-                "no value.converter is set",
-            );
-        }
-        return Ok(());
-    };
-    let envelope = router
-        .additional_placement
-        .iter()
-        .any(|f| f.placement == Placement::Envelope);
-    match vc.as_str() {
-        STRING_CONVERTER
-        | "org.apache.kafka.connect.converters.ByteArrayConverter"
-        | "io.debezium.converters.BinaryDataConverter" => {
-            if schemas_enable.is_some() {
-                keys.ignore("value.converter.schemas.enable", "only read by JsonConverter");
-            }
-            Ok(())
-        }
-        JSON_CONVERTER => {
-            let schemas = match schemas_enable.as_deref() {
-                None => true, // JsonConverter's default
-                Some(v) => parse_bool(v).map_err(|m| ("value.converter.schemas.enable".to_string(), m))?,
-            };
-            if schemas {
-                return Err((
-                    "value.converter.schemas.enable".into(),
-                    "JsonConverter with schemas enabled (its default) wraps every value in {\"schema\":..,\"payload\":..}; outboxd writes no schema envelope. Set value.converter.schemas.enable=false if consumers read the bare value".into(),
-                ));
-            }
-            if !router.expand_json_payload && !envelope {
-                return Err((
-                    "value.converter".into(),
-                    format!("with JsonConverter and table.expand.json.payload=false Debezium writes the payload as a quoted JSON string; outboxd writes the payload bytes as they are. Set transforms.<name>.table.expand.json.payload=true (consumers then get the JSON document itself) or value.converter={STRING_CONVERTER}"),
-                ));
-            }
-            Ok(())
-        }
-        other => Err((
-            "value.converter".into(),
-            format!("{other:?} is not supported: outboxd writes the payload bytes ({STRING_CONVERTER}) or, with table.expand.json.payload or envelope fields, schemaless JSON ({JSON_CONVERTER} with schemas.enable=false)"),
-        )),
-    }
-}
-
-/// Resolves Kafka Connect config provider references `${env:VAR}`,
-/// `${file:/path.properties:key}` and `${directory:/dir:file}`. Other `${...}` text (such as
-/// `${routedByValue}`) is left alone. Errors never contain the resolved value.
-pub(super) fn substitute_providers(
-    value: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[start..]);
-            return Ok(out);
-        };
-        let inner = &after[..end];
-        let resolved =
-            match inner.split_once(':') {
-                Some(("env", var)) => Some(env(var).ok_or_else(|| {
-                    format!("${{env:{var}}}: environment variable {var} is not set")
-                })?),
-                Some(("file", spec)) => {
-                    let (path, key) = spec.rsplit_once(':').ok_or_else(|| {
-                        format!("${{file:{spec}}}: expected ${{file:/path/to/file.properties:key}}")
-                    })?;
-                    Some(read_properties_key(Path::new(path), key)?)
-                }
-                Some(("directory", spec)) => {
-                    let (dir, file) = spec.rsplit_once(':').ok_or_else(|| {
-                        format!("${{directory:{spec}}}: expected ${{directory:/dir:file}}")
-                    })?;
-                    let p = PathBuf::from(dir).join(file);
-                    Some(
-                        std::fs::read_to_string(&p)
-                            .map_err(|e| format!("cannot read {}: {e}", p.display()))?,
-                    )
-                }
-                Some((provider, _))
-                    if !provider.is_empty()
-                        && provider
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
-                {
-                    return Err(format!(
-                    "config provider `{provider}` is not known; outboxd resolves ${{env:VAR}}, \
-                     ${{file:/path.properties:key}} and ${{directory:/dir:file}}"
-                ))
-                }
-                _ => None,
-            };
-        match resolved {
-            Some(v) => out.push_str(&v),
-            None => out.push_str(&rest[start..start + 2 + end + 1]),
-        }
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// Reads `key` from a Java properties file (`key=value`, `key: value` or `key value`;
-/// `#`/`!` comments, `\` continuations and escapes: the `java-properties` crate).
-fn read_properties_key(path: &Path, key: &str) -> Result<String, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut props = java_properties::read(std::io::BufReader::new(file))
-        .map_err(|e| format!("{} is not a Java properties file: {e}", path.display()))?;
-    props
-        .remove(key)
-        .ok_or_else(|| format!("{} has no key {key:?}", path.display()))
-}
-
 #[cfg(test)]
 mod unit {
     use super::*;
-
-    #[test]
-    fn providers() {
-        let env = |k: &str| (k == "PW").then(|| "s3cret".to_string());
-        assert_eq!(substitute_providers("${env:PW}", &env).unwrap(), "s3cret");
-        assert_eq!(
-            substitute_providers("outbox.event.${routedByValue}", &env).unwrap(),
-            "outbox.event.${routedByValue}"
-        );
-        assert_eq!(substitute_providers("a${b", &env).unwrap(), "a${b");
-        let e = substitute_providers("${env:NOPE}", &env).unwrap_err();
-        assert!(e.contains("NOPE is not set"), "{e}");
-        let e = substitute_providers("${vault:secret/x:pw}", &env).unwrap_err();
-        assert!(e.contains("`vault` is not known"), "{e}");
-
-        let dir = std::env::temp_dir().join(format!("outboxd-props-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("db.properties");
-        std::fs::write(&f, "# c\nuser = app\npassword=p:w=1\n").unwrap();
-        let v = substitute_providers(&format!("${{file:{}:password}}", f.display()), &env).unwrap();
-        assert_eq!(v, "p:w=1");
-        let e =
-            substitute_providers(&format!("${{file:{}:missing}}", f.display()), &env).unwrap_err();
-        assert!(!e.contains("p:w=1"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn literal_tables() {

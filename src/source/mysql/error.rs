@@ -11,7 +11,7 @@ use super::adapter::XaOutboxRows;
 use super::decode::DecodeError;
 use crate::config::tls::MysqlTlsNames;
 use crate::config::MysqlSourceConfig;
-use crate::error::Class;
+use crate::error::{io_cause, Class};
 use crate::position::{BinlogFilePosition, SourcePosition};
 
 /// The server error numbers outboxd reacts to.
@@ -175,8 +175,8 @@ pub enum MysqlError {
     /// The server answered a settings query with no row.
     #[error("the server returned no row for its settings")]
     NoSettings,
-    /// A server setting the relay depends on is not as needed (the same check `outboxd
-    /// check` prints as FAIL).
+    /// A server setting the relay depends on is not as needed: a failed requirement check,
+    /// the same `outboxd check` prints as FAIL (`server::requirements`).
     #[error("{detail}")]
     Requirement {
         /// The check's name (`binlog_format`).
@@ -185,12 +185,13 @@ pub enum MysqlError {
         detail: String,
     },
     /// A position the server reported could not be parsed.
-    #[error("the server's {what} could not be parsed: {detail}")]
+    #[error("the server's {what} could not be parsed: {source}")]
     UnreadablePosition {
         /// The variable (`gtid_binlog_pos`).
         what: &'static str,
-        /// The parser's message.
-        detail: String,
+        /// The parser's error.
+        #[source]
+        source: crate::position::PositionError,
     },
     /// The server lists no binlog.
     #[error("{query} returned nothing: is log_bin on?")]
@@ -258,6 +259,16 @@ pub enum MysqlError {
         #[source]
         source: XaOutboxRows,
     },
+}
+
+impl From<crate::preflight::CheckResult> for MysqlError {
+    /// A failed requirement check, for `run` to stop with ([`crate::preflight::enforce`]).
+    fn from(check: crate::preflight::CheckResult) -> Self {
+        MysqlError::Requirement {
+            check: check.name,
+            detail: check.detail,
+        }
+    }
 }
 
 impl MysqlError {
@@ -418,28 +429,6 @@ fn tls_cause(e: &dyn std::error::Error) -> String {
 /// `host:port` of the source.
 pub(crate) fn addr(cfg: &MysqlSourceConfig) -> String {
     format!("{}:{}", cfg.host, cfg.port)
-}
-
-/// An I/O error in a few words: `connection refused`, `host unreachable`, or its own text.
-pub(crate) fn io_cause(e: &std::io::Error) -> String {
-    use std::io::ErrorKind as K;
-    match e.kind() {
-        K::ConnectionRefused => "connection refused".into(),
-        K::HostUnreachable => "host unreachable".into(),
-        K::NetworkUnreachable => "network unreachable".into(),
-        K::TimedOut => "timed out".into(),
-        K::ConnectionReset => "connection reset".into(),
-        _ => match e.raw_os_error() {
-            // A name that does not resolve comes back as a custom error with the resolver's text.
-            None => e.to_string(),
-            Some(_) => e
-                .to_string()
-                .split(" (os error")
-                .next()
-                .unwrap_or_default()
-                .to_lowercase(),
-        },
-    }
 }
 
 #[cfg(test)]

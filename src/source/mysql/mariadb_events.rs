@@ -5,8 +5,6 @@
 
 use crate::position::MariadbGtidPosition;
 
-/// `ANNOTATE_ROWS_EVENT`: the SQL text of the statement that produced the next rows events.
-pub const ANNOTATE_ROWS_EVENT: u8 = 160;
 /// `BINLOG_CHECKPOINT_EVENT`: names the oldest binlog file still needed for crash recovery.
 pub const BINLOG_CHECKPOINT_EVENT: u8 = 161;
 /// `GTID_EVENT`: starts an event group (a transaction, or a standalone DDL).
@@ -24,14 +22,8 @@ pub const DELETE_ROWS_COMPRESSED_EVENT: u8 = 171;
 pub const FL_STANDALONE: u8 = 0x01;
 /// GTID_EVENT flags2 bit: a group commit id follows the domain id.
 pub const FL_GROUP_COMMIT_ID: u8 = 0x02;
-/// GTID_EVENT flags2 bit: the group is transactional.
-pub const FL_TRANSACTIONAL: u8 = 0x04;
-/// GTID_EVENT flags2 bit: the group is the DDL of an event group.
-pub const FL_DDL: u8 = 0x20;
 /// GTID_EVENT flags2 bit: XA PREPARE.
 pub const FL_PREPARED_XA: u8 = 0x40;
-/// GTID_EVENT flags2 bit: XA COMMIT / XA ROLLBACK.
-pub const FL_COMPLETED_XA: u8 = 0x80;
 
 /// A decoded MariaDB `GTID_EVENT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! MySQL / MariaDB ROW binlog source.
 //!
 //! * [`decode`]: the pure decoder, `mysql_common` events in, [`decode::BinlogMessage`]s out
-//!   (with [`mariadb_events`] for the MariaDB events `mysql_common` leaves unparsed).
+//!   (with `mariadb_events` for the MariaDB events `mysql_common` leaves unparsed).
 //! * [`framing`]: reading binlog files safely (offline decoding).
-//! * [`offline`]: `outboxd binlog decode` — one JSON object per row change.
+//! * `offline`: `outboxd binlog decode` — one JSON object per row change.
 //! * `server`: connecting, server facts, the requirement checks, positions (SQL side).
 //! * `stream`: the binlog session (`MysqlSource`).
 //! * `stall`: noticing a binlog stream stalled after the reader was held back.
@@ -15,8 +15,8 @@ pub(crate) mod adapter;
 pub mod decode;
 pub(crate) mod error;
 pub mod framing;
-pub mod mariadb_events;
-pub mod offline;
+pub(crate) mod mariadb_events;
+mod offline;
 pub(crate) mod server;
 mod stall;
 pub(crate) mod stream;

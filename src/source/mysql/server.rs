@@ -332,33 +332,12 @@ pub async fn current_position(
 ) -> Result<SourcePosition, MysqlError> {
     let driver = |e| MysqlError::from_driver(e, cfg);
     match mode {
-        TrackingMode::MariadbGtid => {
-            let pos: Option<String> = conn
-                .query_first("SELECT @@gtid_binlog_pos")
-                .await
-                .map_err(driver)?;
-            let pos = pos
-                .unwrap_or_default()
-                .parse::<MariadbGtidPosition>()
-                .map_err(|e| MysqlError::UnreadablePosition {
-                    what: "gtid_binlog_pos",
-                    detail: e.to_string(),
-                })?;
-            Ok(SourcePosition::MariadbGtid(pos))
-        }
-        TrackingMode::MysqlGtid => {
-            let set: Option<String> = conn
-                .query_first("SELECT @@gtid_executed")
-                .await
-                .map_err(driver)?;
-            let set = set.unwrap_or_default().parse::<GtidSet>().map_err(|e| {
-                MysqlError::UnreadablePosition {
-                    what: "gtid_executed",
-                    detail: e.to_string(),
-                }
-            })?;
-            Ok(SourcePosition::MysqlGtidSet(set))
-        }
+        TrackingMode::MariadbGtid => Ok(SourcePosition::MariadbGtid(
+            gtid_variable(conn, cfg, "gtid_binlog_pos").await?,
+        )),
+        TrackingMode::MysqlGtid => Ok(SourcePosition::MysqlGtidSet(
+            gtid_variable(conn, cfg, "gtid_executed").await?,
+        )),
         TrackingMode::File => {
             let row: Option<mysql_async::Row> = match conn.query_first("SHOW MASTER STATUS").await {
                 Ok(r) => r,
@@ -377,6 +356,35 @@ pub async fn current_position(
             )))
         }
     }
+}
+
+/// A GTID position or set the server reported as `what` (`gtid_binlog_pos`, ...); NULL
+/// reads as empty.
+fn parse_position<T>(what: &'static str, value: Option<String>) -> Result<T, MysqlError>
+where
+    T: std::str::FromStr<Err = crate::position::PositionError>,
+{
+    value
+        .unwrap_or_default()
+        .parse()
+        .map_err(|source| MysqlError::UnreadablePosition { what, source })
+}
+
+/// The GTID position or set in server variable `var` (`gtid_binlog_pos`, `gtid_executed`,
+/// `gtid_purged`).
+async fn gtid_variable<T>(
+    conn: &mut Conn,
+    cfg: &MysqlSourceConfig,
+    var: &'static str,
+) -> Result<T, MysqlError>
+where
+    T: std::str::FromStr<Err = crate::position::PositionError>,
+{
+    let value: Option<String> = conn
+        .query_first(format!("SELECT @@{var}"))
+        .await
+        .map_err(|e| MysqlError::from_driver(e, cfg))?;
+    parse_position(var, value)
 }
 
 /// The oldest binlog file the server has, at its first event.
@@ -463,28 +471,14 @@ pub async fn retained(
                     .exec_first("SELECT BINLOG_GTID_POS(?, 4)", (oldest.clone(),))
                     .await
                     .map_err(driver)?;
-                retained.oldest_state = Some(
-                    state
-                        .unwrap_or_default()
-                        .parse::<MariadbGtidPosition>()
-                        .map_err(|e| MysqlError::UnreadablePosition {
-                            what: "BINLOG_GTID_POS of the oldest binlog",
-                            detail: e.to_string(),
-                        })?,
-                );
+                retained.oldest_state = Some(parse_position(
+                    "BINLOG_GTID_POS of the oldest binlog",
+                    state,
+                )?);
             }
         }
         TrackingMode::MysqlGtid => {
-            let purged: Option<String> = conn
-                .query_first("SELECT @@gtid_purged")
-                .await
-                .map_err(driver)?;
-            retained.purged = Some(purged.unwrap_or_default().parse::<GtidSet>().map_err(|e| {
-                MysqlError::UnreadablePosition {
-                    what: "gtid_purged",
-                    detail: e.to_string(),
-                }
-            })?);
+            retained.purged = Some(gtid_variable(conn, cfg, "gtid_purged").await?);
         }
         TrackingMode::File => {}
     }

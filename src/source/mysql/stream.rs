@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::SourcePosition;
 use crate::preflight;
-use crate::source::{Source, SourceContext};
+use crate::source::{Source, SourceContext, Stop};
 
 /// That many [`MysqlError::SameServerId`] failures in a row make it definite: two replicas
 /// are fighting over one id.
@@ -94,46 +94,19 @@ impl Source for MysqlSource {
     }
 
     async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), Error> {
-        match self.stream(ctx).await {
-            Ok(()) | Err(Stop::Closed) => Ok(()),
-            Err(Stop::Failed(e)) => Err(e.into()),
-        }
-    }
-}
-
-/// How a session ends.
-enum Stop {
-    /// The delivery loop stopped receiving.
-    Closed,
-    /// The session failed.
-    Failed(MysqlError),
-}
-
-impl From<MysqlError> for Stop {
-    fn from(e: MysqlError) -> Self {
-        Stop::Failed(e)
-    }
-}
-
-impl From<crate::source::Closed> for Stop {
-    fn from(_: crate::source::Closed) -> Self {
-        Stop::Closed
+        Stop::session(self.stream(ctx).await)
     }
 }
 
 impl MysqlSource {
-    async fn stream(&mut self, ctx: &mut SourceContext) -> Result<(), Stop> {
+    async fn stream(&mut self, ctx: &mut SourceContext) -> Result<(), Stop<MysqlError>> {
         let cfg = &self.cfg;
         let connector = ctx.connector.clone();
         let driver = |e| MysqlError::from_driver(e, cfg);
         let mut conn = server::connect(cfg).await?;
         let info = server::server_info(&mut conn, cfg).await?;
-        preflight::enforce(server::requirements(&info, &connector, &self.tables, cfg)).map_err(
-            |check| MysqlError::Requirement {
-                check: check.name,
-                detail: check.detail,
-            },
-        )?;
+        preflight::enforce(server::requirements(&info, &connector, &self.tables, cfg))
+            .map_err(MysqlError::from)?;
         let mode = server::tracking_mode(&info, cfg);
         // Where to ask the server to start; `from_file` when starting at the earliest binlog.
         let resume = ctx.out.resume_position().cloned();

@@ -65,11 +65,7 @@ pub(crate) fn ssl_opts(
         }
         // Opens it once here: a wrong password or a JKS file fails now, by name.
         store::ClientIdentity::from_pkcs12(names.keystore, &ks.path, &ks.password)?;
-        let archive = std::fs::read(&ks.path).map_err(|e| TlsError::Read {
-            setting: names.keystore.into(),
-            path: ks.path.clone(),
-            cause: e.to_string(),
-        })?;
+        let archive = store::read(names.keystore, &ks.path)?;
         opts = opts.with_client_identity(Some(
             ClientIdentity::new(archive.into()).with_password(ks.password.expose().to_string()),
         ));

@@ -402,50 +402,10 @@ pub(crate) fn write_jsonb(
                 .map_err(|_| "JSON string is not valid UTF-8".to_owned())?;
             write_json_str(out, s);
         }
-        jsonb::Value::SmallArray(a) => {
-            out.push('[');
-            for (i, item) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_jsonb(&item.map_err(|e| e.to_string())?, out, depth + 1, budget)?;
-            }
-            out.push(']');
-        }
-        jsonb::Value::LargeArray(a) => {
-            out.push('[');
-            for (i, item) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_jsonb(&item.map_err(|e| e.to_string())?, out, depth + 1, budget)?;
-            }
-            out.push(']');
-        }
-        jsonb::Value::SmallObject(o) => {
-            out.push('{');
-            for (i, entry) in o.iter().enumerate() {
-                let (k, v) = entry.map_err(|e| e.to_string())?;
-                if i > 0 {
-                    out.push(',');
-                }
-                write_key(out, k.value_raw())?;
-                write_jsonb(&v, out, depth + 1, budget)?;
-            }
-            out.push('}');
-        }
-        jsonb::Value::LargeObject(o) => {
-            out.push('{');
-            for (i, entry) in o.iter().enumerate() {
-                let (k, v) = entry.map_err(|e| e.to_string())?;
-                if i > 0 {
-                    out.push(',');
-                }
-                write_key(out, k.value_raw())?;
-                write_jsonb(&v, out, depth + 1, budget)?;
-            }
-            out.push('}');
-        }
+        jsonb::Value::SmallArray(a) => write_jsonb_array(a.iter(), out, depth, budget)?,
+        jsonb::Value::LargeArray(a) => write_jsonb_array(a.iter(), out, depth, budget)?,
+        jsonb::Value::SmallObject(o) => write_jsonb_object(o.iter(), out, depth, budget)?,
+        jsonb::Value::LargeObject(o) => write_jsonb_object(o.iter(), out, depth, budget)?,
         jsonb::Value::Opaque(o) => {
             let dom = jsonb::Value::Opaque(o.clone())
                 .parse()
@@ -490,6 +450,45 @@ fn write_json_str(out: &mut String, s: &str) {
     if let Ok(quoted) = serde_json::to_string(s) {
         out.push_str(&quoted);
     }
+}
+
+/// The elements of a JSON array (small or large storage) at `depth`, as [`write_jsonb`].
+fn write_jsonb_array<'a>(
+    items: impl Iterator<Item = std::io::Result<jsonb::Value<'a>>>,
+    out: &mut String,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<(), String> {
+    out.push('[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_jsonb(&item.map_err(|e| e.to_string())?, out, depth + 1, budget)?;
+    }
+    out.push(']');
+    Ok(())
+}
+
+/// The members of a JSON object (small or large storage) at `depth`, in stored key order,
+/// as [`write_jsonb`].
+fn write_jsonb_object<'a>(
+    entries: impl Iterator<Item = std::io::Result<(jsonb::ObjectKey<'a>, jsonb::Value<'a>)>>,
+    out: &mut String,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<(), String> {
+    out.push('{');
+    for (i, entry) in entries.enumerate() {
+        let (k, v) = entry.map_err(|e| e.to_string())?;
+        if i > 0 {
+            out.push(',');
+        }
+        write_key(out, k.value_raw())?;
+        write_jsonb(&v, out, depth + 1, budget)?;
+    }
+    out.push('}');
+    Ok(())
 }
 
 fn write_key(out: &mut String, key: &[u8]) -> Result<(), String> {

@@ -122,13 +122,47 @@ pub enum PgError {
         sqlstate: Option<SqlState>,
     },
     /// A server setting, a role attribute, an outbox table, the publication or the slot is
-    /// not as the relay needs it (the same checks `outboxd check` reports).
+    /// not as the relay needs it: a failed requirement check, the same `outboxd check`
+    /// reports (`catalog::requirements`, `table_check`, `publication::creation` /
+    /// `coverage`, `slot::slot_check`).
     #[error("{detail}")]
     Requirement {
-        /// The check's name (`wal_level`, `publication`, `replication slot`).
+        /// The check's name (`wal_level`, `publication p`, `slot s`).
         check: String,
         /// What was found and what to change.
         detail: String,
+    },
+    /// The role may not create or extend the publication (SQLSTATE 42501).
+    #[error("publication {publication:?} is missing or incomplete and user {user:?} could not fix it ({message}); FOR TABLE needs ownership of the tables (FOR ALL TABLES a superuser): have the table owner run `{sql}`, or GRANT the owner role to {user:?}")]
+    PublicationDenied {
+        /// The publication.
+        publication: String,
+        /// This connector's role.
+        user: String,
+        /// The statement that was refused.
+        sql: String,
+        /// The server's message.
+        message: String,
+    },
+    /// Creating the slot found every `max_replication_slots` in use (SQLSTATE 53400).
+    #[error("no free replication slot for {slot:?}: max_replication_slots = {max} and all are in use ({in_use}); drop an unused one (SELECT pg_drop_replication_slot('<name>')) or raise max_replication_slots (needs a restart)")]
+    NoFreeSlot {
+        /// The slot to create.
+        slot: String,
+        /// `max_replication_slots`.
+        max: i64,
+        /// The slots that exist (the first 20, `(active)` marked).
+        in_use: String,
+    },
+    /// The role may not create the slot (SQLSTATE 42501).
+    #[error("user {user:?} may not create replication slot {slot:?}: {message}; ALTER ROLE {} REPLICATION", super::catalog::quote_ident(user))]
+    SlotCreateDenied {
+        /// The slot to create.
+        slot: String,
+        /// This connector's role.
+        user: String,
+        /// The server's message.
+        message: String,
     },
     /// Another process streams from the slot.
     #[error("replication slot {slot:?} is in use by another process: {holder}; another outboxd (or Debezium) is reading it. Stop it, or give this connector its own slot (slot_name / slot.name)")]
@@ -157,7 +191,7 @@ pub enum PgError {
         connector: String,
         /// The checkpoint the connector would resume at.
         checkpoint: Lsn,
-        /// What the slot is missing ([`super::catalog::checkpoint_gap`]).
+        /// What the slot is missing ([`super::catalog::slot::checkpoint_gap`]).
         reason: String,
     },
     /// Something just created or found is gone again (a concurrent drop).
@@ -167,10 +201,11 @@ pub enum PgError {
         what: String,
     },
     /// The server sent an LSN that does not parse.
-    #[error("the server sent an unreadable LSN: {detail}")]
+    #[error("the server sent an unreadable LSN: {source}")]
     UnreadableLsn {
-        /// The parser's message.
-        detail: String,
+        /// The parser's error.
+        #[source]
+        source: crate::position::PositionError,
     },
     /// The checkpoint is not an LSN.
     #[error("the checkpoint position {position} is not a PostgreSQL LSN; was the checkpoint written for another source? Reset it (`outboxd checkpoint reset`) or fix the config")]
@@ -250,6 +285,16 @@ pub enum PgError {
     },
 }
 
+impl From<crate::preflight::CheckResult> for PgError {
+    /// A failed requirement check, for `run` to stop with ([`crate::preflight::enforce`]).
+    fn from(check: crate::preflight::CheckResult) -> Self {
+        PgError::Requirement {
+            check: check.name,
+            detail: check.detail,
+        }
+    }
+}
+
 /// SQLSTATEs with which the replication connection's server errors are definite: the same
 /// request fails again until an operator acts.
 const DEFINITE_REPLICATION_STATES: [&SqlState; 7] = [
@@ -288,6 +333,9 @@ impl PgError {
             | PgError::UnknownDatabase { .. }
             | PgError::InsufficientPrivilege { .. }
             | PgError::Requirement { .. }
+            | PgError::PublicationDenied { .. }
+            | PgError::NoFreeSlot { .. }
+            | PgError::SlotCreateDenied { .. }
             | PgError::SlotInUse { .. }
             | PgError::CheckpointLost { .. }
             | PgError::UnreadableLsn { .. }
@@ -351,7 +399,7 @@ impl PgError {
         }
         let cause = match std::error::Error::source(e) {
             Some(inner) => match inner.downcast_ref::<std::io::Error>() {
-                Some(io) => crate::source::mysql::error::io_cause(io),
+                Some(io) => crate::error::io_cause(io),
                 None => inner.to_string(),
             },
             None => e.to_string(),

@@ -74,7 +74,7 @@ use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::{Lsn, SourcePosition};
 use crate::preflight;
-use crate::source::{Closed, Source, SourceContext};
+use crate::source::{Source, SourceContext, Stop};
 
 /// Events buffered between the replication worker and the session.
 const REPLICATION_BUFFER: usize = 1024;
@@ -99,36 +99,13 @@ impl PgSource {
     }
 }
 
-/// How a session ends.
-enum Stop {
-    /// The delivery loop stopped receiving.
-    Closed,
-    /// The session failed.
-    Failed(PgError),
-}
-
-impl From<PgError> for Stop {
-    fn from(e: PgError) -> Self {
-        Stop::Failed(e)
-    }
-}
-
-impl From<Closed> for Stop {
-    fn from(_: Closed) -> Self {
-        Stop::Closed
-    }
-}
-
 impl Source for PgSource {
     fn stream_name(&self) -> &'static str {
         "PostgreSQL replication"
     }
 
     async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), Error> {
-        match self.stream(ctx).await {
-            Ok(()) | Err(Stop::Closed) => Ok(()),
-            Err(Stop::Failed(e)) => Err(e.into()),
-        }
+        Stop::session(self.stream(ctx).await)
     }
 }
 
@@ -175,7 +152,7 @@ fn confirm(client: &ReplicationClient, rx: &watch::Receiver<Option<SourcePositio
 }
 
 impl PgSource {
-    async fn stream(&mut self, ctx: &mut SourceContext) -> Result<(), Stop> {
+    async fn stream(&mut self, ctx: &mut SourceContext) -> Result<(), Stop<PgError>> {
         let cfg = &self.cfg;
         let connector = ctx.connector.clone();
         let position = match ctx.out.resume_position() {
@@ -190,17 +167,17 @@ impl PgSource {
         };
         let (sql, negotiated) = catalog::connect_negotiated(cfg).await?;
         let info = catalog::server_info(&sql, cfg).await?;
-        preflight::enforce(catalog::requirements(&info, &connector)).map_err(|check| {
-            PgError::Requirement {
-                check: check.name,
-                detail: check.detail,
-            }
-        })?;
-        catalog::require_tables(&sql, cfg, &self.tables).await?;
-        catalog::ensure_publication(&sql, cfg, &self.tables).await?;
+        let mut checks = catalog::requirements(&info, &connector);
+        for t in &self.tables {
+            let columns = catalog::table_columns(&sql, cfg, t).await?;
+            checks.push(catalog::table_check(&connector, cfg, t, &columns, None));
+        }
+        preflight::enforce(checks).map_err(PgError::from)?;
+        catalog::publication::ensure(&sql, cfg, &connector, &self.tables).await?;
         // With a position to resume at, a slot that cannot serve it (missing, confirmed past
         // it, WAL lost) is a definite error here, never a new slot past the gap.
-        let slot = catalog::ensure_slot(&sql, cfg, &info, &connector, position, &ctx.lease).await?;
+        let slot =
+            catalog::slot::ensure_slot(&sql, cfg, &info, &connector, position, &ctx.lease).await?;
         drop(sql);
 
         let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
