@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::{
-    claim, Checkpoint, CheckpointStore, FencedCheckpointStore, FileCheckpointStore,
+    claim::OtherStores, Checkpoint, CheckpointStore, FencedCheckpointStore, FileCheckpointStore,
     KafkaCheckpointStore,
 };
 use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode};
@@ -341,8 +341,9 @@ impl Connector {
             return Ok(());
         }
         prepared?;
+        let others = OtherStores::start(cfg, &self.link);
         let mut resume = tokio::task::block_in_place(|| store.load())?;
-        claim::check_other_store(cfg, resume.as_ref(), &self.link).await?;
+        others.check(cfg, resume.as_ref()).await?;
         log_resume(cfg, &resume);
         let new_sink = || -> Result<KafkaSink, Error> {
             Ok(KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?
@@ -399,11 +400,14 @@ impl Connector {
         store.ensure_topic().await?;
         self.ensure_dead_letter_topic().await?;
         let t2 = Instant::now();
+        // The other stores are read beside this one's load: a handover waits for the longer
+        // of the two reads, not for both.
+        let others = OtherStores::start(cfg, &self.link);
         let mut resume = tokio::task::block_in_place(|| store.load())?;
         let t3 = Instant::now();
-        claim::check_other_store(cfg, resume.as_ref(), &self.link).await?;
+        others.check(cfg, resume.as_ref()).await?;
         let t4 = Instant::now();
-        tracing::debug!(connector = %cfg.name, init_ms = (t1 - t0).as_millis() as u64, topics_ms = (t2 - t1).as_millis() as u64, load_ms = (t3 - t2).as_millis() as u64, claim_ms = (t4 - t3).as_millis() as u64, "started the exactly-once producer and read the checkpoint");
+        tracing::debug!(connector = %cfg.name, init_ms = (t1 - t0).as_millis() as u64, topics_ms = (t2 - t1).as_millis() as u64, load_ms = (t3 - t2).as_millis() as u64, other_stores_ms = (t4 - t3).as_millis() as u64, "started the exactly-once producer and read the checkpoint");
         log_resume(cfg, &resume);
         let mut plan = Plan::default();
         loop {

@@ -127,94 +127,120 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// Checks connector `cfg`'s other stores, as its claims topic names them, against `own`
-/// (this store's checkpoint, loaded) and leaves this store's claim. `link` is the
-/// connector's Kafka link.
-///
-/// Errors: [`CheckpointError::TwoStores`] (definite) when another store is ahead;
-/// with a Kafka store, transient ones when Kafka does not answer (a file store starts
-/// without the comparison then).
-pub(crate) async fn check_other_store(
-    cfg: &ConnectorConfig,
-    own: Option<&Checkpoint>,
-    link: &Arc<KafkaLink>,
-) -> Result<(), CheckpointError> {
-    let this = Store::of(&cfg.checkpoint);
-    let claims_topic = default_checkpoint_topic(&cfg.name);
-    let store =
-        KafkaCheckpointStore::new(&cfg.kafka, &claims_topic, &cfg.name).with_link(link.clone());
-    // The store's reads block; on the blocking pool the wait can be bounded.
-    let (kafka, name, this_read) = (cfg.kafka.clone(), cfg.name.clone(), this.clone());
-    let read = tokio::task::spawn_blocking(move || {
-        let others = store
-            .claims()
-            .and_then(|claims| other_checkpoints(&kafka, &name, &this_read, claims, &store));
-        (others, store)
-    });
-    let (others, mut store) = match &this {
-        Store::File(_) => {
-            let why = match tokio::time::timeout(FILE_STORE_LOOK, read).await {
-                Ok(Ok((Ok(others), store))) => Ok((others, store)),
-                Ok(Ok((Err(e), _))) => Err(e.to_string()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!(
-                    "Kafka did not answer within {}s",
-                    FILE_STORE_LOOK.as_secs()
-                )),
-            };
-            match why {
-                Ok(read) => read,
-                Err(why) => {
-                    not_compared(cfg, &claims_topic, &why);
-                    return Ok(());
+/// The read of connector `cfg`'s other stores, started by [`OtherStores::start`] so that it
+/// runs beside the load of the connector's own checkpoint, and finished by
+/// [`OtherStores::check`] once that is loaded.
+pub(crate) struct OtherStores {
+    this: Store,
+    claims_topic: String,
+    read: tokio::task::JoinHandle<(Result<Vec<(Store, Checkpoint)>, CheckpointError>, KafkaCheckpointStore)>,
+}
+
+impl OtherStores {
+    /// Starts reading connector `cfg`'s claims topic (`outboxd.checkpoints.<name>`) and the
+    /// checkpoints of the other stores it names, on the blocking pool. `link` is the
+    /// connector's Kafka link. Call it after the claims topic exists.
+    pub(crate) fn start(cfg: &ConnectorConfig, link: &Arc<KafkaLink>) -> Self {
+        let this = Store::of(&cfg.checkpoint);
+        let claims_topic = default_checkpoint_topic(&cfg.name);
+        let store = KafkaCheckpointStore::new(&cfg.kafka, &claims_topic, &cfg.name)
+            .with_link(link.clone());
+        // The store's reads block; on the blocking pool the wait can be bounded.
+        let (kafka, name, this_read) = (cfg.kafka.clone(), cfg.name.clone(), this.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let others = store
+                .claims()
+                .and_then(|claims| other_checkpoints(&kafka, &name, &this_read, claims, &store));
+            (others, store)
+        });
+        OtherStores {
+            this,
+            claims_topic,
+            read,
+        }
+    }
+
+    /// Checks the other stores against `own` (this store's checkpoint, loaded) and leaves
+    /// this store's claim.
+    ///
+    /// Errors: [`CheckpointError::TwoStores`] (definite) when another store is ahead;
+    /// with a Kafka store, transient ones when Kafka does not answer (a file store starts
+    /// without the comparison then, after waiting [`FILE_STORE_LOOK`]).
+    pub(crate) async fn check(
+        self,
+        cfg: &ConnectorConfig,
+        own: Option<&Checkpoint>,
+    ) -> Result<(), CheckpointError> {
+        let OtherStores {
+            this,
+            claims_topic,
+            read,
+        } = self;
+        let (others, mut store) = match &this {
+            Store::File(_) => {
+                let why = match tokio::time::timeout(FILE_STORE_LOOK, read).await {
+                    Ok(Ok((Ok(others), store))) => Ok((others, store)),
+                    Ok(Ok((Err(e), _))) => Err(e.to_string()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!(
+                        "Kafka did not answer within {}s",
+                        FILE_STORE_LOOK.as_secs()
+                    )),
+                };
+                match why {
+                    Ok(read) => read,
+                    Err(why) => {
+                        not_compared(cfg, &claims_topic, &why);
+                        return Ok(());
+                    }
                 }
             }
+            Store::Kafka(_) => match read.await {
+                Ok((others, store)) => (others?, store),
+                Err(e) => {
+                    return Err(CheckpointError::kafka(
+                        format!("reading the claims in topic {claims_topic}: {e}"),
+                        None,
+                    ))
+                }
+            },
+        };
+        for (other, checkpoint) in &others {
+            refuse_if_overtaken(
+                &cfg.name,
+                own,
+                &this.describe("its"),
+                Some(checkpoint),
+                &other.describe("the"),
+            )?;
         }
-        Store::Kafka(_) => match read.await {
-            Ok((others, store)) => (others?, store),
-            Err(e) => {
-                return Err(CheckpointError::kafka(
-                    format!("reading the claims in topic {claims_topic}: {e}"),
-                    None,
-                ))
+        let claimed = match &this {
+            Store::File(path) => {
+                let claim = FileClaim {
+                    connector: cfg.name.clone(),
+                    store: "file".into(),
+                    path: path.clone(),
+                    claimed_at_ms: now_ms(),
+                };
+                store.write_claim(FileClaim::key(&cfg.name), &claim).await
             }
-        },
-    };
-    for (other, checkpoint) in &others {
-        refuse_if_overtaken(
-            &cfg.name,
-            own,
-            &this.describe("its"),
-            Some(checkpoint),
-            &other.describe("the"),
-        )?;
-    }
-    let claimed = match &this {
-        Store::File(path) => {
-            let claim = FileClaim {
-                connector: cfg.name.clone(),
-                store: "file".into(),
-                path: path.clone(),
-                claimed_at_ms: now_ms(),
-            };
-            store.write_claim(FileClaim::key(&cfg.name), &claim).await
+            Store::Kafka(topic) if *topic != claims_topic => {
+                let claim = KafkaClaim {
+                    connector: cfg.name.clone(),
+                    store: "kafka".into(),
+                    topic: topic.clone(),
+                    claimed_at_ms: now_ms(),
+                };
+                store.write_claim(KafkaClaim::key(&cfg.name), &claim).await
+            }
+            Store::Kafka(_) => Ok(()),
+        };
+        if let Err(e) = claimed {
+            // Only the detection from the other side is lost: say so and go on.
+            tracing::warn!(connector = %cfg.name, "could not note {} in topic {claims_topic} ({e}); another configuration of this connector with another store will not see this store's checkpoint", this.describe("its"));
         }
-        Store::Kafka(topic) if *topic != claims_topic => {
-            let claim = KafkaClaim {
-                connector: cfg.name.clone(),
-                store: "kafka".into(),
-                topic: topic.clone(),
-                claimed_at_ms: now_ms(),
-            };
-            store.write_claim(KafkaClaim::key(&cfg.name), &claim).await
-        }
-        Store::Kafka(_) => Ok(()),
-    };
-    if let Err(e) = claimed {
-        // Only the detection from the other side is lost: say so and go on.
-        tracing::warn!(connector = %cfg.name, "could not note {} in topic {claims_topic} ({e}); another configuration of this connector with another store will not see this store's checkpoint", this.describe("its"));
+        Ok(())
     }
-    Ok(())
 }
 
 /// The checkpoints of the stores `claims` names other than `this`: the claims topic's own
