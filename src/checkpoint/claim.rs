@@ -133,8 +133,11 @@ fn absolute(path: &Path) -> PathBuf {
 pub(crate) struct OtherStores {
     this: Store,
     claims_topic: String,
-    read: tokio::task::JoinHandle<(Result<Vec<(Store, Checkpoint)>, CheckpointError>, KafkaCheckpointStore)>,
+    read: tokio::task::JoinHandle<(OtherCheckpoints, KafkaCheckpointStore)>,
 }
+
+/// The checkpoints of a connector's other stores, each with the store that holds it.
+type OtherCheckpoints = Result<Vec<(Store, Checkpoint)>, CheckpointError>;
 
 impl OtherStores {
     /// Starts reading connector `cfg`'s claims topic (`outboxd.checkpoints.<name>`) and the
@@ -143,8 +146,8 @@ impl OtherStores {
     pub(crate) fn start(cfg: &ConnectorConfig, link: &Arc<KafkaLink>) -> Self {
         let this = Store::of(&cfg.checkpoint);
         let claims_topic = default_checkpoint_topic(&cfg.name);
-        let store = KafkaCheckpointStore::new(&cfg.kafka, &claims_topic, &cfg.name)
-            .with_link(link.clone());
+        let store =
+            KafkaCheckpointStore::new(&cfg.kafka, &claims_topic, &cfg.name).with_link(link.clone());
         // The store's reads block; on the blocking pool the wait can be bounded.
         let (kafka, name, this_read) = (cfg.kafka.clone(), cfg.name.clone(), this.clone());
         let read = tokio::task::spawn_blocking(move || {
