@@ -24,18 +24,32 @@ echo "== building outboxd (release; a first build took 12-14 min on 2 busy cores
 cargo build --release
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/outboxd"
 
-sql() { mariadb -h 127.0.0.1 -P 33306 -u outboxd_admin -padmin-secret --batch --skip-column-names "$@"; }
+# The services' ports follow OUTBOXD_SERVICES_PORT_OFFSET (a second checkout's own services);
+# the example connector names the default ones, so with an offset the demo runs a copy of it
+# with the ports moved.
+OFFSET="${OUTBOXD_SERVICES_PORT_OFFSET:-0}"
+MYSQL_PORT=$((33306 + OFFSET))
+CONNECTOR=connectors/shop-mariadb.toml
+if (( OFFSET != 0 )); then
+  CONNECTOR="$ROOT/.state/demo-shop-mariadb.toml"
+  sed -e "s/^port = 33306$/port = $MYSQL_PORT/" \
+    -e "s/^bootstrap_servers = \"127.0.0.1:39092\"$/bootstrap_servers = \"$OUTBOXD_KAFKA_BOOTSTRAP\"/" \
+    connectors/shop-mariadb.toml > "$CONNECTOR"
+  grep -q "^port = $MYSQL_PORT$" "$CONNECTOR" || { echo "demo.sh: could not move the port in $CONNECTOR" >&2; exit 1; }
+fi
+
+sql() { mariadb -h 127.0.0.1 -P "$MYSQL_PORT" -u outboxd_admin -padmin-secret --batch --skip-column-names "$@"; }
 sql -e "CREATE DATABASE IF NOT EXISTS shop CHARACTER SET utf8mb4"
 sql shop < migrations/mysql/001_outbox.sql
 
 echo "== outboxd check" >&2
 export OUTBOXD_MYSQL_PASSWORD=outboxd-secret
-"$BIN" check --config connectors/shop-mariadb.toml >&2
+"$BIN" check --config "$CONNECTOR" >&2
 
-METRICS_PORT=39187
+METRICS_PORT=$((39187 + OFFSET))
 LOG="$ROOT/.state/demo-outboxd.log"
 echo "== starting outboxd (log: $LOG)" >&2
-"$BIN" run --config connectors/shop-mariadb.toml --metrics-listen "127.0.0.1:$METRICS_PORT" >"$LOG" 2>&1 &
+"$BIN" run --config "$CONNECTOR" --metrics-listen "127.0.0.1:$METRICS_PORT" >"$LOG" 2>&1 &
 RELAY=$!
 trap 'kill -TERM $RELAY 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do
@@ -74,7 +88,7 @@ done
 echo "== records in Kafka for this run (partition | headers | key | value)" >&2
 # Read every outbox topic from the beginning and keep this run's records.
 bash scripts/services.sh kafka-tool consumer.ConsoleConsumer --bootstrap-server "$OUTBOXD_KAFKA_BOOTSTRAP" \
-  --include 'outbox\.event\..*' --from-beginning --timeout-ms 8000 \
+  --include 'outbox\.event\..*' --from-beginning --timeout-ms 8000 --isolation-level read_committed \
   --property print.key=true --property print.headers=true \
   --property print.partition=true --property key.separator=' | ' 2>/dev/null \
   | grep -F "$RUN_ID" | tee "$ROOT/.state/demo-records.txt" || true
@@ -84,5 +98,5 @@ echo "== $GOT of $EXPECTED records delivered" >&2
 kill -TERM $RELAY; wait $RELAY || true
 trap - EXIT
 echo "== checkpoint after a clean stop (Kafka store, topic outboxd.checkpoints.shop-mariadb):" >&2
-"$BIN" checkpoint show --config connectors/shop-mariadb.toml >&2
+"$BIN" checkpoint show --config "$CONNECTOR" >&2
 [ "$GOT" -eq "$EXPECTED" ]

@@ -9,6 +9,11 @@ use std::sync::Arc;
 use crate::position::SourcePosition;
 use crate::value::ColumnValue;
 
+/// Schema of the pseudo table a PostgreSQL logical decoding message (`pg_logical_emit_message`)
+/// is routed as: table `pg_logical_emit_message.<prefix>`, whose columns are the fields of the
+/// message's JSON content.
+pub const MESSAGE_SCHEMA: &str = "pg_logical_emit_message";
+
 /// A fully qualified table: MySQL `database.table`, PostgreSQL `schema.table`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TableName {

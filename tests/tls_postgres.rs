@@ -396,6 +396,16 @@ async fn kafka_refusals_stop_with_the_cause() {
                         && l.contains(cause)),
                     "{name}: check's kafka line names the cause:\n{out}"
                 );
+                // A handshake that failed verified nothing: the TLS line must not say so.
+                if ["wrong-ca", "wrong-host", "tls-on-plaintext"].contains(name) {
+                    assert!(
+                        out.lines().any(|l| l.contains(
+                            ": kafka tls: the TLS handshake with the first broker failed"
+                        )) && !out.lines().any(|l| l.contains(": kafka tls: ")
+                            && l.contains("server certificate verified")),
+                        "{name}: check's kafka tls line says the handshake failed:\n{out}"
+                    );
+                }
             }
             assert!(!text.contains("not-the-password"), "{text}");
             tls::assert_no_secret("the command's output", &text);

@@ -1,6 +1,6 @@
 -- outboxd demo schema for MySQL 8 / MariaDB 10.11: the seeds' order flow and outbox table.
 --
---   mariadb -h 127.0.0.1 -P 33306 -u outboxd_admin -p orders_db < migrations/mysql/001_outbox.sql
+--   mariadb -h 127.0.0.1 -P 33306 -u outboxd_admin -p shop < migrations/mysql/001_outbox.sql
 --
 -- Idempotent (IF NOT EXISTS). The business rows and the outbox row are written in one local
 -- transaction (see the seeds' CreateOrderWithOutbox); outboxd picks the outbox INSERT out

@@ -62,7 +62,7 @@ pub enum ConfigError {
         source: RouterConfigError,
     },
     /// No Kafka bootstrap servers anywhere.
-    #[error("{path}: connector `{connector}`: no Kafka bootstrap servers: pass --kafka-bootstrap HOST:PORT, set {ENV_KAFKA_BOOTSTRAP}, or set kafka.bootstrap_servers in the connector")]
+    #[error("{path}: connector `{connector}`: no Kafka bootstrap servers: pass --kafka-bootstrap HOST:PORT, set {ENV_KAFKA_BOOTSTRAP}, or set bootstrap.servers in the --kafka-config worker file, [kafka] bootstrap_servers, or the connector's own (TOML [connectors.kafka] bootstrap_servers, Debezium producer.override.bootstrap.servers)")]
     MissingBootstrap {
         /// The file.
         path: PathBuf,

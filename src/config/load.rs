@@ -123,6 +123,7 @@ pub fn load_all_with_env<P: AsRef<Path>>(
             })?;
         process.merge(&w);
     }
+    note_bootstrap_override(&mut process, opts.kafka_bootstrap, env);
 
     let mut merged = Config {
         connectors: Vec::new(),
@@ -162,6 +163,31 @@ pub fn load_all_with_env<P: AsRef<Path>>(
     Ok(merged)
 }
 
+/// Notes in `process.ignored_keys` a `bootstrap.servers` of `--kafka-config` / `[kafka]` that
+/// `--kafka-bootstrap` (`flag`) or `OUTBOXD_KAFKA_BOOTSTRAP` overrides with another list: an
+/// exported variable (e.g. by `scripts/services.sh up`) would otherwise silently send a
+/// worker file's TLS settings to another listener.
+fn note_bootstrap_override(
+    process: &mut KafkaClientSettings,
+    flag: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    let Some(own) = process.bootstrap_servers.as_deref() else {
+        return;
+    };
+    let (by, servers) = match flag {
+        Some(f) => ("--kafka-bootstrap".to_string(), f.trim().to_string()),
+        None => match env(ENV_KAFKA_BOOTSTRAP).map(|v| v.trim().to_string()) {
+            Some(v) if !v.is_empty() => (ENV_KAFKA_BOOTSTRAP.to_string(), v),
+            _ => return,
+        },
+    };
+    if servers != own.trim() {
+        let why = format!("overridden by {by}={servers}; without it, {own} would be used");
+        process.ignored_keys.push(("bootstrap.servers".into(), why));
+    }
+}
+
 /// Takes `section` of file `path` into `merged`: a process-wide section (`[metrics]`, `[log]`,
 /// `[group]`) may be set in one file, or identically in several; `from` remembers the file
 /// that set it first.
@@ -199,7 +225,7 @@ pub fn log_ignored_keys(cfg: &Config) {
     }
     for c in &cfg.connectors {
         for (key, why) in &c.ignored_keys {
-            tracing::warn!(connector = %c.name, key = %key, "Debezium setting not used by outboxd: {why}");
+            tracing::warn!(connector = %c.name, key = %key, "Debezium setting `{key}`: {why}");
         }
     }
 }

@@ -1170,5 +1170,44 @@ server_id = 7
         "pw2"
     );
     assert!(cfg.kafka.ignored_keys.iter().any(|(k, _)| k == "rest.port"));
+    assert!(!cfg
+        .kafka
+        .ignored_keys
+        .iter()
+        .any(|(k, _)| k == "bootstrap.servers"));
+
+    // OUTBOXD_KAFKA_BOOTSTRAP (or --kafka-bootstrap) beats the worker file's
+    // bootstrap.servers, and says so: `check` lists it, `run` logs it.
+    let overridden = |flag: Option<&str>, env_value: &str| {
+        let env = env_of(&[
+            ("JAAS", jaas),
+            ("PW", "pw2"),
+            (ENV_KAFKA_BOOTSTRAP, env_value),
+        ]);
+        let opts = LoadOptions {
+            kafka_bootstrap: flag,
+            kafka_config: Some(&worker),
+        };
+        let cfg = load_all_with_env(&[&conn], opts, &env).unwrap();
+        let note = cfg
+            .kafka
+            .ignored_keys
+            .iter()
+            .find(|(k, _)| k == "bootstrap.servers")
+            .map(|(_, why)| why.clone());
+        (cfg.connectors[0].kafka.bootstrap_servers.clone(), note)
+    };
+    let (servers, note) = overridden(None, "env:9");
+    assert_eq!(servers, "env:9");
+    let note = note.expect("the override is noted");
+    assert!(
+        note.contains("OUTBOXD_KAFKA_BOOTSTRAP=env:9") && note.contains("w:1"),
+        "{note}"
+    );
+    let (servers, note) = overridden(Some("cli:9"), "env:9");
+    assert_eq!(servers, "cli:9");
+    assert!(note.unwrap().contains("--kafka-bootstrap=cli:9"));
+    // The same list: nothing to say.
+    assert_eq!(overridden(None, "w:1").1, None);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -20,29 +20,44 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     // What the record producer connects with (the probe below is made with it).
     let producer = cfg.kafka.producer_client();
     let verification = client::verification(&producer);
-    let version = match verification {
+    let probed = match verification {
         None => None,
-        Some(v) => Some(match probe_tls_version(&cfg.kafka.bootstrap_servers, &producer, v).await {
-            Ok(version) => format!(
-                "{version}: what the first broker negotiates with a TLS 1.2/1.3 client; librdkafka does not report its own"
-            ),
-            Err(why) => format!("TLS version not probed: {why}"),
-        }),
+        Some(v) => Some(probe_tls_version(&cfg.kafka.bootstrap_servers, &producer, v).await),
     };
-    let words = client::describe_security(&producer, version.as_deref());
-    let mut out = vec![CheckResult::new(
-        name,
-        "kafka tls",
-        match verification {
-            Some(Verification::ChainAndHost) => Status::Pass,
-            _ => Status::Warn,
-        },
-        match verification {
-            None => format!("{words}; set security.protocol=SASL_SSL or SSL (--kafka-config / [kafka]) for an encrypted connection"),
-            Some(Verification::ChainAndHost) => words,
-            Some(_) => format!("{words}; keep ssl.endpoint.identification.algorithm=https and certificate verification on"),
-        },
-    )];
+    let mut out = vec![match (verification, probed) {
+        // The settings say what would be verified; a handshake that failed verified nothing.
+        (Some(v), Some(Err(why))) => CheckResult::new(
+            name,
+            "kafka tls",
+            Status::Warn,
+            format!(
+                "the TLS handshake with the first broker failed ({why}): nothing was encrypted or verified; configured: {}, {}",
+                client::describe_protocol(&producer),
+                v.describe_intent()
+            ),
+        ),
+        (verification, probed) => {
+            let version = probed.and_then(Result::ok).map(|version| {
+                format!(
+                    "{version}: what the first broker negotiates with a TLS 1.2/1.3 client; librdkafka does not report its own"
+                )
+            });
+            let words = client::describe_security(&producer, version.as_deref());
+            CheckResult::new(
+                name,
+                "kafka tls",
+                match verification {
+                    Some(Verification::ChainAndHost) => Status::Pass,
+                    _ => Status::Warn,
+                },
+                match verification {
+                    None => format!("{words}; set security.protocol=SASL_SSL or SSL (--kafka-config / [kafka]) for an encrypted connection"),
+                    Some(Verification::ChainAndHost) => words,
+                    Some(_) => format!("{words}; keep ssl.endpoint.identification.algorithm=https and certificate verification on"),
+                },
+            )
+        }
+    }];
     // Quiet: the outcome is this check's line, not librdkafka's retries on stderr.
     let link = KafkaLink::quiet(name, &cfg.kafka.bootstrap_servers);
     let Some(sink) = step(

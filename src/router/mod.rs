@@ -165,6 +165,18 @@ pub enum RouteError {
         /// What the column should hold.
         what: &'static str,
     },
+    /// A configured field is not in a PostgreSQL logical decoding message's JSON content.
+    #[error("a logical decoding message with prefix `{prefix}` has no field `{column}` ({what}); put `{column}` into the message's JSON content (a message has no column defaults), or set {option} to the field that holds it")]
+    MissingMessageField {
+        /// The message prefix.
+        prefix: String,
+        /// The configured field.
+        column: String,
+        /// Debezium option naming it.
+        option: &'static str,
+        /// What the field should hold.
+        what: &'static str,
+    },
     /// A configured column exists in the table but is not in the row's binlog image
     /// (`binlog_row_image=MINIMAL` or `NOBLOB` leave out the columns an INSERT did not set).
     #[error("outbox table {table} has column `{column}` ({option}), but this row's binlog row image leaves it out: binlog_row_image is MINIMAL or NOBLOB on the server, which omits columns an INSERT left to their defaults; set binlog_row_image=FULL on the server (SET GLOBAL binlog_row_image = 'FULL', and in its configuration file)")]
@@ -237,7 +249,9 @@ impl RouteError {
     /// (`__connect.errors.exception.class.name`): `outboxd.route.<kind>`.
     pub fn kind(&self) -> &'static str {
         match self {
-            RouteError::MissingColumn { .. } => "outboxd.route.missing_column",
+            RouteError::MissingColumn { .. } | RouteError::MissingMessageField { .. } => {
+                "outboxd.route.missing_column"
+            }
             RouteError::NotInRowImage { .. } => "outboxd.route.not_in_row_image",
             RouteError::NullRouteValue { .. } => "outboxd.route.null_route_value",
             RouteError::RouteValueNotText { .. } => "outboxd.route.route_value_not_text",
@@ -548,7 +562,14 @@ fn missing_column(
     option: &'static str,
     what: &'static str,
 ) -> RouteError {
-    if change.row.is_omitted(column) {
+    if change.table.schema == crate::event::MESSAGE_SCHEMA {
+        RouteError::MissingMessageField {
+            prefix: change.table.name.clone(),
+            column: column.to_string(),
+            option,
+            what,
+        }
+    } else if change.row.is_omitted(column) {
         RouteError::NotInRowImage {
             table: change.table.clone(),
             column: column.to_string(),

@@ -261,6 +261,29 @@ fn a_column_left_out_of_a_minimal_row_image_says_so() {
     let e = r.route(&change(Op::Insert, image)).unwrap_err();
     assert!(e.to_string().contains("has no column `status`"), "{e}");
 }
+
+#[test]
+fn a_logical_message_without_a_field_says_message_not_table() {
+    let r = router(|_| {});
+    let mut c = change(
+        Op::Insert,
+        row(&[
+            ("aggregate_type", text("Order")),
+            ("aggregate_id", text("a")),
+            ("payload", text("{}")),
+        ]),
+    );
+    c.table = TableName::new(crate::event::MESSAGE_SCHEMA, "outbox");
+    let e = r.route(&c).unwrap_err();
+    assert!(matches!(e, RouteError::MissingMessageField { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("logical decoding message with prefix `outbox` has no field `id`")
+            && msg.contains("message's JSON content")
+            && !msg.contains("outbox table"),
+        "{msg}"
+    );
+}
 #[test]
 fn null_key_gives_no_key() {
     let r = router(|_| {});

@@ -69,10 +69,9 @@ pub fn verification(props: &ClientProperties) -> Option<Verification> {
     })
 }
 
-/// The security client settings `props` ask for, in words for `check`: `security.protocol`,
-/// the SASL mechanism and user, whether it encrypts (with `version`, when known), how far the
-/// brokers are verified, a client certificate; never a secret.
-pub fn describe_security(props: &ClientProperties, version: Option<&str>) -> String {
+/// `security.protocol=sasl_ssl, SASL SCRAM-SHA-512 as outboxd`: the protocol and the SASL
+/// mechanism and user of `props` (never a password).
+pub fn describe_protocol(props: &ClientProperties) -> String {
     let protocol = props
         .get("security.protocol")
         .unwrap_or("plaintext")
@@ -82,6 +81,14 @@ pub fn describe_security(props: &ClientProperties, version: Option<&str>) -> Str
         let user = props.get("sasl.username").unwrap_or("(none)");
         words.push_str(&format!(", SASL {m} as {user}"));
     }
+    words
+}
+
+/// The security client settings `props` ask for, in words for `check`: `security.protocol`,
+/// the SASL mechanism and user, whether it encrypts (with `version`, when known), how far the
+/// brokers are verified, a client certificate; never a secret.
+pub fn describe_security(props: &ClientProperties, version: Option<&str>) -> String {
+    let mut words = describe_protocol(props);
     let Some(verification) = verification(props) else {
         words.push_str(", not encrypted");
         return words;

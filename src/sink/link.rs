@@ -341,6 +341,11 @@ impl KafkaLink {
         let Some((since, at)) = st.unreachable_since else {
             return;
         };
+        // Refused credentials or certificates are no outage: their ERROR says it all, and
+        // the connector stops on it.
+        if st.definite.is_some() {
+            return;
+        }
         let now = Instant::now();
         let first = st.warned_at.is_none();
         let due = st
@@ -766,6 +771,28 @@ mod tests {
         assert!(
             link.unreachable_for().is_some(),
             "only the logical broker is up"
+        );
+    }
+
+    #[test]
+    fn refused_credentials_are_no_outage() {
+        let link = KafkaLink::build("shop", "k1:9092", true, Duration::from_secs(60));
+        let lines = logged(|| {
+            link.on_error(
+                &KafkaError::Global(RDKafkaErrorCode::Authentication),
+                "SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+            );
+            all_down(&link);
+        });
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("ERROR") && l.contains("SASL authentication failed")),
+            "{lines:#?}"
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains("unreachable")),
+            "no outage WARN beside the refusal: {lines:#?}"
         );
     }
 

@@ -37,6 +37,20 @@ impl Verification {
             }
         }
     }
+
+    /// What the settings ask to verify, for a connection whose handshake did not complete:
+    /// `server certificate to be verified against the CA and the host name`, ...
+    pub fn describe_intent(self) -> &'static str {
+        match self {
+            Verification::None => "server certificate not to be verified",
+            Verification::Chain => {
+                "server certificate to be verified against the CA (host name not checked)"
+            }
+            Verification::ChainAndHost => {
+                "server certificate to be verified against the CA and the host name"
+            }
+        }
+    }
 }
 
 fn provider() -> Arc<CryptoProvider> {

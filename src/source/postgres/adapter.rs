@@ -36,8 +36,7 @@ use crate::position::{Lsn, SourcePosition};
 use crate::source::PROGRESS_EVERY;
 use crate::value::ColumnValue;
 
-/// Schema of the pseudo table logical decoding messages are routed as.
-pub const MESSAGE_SCHEMA: &str = "pg_logical_emit_message";
+pub use crate::event::MESSAGE_SCHEMA;
 
 /// Why the stream cannot be turned into events. All of them are definite: the same bytes
 /// would fail again after a restart.
