@@ -213,6 +213,52 @@ async fn poison_inside_a_split_transaction_at_least_once() {
     poison_inside_a_split_transaction(&db, &checkpoint, false).await;
 }
 
+/// `checkpoint set --skip N` skips rows of the one transaction right after `--position`:
+/// when that transaction has no outbox rows (here the binlog's next transaction is on
+/// another table), nothing later is skipped, and the relay says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_skip_ends_with_the_transaction_after_the_position() {
+    let _binlogs = BINLOGS.read().await;
+    let db = MariaDb::new("edge_skip_scope").await;
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "s.toml");
+    let (mut relay, first) = edges::started_with_one_delivered(&db, &path, port).await;
+    assert_eq!(relay.stop(), Some(0));
+    let at = edges::stored_position(&path);
+    edges::checkpoint_set(
+        &path,
+        &["--position".into(), at.clone(), "--skip".into(), "3".into()],
+    );
+    db.exec(
+        "CREATE TABLE not_the_outbox (id INT PRIMARY KEY); INSERT INTO not_the_outbox VALUES (1)",
+    )
+    .await;
+    let two = [event("Order", "o-2", 1), event("Order", "o-2", 2)];
+    db.insert(&two, false).await;
+    let one = [event("Order", "o-3", 3)];
+    db.insert(&one, false).await;
+    relay.spawn();
+    let want = [two.to_vec(), one.to_vec()].concat();
+    let got = read_topics(
+        &[topic(&db, "Order")],
+        want.len() + 1,
+        Duration::from_secs(120),
+        Duration::from_secs(3),
+    );
+    let log = relay.log_text();
+    let after: Vec<_> = got
+        .into_iter()
+        .filter(|r| r.header("id").as_deref() != Some(first.id.as_str()))
+        .collect();
+    suite::assert_exactly_once(&want, &after, &log);
+    assert!(
+        log.contains(&format!(
+            "the checkpoint skips 3 row(s) of the source transaction after {at}"
+        )),
+        "the unmatched skip is logged; log:\n{log}"
+    );
+    assert_eq!(relay.stop(), Some(0));
+}
+
 /// With `binlog_row_image=MINIMAL` (here for the writer's session), an INSERT that leaves a
 /// placed column to its default has no such column in its row image: the stop says so, and
 /// says to set binlog_row_image=FULL, instead of claiming the table lacks the column.

@@ -31,6 +31,9 @@ pub struct SourceTxn {
     /// Records of the current transaction were sent already (it was larger than the
     /// buffer, or an earlier run delivered part of it): the rest goes straight through.
     pub spilled: bool,
+    /// The resumed checkpoint's connector, for the warning about a `skip` larger than the
+    /// transaction it applies to.
+    connector: String,
     buffer: TxnBuffer,
 }
 
@@ -55,6 +58,7 @@ impl SourceTxn {
             rows: 0,
             skip,
             spilled: skip > 0,
+            connector: resume.map(|c| c.connector.clone()).unwrap_or_default(),
             buffer: TxnBuffer::new(max_records, max_bytes),
         }
     }
@@ -97,7 +101,27 @@ impl SourceTxn {
     }
 
     /// The current transaction committed at `position`: its held records, to send now.
+    ///
+    /// The resumed checkpoint's `skip` applies to this transaction only (the first one the
+    /// source hands on after the checkpoint's position: on MySQL/MariaDB the next one in the
+    /// binlog, also without outbox rows; on PostgreSQL the next one with rows in the
+    /// publication); a `skip` beyond its rows is logged, never carried to a later one.
     pub fn commit(&mut self, position: SourcePosition) -> Vec<Pending> {
+        if self.skip > self.rows {
+            tracing::warn!(
+                connector = %self.connector,
+                skip = self.skip,
+                rows = self.rows,
+                "the checkpoint skips {} row(s) of the source transaction after {}, which has \
+                 {} outbox row(s) for this connector: all of them were skipped, nothing of the \
+                 transactions after it (ending at {position})",
+                self.skip,
+                self.position
+                    .as_ref()
+                    .map_or_else(|| "the start".to_string(), |p| p.to_string()),
+                self.rows
+            );
+        }
         self.position = Some(position);
         self.rows = 0;
         self.skip = 0;
