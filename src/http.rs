@@ -18,11 +18,23 @@ struct AppState {
     health: Health,
 }
 
-/// Binds `listen` and serves the endpoints until the process exits.
+/// Binds `listen` for [`serve`]: at startup, so that an address already in use stops
+/// `run` (exit 1) instead of leaving it without `/metrics`, `/health` and `/ready` (a
+/// Kubernetes probe would restart it for ever, and `outboxd status` ask whoever holds it).
 ///
-/// Errors when the address cannot be bound (say which and suggest another `metrics.listen`).
+/// Errors when the address cannot be bound, naming it and the setting to change.
+pub async fn bind(listen: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {listen} for /metrics, /health and /ready: {e}; set \
+             --metrics-listen / OUTBOXD_METRICS_LISTEN / metrics.listen to a free address"
+        )
+    })
+}
+
+/// Serves the endpoints on `listener` (from [`bind`]) until the process exits.
 pub async fn serve(
-    listen: SocketAddr,
+    listener: tokio::net::TcpListener,
     prometheus: PrometheusHandle,
     health: Health,
 ) -> anyhow::Result<()> {
@@ -31,11 +43,7 @@ pub async fn serve(
         .route("/health", get(health_handler))
         .route("/ready", get(ready_handler))
         .with_state(AppState { prometheus, health });
-    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot listen on {listen} for /metrics: {e}; set metrics.listen to a free address"
-        )
-    })?;
+    let listen = listener.local_addr()?;
     tracing::info!(%listen, "serving /metrics, /health, /ready");
     axum::serve(listener, app).await?;
     Ok(())

@@ -397,6 +397,73 @@ fn configuration_mistakes_say_it_once() {
     );
 }
 
+/// A metrics address already in use stops `run` at startup (exit 1, naming the address and
+/// the setting) instead of running without `/metrics`, `/health` and `/ready`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_metrics_address_in_use_stops_run() {
+    let db = MariaDb::new("ops_metrics_in_use").await;
+    let (path, port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        &suite::file_checkpoint(&db),
+        "connector.toml",
+    );
+    let _taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mut relay =
+        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
+    let code = relay.wait_exit(Duration::from_secs(30));
+    let log = relay.log_text();
+    assert_eq!(code, Some(1), "exit 1 at startup; log:\n{log}");
+    assert!(
+        log.contains(&format!(
+            "cannot listen on 127.0.0.1:{port} for /metrics, /health and /ready"
+        )) && log.contains("metrics.listen"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("starting connector"),
+        "nothing started: {log}"
+    );
+}
+
+/// A user who may log in but lacks REPLICATION SLAVE (MariaDB refuses its binlog request
+/// with the login's "access denied") is told which privilege is missing, not to check its
+/// password.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_replication_privilege_is_named() {
+    let mut db = MariaDb::new("ops_no_repl").await;
+    let user = format!("norepl_{}", std::process::id());
+    db.exec(&format!(
+        "CREATE USER '{user}'@'%' IDENTIFIED BY 'norepl-secret'; \
+         GRANT SELECT ON {}.* TO '{user}'@'%'; GRANT BINLOG MONITOR ON *.* TO '{user}'@'%'",
+        db.db
+    ))
+    .await;
+    db.relay.2 = user.clone();
+    db.relay.3 = "norepl-secret".into();
+    let (path, port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        &suite::file_checkpoint(&db),
+        "connector.toml",
+    );
+    let mut relay =
+        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    db.exec(&format!("DROP USER '{user}'@'%'")).await;
+    assert_eq!(code, Some(1), "a definite stop; log:\n{log}");
+    assert!(
+        log.contains(&format!("user \"{user}\" lacks a privilege"))
+            && log.contains("REPLICATION SLAVE")
+            && !log.contains("check user / password"),
+        "{log}"
+    );
+    assert!(!log.contains("norepl-secret"), "{log}");
+}
+
 /// `[log] format = "json"` in the file is applied (no --log-format), and list fields are
 /// JSON arrays: `tables` of "starting connector".
 #[tokio::test(flavor = "multi_thread")]

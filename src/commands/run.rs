@@ -29,9 +29,10 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     crate::metrics::describe();
     let health = Health::default();
     if let Some(listen) = args.metrics_listen.or(cfg.metrics.listen) {
+        let listener = crate::http::bind(listen).await?;
         let (p, h) = (prometheus.clone(), health.clone());
         tokio::spawn(async move {
-            if let Err(e) = crate::http::serve(listen, p, h).await {
+            if let Err(e) = crate::http::serve(listener, p, h).await {
                 tracing::error!("{e:#}");
             }
         });

@@ -286,13 +286,23 @@ impl MysqlSource {
     }
 }
 
-/// The server's refusal to send the binlog (`ER_MASTER_FATAL_ERROR_READING_BINLOG`), naming
-/// `position`, the position it was asked for.
+/// The server's refusal to send the binlog: `ER_MASTER_FATAL_ERROR_READING_BINLOG` naming
+/// `position`, the position it was asked for; an "access denied" as the missing privilege
+/// it is.
 fn unavailable_at(e: MysqlError, position: &SourcePosition) -> MysqlError {
     match e {
         MysqlError::BinlogUnavailable { message, .. } => MysqlError::BinlogUnavailable {
             message,
             position: Some(position.clone()),
+        },
+        // The login succeeded on this connection; MariaDB answers a binlog request without
+        // REPLICATION SLAVE with the login's "access denied" (1045): a privilege, not the
+        // password.
+        MysqlError::AccessDenied { user, .. } => MysqlError::MissingPrivilege {
+            user,
+            message: "the server refused the binlog request (register as a replica, binlog \
+                      dump) with \"access denied\" after the login succeeded"
+                .into(),
         },
         other => other,
     }
