@@ -386,6 +386,28 @@ fn freeze_owner(
     owner
 }
 
+/// Asserts that `outboxd status --group` names the member that runs `connector` now (by
+/// its pid), not a member that let go of it.
+fn assert_status_names_owner(files: &[PathBuf], group: &str, members: &[Member], connector: &str) {
+    let owner = wait_owner(members, connector, Duration::from_secs(60));
+    let pid = members[owner].relay.pid().unwrap();
+    let mut args = vec!["status", "--group", group];
+    for f in files {
+        args.extend(["--config", f.to_str().unwrap()]);
+    }
+    let (_, out, err) = common::relay::run_cli(&args);
+    let line = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["connector"] == connector)
+        .unwrap_or_else(|| panic!("no status line for {connector}:\n{out}\n{err}"));
+    assert_eq!(
+        line["owner"]["pid"].as_u64(),
+        Some(u64::from(pid)),
+        "status names the member running {connector} (pid {pid}): {line}"
+    );
+}
+
 /// Asserts that no connector had two owners for longer than [`OVERLAP_ALLOWED`].
 fn assert_one_owner(overlaps: &HashMap<String, Duration>, log: &str) {
     println!("longest time with two owners shown, per connector: {overlaps:?}");
@@ -489,6 +511,7 @@ async fn three_members_share_two_connectors_exactly_once() {
     let scenario = tokio::task::spawn_blocking({
         let (timeline, stop_writing) = (timeline.clone(), stop_writing.clone());
         let (cm, cp, tm, tp) = (cm.clone(), cp.clone(), tm.clone(), tp.clone());
+        let (files, group) = (files.clone(), group.clone());
         move || {
             let both = [&cm, &cp];
             let started = Instant::now();
@@ -520,6 +543,8 @@ async fn three_members_share_two_connectors_exactly_once() {
             // standby.
             freeze_owner(&mut members, &cp, &tp, Duration::from_secs(40), &timeline);
             assert_spread(&members, &both);
+            // The woken member wrote nothing over its successor's ownership record.
+            assert_status_names_owner(&files, &group, &members, &cp);
 
             // Rolling restart: SIGTERM hands a member's connectors over (exit 0); the next
             // owner delivers what is written after the signal.

@@ -326,16 +326,16 @@ impl Member {
         .await;
     }
 
-    /// Writes `name`'s release record: waited for (briefly) on a handover, so that the next
-    /// owner's log line can say it was handed over; not on a lost session.
+    /// Writes `name`'s release record, waited for (briefly), so that the next owner's log
+    /// line can say it was handed over. Not after a lost session: by then the coordinator
+    /// may have given the connector to another member, whose ownership record a late
+    /// release would overwrite (`status` would show nobody running it).
     async fn release(&self, name: &str, why: &str, reason: RevokeReason) {
+        if reason == RevokeReason::Lost {
+            return;
+        }
         if let Some(o) = &self.owners {
-            let wait = if reason == RevokeReason::Lost {
-                Duration::ZERO
-            } else {
-                RELEASE_WAIT
-            };
-            o.released(name, why, wait).await;
+            o.released(name, why, RELEASE_WAIT).await;
         }
     }
 

@@ -6,7 +6,8 @@
 //! * when it lets go of it — a revocation, its shutdown, a definite failure that stops the
 //!   connector here —: the same record with `released` (when and why).
 //!
-//! A member that dies or freezes writes nothing more; its successor, reading the last record
+//! A member that dies or freezes writes nothing more (nor does one that finds its session
+//! lost when it wakes: its successor's record may already be there); its successor, reading the last record
 //! as it takes over, finds it unreleased and says so in its log line ("after member X was
 //! lost"). `status` names the last record's member as the owner only while it has not
 //! released the connector and is still in the group (the coordinator's member list).
