@@ -140,11 +140,25 @@ pub enum CheckpointCommand {
 impl ConfigArgs {
     /// Loads the `--config` files with `--kafka-bootstrap` and `--kafka-config`.
     pub fn load(&self) -> Result<crate::config::Config, crate::config::ConfigError> {
+        self.load_with(false)
+    }
+
+    /// [`load`](Self::load) without resolving the source databases' secrets, for the
+    /// `checkpoint` commands, which only touch the checkpoint store.
+    pub fn load_for_checkpoint(&self) -> Result<crate::config::Config, crate::config::ConfigError> {
+        self.load_with(true)
+    }
+
+    fn load_with(
+        &self,
+        without_source_secrets: bool,
+    ) -> Result<crate::config::Config, crate::config::ConfigError> {
         crate::config::load_all(
             &self.config,
             crate::config::LoadOptions {
                 kafka_bootstrap: self.kafka_bootstrap.as_deref(),
                 kafka_config: self.kafka_config.as_deref(),
+                without_source_secrets,
             },
         )
     }

@@ -24,7 +24,9 @@ use crate::position::SourcePosition;
 pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
     match command {
         CheckpointCommand::Show(args) => {
-            let cfg = args.load().context("loading the configuration")?;
+            let cfg = args
+                .load_for_checkpoint()
+                .context("loading the configuration")?;
             for c in &cfg.connectors {
                 let store = open_store(c);
                 let cp = tokio::task::block_in_place(|| store.load())
@@ -40,7 +42,9 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             config: args,
             connector,
         } => {
-            let cfg = args.load().context("loading the configuration")?;
+            let cfg = args
+                .load_for_checkpoint()
+                .context("loading the configuration")?;
             let c = pick(&cfg.connectors, connector.as_deref())?;
             ensure_topic(c).await?;
             let mut store = open_store(c);
@@ -79,7 +83,9 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             position,
             skip,
         } => {
-            let cfg = args.load().context("loading the configuration")?;
+            let cfg = args
+                .load_for_checkpoint()
+                .context("loading the configuration")?;
             let c = pick(&cfg.connectors, connector.as_deref())?;
             let position = SourcePosition::from_str(&position).with_context(|| {
                 format!("--position {position:?} is not a position (e.g. mariadb_gtid:0-1-42)")

@@ -18,6 +18,9 @@ pub struct LoadOptions<'a> {
     /// `--kafka-config FILE`: a Kafka Connect worker properties file with the process-wide
     /// Kafka client settings (see `config::kafka`); its keys beat the TOML `[kafka]` section's.
     pub kafka_config: Option<&'a Path>,
+    /// The source databases' secrets are not resolved (an unset `password_env` is no error):
+    /// for commands that touch only the checkpoint store (`outboxd checkpoint ...`).
+    pub without_source_secrets: bool,
 }
 
 /// Loads one configuration file (outboxd TOML or Debezium connector JSON).
@@ -52,6 +55,7 @@ pub fn load_many<P: AsRef<Path>>(
         LoadOptions {
             kafka_bootstrap: kafka_bootstrap_override,
             kafka_config: None,
+            without_source_secrets: false,
         },
     )
 }
@@ -71,6 +75,7 @@ pub fn load_many_with_env<P: AsRef<Path>>(
     let opts = LoadOptions {
         kafka_bootstrap: kafka_bootstrap_override,
         kafka_config: None,
+        without_source_secrets: false,
     };
     load_all_with_env(paths, opts, env)
 }
@@ -138,7 +143,14 @@ pub fn load_all_with_env<P: AsRef<Path>>(
     let mut group_from: Option<PathBuf> = None;
     for (path, text) in &texts {
         let path: &Path = path;
-        let cfg = parse_with_kafka(text, path, opts.kafka_bootstrap, env, &process, false)?;
+        let cfg = parse_with_kafka(
+            text,
+            path,
+            opts.kafka_bootstrap,
+            env,
+            &process,
+            opts.without_source_secrets,
+        )?;
         merge_section(
             &mut merged.metrics,
             cfg.metrics,
@@ -326,7 +338,8 @@ pub(crate) struct LoadCtx<'a> {
     /// none themselves.
     pub(crate) process_bootstrap: Option<&'a str>,
     pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
-    /// Passwords are not resolved: nothing will connect ([`load_offline`]).
+    /// The source's secrets are not resolved: nothing will connect to it ([`load_offline`],
+    /// [`LoadOptions::without_source_secrets`]).
     pub(crate) offline: bool,
 }
 

@@ -1152,6 +1152,7 @@ server_id = 7
         LoadOptions {
             kafka_bootstrap: None,
             kafka_config: Some(&worker),
+            without_source_secrets: false,
         },
         &env,
     )
@@ -1187,6 +1188,7 @@ server_id = 7
         let opts = LoadOptions {
             kafka_bootstrap: flag,
             kafka_config: Some(&worker),
+            without_source_secrets: false,
         };
         let cfg = load_all_with_env(&[&conn], opts, &env).unwrap();
         let note = cfg
@@ -1209,5 +1211,39 @@ server_id = 7
     assert!(note.unwrap().contains("--kafka-bootstrap=cli:9"));
     // The same list: nothing to say.
     assert_eq!(overridden(None, "w:1").1, None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The `checkpoint` commands load a connector whose source password comes from a variable
+/// that is not set (they never connect to the source); everything else refuses it.
+#[test]
+fn checkpoint_commands_need_no_source_password() {
+    let dir = std::env::temp_dir().join(format!("outboxd-nopw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conn = dir.join("c.toml");
+    std::fs::write(
+        &conn,
+        r#"
+[[connectors]]
+name = "a"
+tables = ["s.t"]
+source = { kind = "mysql", host = "h", user = "u", server_id = 7, password_env = "UNSET_PW_VAR" }
+kafka = { bootstrap_servers = "k:1" }
+"#,
+    )
+    .unwrap();
+    let env = env_of(&[]);
+    let load = |without_source_secrets| {
+        let opts = LoadOptions {
+            kafka_bootstrap: None,
+            kafka_config: None,
+            without_source_secrets,
+        };
+        load_all_with_env(&[&conn], opts, &env)
+    };
+    let e = load(false).unwrap_err().to_string();
+    assert!(e.contains("UNSET_PW_VAR is not set"), "{e}");
+    let cfg = load(true).unwrap();
+    assert_eq!(cfg.connectors[0].kafka.bootstrap_servers, "k:1");
     std::fs::remove_dir_all(&dir).unwrap();
 }
