@@ -65,7 +65,8 @@
 #   truststore.jks             PKCS12 and JKS; password truststore-secret
 #   kafka-client-{sasl-scram-sha-256,sasl-scram-sha-512,sasl-plain,ssl}.properties
 #                              Java client settings for the secured Kafka listeners
-#                              (--command-config / --producer.config of kafka-tool)
+#                              (--command-config / --producer.config of kafka-tool; with
+#                              their bootstrap.servers, also outboxd --kafka-config files)
 #
 # Test credentials (fixed, local only; also in docker/*/init*.sql, docker/kafka/):
 #   outboxd_admin / admin-secret, outboxd / outboxd-secret   every database server
@@ -515,6 +516,8 @@ tls_write_kafka_clients() {
     else jaas=org.apache.kafka.common.security.scram.ScramLoginModule; fi
     cat >"$TLS_DIR/kafka-client-sasl-${mech,,}.properties" <<EOP
 # Written by scripts/services.sh: Kafka's SASL_SSL listener (localhost:$KAFKA_SASL_PORT), $mech.
+# Also a worker file for outboxd --kafka-config.
+bootstrap.servers=localhost:$KAFKA_SASL_PORT
 security.protocol=SASL_SSL
 sasl.mechanism=$mech
 sasl.jaas.config=$jaas required username="$KAFKA_SASL_USER" password="$KAFKA_SASL_PASSWORD";
@@ -525,6 +528,8 @@ EOP
   done
   cat >"$TLS_DIR/kafka-client-ssl.properties" <<EOP
 # Written by scripts/services.sh: Kafka's SSL listener (localhost:$KAFKA_SSL_PORT), mutual TLS.
+# Also a worker file for outboxd --kafka-config.
+bootstrap.servers=localhost:$KAFKA_SSL_PORT
 security.protocol=SSL
 ssl.truststore.type=PKCS12
 ssl.truststore.location=$TLS_DIR/truststore.p12

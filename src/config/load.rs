@@ -187,12 +187,15 @@ fn note_bootstrap_override(
     let Some(own) = process.bootstrap_servers.as_deref() else {
         return;
     };
-    let (by, servers) = match flag {
-        Some(f) => ("--kafka-bootstrap".to_string(), f.trim().to_string()),
-        None => match env(ENV_KAFKA_BOOTSTRAP).map(|v| v.trim().to_string()) {
-            Some(v) if !v.is_empty() => (ENV_KAFKA_BOOTSTRAP.to_string(), v),
-            _ => return,
-        },
+    let from_env = env(ENV_KAFKA_BOOTSTRAP)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty());
+    let (by, servers) = match (flag.map(str::trim), from_env) {
+        // The command line reads the variable into the flag: name the variable.
+        (Some(f), Some(e)) if f == e => (ENV_KAFKA_BOOTSTRAP, e),
+        (Some(f), _) => ("--kafka-bootstrap", f.to_string()),
+        (None, Some(e)) => (ENV_KAFKA_BOOTSTRAP, e),
+        (None, None) => return,
     };
     if servers != own.trim() {
         let why = format!("overridden by {by}={servers}; without it, {own} would be used");

@@ -1206,6 +1206,9 @@ server_id = 7
         note.contains("OUTBOXD_KAFKA_BOOTSTRAP=env:9") && note.contains("w:1"),
         "{note}"
     );
+    // clap fills the flag from the variable: still named as the variable.
+    let (_, note) = overridden(Some("env:9"), "env:9");
+    assert!(note.unwrap().contains("OUTBOXD_KAFKA_BOOTSTRAP=env:9"));
     let (servers, note) = overridden(Some("cli:9"), "env:9");
     assert_eq!(servers, "cli:9");
     assert!(note.unwrap().contains("--kafka-bootstrap=cli:9"));
