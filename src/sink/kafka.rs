@@ -467,7 +467,10 @@ impl KafkaSink {
         self.off_thread("committing a transaction", |p| {
             p.commit_transaction(TXN_TIMEOUT)
         })
-        .await
+        .await?;
+        // The coordinator answered: the cluster is reachable.
+        self.deliveries().link().answered();
+        Ok(())
     }
 
     /// Sends every queued record now, ignoring `linger.ms`, and waits (at most `timeout`)

@@ -25,6 +25,7 @@
 //! outcome itself (`check` prints a FAIL line), so a command's output stays a few lines.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -137,6 +138,12 @@ struct State {
     last_error: Option<String>,
     /// A failure a retry cannot cure, until a broker is up again.
     definite: Option<LinkFailure>,
+    /// Why the cluster counts as unreachable although librdkafka reports a broker up: it
+    /// does not answer (records without a delivery report, a new client's metadata request
+    /// unanswered: a frozen or hung broker keeps its TCP connections open, so librdkafka
+    /// reports nothing). Only an answer clears it ([`KafkaLink::answered`]), not a broker
+    /// `UP` in the statistics.
+    silent: Option<String>,
     /// When a broker's connection failure (librdkafka `FAIL` line) was last let through, per
     /// broker.
     fail_logged: BTreeMap<String, Instant>,
@@ -161,6 +168,9 @@ pub struct KafkaLink {
     /// ([`REMINDER_INTERVAL`]; shorter in tests).
     reminder: Duration,
     state: Mutex<State>,
+    /// Whether a broker was seen up and the cluster is not unreachable since: lets
+    /// [`answered`](Self::answered), called on every delivery report, return without a lock.
+    reachable: AtomicBool,
     changed: Notify,
     backlog: Mutex<Option<Backlog>>,
 }
@@ -199,6 +209,7 @@ impl KafkaLink {
             logs,
             reminder,
             state: Mutex::new(State::default()),
+            reachable: AtomicBool::new(false),
             changed: Notify::new(),
             backlog: Mutex::new(None),
         })
@@ -230,10 +241,14 @@ impl KafkaLink {
         let st = self.state();
         let (since, at) = st.unreachable_since?;
         Some(format!(
-            "Kafka at {} unreachable for {}s, since {} ({}{})",
+            "Kafka at {} unreachable for {}s, since {} ({}{}{})",
             self.bootstrap,
             since.elapsed().as_secs(),
             utc(at),
+            st.silent
+                .as_deref()
+                .map(|s| format!("it does not answer: {s}; "))
+                .unwrap_or_default(),
             describe_brokers(&st.brokers),
             st.last_error
                 .as_deref()
@@ -327,9 +342,11 @@ impl KafkaLink {
     /// DEBUG only): the first time, a WARN; then a reminder at most every `reminder`.
     fn down(&self, reason: &str) {
         tracing::debug!(target: "librdkafka", owner = %self.owner, "all brokers down: {reason}");
-        self.state()
-            .unreachable_since
+        let mut st = self.state();
+        st.unreachable_since
             .get_or_insert_with(|| (Instant::now(), SystemTime::now()));
+        self.reachable.store(false, Ordering::Release);
+        drop(st);
         self.warn_if_due();
         self.changed.notify_waiters();
     }
@@ -361,14 +378,26 @@ impl KafkaLink {
             .map(|e| format!(" (last error: {e})"))
             .unwrap_or_default();
         let brokers = describe_brokers(&st.brokers);
+        let silent = st.silent.clone();
         drop(st);
         let waiting = self.waiting();
         let since_utc = utc(at);
-        if first {
+        if let (true, Some(silent)) = (first, &silent) {
+            tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
+                "Kafka does not answer since {since_utc}: {silent} ({brokers}: connections open, \
+                 no reply; a frozen or hung broker?); counted as unreachable; {waiting} (a \
+                 reminder follows every {}s while this lasts)",
+                self.reminder.as_secs());
+        } else if first {
             tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
                 "Kafka is unreachable since {since_utc}: no broker of {} answers{last}; {waiting}; \
                  librdkafka keeps reconnecting (a reminder follows every {}s while this lasts)",
                 self.bootstrap, self.reminder.as_secs());
+        } else if let Some(silent) = &silent {
+            let for_s = now.duration_since(since).as_secs();
+            tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
+                unreachable_for_s = for_s,
+                "Kafka still does not answer, for {for_s}s (since {since_utc}): {silent}; {brokers}; {waiting}");
         } else {
             let for_s = now.duration_since(since).as_secs();
             tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
@@ -382,6 +411,8 @@ impl KafkaLink {
     pub(crate) fn up(&self) {
         let mut st = self.state();
         let was = st.unreachable_since.take();
+        st.silent = None;
+        self.reachable.store(true, Ordering::Release);
         st.seen_up = true;
         st.warned_at = None;
         st.definite = None;
@@ -400,31 +431,49 @@ impl KafkaLink {
         self.changed.notify_waiters();
     }
 
+    /// The cluster answered one of the connector's own requests (a delivery report, a
+    /// committed transaction, a metadata request): it is reachable, whatever the statistics
+    /// say. Without a lock while it is known reachable: every delivery report calls it.
+    pub(crate) fn answered(&self) {
+        if !self.reachable.load(Ordering::Acquire) {
+            self.up();
+        }
+    }
+
+    /// The cluster does not answer although librdkafka reports no trouble (`what`: records
+    /// without a delivery report since `since`, a new client's metadata request unanswered).
+    /// A frozen or hung broker keeps its TCP connections open, so librdkafka sees no outage;
+    /// the link counts the cluster unreachable since `since` (the WARN, its reminders,
+    /// readiness after the grace) until it answers ([`answered`](Self::answered)) — a broker
+    /// `UP` in the statistics does not clear it. An outage librdkafka already reported keeps
+    /// its own WARN.
+    pub(crate) fn unresponsive(&self, what: &str, since: (Instant, SystemTime)) {
+        let mut st = self.state();
+        match st.unreachable_since {
+            Some(_) if st.silent.is_none() => return,
+            Some(_) => {}
+            None => st.unreachable_since = Some(since),
+        }
+        st.silent = Some(what.to_string());
+        self.reachable.store(false, Ordering::Release);
+        drop(st);
+        self.warn_if_due();
+        self.changed.notify_waiters();
+    }
+
     /// librdkafka's statistics callback (`stats_cb`, JSON): records each broker's state; a
-    /// broker `UP` means the cluster is reachable.
+    /// broker `UP` means the cluster is reachable (unless it was found not to answer, see
+    /// [`unresponsive`](Self::unresponsive)).
     pub(crate) fn on_statistics(&self, json: &[u8]) {
-        #[derive(serde::Deserialize)]
-        struct Stats {
-            #[serde(default)]
-            brokers: BTreeMap<String, BrokerStats>,
-        }
-        #[derive(serde::Deserialize)]
-        struct BrokerStats {
-            #[serde(default)]
-            nodename: String,
-            #[serde(default)]
-            source: String,
-            #[serde(default)]
-            state: String,
-        }
         let Ok(stats) = serde_json::from_slice::<Stats>(json) else {
             return;
         };
         // librdkafka's internal and logical brokers (the coordinators) are not connections;
         // a bootstrap broker and the broker it turned out to be share a `host:port`, which
-        // is up when either connection is.
+        // is up when either connection is. So do a decommissioned broker and its successor
+        // (see [`Stats`]).
         let mut brokers: BTreeMap<String, String> = BTreeMap::new();
-        for b in stats.brokers.into_values() {
+        for b in stats.brokers {
             if b.source != "learned" && b.source != "configured" {
                 continue;
             }
@@ -436,8 +485,11 @@ impl KafkaLink {
             }
         }
         let any_up = brokers.values().any(|s| s == "UP");
-        self.state().brokers = brokers;
-        if any_up {
+        let mut st = self.state();
+        st.brokers = brokers;
+        let silent = st.silent.is_some();
+        drop(st);
+        if any_up && !silent {
             self.up();
         } else {
             // librdkafka may not report all brokers down again while it lasts: the
@@ -508,6 +560,54 @@ impl KafkaLink {
             || (failed && (message.contains("SASL") || message.contains("SSL")))
             || (!self.logs && (down || failed || !st.seen_up))
     }
+}
+
+/// What a statistics sample (librdkafka's `stats_cb` JSON) says of the brokers.
+#[derive(serde::Deserialize)]
+struct Stats {
+    /// Every entry of the `brokers` object, duplicates included: the object is keyed by
+    /// broker name, and a broker librdkafka decommissioned (a metadata response without it,
+    /// as from a KRaft broker fenced for an instant after a freeze) stays in its list, under
+    /// the same name, as long as something holds a reference to it (the transaction
+    /// coordinator's current broker, until the coordinator is looked up again), beside the broker it learned again. librdkafka adds brokers at the head
+    /// of its list, so the stale entry came last, and a map keyed by name kept it: the link
+    /// saw the broker `INIT` and the cluster unreachable for as long as the stale broker
+    /// lived, while records were delivered.
+    #[serde(default, deserialize_with = "every_entry")]
+    brokers: Vec<BrokerStats>,
+}
+
+/// One broker of a statistics sample.
+#[derive(serde::Deserialize)]
+struct BrokerStats {
+    #[serde(default)]
+    nodename: String,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    state: String,
+}
+
+/// The values of a JSON object, in order, duplicate keys included.
+fn every_entry<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<BrokerStats>, D::Error> {
+    struct Entries;
+    impl<'de> serde::de::Visitor<'de> for Entries {
+        type Value = Vec<BrokerStats>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object of brokers")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::new();
+            while let Some((_, b)) = map.next_entry::<serde::de::IgnoredAny, BrokerStats>()? {
+                entries.push(b);
+            }
+            Ok(entries)
+        }
+    }
+    d.deserialize_map(Entries)
 }
 
 /// `at` as UTC, `YYYY-MM-DDTHH:MM:SSZ`.
@@ -794,6 +894,124 @@ mod tests {
             !lines.iter().any(|l| l.contains("unreachable")),
             "no outage WARN beside the refusal: {lines:#?}"
         );
+    }
+
+    /// A statistics sample after a single-node KRaft broker was frozen and woken: the
+    /// broker librdkafka decommissioned (still referenced as the transaction coordinator)
+    /// listed after its successor under the same name, and the re-added bootstrap broker.
+    const STALE_BESIDE_LIVE: &[u8] = br#"{"brokers":{
+        "127.0.0.1:44092/1":{"name":"127.0.0.1:44092/1","nodeid":1,"nodename":"127.0.0.1:44092","source":"learned","state":"UP"},
+        "127.0.0.1:44092/bootstrap":{"name":"127.0.0.1:44092/bootstrap","nodeid":-1,"nodename":"127.0.0.1:44092","source":"configured","state":"INIT"},
+        "TxnCoordinator":{"name":"TxnCoordinator","nodeid":-1,"nodename":"127.0.0.1:44092","source":"logical","state":"UP"},
+        "127.0.0.1:44092/1":{"name":"127.0.0.1:44092/1","nodeid":1,"nodename":"127.0.0.1:44092","source":"learned","state":"INIT"}
+    }}"#;
+
+    #[test]
+    fn a_decommissioned_broker_beside_its_successor_hides_no_broker_up() {
+        // The cause: keyed by name, the stale entry (last) replaced the live one.
+        let by_name: BTreeMap<String, serde_json::Value> =
+            serde_json::from_slice::<serde_json::Value>(STALE_BESIDE_LIVE)
+                .map(|v| serde_json::from_value(v["brokers"].clone()).unwrap())
+                .unwrap();
+        assert_eq!(by_name["127.0.0.1:44092/1"]["state"], "INIT");
+
+        let link = KafkaLink::build("shop", "127.0.0.1:44092", true, Duration::from_secs(60));
+        let lines = logged(|| {
+            all_down(&link);
+            link.on_statistics(STALE_BESIDE_LIVE);
+        });
+        assert!(
+            link.unreachable_for().is_none(),
+            "the live broker is up: {lines:#?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("INFO") && l.contains("Kafka is reachable again")),
+            "{lines:#?}"
+        );
+        // Without the live one, the stale entries say what they say.
+        all_down(&link);
+        link.on_statistics(
+            br#"{"brokers":{"127.0.0.1:44092/1":{"nodename":"127.0.0.1:44092","source":"learned","state":"INIT"},"127.0.0.1:44092/1":{"nodename":"127.0.0.1:44092","source":"learned","state":"DOWN"}}}"#,
+        );
+        assert!(link.unreachable_for().is_some());
+    }
+
+    #[test]
+    fn a_delivery_report_or_a_commit_is_an_answer() {
+        let link = KafkaLink::build("shop", "127.0.0.1:44092", true, Duration::from_secs(60));
+        let lines = logged(|| {
+            all_down(&link);
+            // The statistics show no broker up (whatever the reason) ...
+            link.on_statistics(
+                br#"{"brokers":{"127.0.0.1:44092/bootstrap":{"nodename":"127.0.0.1:44092","source":"configured","state":"INIT"}}}"#,
+            );
+            // ... but records are acknowledged.
+            link.answered();
+            link.answered();
+        });
+        assert!(link.unreachable_for().is_none(), "{lines:#?}");
+        let infos: Vec<_> = lines.iter().filter(|l| l.contains("INFO")).collect();
+        assert_eq!(infos.len(), 1, "{lines:#?}");
+        assert!(infos[0].contains("Kafka is reachable again after 0s"));
+        // Reachable: an answer takes no lock and logs nothing.
+        assert!(link.reachable.load(Ordering::Acquire));
+        assert!(logged(|| link.answered()).is_empty());
+    }
+
+    #[test]
+    fn a_silent_cluster_is_unreachable_until_it_answers() {
+        let link = KafkaLink::build("shop", "127.0.0.1:44092", true, Duration::from_secs(60));
+        link.set_backlog(Box::new(|| Some((40, 4096))));
+        let up = br#"{"brokers":{"127.0.0.1:44092/1":{"nodename":"127.0.0.1:44092","source":"learned","state":"UP"}}}"#;
+        link.on_statistics(up);
+        let since = (
+            Instant::now() - Duration::from_secs(6),
+            SystemTime::now() - Duration::from_secs(6),
+        );
+        let lines = logged(|| {
+            link.unresponsive("40 record(s) got no delivery report for 4s", since);
+            // The frozen broker's connection stays UP in the statistics: no answer.
+            link.on_statistics(up);
+            link.unresponsive("40 record(s) got no delivery report for 6s", since);
+        });
+        assert_eq!(lines.len(), 1, "one WARN: {lines:#?}");
+        assert!(
+            lines[0].contains("WARN")
+                && lines[0].contains("Kafka does not answer since ")
+                && lines[0].contains("40 record(s) got no delivery report for 4s")
+                && lines[0].contains("brokers 127.0.0.1:44092 UP")
+                && lines[0].contains("40 record(s) (4 KiB) wait for acknowledgement")
+                && lines[0].contains("connector=shop"),
+            "{}",
+            lines[0]
+        );
+        assert!(link.unreachable_for().unwrap() >= Duration::from_secs(6));
+        let why = link.unreachable_reason().unwrap();
+        assert!(
+            why.starts_with("Kafka at 127.0.0.1:44092 unreachable for 6s, since ")
+                && why.contains("it does not answer: 40 record(s) got no delivery report for 6s"),
+            "{why}"
+        );
+        let back = logged(|| link.answered());
+        assert_eq!(back.len(), 1, "{back:#?}");
+        assert!(back[0].contains("INFO") && back[0].contains("Kafka is reachable again after 6s"));
+        assert!(link.unreachable_reason().is_none());
+
+        // An outage librdkafka reported keeps its own WARN, and the statistics end it.
+        let link = KafkaLink::build("shop", "127.0.0.1:44092", true, Duration::from_secs(60));
+        let lines = logged(|| {
+            all_down(&link);
+            link.unresponsive("no report", since);
+        });
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0].contains("Kafka is unreachable since"),
+            "{lines:#?}"
+        );
+        link.on_statistics(up);
+        assert!(link.unreachable_for().is_none());
     }
 
     #[tokio::test]

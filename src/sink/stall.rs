@@ -10,7 +10,9 @@
 //! [`watch`] runs beside each producer. While records wait and no delivery report came for
 //! [`QUIET_FOR`], it asks the cluster for metadata through a new client of its own (the
 //! producer's client may be the one stuck), with the producer's settings. No answer: the
-//! outage goes on, and it waits (the [`KafkaLink`] says so). An answer, and still no report
+//! outage goes on, and it waits; when librdkafka reported no outage (a frozen broker keeps
+//! its TCP connections open), the watch tells the [`KafkaLink`] the cluster does not answer
+//! (its WARN, readiness), until a report or a probe's answer. An answer, and still no report
 //! for [`STALLED_AFTER`]: the producer is stalled. The watch then fails its deliveries with
 //! [`SinkError::Stalled`] (transient), so the delivery loop ends the batch (the exactly-once
 //! loop aborts its transaction) and the connector restarts from its checkpoint on a new
@@ -19,7 +21,7 @@
 //! [`KafkaLink`]: super::link::KafkaLink
 
 use std::sync::Weak;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::producer::{BaseProducer, Producer};
@@ -66,6 +68,17 @@ fn cluster_answers(settings: &ClientConfig) -> bool {
     }
 }
 
+/// What a silent cluster did not answer, for the link's lines: `waiting` records without a
+/// delivery report for `quiet`, and the probe's metadata request.
+fn silence(waiting: u64, quiet: Duration) -> String {
+    format!(
+        "{waiting} record(s) got no delivery report for {}s and a new client's metadata \
+         request got no answer within {}s",
+        quiet.as_secs(),
+        METADATA_TIMEOUT.as_secs()
+    )
+}
+
 /// How often the watch looks at the delivery counters.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -96,6 +109,8 @@ fn step(phase: Phase, progressed: bool, now: Instant) -> Phase {
 pub(super) async fn watch(producer: Weak<TrackedProducer>, probe: ClientConfig, connector: String) {
     let mut phase = Phase::Flowing;
     let mut last_reports = None;
+    // When the current quiet phase began, by the wall clock (for the link's lines).
+    let mut quiet_at = SystemTime::now();
     loop {
         tokio::time::sleep(TICK).await;
         let Some(p) = producer.upgrade() else { return };
@@ -106,9 +121,14 @@ pub(super) async fn watch(producer: Weak<TrackedProducer>, probe: ClientConfig, 
             waiting == 0 || last_reports != Some(reports) || tracker.failure().is_some();
         last_reports = Some(reports);
         let now = Instant::now();
+        let before = phase;
         phase = step(phase, progressed, now);
+        if before == Phase::Flowing && phase != Phase::Flowing {
+            quiet_at = SystemTime::now();
+        }
         match phase {
             Phase::Quiet(since) if now.duration_since(since) >= QUIET_FOR => {
+                let link = tracker.link().clone();
                 drop(p);
                 let settings = probe.clone();
                 let answered = tokio::task::spawn_blocking(move || cluster_answers(&settings))
@@ -116,7 +136,10 @@ pub(super) async fn watch(producer: Weak<TrackedProducer>, probe: ClientConfig, 
                     .unwrap_or(false);
                 if answered {
                     tracing::debug!(connector, waiting, "records wait although Kafka answers");
+                    link.answered();
                     phase = Phase::Answered(since, Instant::now());
+                } else {
+                    link.unresponsive(&silence(waiting, since.elapsed()), (since, quiet_at));
                 }
             }
             Phase::Answered(since, at) if now.duration_since(at) >= STALLED_AFTER => {

@@ -536,7 +536,11 @@ impl ProducerContext for DeliveryTracker {
             opaque as u64 & ((1 << SIZE_BITS) - 1),
         );
         match result {
-            Ok(_) => self.on_delivered(seq_bits, size),
+            Ok(_) => {
+                // An acknowledgement is the cluster answering, whatever the statistics say.
+                self.link.answered();
+                self.on_delivered(seq_bits, size)
+            }
             Err((e, m)) => {
                 if let Some(seq) = self.seq_of(seq_bits) {
                     self.on_failed(seq, SinkError::on_delivery(e, event_id(m), m.topic()), size);
