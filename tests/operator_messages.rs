@@ -397,23 +397,34 @@ fn configuration_mistakes_say_it_once() {
     );
 }
 
+/// `db`'s connector with a file checkpoint store, in `connector.toml`, and its metrics port.
+fn file_store_config(db: &MariaDb) -> (std::path::PathBuf, u16) {
+    write_config_with(
+        db,
+        &db.outbox_table(),
+        "",
+        &suite::file_checkpoint(db),
+        "connector.toml",
+    )
+}
+
+/// Runs the relay of `path` (metrics on `port`) until it exits by itself (at most
+/// `within`); its exit code (`None` when it was still running) and log.
+fn run_until_exit(path: &std::path::Path, port: u16, within: Duration) -> (Option<i32>, String) {
+    let mut relay =
+        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
+    let code = relay.wait_exit(within);
+    (code, relay.log_text())
+}
+
 /// A metrics address already in use stops `run` at startup (exit 1, naming the address and
 /// the setting) instead of running without `/metrics`, `/health` and `/ready`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_metrics_address_in_use_stops_run() {
     let db = MariaDb::new("ops_metrics_in_use").await;
-    let (path, port) = write_config_with(
-        &db,
-        &db.outbox_table(),
-        "",
-        &suite::file_checkpoint(&db),
-        "connector.toml",
-    );
+    let (path, port) = file_store_config(&db);
     let _taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
-    let mut relay =
-        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
-    let code = relay.wait_exit(Duration::from_secs(30));
-    let log = relay.log_text();
+    let (code, log) = run_until_exit(&path, port, Duration::from_secs(30));
     assert_eq!(code, Some(1), "exit 1 at startup; log:\n{log}");
     assert!(
         log.contains(&format!(
@@ -442,17 +453,8 @@ async fn a_missing_replication_privilege_is_named() {
     .await;
     db.relay.2 = user.clone();
     db.relay.3 = "norepl-secret".into();
-    let (path, port) = write_config_with(
-        &db,
-        &db.outbox_table(),
-        "",
-        &suite::file_checkpoint(&db),
-        "connector.toml",
-    );
-    let mut relay =
-        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
+    let (path, port) = file_store_config(&db);
+    let (code, log) = run_until_exit(&path, port, Duration::from_secs(60));
     db.exec(&format!("DROP USER '{user}'@'%'")).await;
     assert_eq!(code, Some(1), "a definite stop; log:\n{log}");
     assert!(
@@ -469,13 +471,7 @@ async fn a_missing_replication_privilege_is_named() {
 #[tokio::test(flavor = "multi_thread")]
 async fn log_format_from_the_file_and_tables_as_an_array() {
     let db = MariaDb::new("ops_json_log").await;
-    let (path, port) = write_config_with(
-        &db,
-        &db.outbox_table(),
-        "",
-        &suite::file_checkpoint(&db),
-        "connector.toml",
-    );
+    let (path, port) = file_store_config(&db);
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, format!("[log]\nformat = \"json\"\n\n{text}")).unwrap();
     let mut relay = Relay::start(path, port);
