@@ -268,6 +268,7 @@ impl PgOutboxAdapter {
                 op: Op::Insert,
                 row,
                 source_ts_ms: ts,
+                undecodable: None,
             }));
             return Ok(());
         }
@@ -291,6 +292,7 @@ impl PgOutboxAdapter {
             op: Op::Insert,
             row,
             source_ts_ms: ts,
+            undecodable: None,
         }));
         out.push(SourceEvent::Commit {
             position: SourcePosition::Lsn(after),
@@ -419,6 +421,7 @@ impl PgOutboxAdapter {
             op,
             row: Row::new(rel.columns.clone(), values),
             source_ts_ms: txn.commit_ts_ms,
+            undecodable: None,
         }));
         Ok(())
     }
