@@ -52,6 +52,7 @@ fn outbox_row() -> RowChange {
         op: Op::Insert,
         row: Row::new(columns, values),
         source_ts_ms: 1_764_440_000_000,
+        undecodable: None,
     }
 }
 

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::position::SourcePosition;
+use crate::position::{Lsn, SourcePosition};
 use crate::value::ColumnValue;
 
 /// Schema of the pseudo table a PostgreSQL logical decoding message (`pg_logical_emit_message`)
@@ -168,6 +168,84 @@ pub struct RowChange {
     /// Source timestamp of the change in milliseconds since the Unix epoch (binlog event
     /// header timestamp, pgoutput commit timestamp), Debezium's `source.ts_ms`.
     pub source_ts_ms: i64,
+    /// The change was read but its content does not decode into a row (then `row` is
+    /// empty): a PostgreSQL logical decoding message with a configured prefix whose content
+    /// is not a JSON object. The source hands it on in its place in the stream all the same;
+    /// the delivery loops treat it as an event that cannot be delivered (stop before it, or
+    /// dead-letter it), like a row the router refuses.
+    pub undecodable: Option<Box<Undecodable>>,
+}
+
+/// Why a logical decoding message's content is not a row (its JSON object's fields). Never
+/// contains the content; a field name at most.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageDecodeError {
+    /// The content is not JSON at all.
+    #[error("the content is not valid JSON (error at line {line} column {column})")]
+    NotJson {
+        /// Line of the first error, from 1.
+        line: usize,
+        /// Column of the first error, from 1.
+        column: usize,
+    },
+    /// The content ends inside a JSON value.
+    #[error("the content is truncated JSON")]
+    Truncated,
+    /// The content is JSON, but an array, a string, a number, ... instead of an object.
+    #[error("the content is JSON but not an object")]
+    NotAnObject,
+    /// The object has a field twice: which one counts is ambiguous.
+    #[error("field {0:?} appears more than once")]
+    DuplicateField(String),
+    /// A string field does not decode (an invalid escape).
+    #[error("field {0:?} is not a valid JSON string")]
+    InvalidString(String),
+}
+
+impl MessageDecodeError {
+    /// The stable short name of the failure (`outboxd.message.not_json`, ...), for
+    /// dead-letter headers.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            MessageDecodeError::NotJson { .. } => "outboxd.message.not_json",
+            MessageDecodeError::Truncated => "outboxd.message.truncated_json",
+            MessageDecodeError::NotAnObject => "outboxd.message.not_an_object",
+            MessageDecodeError::DuplicateField(_) => "outboxd.message.duplicate_field",
+            MessageDecodeError::InvalidString(_) => "outboxd.message.invalid_string",
+        }
+    }
+}
+
+/// A logical decoding message with a configured prefix whose content does not decode: names
+/// the prefix and the message's LSN, never the content.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("logical decoding message with prefix {prefix:?} at LSN {lsn}: {reason}; such messages must carry a JSON object with the outbox fields (id, aggregate_type, aggregate_id, event_type, payload, ...)")]
+pub struct UndecodableMessage {
+    /// The message's prefix.
+    pub prefix: String,
+    /// The LSN of its WAL record.
+    pub lsn: Lsn,
+    /// What is wrong with its content.
+    pub reason: MessageDecodeError,
+}
+
+/// A change that does not decode ([`RowChange::undecodable`]): why, and its raw content (for
+/// a dead letter; never for logs or errors, and left out of `Debug`).
+#[derive(Clone, PartialEq)]
+pub struct Undecodable {
+    /// Why it does not decode.
+    pub error: UndecodableMessage,
+    /// The content exactly as read.
+    pub content: Vec<u8>,
+}
+
+impl fmt::Debug for Undecodable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Undecodable")
+            .field("error", &self.error)
+            .field("content_bytes", &self.content.len())
+            .finish()
+    }
 }
 
 /// An item of a source's ordered stream.

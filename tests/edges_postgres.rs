@@ -4,16 +4,19 @@
 //! relay's `status` and `check` never show a gap; an event that cannot be delivered
 //! (exactly-once and at-least-once); the dead-letter topic across `kill -9`; a record too
 //! large for its broker-default topic; a topic without WRITE permission (ACLs); a 20 MB
-//! record.
+//! record; logical decoding messages that do not decode (not JSON, not an object, a field
+//! twice): a stop before them, or dead letters.
 
 mod common;
 
 use std::time::Duration;
 
 use common::edges::{self, event};
+use common::kafka::read_topics;
 use common::postgres::Postgres;
 use common::relay::{run_cli, Relay};
-use common::suite::{self, SourceDb, EXACTLY_ONCE};
+use common::suite::{self, topic, write_config_full, SourceDb, EXACTLY_ONCE};
+use common::OutboxEvent;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn poison_stop_commits_ahead_then_steps_past_exactly_once() {
@@ -307,4 +310,201 @@ async fn a_topic_without_write_access_stops_exactly_once() {
 async fn a_topic_without_write_access_is_dead_lettered_exactly_once() {
     let db = Postgres::new("pg_edge_acl_dlq").await;
     common::acl::a_topic_without_write_access_is_dead_lettered(&db).await;
+}
+
+/// The prefix of the logical decoding messages in the tests below.
+const PREFIX: &str = "bkmsg";
+
+/// A logical decoding message's JSON content for `e`.
+fn message_json(e: &OutboxEvent) -> String {
+    format!(
+        r#"{{"id":"{}","aggregate_type":"{}","aggregate_id":"{}","event_type":"{}","payload":{}}}"#,
+        e.id,
+        e.aggregate_type,
+        e.aggregate_id,
+        e.event_type,
+        e.payload.as_deref().unwrap_or("null")
+    )
+}
+
+/// A database whose connector takes the logical decoding messages with [`PREFIX`].
+async fn with_messages(name: &str) -> Postgres {
+    let mut db = Postgres::new(name).await;
+    db.source_extra = format!(r#"message_prefixes = ["{PREFIX}"]"#);
+    db
+}
+
+/// A message that is not JSON, between two good ones, with the default policy
+/// (`errors.tolerance=none`), exactly-once: the first is delivered and checkpointed, the relay
+/// stops (exit 1) naming the message's prefix and LSN, never its content, and proposing the
+/// `checkpoint set` past its transaction; following it, the third is delivered, exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn undecodable_message_stops_after_what_is_ahead_then_steps_past_exactly_once() {
+    let db = with_messages("pg_edge_badmsg").await;
+    let (path, port) =
+        write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "badmsg.toml");
+    let orders = topic(&db, "Order");
+    let (mut relay, e0) = edges::started_with_one_delivered(&db, &path, port).await;
+    assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
+    let (m1, m3) = (event("Order", "o-1", 1), event("Order", "o-1", 3));
+    db.emit_message(true, PREFIX, &message_json(&m1)).await;
+    let lsn = db
+        .emit_message(true, PREFIX, "not json at all, top-secret-content")
+        .await;
+    db.emit_message(true, PREFIX, &message_json(&m3)).await;
+    relay.spawn();
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(90));
+    let at = format!("prefix \"{PREFIX}\" at LSN {lsn}");
+    for part in [
+        format!("outbox message in pg_logical_emit_message.{PREFIX}"),
+        at.clone(),
+        "not valid JSON".to_string(),
+        "Everything before its source transaction is delivered and checkpointed".to_string(),
+        format!(
+            "outboxd checkpoint set --config <its file> --connector {} --position",
+            db.name()
+        ),
+    ] {
+        assert!(log.contains(&part), "{part:?} in the log:\n{log}");
+    }
+    assert!(
+        !log.contains("top-secret-content"),
+        "content leaked:\n{log}"
+    );
+    let step = edges::proposed_step_past(&log, &at);
+    assert_eq!(
+        (step[0].as_str(), step.len()),
+        ("--position", 2),
+        "a transaction step, no --skip: {step:?}"
+    );
+    assert!(step[1].starts_with("lsn:"), "{step:?}");
+    let got = read_topics(
+        std::slice::from_ref(&orders),
+        2,
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    assert_eq!(
+        edges::ids(&got),
+        [e0.id.clone(), m1.id.clone()],
+        "what is ahead delivered, nothing after; log:\n{log}"
+    );
+    // Restarting without the step meets the same message again.
+    relay.spawn();
+    let again = edges::expect_failed_exit(&mut relay, Duration::from_secs(90));
+    assert!(again.contains(&at), "{again}");
+    // The documented step-past: exactly that transaction.
+    edges::checkpoint_set(&path, &step);
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let want = [e0, m1, m3];
+    let got = read_topics(
+        &[orders],
+        want.len(),
+        Duration::from_secs(90),
+        Duration::from_secs(3),
+    );
+    suite::assert_exactly_once(&want, &got, &relay.log_text());
+    assert_eq!(edges::ids(&got), want.map(|e| e.id));
+    assert_eq!(relay.stop(), Some(0));
+}
+
+/// With `errors.tolerance=all`: good, not JSON (non-transactional), a JSON array, good, a
+/// field twice (in a transaction with an outbox row after it), then a good row: the good
+/// events are delivered once each, in order, and the three messages that do not decode go to
+/// the dead-letter topic once each, in order, with their content as the value and headers
+/// saying why and where from; the stream goes on, across a restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn undecodable_messages_are_dead_lettered_in_order_exactly_once() {
+    let db = with_messages("pg_edge_badmsg_dlq").await;
+    let dlq = format!("{}.dlq", db.name());
+    let checkpoint = format!(
+        "{EXACTLY_ONCE}\n\n[connectors.errors]\ntolerance = \"all\"\ndead_letter_topic = \"{dlq}\""
+    );
+    let (path, port) = write_config_full(
+        &db,
+        &db.outbox_table(),
+        "",
+        "",
+        &checkpoint,
+        "badmsg_dlq.toml",
+    );
+    let orders = topic(&db, "Order");
+    let mut relay = Relay::start(path, port);
+    let (g1, g2, g3) = (
+        event("Order", "o-1", 1),
+        event("Order", "o-1", 2),
+        event("Order", "o-1", 3),
+    );
+    let not_json = "not json at all";
+    let array = "[1,2]";
+    let twice = r#"{"id":"x","id":"y"}"#;
+    db.emit_message(true, PREFIX, &message_json(&g1)).await;
+    let lsn1 = db.emit_message(false, PREFIX, not_json).await;
+    let lsn2 = db.emit_message(true, PREFIX, array).await;
+    db.emit_message(true, PREFIX, &message_json(&g2)).await;
+    db.exec("BEGIN").await;
+    let lsn3 = db.emit_message(true, PREFIX, twice).await;
+    common::postgres::insert_events(&db.client, "outbox_events", std::slice::from_ref(&g3)).await;
+    db.exec("COMMIT").await;
+    let want = [g1, g2, g3];
+    let got = read_topics(
+        std::slice::from_ref(&orders),
+        want.len(),
+        Duration::from_secs(90),
+        Duration::from_secs(3),
+    );
+    let log = relay.log_text();
+    suite::assert_exactly_once(&want, &got, &log);
+    assert_eq!(edges::ids(&got), want.clone().map(|e| e.id), "in order");
+    let mut dead = read_topics(
+        std::slice::from_ref(&dlq),
+        3,
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    dead.sort_by_key(|r| r.offset);
+    let expected = [
+        (not_json, "outboxd.message.not_json", &lsn1, "1"),
+        (array, "outboxd.message.not_an_object", &lsn2, "1"),
+        (twice, "outboxd.message.duplicate_field", &lsn3, "1"),
+    ];
+    assert_eq!(dead.len(), expected.len(), "{dead:?}\nlog:\n{log}");
+    for (r, (content, kind, lsn, row)) in dead.iter().zip(expected) {
+        let h = |name: &str| r.header(name).unwrap_or_else(|| panic!("{name} on {r:?}"));
+        assert_eq!(r.value_str().as_deref(), Some(content), "the raw content");
+        assert_eq!(r.key, None);
+        assert_eq!(h("__connect.errors.exception.class.name"), kind);
+        assert_eq!(h("__connect.errors.stage"), "TRANSFORMATION");
+        assert_eq!(h("__connect.errors.connector.name"), db.name());
+        assert_eq!(
+            h("__outboxd.source.table"),
+            format!("pg_logical_emit_message.{PREFIX}")
+        );
+        assert_eq!(&h("__outboxd.message.lsn"), lsn);
+        assert_eq!(h("__outboxd.source.row"), row);
+        assert!(h("__outboxd.source.position").starts_with("lsn:"), "{r:?}");
+        assert!(h("__outboxd.source.commit").starts_with("lsn:"), "{r:?}");
+        assert!(
+            h("__connect.errors.exception.message").contains(&format!("at LSN {lsn}")),
+            "{r:?}"
+        );
+    }
+    // The stream went on; after a restart nothing is delivered or dead-lettered again.
+    assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let g4 = event("Order", "o-1", 4);
+    db.emit_message(true, PREFIX, &message_json(&g4)).await;
+    let all = [want[0].clone(), want[1].clone(), want[2].clone(), g4];
+    let got = read_topics(
+        &[orders],
+        all.len(),
+        Duration::from_secs(90),
+        Duration::from_secs(3),
+    );
+    suite::assert_exactly_once(&all, &got, &relay.log_text());
+    let dead = read_topics(&[dlq], 3, Duration::from_secs(30), Duration::from_secs(3));
+    assert_eq!(dead.len(), 3, "{dead:?}");
+    assert_eq!(relay.stop(), Some(0));
 }

@@ -763,6 +763,7 @@ fn toml_and_debezium_json_route_identically() {
             ],
         ),
         source_ts_ms: 1_700_000_000_000,
+        undecodable: None,
     };
     let rt = EventRouter::new(&t.router).unwrap().route(&change).unwrap();
     let rj = EventRouter::new(&j.router).unwrap().route(&change).unwrap();

@@ -3,7 +3,8 @@
 //!
 //! A dead letter goes to the connector's dead-letter topic with the event's key and, when
 //! it has one, its value (the routed record's value for a record Kafka refused; the payload
-//! column as written for a row the router refused), so that it can be replayed from there.
+//! column as written for a row the router refused; the raw content of a logical decoding
+//! message that does not decode, which has no key), so that it can be replayed from there.
 //! A record refused as too large (by its topic's `max.message.bytes`, or by
 //! `kafka.max_record_bytes` before sending) becomes a dead letter without its value: a copy
 //! would be as large, and the dead-letter topic would most likely refuse it too, which
@@ -20,9 +21,9 @@
 //! | `__connect.errors.topic` | the topic the record was for (when it was routed) |
 //! | `__connect.errors.connector.name` | the connector |
 //! | `__connect.errors.task.id` | `0` |
-//! | `__connect.errors.stage` | `TRANSFORMATION` (router) or `KAFKA_PRODUCE` (Kafka refused) |
-//! | `__connect.errors.class.name` | `io.debezium.transforms.outbox.EventRouter` or `org.apache.kafka.clients.producer.KafkaProducer` |
-//! | `__connect.errors.exception.class.name` | outboxd's name of the failure, e.g. `outboxd.route.invalid_topic`, `outboxd.kafka.record_too_large` |
+//! | `__connect.errors.stage` | `TRANSFORMATION` (router, message decoding) or `KAFKA_PRODUCE` (Kafka refused) |
+//! | `__connect.errors.class.name` | `io.debezium.transforms.outbox.EventRouter`, `io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent` or `org.apache.kafka.clients.producer.KafkaProducer` |
+//! | `__connect.errors.exception.class.name` | outboxd's name of the failure, e.g. `outboxd.route.invalid_topic`, `outboxd.kafka.record_too_large`, `outboxd.message.not_json` |
 //! | `__connect.errors.exception.message` | the failure, as the stop would have said it |
 //! | `__outboxd.errors.class` | `definite` |
 //! | `__outboxd.event.id` | the event id |
@@ -30,6 +31,7 @@
 //! | `__outboxd.source.position` | the position before the event's source transaction (`kind:value`) |
 //! | `__outboxd.source.row` | the event's place among that transaction's outbox rows, from 1 |
 //! | `__outboxd.source.commit` | the position after that transaction, when known when sent |
+//! | `__outboxd.message.lsn` | the LSN of a logical decoding message that does not decode |
 //!
 //! The topic is created when missing with one partition (so dead letters keep source order,
 //! as Kafka Connect creates its DLQ topic), the broker's default replication factor and
@@ -76,6 +78,8 @@ pub const H_POSITION: &str = "__outboxd.source.position";
 pub const H_ROW: &str = "__outboxd.source.row";
 /// The position after the event's source transaction.
 pub const H_COMMIT: &str = "__outboxd.source.commit";
+/// The LSN of a logical decoding message that did not decode.
+pub const H_MESSAGE_LSN: &str = "__outboxd.message.lsn";
 /// Why the dead letter has no value.
 pub const H_VALUE_DROPPED: &str = "__outboxd.value.dropped";
 /// With [`H_VALUE_DROPPED`]: the size of the record (or row) the dead letter stands for, in
@@ -136,6 +140,11 @@ pub fn record(
     let mut dropped: Option<String> = None;
     if policy.context_headers {
         let (stage, class) = match cause {
+            // Debezium decodes a message's content in this transformation.
+            Cause::Undecodable(_) => (
+                "TRANSFORMATION",
+                "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+            ),
             Cause::Route(_) => (
                 "TRANSFORMATION",
                 "io.debezium.transforms.outbox.EventRouter",
@@ -162,6 +171,9 @@ pub fn record(
             h(H_POSITION, p.to_string());
         }
         h(H_ROW, origin.row.to_string());
+        if let Cause::Undecodable(e) = cause {
+            h(H_MESSAGE_LSN, e.lsn.to_string());
+        }
     }
     let mut dead = KafkaRecord {
         topic,

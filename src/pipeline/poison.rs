@@ -1,9 +1,10 @@
 //! Outbox events that cannot be delivered ("poison events"), what the delivery loops do
 //! about them, and how a loop is replayed to deal with one it learned about too late.
 //!
-//! An event cannot be delivered when the router refuses it ([`RouteError`]) or Kafka refuses
-//! its record for good ([`SinkError::refusal`]: too large, unknown partition, ACLs, invalid
-//! topic). What happens then is the connector's [`ErrorPolicy`](crate::config::ErrorPolicy):
+//! An event cannot be delivered when its source change does not decode
+//! ([`UndecodableMessage`]: a PostgreSQL logical decoding message that is not a JSON object),
+//! the router refuses it ([`RouteError`]) or Kafka refuses its record for good
+//! ([`SinkError::refusal`]: too large, unknown partition, ACLs, invalid topic). What happens then is the connector's [`ErrorPolicy`](crate::config::ErrorPolicy):
 //!
 //! * `errors.tolerance=none` (the default): the loop first delivers and checkpoints
 //!   everything ahead of the event's source transaction (nothing of that transaction is
@@ -34,7 +35,7 @@ use tokio::time::Instant;
 use super::inbox::Inbox;
 use crate::checkpoint::Checkpoint;
 use crate::error::Error;
-use crate::event::{SourceEvent, TableName};
+use crate::event::{SourceEvent, TableName, UndecodableMessage};
 use crate::position::SourcePosition;
 use crate::router::RouteError;
 use crate::sink::{Refused, SinkError};
@@ -42,6 +43,9 @@ use crate::sink::{Refused, SinkError};
 /// Why an outbox event cannot be delivered.
 #[derive(Debug, Clone)]
 pub enum Cause {
+    /// The source change does not decode into a row (a logical decoding message whose
+    /// content is not a JSON object).
+    Undecodable(UndecodableMessage),
     /// The router cannot turn the row into a record.
     Route(RouteError),
     /// Kafka refused the record for good (or it is larger than `kafka.max_record_bytes`).
@@ -53,6 +57,7 @@ impl Cause {
     /// `outboxd.kafka.record_too_large`, ...), for dead-letter headers.
     pub fn kind(&self) -> &'static str {
         match self {
+            Cause::Undecodable(e) => e.reason.kind(),
             Cause::Route(e) => e.kind(),
             Cause::Refused(e) => e.kind(),
         }
@@ -62,6 +67,7 @@ impl Cause {
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Cause::Undecodable(e) => write!(f, "it cannot be decoded: {e}"),
             Cause::Route(e) => write!(f, "it cannot be routed: {e}"),
             Cause::Refused(e) => e.fmt(f),
         }
@@ -108,10 +114,25 @@ impl Poison {
             .as_ref()
             .map(|p| p.to_string())
             .unwrap_or_else(|| "(none yet)".into());
+        // An undecodable message has no event id (the cause names its LSN and prefix), and
+        // no fix makes it deliverable: its content is in the WAL as written.
+        let undecodable = matches!(self.cause, Cause::Undecodable(_));
+        let (subject, this) = if undecodable {
+            (format!("outbox message{table}"), "message")
+        } else {
+            (format!("outbox event {}{table}", self.id), "event")
+        };
+        let fix = if undecodable {
+            "A restart meets it again (its content is in the WAL as written): restart with \
+             errors.tolerance = \"all\" and a dead-letter topic to dead-letter it and deliver \
+             the rest"
+        } else {
+            "Fix the cause and restart to deliver it"
+        };
         let mut s = format!(
-            "outbox event {}{table} (row {} of the source transaction after {before}) cannot be \
-             delivered: {}. ",
-            self.id, self.row, self.cause
+            "{subject} (row {} of the source transaction after {before}) cannot be delivered: \
+             {}. ",
+            self.row, self.cause
         );
         let set = |position: &SourcePosition, skip: Option<u64>| {
             format!(
@@ -124,10 +145,14 @@ impl Poison {
         if self.partly_delivered {
             s.push_str(&format!(
                 "Its source transaction is larger than one batch and its first {} row(s) are \
-                 already delivered; the checkpoint stands right before this event. Fix the \
-                 cause and restart to deliver it and the rest of its transaction; or step past \
-                 this event alone: stop the relay, run {}",
+                 already delivered; the checkpoint stands right before this {this}. {fix}{}; or \
+                 step past this {this} alone: stop the relay, run {}",
                 self.row - 1,
+                if undecodable {
+                    ""
+                } else {
+                    " and the rest of its transaction"
+                },
                 self.before
                     .as_ref()
                     .map(|b| set(b, Some(self.row)))
@@ -143,9 +168,9 @@ impl Poison {
         } else {
             s.push_str(&format!(
                 "Everything before its source transaction is delivered and checkpointed \
-                 ({before}); nothing of that transaction is. Fix the cause and restart to \
-                 deliver it; or step past that transaction (its other outbox rows are dropped \
-                 too): stop the relay, run {}, and start it again",
+                 ({before}); nothing of that transaction is. {fix}; or step past that \
+                 transaction (its other outbox rows are dropped too): stop the relay, run {}, \
+                 and start it again",
                 match &self.after {
                     Some(after) => set(after, None),
                     None => format!(

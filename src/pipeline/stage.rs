@@ -1,15 +1,19 @@
 //! Routing with the connector's error policy and a replay's plan: what each outbox row
-//! change becomes for the delivery loops ([`Step`]), shared by both loops.
+//! change becomes for the delivery loops ([`Step`]), shared by both loops. A change that did
+//! not decode ([`RowChange::undecodable`]) meets the same policy as a row the router refuses.
 
 use super::dead_letter::{self, Contents, Origin};
 use super::poison::{Action, Cause, Plan, Poison};
 use crate::config::ErrorPolicy;
 use crate::error::Error;
-use crate::event::RowChange;
+use crate::event::{RowChange, Undecodable};
 use crate::metrics as m;
 use crate::position::SourcePosition;
 use crate::router::{EventRouter, Routed};
 use crate::sink::KafkaRecord;
+
+/// The event id of an event without one (as [`EventRouter::event_id`] says it).
+const NO_ID: &str = "(none)";
 
 /// What a row change becomes.
 #[derive(Debug)]
@@ -84,6 +88,9 @@ impl<'a> Stage<'a> {
     /// at the wrong event is not an option.
     pub fn route(&self, change: &mut RowChange, ordinal: u64, at: &At<'_>) -> Result<Step, Error> {
         let dead_letters = self.policy.dead_letters().is_some();
+        if let Some(undecodable) = change.undecodable.take() {
+            return Ok(self.undecodable(change, *undecodable, dead_letters, at));
+        }
         let record = match self.router.route_taking(change) {
             Ok(Routed::Skipped(reason)) => {
                 metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => self.connector.to_string(), m::LABEL_REASON => reason.label()).increment(1);
@@ -147,6 +154,31 @@ impl<'a> Stage<'a> {
         ))
     }
 
+    /// What a change that did not decode becomes: a stop, or a dead letter with its raw
+    /// content as the value (no key, no `id` header: it has neither).
+    fn undecodable(
+        &self,
+        change: &RowChange,
+        undecodable: Undecodable,
+        dead_letters: bool,
+        at: &At<'_>,
+    ) -> Step {
+        let Undecodable { error, content } = undecodable;
+        let cause = Cause::Undecodable(error);
+        let id = NO_ID.to_string();
+        if !dead_letters {
+            return Step::Stop(self.poison(change, id, cause, at));
+        }
+        let contents = Contents {
+            topic: None,
+            key: None,
+            value: Some(content),
+            headers: Vec::new(),
+            timestamp_ms: Some(change.source_ts_ms),
+        };
+        Step::DeadLetter(self.dead_letter(change, &id, &cause, contents, at))
+    }
+
     fn check_size(&self, record: &KafkaRecord) -> Option<Cause> {
         let size = record.approx_size();
         (size > self.max_record_bytes).then(|| {
@@ -192,5 +224,131 @@ impl<'a> Stage<'a> {
             after_unknown: None,
             partly_delivered: at.partly_delivered,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ErrorTolerance;
+    use crate::event::{MessageDecodeError, Op, Row, TableName, UndecodableMessage};
+    use crate::position::Lsn;
+    use crate::router::RouterConfig;
+
+    fn undecodable(content: &[u8]) -> RowChange {
+        RowChange {
+            table: TableName::new(crate::event::MESSAGE_SCHEMA, "bkmsg"),
+            op: Op::Insert,
+            row: Row::new(std::sync::Arc::from(Vec::new()), Vec::new()),
+            source_ts_ms: 7,
+            undecodable: Some(Box::new(Undecodable {
+                error: UndecodableMessage {
+                    prefix: "bkmsg".into(),
+                    lsn: Lsn(0x1_0000_00A0),
+                    reason: MessageDecodeError::NotJson { line: 1, column: 1 },
+                },
+                content: content.to_vec(),
+            })),
+        }
+    }
+
+    fn header<'a>(r: &'a KafkaRecord, name: &str) -> Option<&'a str> {
+        r.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| std::str::from_utf8(v).unwrap())
+    }
+
+    fn at(before: &SourcePosition) -> At<'_> {
+        At {
+            before: Some(before),
+            row: 1,
+            partly_delivered: false,
+        }
+    }
+
+    #[test]
+    fn an_undecodable_message_stops_naming_its_lsn_and_prefix_not_its_content() {
+        let router = EventRouter::new(&RouterConfig::default()).unwrap();
+        let policy = ErrorPolicy::default();
+        let stage = Stage::new("shop", &router, &policy, 1 << 20, Plan::default());
+        let before = SourcePosition::Lsn(Lsn(0x90));
+        let step = stage
+            .route(&mut undecodable(b"secret-content"), 0, &at(&before))
+            .unwrap();
+        let Step::Stop(mut poison) = step else {
+            panic!("a stop: {step:?}")
+        };
+        assert!(matches!(poison.cause, Cause::Undecodable(_)));
+        assert_eq!(poison.cause.kind(), "outboxd.message.not_json");
+        poison.after = Some(SourcePosition::Lsn(Lsn(0x1_0000_00A1)));
+        let text = poison.to_string();
+        for part in [
+            "outbox message in pg_logical_emit_message.bkmsg",
+            "it cannot be decoded",
+            "prefix \"bkmsg\" at LSN 1/A0",
+            "not valid JSON",
+            "--connector shop --position lsn:1/A1`",
+            "A restart meets it again",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        assert!(!text.contains("secret-content"), "{text}");
+        assert!(!text.contains("Fix the cause"), "{text}");
+        poison.partly_delivered = true;
+        poison.row = 3;
+        let split = poison.to_string();
+        assert!(
+            split.contains("right before this message")
+                && split.contains("step past this message alone")
+                && split.contains("--position lsn:0/90 --skip 3`"),
+            "{split}"
+        );
+    }
+
+    #[test]
+    fn an_undecodable_message_is_dead_lettered_with_its_raw_content() {
+        let router = EventRouter::new(&RouterConfig::default()).unwrap();
+        let policy = ErrorPolicy {
+            tolerance: ErrorTolerance::All,
+            dead_letter_topic: Some("shop.dlq".into()),
+            context_headers: true,
+        };
+        let stage = Stage::new("shop", &router, &policy, 1 << 20, Plan::default());
+        let before = SourcePosition::Lsn(Lsn(0x90));
+        let mut change = undecodable(b"[1,2] secret-content");
+        let step = stage.route(&mut change, 0, &at(&before)).unwrap();
+        let Step::DeadLetter(dead) = step else {
+            panic!("a dead letter: {step:?}")
+        };
+        assert!(change.undecodable.is_none(), "taken");
+        assert_eq!(dead.topic, "shop.dlq");
+        assert_eq!(dead.key, None);
+        assert_eq!(dead.value.as_deref(), Some(&b"[1,2] secret-content"[..]));
+        assert_eq!(dead.timestamp_ms, Some(7));
+        assert!(header(&dead, "id").is_none(), "it has no event id");
+        assert_eq!(
+            header(&dead, dead_letter::H_EXCEPTION),
+            Some("outboxd.message.not_json")
+        );
+        assert_eq!(header(&dead, dead_letter::H_STAGE), Some("TRANSFORMATION"));
+        assert_eq!(
+            header(&dead, dead_letter::H_TABLE),
+            Some("pg_logical_emit_message.bkmsg")
+        );
+        assert_eq!(header(&dead, dead_letter::H_MESSAGE_LSN), Some("1/A0"));
+        assert_eq!(header(&dead, dead_letter::H_POSITION), Some("lsn:0/90"));
+        assert!(header(&dead, dead_letter::H_MESSAGE)
+            .is_some_and(|m| m.contains("at LSN 1/A0") && !m.contains("secret-content")));
+        // Larger than kafka.max_record_bytes: the dead letter goes without the content.
+        let small = Stage::new("shop", &router, &policy, 64, Plan::default());
+        let Step::DeadLetter(dead) = small
+            .route(&mut undecodable(&[b'x'; 200]), 0, &at(&before))
+            .unwrap()
+        else {
+            panic!("a dead letter")
+        };
+        assert_eq!(dead.value, None);
+        assert!(header(&dead, dead_letter::H_VALUE_DROPPED).is_some());
     }
 }

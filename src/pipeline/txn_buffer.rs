@@ -255,6 +255,7 @@ mod tests {
             op: Op::Insert,
             row: Row::new(names, values),
             source_ts_ms: 1,
+            undecodable: None,
         }
     }
 

@@ -29,6 +29,7 @@ fn change(op: Op, row: Row) -> RowChange {
         op,
         row,
         source_ts_ms: 1_700_000_999_000,
+        undecodable: None,
     }
 }
 

@@ -206,15 +206,17 @@ impl Postgres {
             .await;
     }
 
-    /// `pg_logical_emit_message(transactional, prefix, content)`.
-    pub async fn emit_message(&self, transactional: bool, prefix: &str, content: &str) {
+    /// `pg_logical_emit_message(transactional, prefix, content)`; returns the LSN it returns
+    /// (`16/B374D848`), which is the LSN pgoutput gives the message.
+    pub async fn emit_message(&self, transactional: bool, prefix: &str, content: &str) -> String {
         self.client
-            .execute(
-                "SELECT pg_logical_emit_message($1, $2::text, $3::text)",
+            .query_one(
+                "SELECT pg_logical_emit_message($1, $2::text, $3::text)::text",
                 &[&transactional, &prefix, &content],
             )
             .await
-            .expect("pg_logical_emit_message");
+            .expect("pg_logical_emit_message")
+            .get(0)
     }
 
     /// The slot's `(confirmed_flush_lsn, restart_lsn, active_pid)`, LSNs as byte offsets;

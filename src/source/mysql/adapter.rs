@@ -80,6 +80,7 @@ impl OutboxAdapter {
                         op,
                         row,
                         source_ts_ms: ts_ms,
+                        undecodable: None,
                     }));
                 }
             }

@@ -155,6 +155,7 @@ pub fn decode_file_to_json(
                             op,
                             row,
                             source_ts_ms: ts_ms,
+                            undecodable: None,
                         };
                         line.clear();
                         write_row_line(&mut line, &at, &change);

@@ -6,9 +6,13 @@
 //!   values with [`super::values`]. Rows of other tables are not even decoded.
 //! * Turns logical decoding messages whose prefix is configured into an INSERT of a pseudo
 //!   table `pg_logical_emit_message.<prefix>` whose columns are the fields of the message's
-//!   JSON object ([`message_row`]), so the same router applies. Transactional messages are
-//!   part of their transaction, in order with its rows; a non-transactional one is a
-//!   transaction of its own, positioned just after its WAL record (`lsn + 1`).
+//!   JSON object ([`message_row`]), so the same router applies. A message whose content is
+//!   not such an object is handed on all the same, as a change carrying the decode failure
+//!   and the raw content ([`crate::event::RowChange::undecodable`]): whether it stops the
+//!   connector or becomes a dead letter is the delivery loops' error policy, not the
+//!   decoder's. Transactional messages are part of their transaction, in order with its rows;
+//!   a non-transactional one is a transaction of its own, positioned just after its WAL
+//!   record (`lsn + 1`).
 //! * Frames transactions: a `Commit` at the commit's `end_lsn` (the position after the
 //!   transaction) after its kept changes. Transactions with nothing kept, and
 //!   keepalives while between transactions, become [`SourceEvent::Progress`] so the
@@ -31,7 +35,9 @@ use serde_json::value::RawValue;
 
 use super::pgoutput::{pg_micros_to_unix_ms, PgOutputMessage, Relation, TupleData, TupleValue};
 use super::values::{self, ValueError};
-use crate::event::{Op, Row, RowChange, SourceEvent, TableName};
+use crate::event::{
+    MessageDecodeError, Op, Row, RowChange, SourceEvent, TableName, Undecodable, UndecodableMessage,
+};
 use crate::position::{Lsn, SourcePosition};
 use crate::source::PROGRESS_EVERY;
 use crate::value::ColumnValue;
@@ -82,16 +88,6 @@ pub enum AdapterError {
         column: String,
         /// What arrived.
         what: &'static str,
-    },
-    /// A logical decoding message with a configured prefix is not a JSON object.
-    #[error("logical decoding message with prefix {prefix:?} at LSN {lsn}: {reason}; such messages must carry a JSON object with the outbox fields (id, aggregate_type, aggregate_id, event_type, payload, ...)")]
-    MessageJson {
-        /// Prefix.
-        prefix: String,
-        /// LSN of the message.
-        lsn: Lsn,
-        /// What is wrong (never the content).
-        reason: String,
     },
 }
 
@@ -232,10 +228,12 @@ impl PgOutboxAdapter {
 
     /// A logical decoding message (`pg_logical_emit_message`; pgoutput Message) of WAL record
     /// `lsn`. One with a configured prefix is an outbox event: inside its transaction when
-    /// `transactional`, else a transaction of its own.
+    /// `transactional`, else a transaction of its own. One whose content is not a JSON object
+    /// is handed on all the same, as a change carrying the failure
+    /// ([`RowChange::undecodable`], with the raw content): the delivery loops apply the
+    /// connector's error policy to it, as to a row the router refuses.
     ///
-    /// Errors when a configured prefix's content is not a JSON object, or the message is
-    /// where the protocol does not allow it.
+    /// Errors when the message is where the protocol does not allow it.
     pub fn on_logical_message(
         &mut self,
         transactional: bool,
@@ -250,12 +248,6 @@ impl PgOutboxAdapter {
             }
             return Ok(());
         }
-        let table = TableName::new(MESSAGE_SCHEMA, prefix);
-        let row = message_row(content).map_err(|reason| AdapterError::MessageJson {
-            prefix: prefix.to_string(),
-            lsn,
-            reason,
-        })?;
         if transactional {
             let txn = self.open("transactional Message")?;
             if txn.skip {
@@ -263,12 +255,9 @@ impl PgOutboxAdapter {
             }
             let ts = txn.commit_ts_ms;
             txn.rows += 1;
-            out.push(SourceEvent::Change(RowChange {
-                table,
-                op: Op::Insert,
-                row,
-                source_ts_ms: ts,
-            }));
+            out.push(SourceEvent::Change(message_change(
+                prefix, lsn, content, ts,
+            )));
             return Ok(());
         }
         if self.txn.is_some() {
@@ -286,12 +275,9 @@ impl PgOutboxAdapter {
         let ts = crate::checkpoint::now_ms();
         self.filtered_since_progress = 0;
         self.last_position = after;
-        out.push(SourceEvent::Change(RowChange {
-            table,
-            op: Op::Insert,
-            row,
-            source_ts_ms: ts,
-        }));
+        out.push(SourceEvent::Change(message_change(
+            prefix, lsn, content, ts,
+        )));
         out.push(SourceEvent::Commit {
             position: SourcePosition::Lsn(after),
             commit_ts_ms: ts,
@@ -419,6 +405,7 @@ impl PgOutboxAdapter {
             op,
             row: Row::new(rel.columns.clone(), values),
             source_ts_ms: txn.commit_ts_ms,
+            undecodable: None,
         }));
         Ok(())
     }
@@ -447,6 +434,33 @@ impl<'de> Deserialize<'de> for RawFields {
     }
 }
 
+/// The change a logical decoding message with a configured prefix becomes: an INSERT of
+/// `pg_logical_emit_message.<prefix>` with the content's fields ([`message_row`]), or, when
+/// the content is not such an object, an empty row carrying the failure and the content.
+fn message_change(prefix: &str, lsn: Lsn, content: &[u8], source_ts_ms: i64) -> RowChange {
+    let (row, undecodable) = match message_row(content) {
+        Ok(row) => (row, None),
+        Err(reason) => (
+            Row::new(Arc::from(Vec::<Arc<str>>::new()), Vec::new()),
+            Some(Box::new(Undecodable {
+                error: UndecodableMessage {
+                    prefix: prefix.to_string(),
+                    lsn,
+                    reason,
+                },
+                content: content.to_vec(),
+            })),
+        ),
+    };
+    RowChange {
+        table: TableName::new(MESSAGE_SCHEMA, prefix),
+        op: Op::Insert,
+        row,
+        source_ts_ms,
+        undecodable,
+    }
+}
+
 /// A logical decoding message's content (a JSON object) as a row: one column per field.
 ///
 /// Field values become: strings `Text` (a `payload` given as a string is its text), objects
@@ -454,27 +468,26 @@ impl<'de> Deserialize<'de> for RawFields {
 /// numbers `Decimal` (their text), booleans `Bool`, `null` `Null`.
 ///
 /// Errors say what is wrong and where, never what the content is.
-pub fn message_row(content: &[u8]) -> Result<Row, String> {
+pub fn message_row(content: &[u8]) -> Result<Row, MessageDecodeError> {
     let fields: RawFields = serde_json::from_slice(content).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => "the content is JSON but not an object".to_string(),
-        serde_json::error::Category::Eof => "the content is truncated JSON".to_string(),
-        _ => format!(
-            "the content is not valid JSON (error at line {} column {})",
-            e.line(),
-            e.column()
-        ),
+        serde_json::error::Category::Data => MessageDecodeError::NotAnObject,
+        serde_json::error::Category::Eof => MessageDecodeError::Truncated,
+        _ => MessageDecodeError::NotJson {
+            line: e.line(),
+            column: e.column(),
+        },
     })?;
     let mut names: Vec<Arc<str>> = Vec::with_capacity(fields.0.len());
     let mut values = Vec::with_capacity(fields.0.len());
     for (name, raw) in fields.0 {
         if names.iter().any(|n| **n == *name) {
-            return Err(format!("field {name:?} appears more than once"));
+            return Err(MessageDecodeError::DuplicateField(name));
         }
         let text = raw.get();
         let value = match text.as_bytes().first() {
             Some(b'"') => ColumnValue::Text(
                 serde_json::from_str::<String>(text)
-                    .map_err(|_| format!("field {name:?} is not a valid JSON string"))?,
+                    .map_err(|_| MessageDecodeError::InvalidString(name.clone()))?,
             ),
             Some(b'{' | b'[') => ColumnValue::Json(text.to_owned()),
             Some(b't') => ColumnValue::Bool(true),
@@ -785,19 +798,73 @@ mod tests {
             (&b"{\"id\": secret-value"[..], "not valid JSON"),
             (b"[\"secret-value\"]", "not an object"),
             (b"\"secret-value\"", "not an object"),
+            (b"42", "not an object"),
+            (b"", "truncated"),
             (b"{\"id\":\"secret-value\"", "truncated"),
             (b"{\"a\":1,\"a\":2}", "more than once"),
+            (b"{} secret-value", "not valid JSON"),
+            (b"\xff\xfe", "not valid JSON"),
         ] {
             let mut a = adapter(0);
             let mut out = Vec::new();
-            let err = a
-                .on_logical_message(false, Lsn(0x16_B374_D848), "outbox", content, &mut out)
-                .unwrap_err();
-            let text = err.to_string();
+            a.on_logical_message(false, Lsn(0x16_B374_D848), "outbox", content, &mut out)
+                .unwrap();
+            // Handed on in its place, as a transaction of its own, carrying the failure.
+            assert_eq!(out.len(), 2, "{out:?}");
+            let c = changes(&out)[0];
+            assert_eq!(c.table, TableName::new(MESSAGE_SCHEMA, "outbox"));
+            assert_eq!(c.row.iter().count(), 0);
+            let u = c.undecodable.as_deref().expect("the decode failure");
+            assert_eq!(u.content, content, "the raw content, for a dead letter");
+            assert_eq!(u.error.lsn, Lsn(0x16_B374_D848));
+            let text = u.error.to_string();
             assert!(text.contains("16/B374D848"), "{text}");
+            assert!(text.contains("\"outbox\""), "{text}");
             assert!(text.contains(want), "{text}");
             assert!(!text.contains("secret-value"), "{text}");
+            assert!(!format!("{out:?}").contains("secret-value"), "{out:?}");
+            assert!(matches!(
+                &out[1],
+                SourceEvent::Commit { position: SourcePosition::Lsn(l), .. }
+                    if *l == Lsn(0x16_B374_D849)
+            ));
         }
+    }
+
+    #[test]
+    fn malformed_transactional_message_keeps_its_place() {
+        let mut a = adapter(0);
+        let out = feed(
+            &mut a,
+            &[
+                rel(),
+                begin(0x900, 0),
+                row(1),
+                message(true, 0x880, "outbox", b"[1,2]"),
+                row(2),
+                commit(0x900, 0x940, 0),
+            ],
+        );
+        let c = changes(&out);
+        assert_eq!(c.len(), 3);
+        assert!(c[0].undecodable.is_none() && c[2].undecodable.is_none());
+        let u = c[1].undecodable.as_deref().unwrap();
+        assert_eq!(u.error.reason, MessageDecodeError::NotAnObject);
+        assert_eq!(u.error.lsn, Lsn(0x880));
+        assert_eq!(c[1].source_ts_ms, c[0].source_ts_ms);
+        assert!(matches!(out.last(), Some(SourceEvent::Commit { .. })));
+        // Replayed before the resume position: dropped like any other change.
+        let mut b = adapter(0x940);
+        let out = feed(
+            &mut b,
+            &[
+                begin(0x900, 0),
+                message(true, 0x880, "outbox", b"not json"),
+                commit(0x900, 0x940, 0),
+                message(false, 0x920, "outbox", b"not json"),
+            ],
+        );
+        assert!(out.is_empty(), "{out:?}");
     }
 
     #[test]
