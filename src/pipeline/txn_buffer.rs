@@ -102,19 +102,19 @@ impl SourceTxn {
 
     /// The current transaction committed at `position`: its held records, to send now.
     ///
-    /// The resumed checkpoint's `skip` applies to this transaction only (the first one the
-    /// source hands on after the checkpoint's position: on MySQL/MariaDB the next one in the
-    /// binlog, also without outbox rows; on PostgreSQL the next one with rows in the
-    /// publication); a `skip` beyond its rows is logged, never carried to a later one.
+    /// The resumed checkpoint's `skip` applies to this transaction only: the first one with
+    /// outbox rows after the checkpoint's position (a stored position may lag behind the
+    /// transactions without outbox rows before it, which the source hands on only now and
+    /// then as progress); a `skip` beyond its rows is logged, never carried to a later one.
     pub fn commit(&mut self, position: SourcePosition) -> Vec<Pending> {
         if self.skip > self.rows {
             tracing::warn!(
                 connector = %self.connector,
                 skip = self.skip,
                 rows = self.rows,
-                "the checkpoint skips {} row(s) of the source transaction after {}, which has \
-                 {} outbox row(s) for this connector: all of them were skipped, nothing of the \
-                 transactions after it (ending at {position})",
+                "the checkpoint skips {} row(s) of the first source transaction with outbox \
+                 rows after {}, which has only {}: all of them were skipped, nothing of the \
+                 transactions after it (it ends at {position})",
                 self.skip,
                 self.position
                     .as_ref()

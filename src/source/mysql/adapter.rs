@@ -33,8 +33,6 @@ pub struct OutboxAdapter {
     filtered_since_progress: u64,
     /// The open transaction is an XA transaction.
     xa: bool,
-    /// A transaction ended since this session started.
-    past_first: bool,
 }
 
 impl OutboxAdapter {
@@ -87,11 +85,7 @@ impl OutboxAdapter {
             BinlogMessage::Commit {
                 ts_ms, position, ..
             } => {
-                // The session's first transaction commits even without outbox rows: a
-                // checkpoint's `skip` applies to the transaction right after its position
-                // (`checkpoint set --skip`), and must end with it.
-                let first = !std::mem::replace(&mut self.past_first, true);
-                if self.txn_rows > 0 || first {
+                if self.txn_rows > 0 {
                     out.push(SourceEvent::Commit {
                         position,
                         commit_ts_ms: ts_ms,
