@@ -190,7 +190,8 @@ fn note_bootstrap_override(
     let from_env = env(ENV_KAFKA_BOOTSTRAP)
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty());
-    let (by, servers) = match (flag.map(str::trim), from_env) {
+    let flag = flag.map(str::trim).filter(|f| !f.is_empty());
+    let (by, servers) = match (flag, from_env) {
         // The command line reads the variable into the flag: name the variable.
         (Some(f), Some(e)) if f == e => (ENV_KAFKA_BOOTSTRAP, e),
         (Some(f), _) => ("--kafka-bootstrap", f.to_string()),

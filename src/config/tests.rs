@@ -1213,6 +1213,8 @@ server_id = 7
     let (servers, note) = overridden(Some("cli:9"), "env:9");
     assert_eq!(servers, "cli:9");
     assert!(note.unwrap().contains("--kafka-bootstrap=cli:9"));
+    // An empty variable (read into the flag as "") overrides nothing.
+    assert_eq!(overridden(Some(""), "").1, None);
     // The same list: nothing to say.
     assert_eq!(overridden(None, "w:1").1, None);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -125,9 +125,17 @@ pub async fn run_member(
     let mut retry = Retry::new(TOPICS_MAX_BACKOFF);
     loop {
         retry.attempt();
-        let e = match topics::ensure(&kafka, &plan.name, &names, &link).await {
-            Ok(()) => break,
-            Err(e) => e,
+        // A refused login or certificate (the link's definite failure) ends the wait at once:
+        // the admin request would only time out, and every retry be refused the same way.
+        let e = tokio::select! {
+            r = topics::ensure(&kafka, &plan.name, &names, &link) => match r {
+                Ok(()) => break,
+                Err(e) => e,
+            },
+            f = link.wait_definite() => {
+                tracing::error!(group = %plan.name, "cannot join the group: {f}");
+                return true;
+            }
         };
         let Some(wait) = retry.after_failure(e.class(), false) else {
             tracing::error!(group = %plan.name, "cannot join the group: {e}");
@@ -135,7 +143,9 @@ pub async fn run_member(
         };
         tracing::warn!(group = %plan.name, retry_in = ?wait, "cannot create the group's coordination topics yet: {e}");
         if !sleep_before_retry(wait, &shutdown).await {
-            return false;
+            // Stopped before it ever joined: a failure to run, as a signal during any retry.
+            tracing::error!(group = %plan.name, "stopped before joining the group, while waiting to retry after: {e}");
+            return true;
         }
     }
     let owners = match OwnerLog::start(&kafka, &plan.name, &id, link.clone()) {

@@ -322,10 +322,15 @@ impl KafkaLink {
         }
     }
 
-    /// A failure that will not go away on a retry: logged once (per distinct reason) and kept.
+    /// A failure that will not go away on a retry: logged once (per kind) and kept.
     fn definite(&self, failure: LinkFailure) {
         let mut st = self.state();
-        if st.definite.as_ref() != Some(&failure) {
+        // Once per kind: the error callback and the log line may say it in other words.
+        let known = st
+            .definite
+            .as_ref()
+            .is_some_and(|d| std::mem::discriminant(d) == std::mem::discriminant(&failure));
+        if !known {
             if self.logs {
                 tracing::error!(connector = %self.owner, "{failure}");
             } else {
@@ -519,6 +524,16 @@ impl KafkaLink {
                 None => message,
             };
             st.last_error = Some(error.to_string());
+            // Clients whose error callback is not served (an admin client's) learn of a
+            // refused login from this line only.
+            if error.contains("SASL authentication error") {
+                drop(st);
+                self.definite(LinkFailure::Authentication {
+                    bootstrap: self.bootstrap.clone(),
+                    reason: error.to_string(),
+                });
+                return true;
+            }
             let mismatch = mismatch_in(error).filter(|_| !st.seen_up);
             st.mismatch = match (mismatch, st.mismatch) {
                 (Some(m), Some((last, n))) if m == last => Some((m, n + 1)),
@@ -871,6 +886,33 @@ mod tests {
         assert!(
             link.unreachable_for().is_some(),
             "only the logical broker is up"
+        );
+    }
+
+    #[test]
+    fn a_refused_login_in_a_log_line_is_definite_once() {
+        let link = KafkaLink::build("group g", "k1:9092", true, Duration::from_secs(60));
+        let line = "[thrd:sasl_ssl://k1:9092/bootstrap]: sasl_ssl://k1:9092/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 9ms in state AUTH_REQ)";
+        let lines = logged(|| {
+            assert!(link.covers_log_line("FAIL", line));
+            // The error callback says it again, in other words: no second ERROR.
+            link.on_error(
+                &KafkaError::Global(RDKafkaErrorCode::Authentication),
+                "SASL authentication error: Authentication failed",
+            );
+        });
+        assert!(
+            matches!(
+                link.definite_failure(),
+                Some(LinkFailure::Authentication { .. })
+            ),
+            "{:?}",
+            link.definite_failure()
+        );
+        assert_eq!(
+            lines.iter().filter(|l| l.contains("ERROR")).count(),
+            1,
+            "{lines:#?}"
         );
     }
 
