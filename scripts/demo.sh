@@ -32,9 +32,8 @@ MYSQL_PORT=$((33306 + OFFSET))
 CONNECTOR=connectors/shop-mariadb.toml
 if (( OFFSET != 0 )); then
   CONNECTOR="$ROOT/.state/demo-shop-mariadb.toml"
-  sed -e "s/^port = 33306$/port = $MYSQL_PORT/" \
-    -e "s/^bootstrap_servers = \"127.0.0.1:39092\"$/bootstrap_servers = \"$OUTBOXD_KAFKA_BOOTSTRAP\"/" \
-    connectors/shop-mariadb.toml > "$CONNECTOR"
+  # (Kafka's moved address reaches it through OUTBOXD_KAFKA_BOOTSTRAP, which beats the file.)
+  sed -e "s/^port = 33306$/port = $MYSQL_PORT/" connectors/shop-mariadb.toml > "$CONNECTOR"
   grep -q "^port = $MYSQL_PORT$" "$CONNECTOR" || { echo "demo.sh: could not move the port in $CONNECTOR" >&2; exit 1; }
 fi
 

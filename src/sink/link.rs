@@ -325,7 +325,8 @@ impl KafkaLink {
     /// A failure that will not go away on a retry: logged once (per kind) and kept.
     fn definite(&self, failure: LinkFailure) {
         let mut st = self.state();
-        // Once per kind: the error callback and the log line may say it in other words.
+        // Once per kind: librdkafka reports it again for each broker connection, each time
+        // in other words.
         let known = st
             .definite
             .as_ref()
