@@ -19,6 +19,7 @@ pub(crate) mod checkpoint;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod connect;
 pub(crate) mod connector;
 pub(crate) mod error;
 pub mod event;
