@@ -35,6 +35,7 @@ pub mod router;
 pub(crate) mod sink;
 pub mod source;
 pub(crate) mod tls;
+pub mod typemap;
 pub mod value;
 
 /// Process-wide TLS set-up, first thing in `main` (see `tls::init_process`).
