@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::position::{Lsn, SourcePosition};
+use crate::typemap::ColumnType;
 use crate::value::ColumnValue;
 
 /// Schema of the pseudo table a PostgreSQL logical decoding message (`pg_logical_emit_message`)
@@ -83,6 +84,10 @@ pub struct Row {
     /// Columns of the table that this image leaves out (a MySQL/MariaDB binlog row image
     /// under `binlog_row_image=MINIMAL` or `NOBLOB`); `None` when the image is complete.
     omitted: Option<Arc<[Arc<str>]>>,
+    /// The columns' types for the type mapping (one per column, shared by every row of a
+    /// table map / relation); `None` when the source did not describe them (logical
+    /// decoding messages, tests).
+    types: Option<Arc<[ColumnType]>>,
 }
 
 impl Row {
@@ -95,7 +100,22 @@ impl Row {
             columns,
             values,
             omitted: None,
+            types: None,
         }
+    }
+
+    /// The same row with its columns' types (one per column; ignored when the count differs).
+    pub fn with_types(mut self, types: Arc<[ColumnType]>) -> Self {
+        if types.len() == self.columns.len() {
+            self.types = Some(types);
+        }
+        self
+    }
+
+    /// The type of column `name`, when the source described it.
+    pub fn column_type(&self, name: &str) -> Option<&ColumnType> {
+        let i = self.columns.iter().position(|c| &**c == name)?;
+        self.types.as_ref().and_then(|t| t.get(i))
     }
 
     /// The same row, noting that the table's columns `omitted` exist but are not in this
@@ -128,6 +148,16 @@ impl Row {
     pub fn take(&mut self, name: &str) -> Option<ColumnValue> {
         let i = self.columns.iter().position(|c| &**c == name)?;
         self.values.get_mut(i).map(std::mem::take)
+    }
+
+    /// Puts `value` back into column `name` (after [`take`](Self::take)); nothing when the
+    /// row has no such column.
+    pub fn put(&mut self, name: &str, value: ColumnValue) {
+        if let Some(i) = self.columns.iter().position(|c| &**c == name) {
+            if let Some(slot) = self.values.get_mut(i) {
+                *slot = value;
+            }
+        }
     }
 
     /// Column names and values in table order.

@@ -64,7 +64,7 @@ pub fn run(command: BinlogCommand) -> anyhow::Result<ExitCode> {
                     "topic": r.topic,
                     "key": r.key.as_deref().map(String::from_utf8_lossy),
                     "value": r.value.as_deref().map(String::from_utf8_lossy),
-                    "headers": r.headers.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(String::from_utf8_lossy(v).into_owned()))).collect::<serde_json::Map<_, _>>(),
+                    "headers": r.headers.iter().map(|(k, v)| (k.clone(), v.as_deref().map_or(serde_json::Value::Null, |v| serde_json::Value::from(String::from_utf8_lossy(v).into_owned())))).collect::<serde_json::Map<_, _>>(),
                     "timestamp_ms": r.timestamp_ms,
                     "partition": r.partition,
                 }}),

@@ -185,6 +185,10 @@ pub struct KafkaClientSettings {
     pub producer: ClientProperties,
     /// Keys that are not used, with the reason (logged by `run`, listed by `check`).
     pub ignored_keys: Vec<(String, String)>,
+    /// The worker's converters (`key.converter`, `value.converter`, `header.converter` and
+    /// their options), for the Debezium JSON connectors that name none (Kafka Connect's
+    /// resolution; see `crate::connect::converter`).
+    pub converters: BTreeMap<String, String>,
 }
 
 impl KafkaClientSettings {
@@ -195,6 +199,8 @@ impl KafkaClientSettings {
         }
         self.client.merge(&over.client);
         self.producer.merge(&over.producer);
+        self.converters
+            .extend(over.converters.iter().map(|(k, v)| (k.clone(), v.clone())));
         self.ignored_keys.extend(over.ignored_keys.iter().cloned());
     }
 }
@@ -231,18 +237,6 @@ const WORKER_ONLY: &[(&str, &str)] = &[
         "Kafka Connect's worker group; outboxd's clients choose their own group ids",
     ),
     ("client.id", "outboxd names its clients outboxd-<connector>"),
-    (
-        "key.converter*",
-        "converters are per connector; outboxd writes the key as UTF-8 text",
-    ),
-    (
-        "value.converter*",
-        "converters are per connector; outboxd writes the payload bytes",
-    ),
-    (
-        "header.converter*",
-        "converters are per connector; outboxd writes header values as UTF-8 text",
-    ),
     (
         "offset.*",
         "Kafka Connect's offsets; outboxd keeps its own checkpoint",
@@ -574,6 +568,11 @@ pub(crate) fn from_keys(
             if !v.is_empty() {
                 settings.bootstrap_servers = Some(v);
             }
+        } else if ["key.converter", "value.converter", "header.converter"]
+            .iter()
+            .any(|c| k == *c || k.starts_with(&format!("{c}.")))
+        {
+            settings.converters.insert(k, v.trim().to_string());
         } else if let Some(p) = k.strip_prefix("producer.") {
             if p == "bootstrap.servers" {
                 settings.ignored_keys.push((
@@ -658,9 +657,10 @@ mod tests {
         assert_eq!(s.producer.get("compression.type"), Some("zstd"));
         assert_eq!(s.producer.get("security.protocol"), Some("ssl"));
         let ignored: Vec<&str> = s.ignored_keys.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(ignored, ["group.id", "ssl.enabled.protocols"]);
         assert_eq!(
-            ignored,
-            ["group.id", "key.converter", "ssl.enabled.protocols"]
+            s.converters.get("key.converter").map(String::as_str),
+            Some("org.apache.kafka.connect.storage.StringConverter")
         );
         let shown = format!("{:?} {}", s, s.client.describe());
         assert!(!shown.contains("password=pw"), "{shown}");

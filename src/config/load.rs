@@ -305,6 +305,20 @@ fn parse_with_kafka(
                 second: origin.to_path_buf(),
             });
         }
+        let debezium = c.source.format() == super::ConfigFormat::DebeziumJson;
+        let structured = c.router.expand_json_payload
+            || c.router
+                .additional_placement
+                .iter()
+                .any(|f| f.placement == crate::router::Placement::Envelope);
+        c.router
+            .format
+            .resolve_converters(debezium, &process.converters, structured)
+            .map_err(|e| ConfigError::Invalid {
+                path: origin.to_path_buf(),
+                context: format!("connector `{}`: {}", c.name, e.key),
+                message: e.message,
+            })?;
         crate::router::EventRouter::new(&c.router).map_err(|source| ConfigError::Router {
             path: origin.to_path_buf(),
             connector: c.name.clone(),

@@ -217,7 +217,23 @@ fn connector(
     }
 
     let source = source(c.source, &c.name, &tables, &format!("{here}.source"), ctx)?;
-    let router = router_from_toml(&c.router, &format!("{here}.router"), ctx)?;
+    let mut defaults = RouterConfig::default();
+    defaults.format.logical_name = c.name.clone();
+    match &source {
+        SourceConfig::Postgres(_) => {
+            defaults.format.connector_type = "postgresql".into();
+            defaults.format.types = crate::typemap::TypeModes::POSTGRES;
+        }
+        SourceConfig::Mysql(m) => {
+            defaults.format.connector_type = if m.flavor == crate::config::MysqlFlavor::Mariadb {
+                "mariadb"
+            } else {
+                "mysql"
+            }
+            .into();
+        }
+    }
+    let router = router_from_toml(&c.router, defaults, &format!("{here}.router"), ctx)?;
 
     let bootstrap = ctx
         .bootstrap_override
@@ -776,14 +792,16 @@ pub(crate) fn validate_slot_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The `[connectors.router]` table: every key goes through [`RouterConfig::set_option`]
-/// (snake_case or Debezium names), unknown keys are errors.
+/// The `[connectors.router]` table, over `cfg` (the defaults for the connector's source):
+/// every key goes through [`RouterConfig::set_option`] (snake_case or Debezium names, and
+/// the record-format keys: converters, `extended.headers.enabled`, type-mapping options),
+/// unknown keys are errors.
 fn router_from_toml(
     table: &toml::Table,
+    mut cfg: RouterConfig,
     here: &str,
     ctx: &LoadCtx<'_>,
 ) -> Result<RouterConfig, ConfigError> {
-    let mut cfg = RouterConfig::default();
     let mut seen: BTreeMap<&'static str, &str> = BTreeMap::new();
     for (key, value) in table {
         let at = format!("{here}.{key:?}");

@@ -182,15 +182,15 @@ pub struct ConverterConfigError {
 impl Converters {
     /// Resolves the converters of a connector as Kafka Connect does: the connector's
     /// `key.converter` / `value.converter` / `header.converter` (with its options under that
-    /// prefix) when it names one, else the worker file's, else `fallback` for key and value
-    /// and SimpleHeaderConverter for headers.
+    /// prefix) when it names one, else the worker file's, else `fallback` (key, value) and
+    /// SimpleHeaderConverter for headers.
     ///
     /// `connector` and `worker` are the raw properties (`value.converter.schemas.enable` =
     /// `false`, ...). Errors on an unsupported class or an option value it does not accept.
     pub fn resolve(
         connector: &BTreeMap<String, String>,
         worker: Option<&BTreeMap<String, String>>,
-        fallback: (Converter, ConverterSource),
+        fallback: [(Converter, ConverterSource); 2],
     ) -> Result<Self, ConverterConfigError> {
         let pick = |prefix: &str| -> Option<(&BTreeMap<String, String>, ConverterSource)> {
             if connector.contains_key(prefix) {
@@ -201,14 +201,16 @@ impl Converters {
                     .map(|w| (w, ConverterSource::Worker))
             }
         };
-        let data = |prefix: &str| -> Result<(Converter, ConverterSource), ConverterConfigError> {
+        let data = |prefix: &str,
+                    fallback: &(Converter, ConverterSource)|
+         -> Result<(Converter, ConverterSource), ConverterConfigError> {
             match pick(prefix) {
                 Some((props, source)) => Ok((Converter::from_props(props, prefix)?, source)),
                 None => Ok(fallback.clone()),
             }
         };
-        let (key, key_source) = data("key.converter")?;
-        let (value, value_source) = data("value.converter")?;
+        let (key, key_source) = data("key.converter", &fallback[0])?;
+        let (value, value_source) = data("value.converter", &fallback[1])?;
         let (header, header_source) = match pick("header.converter") {
             Some((props, source)) => (HeaderConverter::from_props(props)?, source),
             None => (HeaderConverter::Simple, ConverterSource::ConnectDefault),
@@ -252,7 +254,10 @@ fn bool_option(key: String, v: &str) -> Result<bool, ConverterConfigError> {
 
 impl Converter {
     /// The converter named by `props[prefix]`, configured with `props[prefix.*]`.
-    pub fn from_props(props: &BTreeMap<String, String>, prefix: &str) -> Result<Self, ConverterConfigError> {
+    pub fn from_props(
+        props: &BTreeMap<String, String>,
+        prefix: &str,
+    ) -> Result<Self, ConverterConfigError> {
         let class = props.get(prefix).map(|s| s.trim()).unwrap_or_default();
         let opts = options(props, prefix);
         let key = |o: &str| format!("{prefix}.{o}");
@@ -262,7 +267,9 @@ impl Converter {
                     if !enc.eq_ignore_ascii_case("UTF-8") && !enc.eq_ignore_ascii_case("UTF8") {
                         return Err(ConverterConfigError {
                             key: key("converter.encoding"),
-                            message: format!("{enc:?}: outboxd writes UTF-8 only; remove the setting"),
+                            message: format!(
+                                "{enc:?}: outboxd writes UTF-8 only; remove the setting"
+                            ),
                         });
                     }
                 }
@@ -321,7 +328,11 @@ impl Converter {
     /// Takes the value so that a string or byte array becomes the record's bytes without a
     /// copy. Errors where the Kafka Connect converter throws, or would write something
     /// meaningless (StringConverter on a byte array: Java's `[B@<hash>`).
-    pub fn serialize(&self, schema: Option<&Schema>, value: Value) -> Result<Option<Vec<u8>>, ConvertError> {
+    pub fn serialize(
+        &self,
+        schema: Option<&Schema>,
+        value: Value,
+    ) -> Result<Option<Vec<u8>>, ConvertError> {
         match self {
             Converter::String => match value {
                 Value::Null => Ok(None),
@@ -385,7 +396,11 @@ impl HeaderConverter {
 
     /// `HeaderConverter.fromConnectHeader(topic, name, schema, value)`; `Ok(None)` is a
     /// header without value.
-    pub fn serialize(&self, schema: Option<&Schema>, value: Value) -> Result<Option<Vec<u8>>, ConvertError> {
+    pub fn serialize(
+        &self,
+        schema: Option<&Schema>,
+        value: Value,
+    ) -> Result<Option<Vec<u8>>, ConvertError> {
         match self {
             HeaderConverter::Simple => Ok(header::simple_header(&value)),
             HeaderConverter::Data(c) => c.serialize(schema, value),
@@ -449,7 +464,10 @@ fn java_to_string(v: &Value) -> Result<String, ConvertError> {
             ))
         }
         Value::Array(items) => {
-            let parts = items.iter().map(java_to_string).collect::<Result<Vec<_>, _>>()?;
+            let parts = items
+                .iter()
+                .map(java_to_string)
+                .collect::<Result<Vec<_>, _>>()?;
             format!("[{}]", parts.join(", "))
         }
         Value::Map(entries) => {
@@ -476,7 +494,10 @@ mod tests {
     use super::*;
 
     fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -491,7 +512,15 @@ mod tests {
             // ignored: the connector names no value.converter
             ("value.converter.schemas.enable", "true"),
         ]);
-        let c = Converters::resolve(&connector, Some(&worker), (Converter::String, ConverterSource::Outboxd)).unwrap();
+        let c = Converters::resolve(
+            &connector,
+            Some(&worker),
+            [
+                (Converter::String, ConverterSource::Outboxd),
+                (Converter::String, ConverterSource::Outboxd),
+            ],
+        )
+        .unwrap();
         assert_eq!(c.key, Converter::String);
         assert_eq!(
             c.value,
@@ -503,12 +532,25 @@ mod tests {
         assert_eq!(c.header, HeaderConverter::Simple);
         assert_eq!(
             c.sources,
-            [ConverterSource::Connector, ConverterSource::Worker, ConverterSource::ConnectDefault]
+            [
+                ConverterSource::Connector,
+                ConverterSource::Worker,
+                ConverterSource::ConnectDefault
+            ]
         );
         let stock = Converters::resolve(
             &BTreeMap::new(),
             None,
-            (Converter::Json(JsonOptions::default()), ConverterSource::StockWorker),
+            [
+                (
+                    Converter::Json(JsonOptions::default()),
+                    ConverterSource::StockWorker,
+                ),
+                (
+                    Converter::Json(JsonOptions::default()),
+                    ConverterSource::StockWorker,
+                ),
+            ],
         )
         .unwrap();
         assert_eq!(stock.value, Converter::Json(JsonOptions::default()));
@@ -518,24 +560,37 @@ mod tests {
     #[test]
     fn unsupported_and_bad_options_are_refused() {
         let avro = props(&[("value.converter", "io.confluent.connect.avro.AvroConverter")]);
-        assert!(Converters::resolve(&avro, None, (Converter::String, ConverterSource::Outboxd)).is_err());
+        let fb = [
+            (Converter::String, ConverterSource::Outboxd),
+            (Converter::String, ConverterSource::Outboxd),
+        ];
+        assert!(Converters::resolve(&avro, None, fb.clone()).is_err());
         let bad = props(&[
             ("value.converter", JSON_CONVERTER),
             ("value.converter.decimal.format", "hex"),
         ]);
-        let e = Converters::resolve(&bad, None, (Converter::String, ConverterSource::Outboxd)).unwrap_err();
+        let e = Converters::resolve(&bad, None, fb).unwrap_err();
         assert_eq!(e.key, "value.converter.decimal.format");
     }
 
     #[test]
     fn string_converter_uses_java_to_string() {
         let c = Converter::String;
-        assert_eq!(c.serialize(None, Value::String("x".into())).unwrap().unwrap(), b"x");
+        assert_eq!(
+            c.serialize(None, Value::String("x".into()))
+                .unwrap()
+                .unwrap(),
+            b"x"
+        );
         assert_eq!(c.serialize(None, Value::Int(42)).unwrap().unwrap(), b"42");
         assert_eq!(
             c.serialize(
                 None,
-                Value::Struct(vec![("a".into(), Value::Int(1)), ("n".into(), Value::Null), ("b".into(), Value::String("x".into()))])
+                Value::Struct(vec![
+                    ("a".into(), Value::Int(1)),
+                    ("n".into(), Value::Null),
+                    ("b".into(), Value::String("x".into()))
+                ])
             )
             .unwrap()
             .unwrap(),
@@ -550,14 +605,24 @@ mod tests {
         let bytes = Schema::optional(Type::Bytes);
         let text = Schema::optional(Type::String);
         assert_eq!(
-            Converter::ByteArray.serialize(Some(&bytes), Value::Bytes(vec![1, 2])).unwrap().unwrap(),
+            Converter::ByteArray
+                .serialize(Some(&bytes), Value::Bytes(vec![1, 2]))
+                .unwrap()
+                .unwrap(),
             vec![1, 2]
         );
-        assert!(Converter::ByteArray.serialize(Some(&text), Value::String("x".into())).is_err());
+        assert!(Converter::ByteArray
+            .serialize(Some(&text), Value::String("x".into()))
+            .is_err());
         let bin = Converter::BinaryData {
             delegate: Some(Box::new(Converter::String)),
         };
-        assert_eq!(bin.serialize(Some(&text), Value::String("x".into())).unwrap().unwrap(), b"x");
+        assert_eq!(
+            bin.serialize(Some(&text), Value::String("x".into()))
+                .unwrap()
+                .unwrap(),
+            b"x"
+        );
         assert!(Converter::BinaryData { delegate: None }
             .serialize(Some(&text), Value::String("x".into()))
             .is_err());

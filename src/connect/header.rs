@@ -117,7 +117,7 @@ fn date_text(ms: i64) -> String {
         of_day % 1000,
     );
     let time = format!("{h:02}:{m:02}:{s:02}.{milli:03}Z");
-    if ms < MILLIS_PER_DAY && ms >= 0 {
+    if (0..MILLIS_PER_DAY).contains(&ms) {
         return time;
     }
     let (y, mo, d) = civil_from_days(days);
@@ -160,7 +160,10 @@ mod tests {
         assert_eq!(h(Value::Float32(1.5)), "1.5");
         assert_eq!(h(Value::Float64(2.25)), "2.25");
         assert_eq!(h(Value::Bytes(vec![0xde, 0xad, 0xbe, 0xef])), "3q2+7w==");
-        assert_eq!(h(Value::Decimal(BigDecimal::parse("1.50").unwrap())), "1.50");
+        assert_eq!(
+            h(Value::Decimal(BigDecimal::parse("1.50").unwrap())),
+            "1.50"
+        );
         assert_eq!(h(Value::String("hello 😀".into())), "hello 😀");
         assert!(simple_header(&Value::Null).is_none());
     }
@@ -168,7 +171,10 @@ mod tests {
     #[test]
     fn containers_quote_embedded_strings() {
         assert_eq!(
-            h(Value::Array(vec![Value::String("a".into()), Value::String("b,c".into())])),
+            h(Value::Array(vec![
+                Value::String("a".into()),
+                Value::String("b,c".into())
+            ])),
             r#"["a","b,c"]"#
         );
         assert_eq!(h(Value::Array(vec![Value::Int(1), Value::Int(2)])), "[1,2]");
@@ -180,7 +186,10 @@ mod tests {
             r#"{"scale":14,"value":"AR25"}"#
         );
         assert_eq!(
-            h(Value::Array(vec![Value::String("q\"\\".into()), Value::Null])),
+            h(Value::Array(vec![
+                Value::String("q\"\\".into()),
+                Value::Null
+            ])),
             r#"["q\"\\",null]"#
         );
     }

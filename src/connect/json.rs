@@ -60,7 +60,11 @@ pub fn serialize(
 }
 
 /// Writes `asJsonSchema(schema)`.
-pub fn write_schema(schema: &Schema, opts: &JsonOptions, out: &mut String) -> Result<(), ConvertError> {
+pub fn write_schema(
+    schema: &Schema,
+    opts: &JsonOptions,
+    out: &mut String,
+) -> Result<(), ConvertError> {
     out.push_str("{\"type\":\"");
     out.push_str(schema.ty.json_name());
     out.push('"');
@@ -126,7 +130,11 @@ pub fn write_schema(schema: &Schema, opts: &JsonOptions, out: &mut String) -> Re
     Ok(())
 }
 
-fn write_child(s: Option<&Schema>, opts: &JsonOptions, out: &mut String) -> Result<(), ConvertError> {
+fn write_child(
+    s: Option<&Schema>,
+    opts: &JsonOptions,
+    out: &mut String,
+) -> Result<(), ConvertError> {
     match s {
         Some(s) => write_schema(s, opts, out),
         None => {
@@ -144,7 +152,7 @@ pub fn write_value(
     out: &mut String,
 ) -> Result<(), ConvertError> {
     let Some(schema) = schema else {
-        return write_schemaless(value, opts, out);
+        return write_schemaless(value, out);
     };
     if value.is_null() {
         if let (Some(d), true) = (&schema.default, opts.replace_null_with_default) {
@@ -213,7 +221,10 @@ pub fn write_value(
         }
         (Type::Struct, Value::Struct(values)) => {
             if values.len() != schema.fields.len()
-                || values.iter().zip(&schema.fields).any(|((n, _), f)| *n != f.name)
+                || values
+                    .iter()
+                    .zip(&schema.fields)
+                    .any(|((n, _), f)| *n != f.name)
             {
                 return Err(ConvertError::new("Mismatching schema."));
             }
@@ -283,7 +294,7 @@ fn write_logical(
 }
 
 /// `convertToJson(null, value)`: the value's own type decides.
-fn write_schemaless(value: &Value, opts: &JsonOptions, out: &mut String) -> Result<(), ConvertError> {
+fn write_schemaless(value: &Value, out: &mut String) -> Result<(), ConvertError> {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -298,7 +309,7 @@ fn write_schemaless(value: &Value, opts: &JsonOptions, out: &mut String) -> Resu
                 if i > 0 {
                     out.push(',');
                 }
-                write_schemaless(e, opts, out)?;
+                write_schemaless(e, out)?;
             }
             out.push(']');
         }
@@ -312,12 +323,12 @@ fn write_schemaless(value: &Value, opts: &JsonOptions, out: &mut String) -> Resu
                 if let (true, Value::String(k)) = (object_mode, k) {
                     write_str(k, out);
                     out.push(':');
-                    write_schemaless(v, opts, out)?;
+                    write_schemaless(v, out)?;
                 } else {
                     out.push('[');
-                    write_schemaless(k, opts, out)?;
+                    write_schemaless(k, out)?;
                     out.push(',');
-                    write_schemaless(v, opts, out)?;
+                    write_schemaless(v, out)?;
                     out.push(']');
                 }
             }
@@ -434,8 +445,14 @@ mod tests {
         .named("payload");
         let v = Value::Struct(vec![
             ("a".into(), Value::Int(1)),
-            ("arr".into(), Value::Array(vec![Value::Int(1), Value::Int(2)])),
-            ("o".into(), Value::Struct(vec![("z".into(), Value::Bool(true))])),
+            (
+                "arr".into(),
+                Value::Array(vec![Value::Int(1), Value::Int(2)]),
+            ),
+            (
+                "o".into(),
+                Value::Struct(vec![("z".into(), Value::Bool(true))]),
+            ),
         ]);
         assert_eq!(
             s(Some(&outer), &v, &json(true)),
@@ -462,8 +479,12 @@ mod tests {
             ..JsonOptions::default()
         };
         assert_eq!(s(Some(&schema), &v, &numeric), "12345.67");
-        let with_default = Schema::optional(Type::String).with_default(Value::String("PENDING".into()));
-        assert_eq!(s(Some(&with_default), &Value::Null, &json(false)), r#""PENDING""#);
+        let with_default =
+            Schema::optional(Type::String).with_default(Value::String("PENDING".into()));
+        assert_eq!(
+            s(Some(&with_default), &Value::Null, &json(false)),
+            r#""PENDING""#
+        );
         let keep_null = JsonOptions {
             schemas_enable: false,
             replace_null_with_default: false,
@@ -494,7 +515,10 @@ mod tests {
     #[test]
     fn non_finite_doubles_are_strings() {
         let st = Schema::optional(Type::Float64);
-        assert_eq!(s(Some(&st), &Value::Float64(f64::INFINITY), &json(false)), "\"Infinity\"");
+        assert_eq!(
+            s(Some(&st), &Value::Float64(f64::INFINITY), &json(false)),
+            "\"Infinity\""
+        );
         assert_eq!(s(Some(&st), &Value::Float64(1e7), &json(false)), "1.0E7");
     }
 }

@@ -111,7 +111,7 @@ pub struct Contents {
     /// The record's value.
     pub value: Option<Vec<u8>>,
     /// The record's own headers (`id` first); for an unroutable row just `id`.
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
     /// The record's timestamp.
     pub timestamp_ms: Option<i64>,
 }
@@ -154,7 +154,7 @@ pub fn record(
                 "org.apache.kafka.clients.producer.KafkaProducer",
             ),
         };
-        let mut h = |k: &str, v: String| headers.push((k.to_string(), v.into_bytes()));
+        let mut h = |k: &str, v: String| headers.push((k.to_string(), Some(v.into_bytes())));
         if let Some(t) = &contents.topic {
             h(H_TOPIC, t.clone());
         }
@@ -199,10 +199,10 @@ pub fn record(
     }
     if let Some(why) = dropped {
         dead.headers
-            .push((H_VALUE_DROPPED.to_string(), why.into_bytes()));
+            .push((H_VALUE_DROPPED.to_string(), Some(why.into_bytes())));
         dead.headers.push((
             H_RECORD_BYTES.to_string(),
-            original.to_string().into_bytes(),
+            Some(original.to_string().into_bytes()),
         ));
     }
     dead
@@ -213,7 +213,7 @@ pub fn record(
 pub fn with_commit(dead: &mut KafkaRecord, policy: &ErrorPolicy, commit: &SourcePosition) {
     if policy.context_headers {
         dead.headers
-            .push((H_COMMIT.to_string(), commit.to_string().into_bytes()));
+            .push((H_COMMIT.to_string(), Some(commit.to_string().into_bytes())));
     }
 }
 
@@ -373,7 +373,7 @@ mod tests {
         r.headers
             .iter()
             .find(|(k, _)| k == name)
-            .map(|(_, v)| std::str::from_utf8(v).unwrap())
+            .map(|(_, v)| std::str::from_utf8(v.as_deref().unwrap_or_default()).unwrap())
     }
 
     #[test]
@@ -395,7 +395,7 @@ mod tests {
         let contents = Contents {
             key: Some(b"a-1".to_vec()),
             value: Some(b"{\"secret\":1}".to_vec()),
-            headers: vec![("id".into(), b"e3".to_vec())],
+            headers: vec![("id".into(), Some(b"e3".to_vec()))],
             ..Contents::default()
         };
         let mut r = record(&policy(true), &origin, &cause, contents.clone(), 1 << 20);
@@ -411,10 +411,10 @@ mod tests {
         assert_eq!(header(&r, H_ROW), Some("2"));
         assert_eq!(header(&r, H_TABLE), Some("shop.outbox_events"));
         assert!(header(&r, H_TOPIC).is_none(), "never routed");
-        assert!(r
-            .headers
-            .iter()
-            .all(|(_, v)| !String::from_utf8_lossy(v).contains("secret")));
+        assert!(r.headers.iter().all(|(_, v)| !String::from_utf8_lossy(
+            v.as_deref().unwrap_or_default()
+        )
+        .contains("secret")));
         // Without context headers: the record's own headers only.
         let bare = record(&policy(false), &origin, &cause, contents.clone(), 1 << 20);
         assert_eq!(bare.headers.len(), 1);
@@ -446,7 +446,7 @@ mod tests {
             topic: Some("shop.Big".into()),
             key: Some(b"a-1".to_vec()),
             value: Some(vec![b'x'; 2_000_000]),
-            headers: vec![("id".into(), b"e9".to_vec())],
+            headers: vec![("id".into(), Some(b"e9".to_vec()))],
             ..Contents::default()
         };
         let size = 8 + 3 + 2_000_000 + 2 + 2;

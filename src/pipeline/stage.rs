@@ -108,7 +108,7 @@ impl<'a> Stage<'a> {
                     topic: None,
                     key,
                     value,
-                    headers: vec![("id".to_string(), id.clone().into_bytes())],
+                    headers: vec![("id".to_string(), Some(id.clone().into_bytes()))],
                     timestamp_ms: Some(change.source_ts_ms),
                 };
                 return Ok(Step::DeadLetter(
@@ -256,7 +256,7 @@ mod tests {
         r.headers
             .iter()
             .find(|(k, _)| k == name)
-            .map(|(_, v)| std::str::from_utf8(v).unwrap())
+            .map(|(_, v)| std::str::from_utf8(v.as_deref().unwrap_or_default()).unwrap())
     }
 
     fn at(before: &SourcePosition) -> At<'_> {

@@ -6,7 +6,11 @@
 //! so a TOML file and a Debezium connector JSON that say the same thing give equal
 //! [`RouterConfig`]s (and therefore the same Kafka records).
 
+use std::collections::BTreeMap;
 use std::fmt;
+
+use crate::connect::{Converter, ConverterSource, Converters, JsonOptions};
+use crate::typemap::TypeModes;
 
 /// What the router does with an UPDATE on an outbox table.
 ///
@@ -211,6 +215,117 @@ pub struct RouterConfig {
     pub tombstone_on_empty_payload: bool,
     /// What to do with UPDATEs on the outbox table. `table.op.invalid.behavior`.
     pub op_invalid_behavior: InvalidOpBehavior,
+    /// Column whose (integer) value is the envelope schema's version.
+    /// `table.field.event.schema.version`.
+    pub field_schema_version: Option<String>,
+    /// How records become bytes: converters, Debezium's extended headers, type mapping.
+    pub format: RecordFormat,
+}
+
+/// How a routed record becomes bytes, beyond the EventRouter's own options: Kafka
+/// Connect's converters, Debezium 3's extended headers, and the connector options of
+/// Debezium's type mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordFormat {
+    /// The key, value and header converters; `None`: outboxd's own default (see
+    /// [`RecordFormat::converters`]).
+    pub converters: Option<Converters>,
+    /// The connector's own converter keys (`key.converter`, `value.converter.schemas.enable`,
+    /// ...), resolved against the worker file when the configuration is loaded.
+    pub converter_keys: BTreeMap<String, String>,
+    /// Debezium's `extended.headers.enabled`: the `__debezium.context.*` headers before `id`.
+    pub extended_headers: bool,
+    /// Debezium's logical name (`topic.prefix`): the `connectorLogicalName` header and the
+    /// first part of the envelope schema's name.
+    pub logical_name: String,
+    /// The connector plugin name Debezium puts in the `connectorName` header:
+    /// `postgresql`, `mariadb` or `mysql`.
+    pub connector_type: String,
+    /// `time.precision.mode`, `decimal.handling.mode`, ... .
+    pub types: TypeModes,
+}
+
+impl Default for RecordFormat {
+    /// outboxd's defaults (a TOML connector): outboxd's converters, no extended headers,
+    /// MySQL's type modes (the loader sets the source's).
+    fn default() -> Self {
+        Self {
+            converters: None,
+            converter_keys: BTreeMap::new(),
+            extended_headers: false,
+            logical_name: String::new(),
+            connector_type: String::new(),
+            types: TypeModes::MYSQL,
+        }
+    }
+}
+
+impl RecordFormat {
+    /// Resolves [`converters`](Self::converters) from the connector's converter keys: for a
+    /// Debezium connector JSON (`debezium`) as Kafka Connect does (connector, then the
+    /// `worker` file's, then Kafka's stock worker files: JsonConverter with schemas); for a
+    /// TOML connector from its own keys over outboxd's default (the worker file's converters
+    /// are not applied to TOML connectors). `structured`: the value is an expanded payload
+    /// or an envelope.
+    pub fn resolve_converters(
+        &mut self,
+        debezium: bool,
+        worker: &BTreeMap<String, String>,
+        structured: bool,
+    ) -> Result<(), crate::connect::converter::ConverterConfigError> {
+        if debezium {
+            let stock = (
+                Converter::Json(JsonOptions::default()),
+                ConverterSource::StockWorker,
+            );
+            self.converters = Some(Converters::resolve(
+                &self.converter_keys,
+                Some(worker),
+                [stock.clone(), stock],
+            )?);
+        } else if !self.converter_keys.is_empty() {
+            let d = self.converters(structured);
+            self.converters = Some(Converters::resolve(
+                &self.converter_keys,
+                None,
+                [
+                    (d.key, ConverterSource::Outboxd),
+                    (d.value, ConverterSource::Outboxd),
+                ],
+            )?);
+        }
+        Ok(())
+    }
+
+    /// The converters records are written with: the resolved ones, or outboxd's default —
+    /// key and value through Debezium's BinaryDataConverter with a StringConverter delegate
+    /// (text as UTF-8, binary columns as their bytes), a `structured` value (expanded
+    /// payload, envelope) through JsonConverter without schemas, SimpleHeaderConverter.
+    pub fn converters(&self, structured: bool) -> Converters {
+        if let Some(c) = &self.converters {
+            return c.clone();
+        }
+        let raw = Converter::BinaryData {
+            delegate: Some(Box::new(Converter::String)),
+        };
+        Converters {
+            key: raw.clone(),
+            value: if structured {
+                Converter::Json(JsonOptions {
+                    schemas_enable: false,
+                    ..JsonOptions::default()
+                })
+            } else {
+                raw
+            },
+            header: crate::connect::HeaderConverter::Simple,
+            sources: [
+                ConverterSource::Outboxd,
+                ConverterSource::Outboxd,
+                ConverterSource::ConnectDefault,
+            ],
+        }
+    }
 }
 
 /// Debezium's default `route.topic.regex`.
@@ -238,6 +353,8 @@ impl Default for RouterConfig {
             route_topic_replacement: DEFAULT_ROUTE_TOPIC_REPLACEMENT.into(),
             tombstone_on_empty_payload: false,
             op_invalid_behavior: InvalidOpBehavior::Warn,
+            field_schema_version: None,
+            format: RecordFormat::default(),
         }
     }
 }
@@ -303,6 +420,11 @@ const OPTIONS: &[(Opt, &str, &str)] = &[
         "table.op.invalid.behavior",
         "op_invalid_behavior",
     ),
+    (
+        Opt::SchemaVersion,
+        "table.field.event.schema.version",
+        "field_schema_version",
+    ),
 ];
 
 /// Older Debezium spellings accepted as aliases.
@@ -314,11 +436,6 @@ const LEGACY_ALIASES: &[(&str, Opt)] = &[
 
 /// Debezium EventRouter options that exist but change nothing in the bytes outboxd writes.
 const NO_EFFECT_OPTIONS: &[(&str, &str)] = &[
-    (
-        "table.field.event.schema.version",
-        "only sets the Connect schema version, which is not part of the record bytes written \
-         without a schema converter",
-    ),
     (
         "tracing.span.context.field",
         "OpenTelemetry tracing of the SMT is not supported",
@@ -350,6 +467,7 @@ enum Opt {
     RouteTopicReplacement,
     Tombstone,
     OpInvalid,
+    SchemaVersion,
 }
 
 /// Result of [`RouterConfig::set_option`] for a name that is not a router option.
@@ -405,6 +523,9 @@ impl RouterConfig {
     /// Returns `Ok(None)` when set, `Ok(Some(UnknownOption))` when `name` is not a router option
     /// (the caller decides whether that is an error), `Err(message)` for a bad value.
     pub fn set_option(&mut self, name: &str, value: &str) -> Result<Option<UnknownOption>, String> {
+        if let Some(done) = self.set_format_option(name, value)? {
+            return Ok(done);
+        }
         let opt = OPTIONS
             .iter()
             .find(|(_, d, s)| *d == name || *s == name)
@@ -470,6 +591,9 @@ impl RouterConfig {
             Opt::RouteTopicRegex => self.route_topic_regex = value.to_string(),
             Opt::RouteTopicReplacement => self.route_topic_replacement = value.to_string(),
             Opt::Tombstone => self.tombstone_on_empty_payload = parse_bool(v)?,
+            Opt::SchemaVersion => {
+                self.field_schema_version = (!v.is_empty()).then(|| v.to_string())
+            }
             Opt::OpInvalid => {
                 self.op_invalid_behavior = match v.to_ascii_lowercase().as_str() {
                     "warn" => InvalidOpBehavior::Warn,
@@ -478,6 +602,38 @@ impl RouterConfig {
                     _ => return Err(format!("{value:?} is not one of warn, error, fatal")),
                 }
             }
+        }
+        Ok(None)
+    }
+}
+
+impl RouterConfig {
+    /// The connector-level options that shape the record bytes, accepted beside the router's:
+    /// Kafka Connect's `key.converter` / `value.converter` / `header.converter` (and their
+    /// `.`-prefixed options), Debezium's `extended.headers.enabled`, and the type-mapping
+    /// options (`time.precision.mode`, `decimal.handling.mode`, `binary.handling.mode`,
+    /// `bigint.unsigned.handling.mode`, `interval.handling.mode`). `Ok(None)` when `name` is
+    /// none of them.
+    fn set_format_option(
+        &mut self,
+        name: &str,
+        value: &str,
+    ) -> Result<Option<Option<UnknownOption>>, String> {
+        let f = &mut self.format;
+        if ["key.converter", "value.converter", "header.converter"]
+            .iter()
+            .any(|p| name == *p || name.starts_with(&format!("{p}.")))
+        {
+            f.converter_keys
+                .insert(name.to_string(), value.trim().to_string());
+            return Ok(Some(None));
+        }
+        if name == "extended.headers.enabled" {
+            f.extended_headers = parse_bool(value)?;
+            return Ok(Some(None));
+        }
+        if f.types.set_option(name, value)? {
+            return Ok(Some(None));
         }
         Ok(None)
     }
@@ -555,8 +711,23 @@ mod tests {
         assert_eq!(
             a.set_option("table.field.event.schema.version", "v")
                 .unwrap(),
-            Some(UnknownOption::NoEffect(NO_EFFECT_OPTIONS[0].1))
+            None
         );
+        assert_eq!(a.field_schema_version.as_deref(), Some("v"));
+        assert_eq!(
+            a.set_option("tracing.operation.name", "x").unwrap(),
+            Some(UnknownOption::NoEffect(NO_EFFECT_OPTIONS[1].1))
+        );
+        assert_eq!(
+            a.set_option("value.converter.schemas.enable", "false")
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            a.set_option("decimal.handling.mode", "string").unwrap(),
+            None
+        );
+        assert!(a.set_option("decimal.handling.mode", "fancy").is_err());
         assert_eq!(
             a.set_option("nope", "x").unwrap(),
             Some(UnknownOption::Unknown)

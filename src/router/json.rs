@@ -1,30 +1,28 @@
-//! Debezium-compatible JSON: Jackson-like parsing, `JsonSchemaData` schema inference and
-//! conversion, JsonConverter-like writing (`schemas.enable=false`), for
-//! `table.expand.json.payload` and envelope placements.
+//! `table.expand.json.payload` as Debezium does it: Jackson-like parsing of the payload text,
+//! `JsonSchemaData.toConnectSchema` (schema inference) and `toConnectData` (the struct
+//! value), giving Connect data that the value converter then writes.
+//!
+//! Debezium (`EventRouterDelegate`) expands a payload that is a string starting with `{` or
+//! `[`. When parsing or schema inference fails it logs a warning and keeps the string (and
+//! its schema): [`Expansion::Unchanged`]. When inference succeeds but the document does not
+//! become a struct of that schema (a top-level array, an integer beyond 64 bits, an array of
+//! objects whose members differ in type), it keeps the string but with the inferred schema:
+//! [`Expansion::SchemaOnly`], which JsonConverter then refuses (the Debezium task fails)
+//! and StringConverter writes as the text.
+//!
+//! Inference: strings, booleans, int32 / int64 / double by Jackson's number kind (an integer
+//! beyond 64 bits is a double schema whose value does not fit), objects as optional structs
+//! named by their path (`payload`, `payload.o`), arrays by their first non-null element
+//! (every element of the same JSON type, numbers of the same kind), arrays of objects by the
+//! merged member set (one distinct element schema: that schema; several: merged, the merge
+//! required — `SchemaUtil.copySchemaBasics` drops optionality), `null` and `[]` members
+//! dropped (`table.json.payload.null.behavior=optional_bytes` keeps nulls as optional
+//! bytes). Debezium merges distinct element schemas in `HashSet` order, which varies from
+//! run to run; outboxd merges them in array order.
 
-use base64::Engine as _;
+use crate::connect::{Schema, Type, Value};
 
 use super::config::{JsonEmptyArrayBehavior, JsonNullBehavior};
-use crate::value::ColumnValue;
-
-/// A JSON value to write, in the shape JsonConverter writes it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Out {
-    /// `null`.
-    Null,
-    /// `true` / `false`.
-    Bool(bool),
-    /// An integer.
-    Int(i128),
-    /// A double, written in Java `Double.toString` form.
-    Float(f64),
-    /// A string.
-    Str(String),
-    /// An array.
-    Arr(Vec<Out>),
-    /// An object, members in order.
-    Obj(Vec<(String, Out)>),
-}
 
 /// A parsed JSON number, classified as Jackson's `readTree` does.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,50 +56,82 @@ impl Node {
     }
 }
 
-/// Connect schema types as `JsonSchemaData` infers them.
-#[derive(Debug, Clone, PartialEq)]
-enum Schema {
-    Str,
-    Bool,
-    I32,
-    I64,
-    F64,
-    OptBytes,
-    Array(Box<Schema>),
-    Struct(Vec<(String, Schema)>),
-}
-
 const MAX_DEPTH: usize = 1000;
 
-/// Expands a payload as Debezium's `table.expand.json.payload` does and returns what
-/// JsonConverter (`schemas.enable=false`) would write. Errors (with a reason that never
-/// quotes the payload) where Debezium's expansion fails or would fail the task.
+/// The outcome of expanding a payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expansion {
+    /// The payload became a struct of this schema.
+    Expanded {
+        /// The inferred schema.
+        schema: Schema,
+        /// The struct.
+        value: Value,
+    },
+    /// The schema was inferred but the document does not fit it: the payload stays a
+    /// string, with this schema. Why (never quoting the payload).
+    SchemaOnly {
+        /// The inferred schema.
+        schema: Schema,
+        /// Why the document does not fit it.
+        reason: String,
+    },
+    /// Not expanded; the payload stays as it is. Why (never quoting the payload).
+    Unchanged {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Expands `text` as `EventRouterDelegate` does, naming the top-level struct `field` (the
+/// payload column's name, Debezium's schema key).
+///
+/// `empty_arrays` is outboxd's `table.json.payload.empty.array.behavior` (Debezium 3.6 drops
+/// `[]` members, the default `ignore`; `optional_string` keeps them as arrays of strings).
 pub fn expand(
     text: &str,
+    field: &str,
     nulls: JsonNullBehavior,
     empty_arrays: JsonEmptyArrayBehavior,
-) -> Result<Out, String> {
-    if !text.starts_with('{') {
-        return Err(if text.starts_with('[') {
-            "a top-level JSON array cannot become a Connect struct".into()
-        } else {
-            "the payload does not start with '{'".into()
-        });
+) -> Expansion {
+    if !(text.starts_with('{') || text.starts_with('[')) {
+        return Expansion::Unchanged {
+            reason: "the payload does not start with '{' or '['".into(),
+        };
     }
-    let node = Parser {
+    let node = match (Parser {
         b: text.as_bytes(),
         i: 0,
         depth: 0,
-    }
-    .value()?;
+    })
+    .value()
+    {
+        Ok(n) => n,
+        Err(reason) => return Expansion::Unchanged { reason },
+    };
     let inf = Infer {
         nulls,
         empty_arrays,
     };
-    let schema = inf
-        .schema(&node)?
-        .ok_or_else(|| "the payload has no schema".to_string())?;
-    convert(&node, &schema)
+    let schema = match inf.schema(Some(field), &node) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Expansion::Unchanged {
+                reason: "the payload has no schema".into(),
+            }
+        }
+        Err(reason) => return Expansion::Unchanged { reason },
+    };
+    if schema.ty != Type::Struct {
+        return Expansion::SchemaOnly {
+            schema,
+            reason: "a top-level JSON array cannot become a Connect struct".into(),
+        };
+    }
+    match to_struct(&node, &schema) {
+        Ok(value) => Expansion::Expanded { schema, value },
+        Err(reason) => Expansion::SchemaOnly { schema, reason },
+    }
 }
 
 struct Infer {
@@ -110,42 +140,50 @@ struct Infer {
 }
 
 impl Infer {
-    /// `JsonSchemaData.toConnectSchema`.
-    fn schema(&self, node: &Node) -> Result<Option<Schema>, String> {
+    /// `JsonSchemaData.toConnectSchema(key, node)`; `Ok(None)` for a member to drop.
+    fn schema(&self, key: Option<&str>, node: &Node) -> Result<Option<Schema>, String> {
         Ok(match node {
-            Node::Str(_) => Some(Schema::Str),
-            Node::Bool(_) => Some(Schema::Bool),
-            Node::Num(n) => Some(num_schema(*n)?),
+            Node::Str(_) => Some(Schema::optional(Type::String)),
+            Node::Bool(_) => Some(Schema::optional(Type::Boolean)),
+            Node::Num(n) => Some(Schema::optional(num_type(*n))),
             Node::Arr(items) if items.is_empty() => match self.empty_arrays {
-                JsonEmptyArrayBehavior::OptionalString => {
-                    Some(Schema::Array(Box::new(Schema::Str)))
-                }
                 JsonEmptyArrayBehavior::Ignore => None,
+                JsonEmptyArrayBehavior::OptionalString => {
+                    Some(Schema::array(Schema::optional(Type::String)).with_optional(true))
+                }
             },
-            Node::Arr(items) => Some(Schema::Array(Box::new(self.element_schema(items)?))),
+            Node::Arr(items) => {
+                Some(Schema::array(self.element_schema(key, items)?).with_optional(true))
+            }
             Node::Obj(members) => {
-                let mut fields: Vec<(String, Schema)> = Vec::with_capacity(members.len());
+                let mut s = Schema::structure(Vec::new()).with_optional(true);
+                s.name = key.map(str::to_string);
                 for (k, v) in members {
-                    if let Some(s) = self.schema(v)? {
-                        if !fields.iter().any(|(n, _)| n == k) {
-                            fields.push((k.clone(), s));
+                    let field_key = match key {
+                        Some(p) if !p.trim().is_empty() => format!("{p}.{k}"),
+                        _ => k.clone(),
+                    };
+                    if let Some(fs) = self.schema(Some(&field_key), v)? {
+                        if s.field(k).is_none() {
+                            s.fields.push(crate::connect::Field {
+                                name: k.clone(),
+                                schema: std::sync::Arc::new(fs),
+                            });
                         }
                     }
                 }
-                Some(Schema::Struct(fields))
+                Some(s)
             }
             Node::Null => match self.nulls {
-                JsonNullBehavior::OptionalBytes => Some(Schema::OptBytes),
+                JsonNullBehavior::OptionalBytes => Some(Schema::optional(Type::Bytes)),
                 JsonNullBehavior::Ignore => None,
             },
         })
     }
 
-    /// `toConnectSchemaWithCycles` + `getFirstArrayElement`: homogeneous arrays only;
-    /// arrays of objects get the merged member set.
-    fn element_schema(&self, items: &[Node]) -> Result<Schema, String> {
+    /// `toConnectSchemaWithCycles` + `getFirstArrayElement`.
+    fn element_schema(&self, key: Option<&str>, items: &[Node]) -> Result<Schema, String> {
         let mut sample: Option<&Node> = None;
-        let mut sample_num: Option<Schema> = None;
         for e in items {
             if matches!(e, Node::Null) {
                 continue;
@@ -159,222 +197,125 @@ impl Infer {
                 ));
             }
             if let (Node::Num(a), Node::Num(b)) = (s, e) {
-                let ref_schema = match &sample_num {
-                    Some(r) => r.clone(),
-                    None => sample_num.insert(num_schema(*a)?).clone(),
-                };
-                if num_schema(*b)? != ref_schema {
+                if num_type(*a) != num_type(*b) {
                     return Err("an array mixes number types (int, long, double)".into());
                 }
             }
         }
         match sample {
             Some(Node::Obj(_)) => {
-                let mut merged: Option<Vec<(String, Schema)>> = None;
+                let mut distinct: Vec<Schema> = Vec::new();
                 for e in items.iter().filter(|e| matches!(e, Node::Obj(_))) {
-                    if let Some(Schema::Struct(fields)) = self.schema(e)? {
-                        merged = Some(match merged {
-                            None => fields,
-                            Some(m) => merge(m, fields),
-                        });
+                    if let Some(s) = self.schema(key, e)? {
+                        if !distinct.contains(&s) {
+                            distinct.push(s);
+                        }
                     }
                 }
-                merged
-                    .map(Schema::Struct)
-                    .ok_or_else(|| "an array of objects has no schema".to_string())
+                let mut merged: Option<Schema> = None;
+                for s in distinct {
+                    merged = Some(match merged {
+                        None => s,
+                        Some(m) => merge(m, s),
+                    });
+                }
+                merged.ok_or_else(|| "an array of objects has no schema".to_string())
             }
             Some(s) => self
-                .schema(s)?
+                .schema(None, s)?
                 .ok_or_else(|| "an array has an unrecognized member schema".to_string()),
             None => self
-                .schema(&Node::Null)?
-                .ok_or_else(|| "an array has only null members".to_string()),
+                .schema(None, &Node::Null)?
+                .ok_or_else(|| "an array has an unrecognized member schema".to_string()),
         }
     }
 }
 
-fn num_schema(n: Num) -> Result<Schema, String> {
+/// The schema type of a number node: Jackson's int, long; anything else (doubles and
+/// integers beyond 64 bits) a double.
+fn num_type(n: Num) -> Type {
     match n {
-        Num::Int(_) => Ok(Schema::I32),
-        Num::Long(_) => Ok(Schema::I64),
-        Num::Double(_) => Ok(Schema::F64),
-        Num::BigInteger => Err("an integer does not fit in 64 bits".into()),
+        Num::Int(_) => Type::Int32,
+        Num::Long(_) => Type::Int64,
+        Num::Double(_) | Num::BigInteger => Type::Float64,
     }
 }
 
-/// `JsonSchemaData.mergeSchema` on struct fields: left's fields, then right's new ones; a
-/// bytes field is replaced by a non-bytes one of the same name.
-fn merge(mut left: Vec<(String, Schema)>, right: Vec<(String, Schema)>) -> Vec<(String, Schema)> {
-    for (name, s) in right {
-        match left.iter_mut().find(|(n, _)| *n == name) {
-            None => left.push((name, s)),
-            Some((_, old)) => {
-                if *old != s && *old == Schema::OptBytes {
-                    *old = s;
+/// `JsonSchemaData.mergeSchema`: left's basics (name, version, doc, parameters; not
+/// optionality), left's fields, then right's new ones; a bytes field is replaced by a
+/// non-bytes one of the same name.
+fn merge(left: Schema, right: Schema) -> Schema {
+    let mut out = Schema::structure(Vec::new());
+    out.name = left.name.clone();
+    out.version = left.version;
+    out.doc = left.doc.clone();
+    out.parameters = left.parameters.clone();
+    out.fields = left.fields;
+    for f in right.fields {
+        match out.fields.iter_mut().find(|o| o.name == f.name) {
+            None => out.fields.push(f),
+            Some(old) => {
+                if *old.schema != *f.schema
+                    && old.schema.ty == Type::Bytes
+                    && f.schema.ty != Type::Bytes
+                {
+                    *old = f;
                 }
             }
         }
-    }
-    left
-}
-
-/// `toConnectData` + `Struct.put` validation + JsonConverter output.
-fn convert(node: &Node, schema: &Schema) -> Result<Out, String> {
-    if matches!(node, Node::Null) {
-        return Ok(Out::Null);
-    }
-    let mismatch = || {
-        Err(format!(
-            "a {} value does not fit the schema inferred for it",
-            node.type_name()
-        ))
-    };
-    match (schema, node) {
-        (Schema::Struct(fields), Node::Obj(members)) => {
-            let mut out = Vec::with_capacity(fields.len());
-            for (name, s) in fields {
-                let v = match members.iter().find(|(k, _)| k == name) {
-                    Some((_, v)) => convert(v, s)?,
-                    None => Out::Null,
-                };
-                out.push((name.clone(), v));
-            }
-            Ok(Out::Obj(out))
-        }
-        (Schema::Array(elem), Node::Arr(items)) => items
-            .iter()
-            .map(|e| convert(e, elem))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Out::Arr),
-        (Schema::Str, Node::Str(s)) => Ok(Out::Str(s.clone())),
-        (Schema::Bool, Node::Bool(b)) => Ok(Out::Bool(*b)),
-        (Schema::I32, Node::Num(Num::Int(i))) => Ok(Out::Int(i128::from(*i))),
-        (Schema::I64, Node::Num(Num::Long(i))) => Ok(Out::Int(i128::from(*i))),
-        (Schema::F64, Node::Num(Num::Double(d))) => Ok(Out::Float(*d)),
-        _ => mismatch(),
-    }
-}
-
-/// Writes JSON as Jackson does: compact, `\uXXXX` escapes in upper-case hex for control
-/// characters other than `\b \t \n \f \r`, doubles in Java form, infinities quoted.
-pub fn write(v: &Out) -> Vec<u8> {
-    let mut s = String::new();
-    write_into(v, &mut s);
-    s.into_bytes()
-}
-
-fn write_into(v: &Out, s: &mut String) {
-    match v {
-        Out::Null => s.push_str("null"),
-        Out::Bool(b) => s.push_str(if *b { "true" } else { "false" }),
-        Out::Int(i) => s.push_str(&i.to_string()),
-        Out::Float(d) if d.is_infinite() => s.push_str(if *d > 0.0 {
-            "\"Infinity\""
-        } else {
-            "\"-Infinity\""
-        }),
-        Out::Float(d) if d.is_nan() => s.push_str("\"NaN\""),
-        Out::Float(d) => s.push_str(&java_double(*d)),
-        Out::Str(t) => write_str(t, s),
-        Out::Arr(items) => {
-            s.push('[');
-            for (i, e) in items.iter().enumerate() {
-                if i > 0 {
-                    s.push(',');
-                }
-                write_into(e, s);
-            }
-            s.push(']');
-        }
-        Out::Obj(members) => {
-            s.push('{');
-            for (i, (k, e)) in members.iter().enumerate() {
-                if i > 0 {
-                    s.push(',');
-                }
-                write_str(k, s);
-                s.push(':');
-                write_into(e, s);
-            }
-            s.push('}');
-        }
-    }
-}
-
-fn write_str(t: &str, s: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    s.push('"');
-    for c in t.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\u{08}' => s.push_str("\\b"),
-            '\t' => s.push_str("\\t"),
-            '\n' => s.push_str("\\n"),
-            '\u{0C}' => s.push_str("\\f"),
-            '\r' => s.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let b = c as u32 as usize;
-                s.push_str("\\u00");
-                s.push(HEX[b >> 4] as char);
-                s.push(HEX[b & 0xF] as char);
-            }
-            c => s.push(c),
-        }
-    }
-    s.push('"');
-}
-
-/// Java's `Double.toString` (JDK 19+, shortest repr): plain notation with at least one
-/// fractional digit for 1e-3 <= |d| < 1e7, else `d.dddE±n`.
-pub fn java_double(d: f64) -> String {
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0.0" } else { "0.0" }.into();
-    }
-    let abs = d.abs();
-    // Shortest round-trip digits; Java prints at least two significant digits, choosing the
-    // two-digit decimal closest to the value (which differs from padding with 0 only for
-    // the least precise subnormals, e.g. 4.9E-324).
-    let mut sci = format!("{abs:e}");
-    if !sci.contains('.') {
-        let two = format!("{abs:.1e}");
-        if two.parse::<f64>() == Ok(abs) {
-            sci = two;
-        }
-    }
-    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let mut digits: String = mant.chars().filter(|c| *c != '.').collect();
-    while digits.len() > 1 && digits.ends_with('0') {
-        digits.pop();
-    }
-    let mut out = String::new();
-    if d < 0.0 {
-        out.push('-');
-    }
-    if (1e-3..1e7).contains(&abs) {
-        let point = exp + 1;
-        if point <= 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', (-point) as usize));
-            out.push_str(&digits);
-        } else if point as usize >= digits.len() {
-            out.push_str(&digits);
-            out.extend(std::iter::repeat_n('0', point as usize - digits.len()));
-            out.push_str(".0");
-        } else {
-            out.push_str(&digits[..point as usize]);
-            out.push('.');
-            out.push_str(&digits[point as usize..]);
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        out.push('.');
-        out.push_str(if digits.len() > 1 { &digits[1..] } else { "0" });
-        out.push('E');
-        out.push_str(&exp.to_string());
     }
     out
+}
+
+/// `toConnectData` with `Struct.put`'s validation.
+fn to_struct(node: &Node, schema: &Schema) -> Result<Value, String> {
+    let Node::Obj(members) = node else {
+        return Err(format!(
+            "a {} does not fit a struct schema",
+            node.type_name()
+        ));
+    };
+    let mut out = Vec::with_capacity(schema.fields.len());
+    for f in &schema.fields {
+        let v = match members.iter().find(|(k, _)| *k == f.name) {
+            Some((_, v)) => field_value(v, &f.schema)?,
+            None => Value::Null,
+        };
+        out.push((f.name.clone(), v));
+    }
+    Ok(Value::Struct(out))
+}
+
+/// `getStructFieldValue`, validated against `schema` (`ConnectSchema.validateValue`).
+fn field_value(node: &Node, schema: &Schema) -> Result<Value, String> {
+    let bad = || {
+        Err(format!(
+            "a {} value does not fit a {} field",
+            node.type_name(),
+            schema.ty.connect_name()
+        ))
+    };
+    Ok(match (node, schema.ty) {
+        (Node::Null, _) if schema.optional => Value::Null,
+        (Node::Str(s), Type::String) => Value::String(s.clone()),
+        (Node::Bool(b), Type::Boolean) => Value::Bool(*b),
+        (Node::Num(Num::Int(i)), Type::Int32) => Value::Int(i64::from(*i)),
+        (Node::Num(Num::Long(i)), Type::Int64) => Value::Int(*i),
+        (Node::Num(Num::Double(d)), Type::Float64) => Value::Float64(*d),
+        (Node::Arr(items), Type::Array) => {
+            let elem = schema
+                .items
+                .as_deref()
+                .ok_or("an array schema without items")?;
+            let mut out = Vec::with_capacity(items.len());
+            for e in items {
+                out.push(field_value(e, elem)?);
+            }
+            Value::Array(out)
+        }
+        (Node::Obj(_), Type::Struct) => to_struct(node, schema)?,
+        _ => return bad(),
+    })
 }
 
 /// Strict RFC 8259 parser that reads the first value and ignores what follows it (Jackson
@@ -627,74 +568,33 @@ impl Parser<'_> {
     }
 }
 
-/// The payload inside an envelope when it is not expanded: a JSON string of its text (what
-/// JsonConverter writes for a string field); non-UTF-8 binary as base64 (JsonConverter's bytes).
-pub(crate) fn payload_json(v: &ColumnValue) -> Out {
-    match v {
-        ColumnValue::Null => Out::Null,
-        ColumnValue::Bytes(b) => match std::str::from_utf8(b) {
-            Ok(s) => Out::Str(s.to_string()),
-            Err(_) => Out::Str(base64::engine::general_purpose::STANDARD.encode(b)),
-        },
-        other => match other.as_text() {
-            Some(t) => Out::Str(t.into_owned()),
-            None => Out::Null,
-        },
-    }
-}
-
-/// A column as an envelope field, in the JSON Debezium's default column mapping produces with
-/// JsonConverter (`schemas.enable=false`): integers and booleans as JSON numbers/booleans,
-/// floats in Java form, text/JSON/UUID/decimal as strings (decimals as with
-/// `decimal.handling.mode=string`), binary as base64, zoned timestamps as ISO-8601 strings
-/// (`ZonedTimestamp`), DATETIME / timestamp as epoch milliseconds (`Timestamp`), dates as days
-/// since the epoch (`Date`), times as microseconds (`MicroTime`).
-pub fn column_json(v: &ColumnValue) -> Out {
-    match v {
-        ColumnValue::Null => Out::Null,
-        ColumnValue::Int(i) => Out::Int(i128::from(*i)),
-        ColumnValue::UInt(u) => Out::Int(i128::from(*u)),
-        ColumnValue::Float(f) => Out::Float(*f),
-        ColumnValue::Bool(b) => Out::Bool(*b),
-        ColumnValue::Decimal(s)
-        | ColumnValue::Text(s)
-        | ColumnValue::Json(s)
-        | ColumnValue::Uuid(s) => Out::Str(s.clone()),
-        ColumnValue::Bytes(b) => Out::Str(base64::engine::general_purpose::STANDARD.encode(b)),
-        ColumnValue::Timestamp(_) => Out::Str(v.to_string()),
-        ColumnValue::DateTime(us) => Out::Int(i128::from(us.div_euclid(1000))),
-        ColumnValue::Date(d) => Out::Int(i128::from(*d)),
-        ColumnValue::Time(us) => Out::Int(i128::from(*us)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connect::{json, JsonOptions};
 
     fn ex(s: &str) -> Result<String, String> {
-        expand(s, JsonNullBehavior::Ignore, JsonEmptyArrayBehavior::Ignore)
-            .map(|o| String::from_utf8(write(&o)).unwrap())
-    }
-
-    #[test]
-    fn java_doubles() {
-        for (d, s) in [
-            (1.0, "1.0"),
-            (100.0, "100.0"),
-            (0.001, "0.001"),
-            (0.0001, "1.0E-4"),
-            (1234567.0, "1234567.0"),
-            (12345678.9, "1.23456789E7"),
-            (1e7, "1.0E7"),
-            (1e23, "1.0E23"),
-            (-2.5, "-2.5"),
-            (0.1, "0.1"),
-            (39.98, "39.98"),
-            (-0.0, "-0.0"),
-            (5e-324, "4.9E-324"),
-        ] {
-            assert_eq!(java_double(d), s, "{d}");
+        match expand(
+            s,
+            "payload",
+            JsonNullBehavior::Ignore,
+            JsonEmptyArrayBehavior::Ignore,
+        ) {
+            Expansion::Expanded { schema, value } => Ok(String::from_utf8(
+                json::serialize(
+                    Some(&schema),
+                    &value,
+                    &JsonOptions {
+                        schemas_enable: false,
+                        ..JsonOptions::default()
+                    },
+                )
+                .unwrap()
+                .unwrap(),
+            )
+            .unwrap()),
+            Expansion::SchemaOnly { reason, .. } => Err(format!("schema only: {reason}")),
+            Expansion::Unchanged { reason } => Err(reason),
         }
     }
 
@@ -718,39 +618,90 @@ mod tests {
             ex(r#"{"a":1,"b":2,"a":3} trailing"#).unwrap(),
             r#"{"a":3,"b":2}"#
         );
-        // escapes as Jackson writes them; non-ASCII raw
+        // escapes as Jackson writes them; astral characters as surrogate pairs
         assert_eq!(
             ex("{\"s\":\"q\\\"\\u0001\\n\\/é😀\"}").unwrap(),
-            "{\"s\":\"q\\\"\\u0001\\n/é😀\"}"
+            "{\"s\":\"q\\\"\\u0001\\n/é\\uD83D\\uDE00\"}"
         );
+        assert_eq!(ex(r#"{"d":1e400}"#).unwrap(), r#"{"d":"Infinity"}"#);
         let keep = expand(
-            r#"{"a":null,"b":[]}"#,
+            r#"{"a":null}"#,
+            "payload",
             JsonNullBehavior::OptionalBytes,
-            JsonEmptyArrayBehavior::OptionalString,
-        )
-        .unwrap();
-        assert_eq!(write(&keep), br#"{"a":null,"b":[]}"#);
+            JsonEmptyArrayBehavior::Ignore,
+        );
+        assert!(matches!(keep, Expansion::Expanded { .. }));
     }
 
     #[test]
-    fn expansion_failures() {
+    fn schema_names_follow_the_path() {
+        let Expansion::Expanded { schema, .. } = expand(
+            r#"{"o":{"z":true},"l":[{"a":1},{"b":2}],"m":[{"a":1}]}"#,
+            "payload",
+            JsonNullBehavior::Ignore,
+            JsonEmptyArrayBehavior::Ignore,
+        ) else {
+            panic!("not expanded")
+        };
+        assert_eq!(schema.name.as_deref(), Some("payload"));
+        assert!(schema.optional);
+        let o = schema.field("o").unwrap();
+        assert_eq!(o.schema.name.as_deref(), Some("payload.o"));
+        let l = schema.field("l").unwrap().schema.items.clone().unwrap();
+        assert_eq!(l.name.as_deref(), Some("payload.l"));
+        assert!(!l.optional, "a merged element struct is required");
+        let m = schema.field("m").unwrap().schema.items.clone().unwrap();
+        assert!(m.optional, "a single element schema keeps its optionality");
+    }
+
+    #[test]
+    fn unchanged_or_schema_only_like_debezium() {
         for bad in [
             "",
             " {\"a\":1}",
             "\"str\"",
-            "[1,2]",
+            "42",
             "{\"a\":",
             "{\"a\":01}",
             "{\"a\":[1,\"x\"]}",
             "{\"a\":[1,3000000000]}",
-            "{\"a\":[{\"b\":1},{\"b\":\"x\"}]}",
-            "{\"a\":123456789012345678901234567890}",
             "{\"a\":\"\\ud800\"}",
             "{\"a\":[null]}",
         ] {
-            assert!(ex(bad).is_err(), "{bad:?} should not expand");
+            assert!(
+                matches!(
+                    expand(
+                        bad,
+                        "payload",
+                        JsonNullBehavior::Ignore,
+                        JsonEmptyArrayBehavior::Ignore
+                    ),
+                    Expansion::Unchanged { .. }
+                ),
+                "{bad:?} should stay unchanged"
+            );
+        }
+        for fails in [
+            "[1,2]",
+            "{\"a\":123456789012345678901234567890}",
+            "{\"a\":[{\"b\":1},{\"b\":\"x\"}]}",
+        ] {
+            assert!(
+                matches!(
+                    expand(
+                        fails,
+                        "payload",
+                        JsonNullBehavior::Ignore,
+                        JsonEmptyArrayBehavior::Ignore
+                    ),
+                    Expansion::SchemaOnly { .. }
+                ),
+                "{fails:?} should fail in the converter"
+            );
         }
         let deep = "{\"a\":".repeat(2000);
-        assert!(ex(&deep).unwrap_err().contains("nesting"));
+        assert!(
+            matches!(expand(&deep, "payload", JsonNullBehavior::Ignore, JsonEmptyArrayBehavior::Ignore), Expansion::Unchanged { reason } if reason.contains("nesting"))
+        );
     }
 }

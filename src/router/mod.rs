@@ -1,12 +1,10 @@
 //! The outbox router: turns an outbox row change into the Kafka record Debezium's Outbox Event
-//! Router SMT (`io.debezium.transforms.outbox.EventRouter`, `EventRouterDelegate`) would make.
+//! Router SMT (`io.debezium.transforms.outbox.EventRouter`, `EventRouterDelegate`) makes in a
+//! Kafka Connect worker.
 //!
-//! # What a record looks like
-//!
-//! The byte format is that of a Kafka Connect worker with `key.converter=StringConverter`,
-//! the default `SimpleHeaderConverter`, and `value.converter=StringConverter` for plain payloads
-//! or `JsonConverter` (`schemas.enable=false`) when the payload is expanded or an envelope is
-//! configured — the combinations that make Debezium write what the application wrote.
+//! Routing builds the Connect data Debezium builds (key, value and headers, each a schema and
+//! a value from the type mapping, [`crate::typemap`]); the connector's converters
+//! ([`crate::connect`]) then write it, as Connect's worker does.
 //!
 //! * **Operations**: only INSERTs make records. DELETEs are dropped silently (the
 //!   insert-then-delete cleanup pattern). UPDATEs follow `table.op.invalid.behavior`:
@@ -15,53 +13,51 @@
 //!   (Java `Matcher.matches()`, as Kafka's `RegexRouter`); the topic is then
 //!   `route.topic.replacement` with `$n` / `${name}` replaced by the groups. When the regex does
 //!   not match, the topic is the value itself (RegexRouter leaves the topic unchanged).
-//! * **Key**: the `table.field.event.key` column as UTF-8 text (binary columns: their bytes);
-//!   NULL gives no key.
-//! * **Value**: the `table.field.event.payload` column's bytes, verbatim. With
-//!   `route.tombstone.on.empty.payload=true` a NULL or blank (Java `trim().isEmpty()`) payload
-//!   gives a tombstone (no value). With it `false` (Debezium's default) a NULL payload still
-//!   gives a record without value and a blank one a record with the blank bytes: Debezium
-//!   writes the payload as it is.
-//! * **`table.expand.json.payload`**: a payload starting with `{` (Debezium requires `{` or `[`
-//!   and fails later on a top-level array; outboxd keeps such payloads unchanged) is parsed as
-//!   Debezium does (Jackson, first value, trailing text ignored), its schema inferred as
-//!   `JsonSchemaData` does (`null` members and `[]` members dropped by default; arrays of objects
-//!   merged, missing members written as `null`) and written as `JsonConverter` writes it
-//!   (compact, doubles in Java `Double.toString` form such as `1.0E7`). A payload that is not
-//!   such JSON is written unchanged with a warning, as Debezium does.
-//! * **Envelope** (`col:envelope[:alias]` placements): the value is the JSON object
-//!   `{"payload": P, "<alias>": V, ...}` in placement order, where `P` is the expanded payload,
-//!   or else the payload as a JSON *string* (what JsonConverter writes for a string field),
-//!   and `V` is the column as JSON (see `json::column_json`).
-//! * **Headers**: `id` = the event id column as text, then every `col:header[:alias]` placement
-//!   in order. A NULL column gives no header (Debezium writes a header with a null value, which
-//!   `KafkaRecord::headers` cannot carry). No event-type header is added by default
-//!   (Debezium does not either; place `event_type:header:eventType`).
+//! * **Key**: the `table.field.event.key` column, with its column schema.
+//! * **Value**: the `table.field.event.payload` column with its schema; with
+//!   `table.expand.json.payload` the struct Debezium infers from it (see [`json`]); with
+//!   `envelope` placements a struct named `<topic.prefix>.<schema>.<table>.<route-by value>.Value`
+//!   (the name of the first record of each payload schema sticks, as Debezium caches it) of
+//!   `payload` and the placed columns, versioned by `table.field.event.schema.version`.
+//!   A NULL or blank (Java `trim().isEmpty()`) payload gives a tombstone (no value, no
+//!   schema) with `route.tombstone.on.empty.payload=true`; otherwise the null payload is
+//!   written by the value converter (no bytes with StringConverter, `null` or the envelope
+//!   with JsonConverter).
+//! * **Headers**: Debezium 3's `__debezium.context.*` (`extended.headers.enabled`), then
+//!   `id` = the event id column, then every `col:header[:alias]` placement in order, each
+//!   with its column schema; a NULL column gives a header without value.
 //! * **Partition**: a `col:partition` placement gives the partition from an integer column
 //!   (0..=2147483647; NULL: the producer's partitioner decides); otherwise `None`.
 //! * **Timestamp**: the `table.field.event.timestamp` column in epoch milliseconds when set and
 //!   not NULL, else the change's source timestamp. (Debezium falls back to the time the
 //!   connector processed the event; outboxd uses the source commit time, which is deterministic
 //!   and repeatable after a restart.)
+//! * A value a converter cannot write (JsonConverter on a payload whose expansion failed
+//!   after its schema was inferred, ByteArrayConverter on text, StringConverter on bytes) is
+//!   an event that cannot be delivered ([`RouteError::Convert`]), where Debezium's task
+//!   would fail.
 
 mod config;
 pub(crate) mod json;
+mod record;
 mod topic;
 
-use std::borrow::Cow;
 use std::fmt;
 
 pub(crate) use self::config::parse_bool;
+pub use self::config::RecordFormat;
 pub use self::config::{
     AdditionalField, InvalidOpBehavior, JsonEmptyArrayBehavior, JsonNullBehavior,
     MissingFieldBehavior, Placement, RouterConfig, UnknownOption, DEFAULT_ROUTE_TOPIC_REGEX,
     DEFAULT_ROUTE_TOPIC_REPLACEMENT,
 };
-use self::json::{column_json, payload_json};
+use self::json::Expansion;
 pub(crate) use self::topic::is_valid_topic;
 use self::topic::TopicRoute;
+use crate::connect::{Converters, Schema, Type, Value};
 use crate::event::{Op, RowChange, TableName};
 use crate::sink::KafkaRecord;
+use crate::typemap::{self, ColumnType};
 use crate::value::ColumnValue;
 
 const OPT_ID: &str = "table.field.event.id";
@@ -232,6 +228,28 @@ pub enum RouteError {
         /// Kind of value found.
         found: &'static str,
     },
+    /// The connector's converter cannot write a part of the record (where Kafka Connect's
+    /// converter throws and the Debezium task fails, or where its output would be
+    /// meaningless).
+    #[error("outbox table {table}: {message}; change the connector's {setting}")]
+    Convert {
+        /// The table.
+        table: TableName,
+        /// Which part (`key`, `value`, `header <name>`), which converter, and what it says.
+        message: String,
+        /// The setting to change (`value.converter`, ...).
+        setting: &'static str,
+    },
+    /// A column's value cannot be mapped to Connect data (Debezium's type mapping).
+    #[error("outbox table {table}: column `{column}`: {message}")]
+    Mapping {
+        /// The table.
+        table: TableName,
+        /// The column.
+        column: String,
+        /// Why (never the value).
+        message: String,
+    },
     /// The partition column holds something that is not a partition number.
     #[error("outbox table {table}: column `{column}` (partition placement) holds {found}; a partition is an integer from 0 to 2147483647")]
     PartitionValue {
@@ -259,16 +277,47 @@ impl RouteError {
             RouteError::InvalidOperation { .. } => "outboxd.route.invalid_operation",
             RouteError::TimestampType { .. } => "outboxd.route.timestamp_type",
             RouteError::PartitionValue { .. } => "outboxd.route.partition_value",
+            RouteError::Convert { .. } => "outboxd.route.converter",
+            RouteError::Mapping { .. } => "outboxd.route.type_mapping",
         }
     }
 }
 
 /// The outbox router, built once per connector from its [`RouterConfig`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct EventRouter {
     cfg: RouterConfig,
     topics: TopicRoute,
     envelope: bool,
+    /// The converters records are written with.
+    converters: Converters,
+    /// The converters need schemas (JsonConverter checks and writes them, ByteArray and
+    /// BinaryData look at the type); StringConverter and SimpleHeaderConverter do not.
+    needs_schemas: bool,
+    /// Debezium's extended headers, serialized once (their values do not change in a run).
+    extended: Vec<(String, Option<Vec<u8>>)>,
+    /// Envelope schema names by payload schema (Debezium's `payloadSchemaCache`) or by
+    /// schema version (`versionedValueSchema`): the first record's route-by value sticks.
+    envelope_names: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl Clone for EventRouter {
+    fn clone(&self) -> Self {
+        Self {
+            cfg: self.cfg.clone(),
+            topics: self.topics.clone(),
+            envelope: self.envelope,
+            converters: self.converters.clone(),
+            needs_schemas: self.needs_schemas,
+            extended: self.extended.clone(),
+            envelope_names: std::sync::Mutex::new(
+                self.envelope_names
+                    .lock()
+                    .map(|m| m.clone())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
 }
 
 impl EventRouter {
@@ -301,11 +350,30 @@ impl EventRouter {
             }
         }
         let envelope = names.len() > 1;
+        let converters = cfg.format.converters(envelope || cfg.expand_json_payload);
+        let needs_schemas = ![&converters.key, &converters.value]
+            .iter()
+            .all(|c| matches!(c, crate::connect::Converter::String))
+            || converters.header != crate::connect::HeaderConverter::Simple;
+        let extended = if cfg.format.extended_headers {
+            record::extended_headers(&cfg.format, &converters.header)
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             cfg: cfg.clone(),
             topics,
             envelope,
+            converters,
+            needs_schemas,
+            extended,
+            envelope_names: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
+    }
+
+    /// The converters records are written with (for `check` and the startup log).
+    pub fn converters(&self) -> &Converters {
+        &self.converters
     }
 
     /// The settings this router was built from.
@@ -396,7 +464,7 @@ impl EventRouter {
     fn route_insert(&self, change: &mut RowChange) -> Result<KafkaRecord, RouteError> {
         let cfg = &self.cfg;
         // Checked in Debezium's order: payload, timestamp, id.
-        let payload = self.column(
+        self.column(
             change,
             &cfg.field_event_payload,
             OPT_PAYLOAD,
@@ -405,19 +473,17 @@ impl EventRouter {
         let timestamp_ms = self.timestamp(change)?;
         let id = self.column(change, &cfg.field_event_id, OPT_ID, "the event id")?;
 
-        let mut headers = Vec::with_capacity(1 + cfg.additional_placement.len());
-        if let Some(b) = text_bytes(id) {
-            headers.push(("id".to_string(), b));
-        }
-
-        let expanded = if cfg.expand_json_payload {
-            self.expand(change, payload)
-        } else {
-            None
-        };
+        let mut headers =
+            Vec::with_capacity(self.extended.len() + 1 + cfg.additional_placement.len());
+        headers.extend(self.extended.iter().cloned());
+        let (schema, value) = self.datum(change, &cfg.field_event_id, id)?;
+        headers.push((
+            "id".to_string(),
+            self.header_bytes(change, "id", schema.as_ref(), value)?,
+        ));
 
         let mut partition = None;
-        let mut envelope_fields = Vec::new();
+        let mut envelope_fields: Vec<(String, Option<Schema>, Value)> = Vec::new();
         for f in &cfg.additional_placement {
             let v = match change.row.get(&f.column) {
                 Some(v) => v,
@@ -433,43 +499,143 @@ impl EventRouter {
             };
             match f.placement {
                 Placement::Header => {
-                    if let Some(b) = text_bytes(v) {
-                        headers.push((f.name().to_string(), b));
-                    }
+                    let (schema, value) = self.datum(change, &f.column, v)?;
+                    let bytes = self.header_bytes(change, f.name(), schema.as_ref(), value)?;
+                    headers.push((f.name().to_string(), bytes));
                 }
                 Placement::Envelope => {
-                    envelope_fields.push((f.name().to_string(), column_json(v)));
+                    let (schema, value) = self.datum_with_schema(change, &f.column, v)?;
+                    envelope_fields.push((f.name().to_string(), Some(schema), value));
                 }
                 Placement::Partition => partition = partition_of(change, &f.column, v)?,
             }
         }
-
-        // `None`: the payload column as written, taken once nothing can fail any more.
-        let value = if is_blank(payload) && cfg.tombstone_on_empty_payload {
-            Some(None)
-        } else if !self.envelope {
-            expanded.as_ref().map(|doc| Some(json::write(doc)))
-        } else {
-            let p = expanded.unwrap_or_else(|| payload_json(payload));
-            let mut fields = Vec::with_capacity(1 + envelope_fields.len());
-            fields.push(("payload".to_string(), p));
-            fields.extend(envelope_fields);
-            Some(Some(json::write(&json::Out::Obj(fields))))
+        let version = match &cfg.field_schema_version {
+            None => None,
+            Some(col) => Some(self.schema_version(change, col)?),
         };
+        let route_value = self.route_value(change)?;
+        let topic = self.topic(change, &route_value)?;
 
-        let key = text_bytes(self.column(
+        let key_column = self.column(
             change,
             &cfg.field_event_key,
             OPT_KEY,
             "the record key (aggregate id)",
-        )?);
-        let topic = self.topic(change)?;
-        let value = match value {
-            Some(v) => v,
-            None => change
-                .row
-                .take(&cfg.field_event_payload)
-                .and_then(ColumnValue::into_payload_bytes),
+        )?;
+        let (key_schema, key_value) = self.datum(change, &cfg.field_event_key, key_column)?;
+        let key = self
+            .converters
+            .key
+            .serialize(key_schema.as_ref(), key_value)
+            .map_err(|e| {
+                self.convert_error(
+                    change,
+                    "key".into(),
+                    "key.converter",
+                    &self.converters.key.to_string(),
+                    e,
+                )
+            })?;
+
+        // The payload, moved out of the row once nothing before it can fail.
+        let payload_type = self.column_type(change, &cfg.field_event_payload);
+        let payload_cv = change
+            .row
+            .take(&cfg.field_event_payload)
+            .unwrap_or(ColumnValue::Null);
+        let restore = |change: &mut RowChange, cv: ColumnValue| {
+            change.row.put(&cfg.field_event_payload, cv);
+        };
+        let (mut payload_schema, mut payload) = match typemap::column_value_into(
+            &payload_type.sql,
+            payload_cv.clone(),
+            &cfg.format.types,
+        ) {
+            Ok(v) => (
+                self.schema_of(change, &cfg.field_event_payload, &payload_type)?,
+                v,
+            ),
+            Err(e) => {
+                restore(change, payload_cv);
+                return Err(self.mapping_error(change, &cfg.field_event_payload, e));
+            }
+        };
+        if cfg.expand_json_payload {
+            if let Value::String(text) = &payload {
+                match json::expand(
+                    text,
+                    &cfg.field_event_payload,
+                    cfg.json_payload_null_behavior,
+                    cfg.json_payload_empty_array_behavior,
+                ) {
+                    Expansion::Expanded { schema, value } => {
+                        payload_schema = Some(schema);
+                        payload = value;
+                    }
+                    Expansion::SchemaOnly { schema, reason } => {
+                        tracing::warn!(table = %change.table, %reason,
+                            "table.expand.json.payload: the payload's inferred schema does not fit it; the payload stays text with that schema (as in Debezium, a schema-checking converter then refuses it)");
+                        payload_schema = Some(schema);
+                    }
+                    Expansion::Unchanged { reason } => {
+                        tracing::warn!(table = %change.table, %reason,
+                            "table.expand.json.payload: JSON expansion failed; payload written unchanged");
+                    }
+                }
+            } else if !payload.is_null() {
+                tracing::warn!(table = %change.table,
+                    "table.expand.json.payload is on but the payload is not text; written unchanged");
+            }
+        }
+
+        let is_delete = match &payload {
+            Value::Null => true,
+            Value::String(s) => s.bytes().all(|c| c <= b' '),
+            _ => false,
+        };
+        let (value_schema, value) = if is_delete && cfg.tombstone_on_empty_payload {
+            (None, Value::Null)
+        } else if !self.envelope {
+            (payload_schema, payload)
+        } else {
+            let mut fields = Vec::with_capacity(1 + envelope_fields.len());
+            let mut values = Vec::with_capacity(1 + envelope_fields.len());
+            fields.push((
+                "payload".to_string(),
+                payload_schema.unwrap_or_else(|| Schema::optional(Type::String)),
+            ));
+            values.push(("payload".to_string(), payload));
+            for (name, schema, v) in envelope_fields {
+                fields.push((
+                    name.clone(),
+                    schema.unwrap_or_else(|| Schema::optional(Type::String)),
+                ));
+                values.push((name, v));
+            }
+            let mut schema = Schema::structure(fields);
+            schema.version = version;
+            schema.name = Some(self.envelope_name(change, &route_value, &schema, version));
+            (Some(schema), Value::Struct(values))
+        };
+        let value = match self
+            .converters
+            .value
+            .serialize(value_schema.as_ref(), value)
+        {
+            Ok(v) => v,
+            Err(e) => {
+                // The payload may have moved into the value: put the row's column back so a
+                // dead letter or a replay still has it.
+                restore(change, payload_cv);
+                return Err(self.convert_error(
+                    change,
+                    "value".into(),
+                    "value.converter",
+                    &self.converters.value.to_string(),
+                    e,
+                ));
+            }
         };
         Ok(KafkaRecord {
             topic,
@@ -479,6 +645,172 @@ impl EventRouter {
             timestamp_ms: Some(timestamp_ms),
             partition,
         })
+    }
+
+    /// The type of column `name`: the source's description, or one inferred from the value
+    /// (logical decoding messages, tests).
+    fn column_type(&self, change: &RowChange, name: &str) -> ColumnType {
+        match change.row.column_type(name) {
+            Some(t) => t.clone(),
+            None => record::inferred_type(change.row.get(name).unwrap_or(&ColumnValue::Null)),
+        }
+    }
+
+    /// The column's schema, when the converters need schemas.
+    fn schema_of(
+        &self,
+        change: &RowChange,
+        name: &str,
+        t: &ColumnType,
+    ) -> Result<Option<Schema>, RouteError> {
+        if !self.needs_schemas {
+            return Ok(None);
+        }
+        typemap::column_schema(t, &self.cfg.format.types)
+            .map(Some)
+            .map_err(|e| self.mapping_error(change, name, e))
+    }
+
+    /// Column `name` (value `v`) as Connect data: its schema (when the converters need one)
+    /// and value.
+    fn datum(
+        &self,
+        change: &RowChange,
+        name: &str,
+        v: &ColumnValue,
+    ) -> Result<(Option<Schema>, Value), RouteError> {
+        let t = self.column_type(change, name);
+        let value = typemap::column_value(&t.sql, v, &self.cfg.format.types)
+            .map_err(|e| self.mapping_error(change, name, e))?;
+        Ok((self.schema_of(change, name, &t)?, value))
+    }
+
+    /// [`datum`](Self::datum) with the schema always built (envelope fields).
+    fn datum_with_schema(
+        &self,
+        change: &RowChange,
+        name: &str,
+        v: &ColumnValue,
+    ) -> Result<(Schema, Value), RouteError> {
+        let t = self.column_type(change, name);
+        let value = typemap::column_value(&t.sql, v, &self.cfg.format.types)
+            .map_err(|e| self.mapping_error(change, name, e))?;
+        let schema = typemap::column_schema(&t, &self.cfg.format.types)
+            .map_err(|e| self.mapping_error(change, name, e))?;
+        Ok((schema, value))
+    }
+
+    fn header_bytes(
+        &self,
+        change: &RowChange,
+        name: &str,
+        schema: Option<&Schema>,
+        value: Value,
+    ) -> Result<Option<Vec<u8>>, RouteError> {
+        self.converters
+            .header
+            .serialize(schema, value)
+            .map_err(|e| {
+                self.convert_error(
+                    change,
+                    format!("header {name}"),
+                    "header.converter",
+                    &self.converters.header.to_string(),
+                    e,
+                )
+            })
+    }
+
+    fn convert_error(
+        &self,
+        change: &RowChange,
+        part: String,
+        setting: &'static str,
+        converter: &str,
+        e: crate::connect::ConvertError,
+    ) -> RouteError {
+        RouteError::Convert {
+            table: change.table.clone(),
+            message: format!("the {part} cannot be written by {converter}: {}", e.message),
+            setting,
+        }
+    }
+
+    fn mapping_error(
+        &self,
+        change: &RowChange,
+        column: &str,
+        e: typemap::MappingError,
+    ) -> RouteError {
+        RouteError::Mapping {
+            table: change.table.clone(),
+            column: column.to_string(),
+            message: e.0,
+        }
+    }
+
+    /// The envelope schema's version from column `col` (`table.field.event.schema.version`).
+    fn schema_version(&self, change: &RowChange, col: &str) -> Result<i32, RouteError> {
+        let v = self.column(
+            change,
+            col,
+            "table.field.event.schema.version",
+            "the schema version",
+        )?;
+        match v {
+            ColumnValue::Int(i) => i32::try_from(*i).ok(),
+            ColumnValue::UInt(u) => i32::try_from(*u).ok(),
+            _ => None,
+        }
+        .ok_or_else(|| RouteError::Mapping {
+            table: change.table.clone(),
+            column: col.to_string(),
+            message:
+                "table.field.event.schema.version must name an integer column that is not NULL"
+                    .into(),
+        })
+    }
+
+    /// `EventRouterDelegate.getSchemaName`: the connector's value schema name
+    /// `<topic.prefix>.<schema>.<table>.Value` with the route-by value before `Value`; the
+    /// first name given to a payload schema (or, versioned, to a version) sticks.
+    fn envelope_name(
+        &self,
+        change: &RowChange,
+        route_value: &str,
+        schema: &Schema,
+        version: Option<i32>,
+    ) -> String {
+        let key = match version {
+            Some(v) => format!("v{v}"),
+            None => {
+                let mut k = String::from("p");
+                if let Some(p) = schema.field("payload") {
+                    let _ = crate::connect::json::write_schema(
+                        &p.schema,
+                        &crate::connect::JsonOptions::default(),
+                        &mut k,
+                    );
+                }
+                k
+            }
+        };
+        let fresh = || {
+            let prefix = &self.cfg.format.logical_name;
+            let base = if prefix.is_empty() {
+                format!("{}.{}", change.table.schema, change.table.name)
+            } else {
+                format!("{prefix}.{}.{}", change.table.schema, change.table.name)
+            };
+            format!("{base}.{route_value}.Value")
+        };
+        let Ok(mut names) = self.envelope_names.lock() else {
+            return fresh();
+        };
+        if names.len() > 10_000 {
+            names.clear();
+        }
+        names.entry(key).or_insert_with(fresh).clone()
     }
 
     fn timestamp(&self, change: &RowChange) -> Result<i64, RouteError> {
@@ -497,7 +829,8 @@ impl EventRouter {
             })
     }
 
-    fn topic(&self, change: &RowChange) -> Result<String, RouteError> {
+    /// The `route.by.field` value as text.
+    fn route_value(&self, change: &RowChange) -> Result<String, RouteError> {
         let col = &self.cfg.route_by_field;
         let v = self.column(
             change,
@@ -511,46 +844,24 @@ impl EventRouter {
                 column: col.clone(),
             });
         }
-        let value = v.as_text().ok_or_else(|| RouteError::RouteValueNotText {
-            table: change.table.clone(),
-            column: col.clone(),
-        })?;
-        let topic = self.topics.topic(&value);
+        v.as_text()
+            .map(|t| t.into_owned())
+            .ok_or_else(|| RouteError::RouteValueNotText {
+                table: change.table.clone(),
+                column: col.clone(),
+            })
+    }
+
+    fn topic(&self, change: &RowChange, value: &str) -> Result<String, RouteError> {
+        let topic = self.topics.topic(value);
         if !is_valid_topic(&topic) {
             return Err(RouteError::InvalidTopic {
                 table: change.table.clone(),
-                column: col.clone(),
+                column: self.cfg.route_by_field.clone(),
                 topic,
             });
         }
         Ok(topic)
-    }
-
-    fn expand(&self, change: &RowChange, payload: &ColumnValue) -> Option<json::Out> {
-        let text: Cow<'_, str> = match payload {
-            ColumnValue::Null => return None,
-            ColumnValue::Bytes(b) => match std::str::from_utf8(b) {
-                Ok(s) => Cow::Borrowed(s),
-                Err(_) => {
-                    tracing::warn!(table = %change.table,
-                        "table.expand.json.payload is on but the payload is binary, not text; written unchanged");
-                    return None;
-                }
-            },
-            other => other.as_text()?,
-        };
-        match json::expand(
-            &text,
-            self.cfg.json_payload_null_behavior,
-            self.cfg.json_payload_empty_array_behavior,
-        ) {
-            Ok(doc) => Some(doc),
-            Err(reason) => {
-                tracing::warn!(table = %change.table, %reason,
-                    "table.expand.json.payload: JSON expansion failed; payload written unchanged");
-                None
-            }
-        }
     }
 }
 
@@ -591,15 +902,6 @@ fn text_bytes(v: &ColumnValue) -> Option<Vec<u8>> {
         ColumnValue::Null => None,
         ColumnValue::Bytes(b) => Some(b.clone()),
         other => other.as_text().map(|t| t.into_owned().into_bytes()),
-    }
-}
-
-/// Java `String.trim().isEmpty()` on the payload (NULL counts as empty). Bytes at or below
-/// U+0020 are exactly the characters `trim` removes; multi-byte UTF-8 never contains them.
-fn is_blank(v: &ColumnValue) -> bool {
-    match v.as_payload_bytes() {
-        None => true,
-        Some(b) => b.iter().all(|&c| c <= b' '),
     }
 }
 

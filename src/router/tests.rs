@@ -57,7 +57,7 @@ fn insert_makes_the_debezium_record() {
     assert_eq!(rec.topic, "outbox.event.Order");
     assert_eq!(rec.key.as_deref(), Some(&b"order-7"[..]));
     assert_eq!(rec.value.as_deref(), Some(&br#"{"orderId": 7}"#[..]));
-    assert_eq!(rec.headers, vec![("id".to_string(), b"42".to_vec())]);
+    assert_eq!(rec.headers, vec![("id".to_string(), Some(b"42".to_vec()))]);
     assert_eq!(rec.timestamp_ms, Some(1_700_000_999_000));
     assert_eq!(rec.partition, None);
     assert_eq!(rec.approx_size(), 18 + 7 + 14 + 2 + 2);
@@ -300,7 +300,10 @@ fn null_key_gives_no_key() {
     ]);
     let rec = record(&r, &c);
     assert_eq!(rec.key, None);
-    assert_eq!(rec.headers[0].1, b"4d47e190-0402-4048-bc2c-89dd54343cdc");
+    assert_eq!(
+        rec.headers[0].1.as_deref(),
+        Some(&b"4d47e190-0402-4048-bc2c-89dd54343cdc"[..])
+    );
 }
 
 #[test]
@@ -363,12 +366,23 @@ fn expand_json_payload() {
         )),
     );
     assert_eq!(rec.value.as_deref(), Some(&br#"{"a":1,"p":39.98}"#[..]));
-    // Not JSON: unchanged (Debezium warns and emits the record unchanged).
+    // Not JSON: unchanged (Debezium warns and emits the record unchanged), which the value
+    // converter (JsonConverter without schemas, outboxd's default for expanded payloads)
+    // writes as a JSON string, as Debezium's does.
     let rec = record(&r, &insert(text("not json")));
-    assert_eq!(rec.value.as_deref(), Some(&b"not json"[..]));
+    assert_eq!(rec.value.as_deref(), Some(&b"\"not json\""[..]));
     let rec = record(&r, &insert(text("{broken")));
-    assert_eq!(rec.value.as_deref(), Some(&b"{broken"[..]));
-    assert_eq!(record(&r, &insert(ColumnValue::Null)).value, None);
+    assert_eq!(rec.value.as_deref(), Some(&b"\"{broken\""[..]));
+    assert_eq!(
+        record(&r, &insert(ColumnValue::Null)).value.as_deref(),
+        Some(&b"null"[..])
+    );
+    // A top-level array: the schema is inferred but the value does not fit it: JsonConverter
+    // refuses it (Debezium's task fails), so it is an event that cannot be delivered.
+    assert!(matches!(
+        r.route(&insert(text("[1,2]"))).unwrap_err(),
+        RouteError::Convert { .. }
+    ));
 }
 
 #[test]
@@ -382,7 +396,7 @@ fn envelope_placement() {
     let rec = record(&r, &insert(ColumnValue::Json(r#"{"a":1}"#.into())));
     assert_eq!(
         String::from_utf8(rec.value.unwrap()).unwrap(),
-        r#"{"payload":"{\"a\":1}","type":"OrderCreated","id":42,"at":1700000000123}"#
+        r#"{"payload":"{\"a\":1}","type":"OrderCreated","id":42,"at":1700000000123456}"#
     );
     let r = router(|c| {
         c.expand_json_payload = true;
@@ -426,12 +440,12 @@ fn header_placement_and_no_default_type_header() {
     assert_eq!(
         rec.headers,
         vec![
-            ("id".to_string(), b"42".to_vec()),
-            ("eventType".to_string(), b"OrderCreated".to_vec()),
-            ("aggregate_type".to_string(), b"Order".to_vec()),
+            ("id".to_string(), Some(b"42".to_vec())),
+            ("eventType".to_string(), Some(b"OrderCreated".to_vec())),
+            ("aggregate_type".to_string(), Some(b"Order".to_vec())),
         ]
     );
-    // NULL header column: no header.
+    // NULL header column: a header without value (Debezium's null header).
     c.row = row(&[
         ("id", ColumnValue::Int(1)),
         ("aggregate_type", text("Order")),
@@ -439,7 +453,9 @@ fn header_placement_and_no_default_type_header() {
         ("event_type", ColumnValue::Null),
         ("payload", text("{}")),
     ]);
-    assert_eq!(record(&r, &c).headers.len(), 2);
+    let headers = record(&r, &c).headers;
+    assert_eq!(headers.len(), 3);
+    assert_eq!(headers[1], ("eventType".to_string(), None));
     // Missing column with the default `error`.
     let r =
         router(|c| c.additional_placement = AdditionalField::parse_list("nothing:header").unwrap());

@@ -277,7 +277,7 @@ impl KafkaSink {
             for (k, v) in &record.headers {
                 headers = headers.insert(Header {
                     key: k,
-                    value: Some(v.as_slice()),
+                    value: v.as_deref(),
                 });
             }
             let mut fr: BaseRecord<'_, [u8], [u8], usize> =

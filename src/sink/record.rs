@@ -9,8 +9,9 @@ pub struct KafkaRecord {
     pub key: Option<Vec<u8>>,
     /// Record value bytes; `None` is a tombstone (or a NULL payload).
     pub value: Option<Vec<u8>>,
-    /// Headers in order: `id` first, then the header placements.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// Headers in order (Debezium's extended headers, `id`, then the header placements);
+    /// `None` is a header without value (a NULL column).
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
     /// Record timestamp, milliseconds since the Unix epoch (CreateTime).
     pub timestamp_ms: Option<i64>,
     /// Explicit partition; `None` lets the producer's partitioner (`murmur2_random`) decide.
@@ -23,14 +24,14 @@ pub fn approx_size(
     topic: &str,
     key: Option<&[u8]>,
     value: Option<&[u8]>,
-    headers: &[(String, Vec<u8>)],
+    headers: &[(String, Option<Vec<u8>>)],
 ) -> usize {
     topic.len()
         + key.map_or(0, <[u8]>::len)
         + value.map_or(0, <[u8]>::len)
         + headers
             .iter()
-            .map(|(k, v)| k.len() + v.len())
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
             .sum::<usize>()
 }
 
@@ -53,7 +54,7 @@ impl KafkaRecord {
         self.headers
             .iter()
             .find(|(k, _)| k == "id")
-            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .map(|(_, v)| String::from_utf8_lossy(v.as_deref().unwrap_or_default()).into_owned())
             .unwrap_or_else(|| "(no id)".to_string())
     }
 }

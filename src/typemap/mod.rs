@@ -440,7 +440,11 @@ fn variable_scale_schema() -> Schema {
 /// The Connect value Debezium gives `value` of a column of `sql` under `modes`.
 ///
 /// Errors where Debezium cannot convert it either, or where outboxd does not map the type.
-pub fn column_value(sql: &SqlType, value: &ColumnValue, modes: &TypeModes) -> Result<Value, MappingError> {
+pub fn column_value(
+    sql: &SqlType,
+    value: &ColumnValue,
+    modes: &TypeModes,
+) -> Result<Value, MappingError> {
     if value.is_null() {
         return Ok(Value::Null);
     }
@@ -464,9 +468,7 @@ pub fn column_value(sql: &SqlType, value: &ColumnValue, modes: &TypeModes) -> Re
                 ColumnValue::Int(i) => *i as u64,
                 ColumnValue::Bool(b) => u64::from(*b),
                 ColumnValue::Bytes(b) => b.iter().fold(0u64, |acc, x| (acc << 8) | u64::from(*x)),
-                ColumnValue::Text(t) => {
-                    u64::from_str_radix(t, 2).map_err(|_| mismatch())?
-                }
+                ColumnValue::Text(t) => u64::from_str_radix(t, 2).map_err(|_| mismatch())?,
                 _ => return Err(mismatch()),
             };
             if *length <= 1 {
@@ -510,7 +512,10 @@ pub fn column_value(sql: &SqlType, value: &ColumnValue, modes: &TypeModes) -> Re
                 ColumnValue::UInt(u) => u.to_string(),
                 _ => return Err(mismatch()),
             };
-            if precision.is_none() && matches!(scale, None | Some(0)) && modes.decimal == DecimalHandling::Precise {
+            if precision.is_none()
+                && matches!(scale, None | Some(0))
+                && modes.decimal == DecimalHandling::Precise
+            {
                 let d = parse_decimal(&text, sql)?;
                 let d = strip_trailing_zeros(d);
                 Value::Struct(vec![
@@ -529,9 +534,10 @@ pub fn column_value(sql: &SqlType, value: &ColumnValue, modes: &TypeModes) -> Re
             return decimal_value(modes.decimal, &text, Some(2), sql);
         }
         SqlType::Text => match value {
-            ColumnValue::Text(t) | ColumnValue::Json(t) | ColumnValue::Decimal(t) | ColumnValue::Uuid(t) => {
-                Value::String(t.clone())
-            }
+            ColumnValue::Text(t)
+            | ColumnValue::Json(t)
+            | ColumnValue::Decimal(t)
+            | ColumnValue::Uuid(t) => Value::String(t.clone()),
             ColumnValue::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
             other => Value::String(other.to_string()),
         },
@@ -554,11 +560,15 @@ pub fn column_value(sql: &SqlType, value: &ColumnValue, modes: &TypeModes) -> Re
                 BinaryHandling::Base64UrlSafe => {
                     Value::String(base64::engine::general_purpose::URL_SAFE.encode(bytes))
                 }
-                BinaryHandling::Hex => Value::String(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+                BinaryHandling::Hex => {
+                    Value::String(bytes.iter().map(|b| format!("{b:02x}")).collect())
+                }
             }
         }
         SqlType::Json | SqlType::Enum(_) | SqlType::Set(_) | SqlType::Uuid => match value {
-            ColumnValue::Json(t) | ColumnValue::Text(t) | ColumnValue::Uuid(t) => Value::String(t.clone()),
+            ColumnValue::Json(t) | ColumnValue::Text(t) | ColumnValue::Uuid(t) => {
+                Value::String(t.clone())
+            }
             ColumnValue::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
             _ => return Err(mismatch()),
         },
@@ -594,7 +604,8 @@ pub fn column_value(sql: &SqlType, value: &ColumnValue, modes: &TypeModes) -> Re
         },
         SqlType::TimeTz => match value {
             ColumnValue::Text(t) => Value::String(
-                temporal::zoned_time_from_text(t).ok_or_else(|| MappingError("a timetz value does not parse".into()))?,
+                temporal::zoned_time_from_text(t)
+                    .ok_or_else(|| MappingError("a timetz value does not parse".into()))?,
             ),
             _ => return Err(mismatch()),
         },
@@ -629,6 +640,26 @@ pub fn column_value(sql: &SqlType, value: &ColumnValue, modes: &TypeModes) -> Re
     })
 }
 
+/// [`column_value`], taking the value: text and binary values of text, JSON and binary
+/// columns become the Connect string or bytes without a copy (the payload's path).
+pub fn column_value_into(
+    sql: &SqlType,
+    value: ColumnValue,
+    modes: &TypeModes,
+) -> Result<Value, MappingError> {
+    match (sql, value) {
+        (SqlType::Text | SqlType::Json, ColumnValue::Text(t) | ColumnValue::Json(t)) => {
+            Ok(Value::String(t))
+        }
+        (SqlType::Binary { pad_to: None }, ColumnValue::Bytes(b))
+            if modes.binary == BinaryHandling::Bytes =>
+        {
+            Ok(Value::Bytes(b))
+        }
+        (sql, value) => column_value(sql, &value, modes),
+    }
+}
+
 fn parse_decimal(text: &str, sql: &SqlType) -> Result<BigDecimal, MappingError> {
     BigDecimal::parse(text).ok_or_else(|| {
         MappingError(format!(
@@ -640,7 +671,12 @@ fn parse_decimal(text: &str, sql: &SqlType) -> Result<BigDecimal, MappingError> 
 
 /// `SpecialValueDecimal.fromLogical` under `mode`, with the column's scale applied
 /// (`withScaleAdjustedIfNeeded`).
-fn decimal_value(mode: DecimalHandling, text: &str, scale: Option<u32>, sql: &SqlType) -> Result<Value, MappingError> {
+fn decimal_value(
+    mode: DecimalHandling,
+    text: &str,
+    scale: Option<u32>,
+    sql: &SqlType,
+) -> Result<Value, MappingError> {
     let special = match text.trim() {
         "NaN" => Some(f64::NAN),
         "Infinity" => Some(f64::INFINITY),
@@ -696,7 +732,10 @@ fn strip_trailing_zeros(mut d: BigDecimal) -> BigDecimal {
     let ten = BigInt::from(10u32);
     let zero = BigInt::from(0);
     if d.unscaled == zero {
-        return BigDecimal { unscaled: zero, scale: 0 };
+        return BigDecimal {
+            unscaled: zero,
+            scale: 0,
+        };
     }
     while d.scale > 0 && (&d.unscaled % &ten) == zero {
         d.unscaled /= &ten;

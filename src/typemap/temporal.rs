@@ -99,7 +99,9 @@ pub fn timestamp_value(mode: TimePrecision, precision: u32, us: i64) -> Value {
         Some("io.debezium.time.Timestamp") => Value::Int(us.div_euclid(1000)),
         Some("io.debezium.time.MicroTimestamp") => Value::Int(us),
         Some("io.debezium.time.NanoTimestamp") => Value::Int(us.saturating_mul(1000)),
-        Some("io.debezium.time.IsoTimestamp") => Value::String(format!("{}Z", date_time_text(us, None))),
+        Some("io.debezium.time.IsoTimestamp") => {
+            Value::String(format!("{}Z", date_time_text(us, None)))
+        }
         _ => Value::Date(us.div_euclid(1000)),
     }
 }
@@ -194,10 +196,22 @@ mod tests {
     fn zoned_texts() {
         let us = 1_796_221_327_468_343;
         assert_eq!(zoned_timestamp(us, Some(6)), "2026-12-02T14:22:07.468343Z");
-        assert_eq!(zoned_timestamp(us - 468_343 + 500_000, None), "2026-12-02T14:22:07.5Z");
-        assert_eq!(zoned_timestamp(us - 468_343 + 100_000, Some(3)), "2026-12-02T14:22:07.100Z");
-        assert_eq!(zoned_timestamp(us - 468_343, Some(0)), "2026-12-02T14:22:07Z");
-        assert_eq!(zoned_time_from_text("14:22:07.5+02").unwrap(), "12:22:07.5Z");
+        assert_eq!(
+            zoned_timestamp(us - 468_343 + 500_000, None),
+            "2026-12-02T14:22:07.5Z"
+        );
+        assert_eq!(
+            zoned_timestamp(us - 468_343 + 100_000, Some(3)),
+            "2026-12-02T14:22:07.100Z"
+        );
+        assert_eq!(
+            zoned_timestamp(us - 468_343, Some(0)),
+            "2026-12-02T14:22:07Z"
+        );
+        assert_eq!(
+            zoned_time_from_text("14:22:07.5+02").unwrap(),
+            "12:22:07.5Z"
+        );
         assert_eq!(zoned_time_from_text("01:00:00-05:30").unwrap(), "06:30:00Z");
         assert_eq!(zoned_time_from_text("01:00:00+02").unwrap(), "23:00:00Z");
         assert!(zoned_time_from_text("nonsense").is_none());
@@ -205,10 +219,22 @@ mod tests {
 
     #[test]
     fn adaptive_and_connect_values() {
-        assert_eq!(time_value(TimePrecision::Adaptive, 3, 51_727_468_000).unwrap(), Value::Int(51_727_468));
-        assert_eq!(time_value(TimePrecision::Adaptive, 6, 51_727_468_343).unwrap(), Value::Int(51_727_468_343));
+        assert_eq!(
+            time_value(TimePrecision::Adaptive, 3, 51_727_468_000).unwrap(),
+            Value::Int(51_727_468)
+        );
+        assert_eq!(
+            time_value(TimePrecision::Adaptive, 6, 51_727_468_343).unwrap(),
+            Value::Int(51_727_468_343)
+        );
         assert!(time_value(TimePrecision::Connect, 6, -1).is_err());
-        assert_eq!(timestamp_value(TimePrecision::Connect, 6, 1_500), Value::Date(1));
-        assert_eq!(date_value(TimePrecision::IsoString, 20_789), Value::String("2026-12-02Z".into()));
+        assert_eq!(
+            timestamp_value(TimePrecision::Connect, 6, 1_500),
+            Value::Date(1)
+        );
+        assert_eq!(
+            date_value(TimePrecision::IsoString, 20_789),
+            Value::String("2026-12-02Z".into())
+        );
     }
 }

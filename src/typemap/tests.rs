@@ -28,12 +28,30 @@ const P: &TypeModes = &TypeModes::POSTGRES;
 #[test]
 fn mariadb_integers() {
     let int = |bits, unsigned| SqlType::Integer { bits, unsigned };
-    assert_eq!(schema_json(int(8, false), M), r#"{"type":"int16","optional":true}"#);
-    assert_eq!(schema_json(int(8, true), M), r#"{"type":"int16","optional":true}"#);
-    assert_eq!(schema_json(int(16, true), M), r#"{"type":"int32","optional":true}"#);
-    assert_eq!(schema_json(int(24, false), M), r#"{"type":"int32","optional":true}"#);
-    assert_eq!(schema_json(int(32, true), M), r#"{"type":"int64","optional":true}"#);
-    assert_eq!(schema_json(int(64, true), M), r#"{"type":"int64","optional":true}"#);
+    assert_eq!(
+        schema_json(int(8, false), M),
+        r#"{"type":"int16","optional":true}"#
+    );
+    assert_eq!(
+        schema_json(int(8, true), M),
+        r#"{"type":"int16","optional":true}"#
+    );
+    assert_eq!(
+        schema_json(int(16, true), M),
+        r#"{"type":"int32","optional":true}"#
+    );
+    assert_eq!(
+        schema_json(int(24, false), M),
+        r#"{"type":"int32","optional":true}"#
+    );
+    assert_eq!(
+        schema_json(int(32, true), M),
+        r#"{"type":"int64","optional":true}"#
+    );
+    assert_eq!(
+        schema_json(int(64, true), M),
+        r#"{"type":"int64","optional":true}"#
+    );
     assert_eq!(header(int(64, true), ColumnValue::UInt(u64::MAX), M), "-1");
     let precise = TypeModes {
         bigint_unsigned: BigIntUnsigned::Precise,
@@ -43,7 +61,10 @@ fn mariadb_integers() {
         schema_json(int(64, true), &precise),
         r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"0","connect.decimal.precision":"20"}}"#
     );
-    assert_eq!(header(int(64, true), ColumnValue::UInt(u64::MAX), &precise), "18446744073709551615");
+    assert_eq!(
+        header(int(64, true), ColumnValue::UInt(u64::MAX), &precise),
+        "18446744073709551615"
+    );
 }
 
 #[test]
@@ -53,11 +74,28 @@ fn mariadb_temporals() {
         schema_json(SqlType::DateTime { precision: 6 }, M),
         r#"{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1}"#
     );
-    assert_eq!(header(SqlType::DateTime { precision: 6 }, ColumnValue::DateTime(us), M), "1796221327468343");
-    assert_eq!(header(SqlType::DateTime { precision: 0 }, ColumnValue::DateTime(us - 468_343), M), "1796221327000");
     assert_eq!(
         header(
-            SqlType::Timestamp { precision: 6, fixed_fraction: true },
+            SqlType::DateTime { precision: 6 },
+            ColumnValue::DateTime(us),
+            M
+        ),
+        "1796221327468343"
+    );
+    assert_eq!(
+        header(
+            SqlType::DateTime { precision: 0 },
+            ColumnValue::DateTime(us - 468_343),
+            M
+        ),
+        "1796221327000"
+    );
+    assert_eq!(
+        header(
+            SqlType::Timestamp {
+                precision: 6,
+                fixed_fraction: true
+            },
             ColumnValue::Timestamp(us),
             M
         ),
@@ -68,20 +106,41 @@ fn mariadb_temporals() {
         schema_json(SqlType::Time { precision: 0 }, M),
         r#"{"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","version":1}"#
     );
-    assert_eq!(header(SqlType::Time { precision: 6 }, ColumnValue::Time(-3_020_399_000_000), M), "-3020399000000");
+    assert_eq!(
+        header(
+            SqlType::Time { precision: 6 },
+            ColumnValue::Time(-3_020_399_000_000),
+            M
+        ),
+        "-3020399000000"
+    );
     assert_eq!(header(SqlType::Year, ColumnValue::UInt(2026), M), "2026");
 }
 
 #[test]
 fn mariadb_bits_binaries_decimals_enums() {
-    assert_eq!(header(SqlType::Bits { length: 1 }, ColumnValue::UInt(1), M), "true");
+    assert_eq!(
+        header(SqlType::Bits { length: 1 }, ColumnValue::UInt(1), M),
+        "true"
+    );
     assert_eq!(
         schema_json(SqlType::Bits { length: 10 }, M),
         r#"{"type":"bytes","optional":true,"name":"io.debezium.data.Bits","version":1,"parameters":{"length":"10"}}"#
     );
-    assert_eq!(header(SqlType::Bits { length: 10 }, ColumnValue::UInt(0b10_1010_1010), M), "qgI=");
     assert_eq!(
-        header(SqlType::Binary { pad_to: Some(4) }, ColumnValue::Bytes(b"ab".to_vec()), M),
+        header(
+            SqlType::Bits { length: 10 },
+            ColumnValue::UInt(0b10_1010_1010),
+            M
+        ),
+        "qgI="
+    );
+    assert_eq!(
+        header(
+            SqlType::Binary { pad_to: Some(4) },
+            ColumnValue::Bytes(b"ab".to_vec()),
+            M
+        ),
         "YWIAAA=="
     );
     let dec = SqlType::Decimal {
@@ -92,8 +151,14 @@ fn mariadb_bits_binaries_decimals_enums() {
         schema_json(dec.clone(), M),
         r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"}}"#
     );
-    assert_eq!(header(dec.clone(), ColumnValue::Decimal("1.50".into()), M), "1.50");
-    assert_eq!(header(dec, ColumnValue::Decimal("12345.67".into()), M), "12345.67");
+    assert_eq!(
+        header(dec.clone(), ColumnValue::Decimal("1.50".into()), M),
+        "1.50"
+    );
+    assert_eq!(
+        header(dec, ColumnValue::Decimal("12345.67".into()), M),
+        "12345.67"
+    );
     let e = SqlType::Enum(vec!["PENDING".into(), "SENT".into()]);
     assert_eq!(
         schema_json(e, M),
@@ -103,59 +168,126 @@ fn mariadb_bits_binaries_decimals_enums() {
         binary: BinaryHandling::Hex,
         ..TypeModes::MYSQL
     };
-    assert_eq!(header(SqlType::Binary { pad_to: None }, ColumnValue::Bytes(vec![0xde, 0xad]), &hex), "dead");
+    assert_eq!(
+        header(
+            SqlType::Binary { pad_to: None },
+            ColumnValue::Bytes(vec![0xde, 0xad]),
+            &hex
+        ),
+        "dead"
+    );
 }
 
 #[test]
 fn postgres_types() {
     let us = 1_796_221_327_468_343;
-    assert_eq!(header(SqlType::DateTime { precision: 3 }, ColumnValue::DateTime(us - 343), P), "1796221327468");
     assert_eq!(
         header(
-            SqlType::Timestamp { precision: 6, fixed_fraction: false },
+            SqlType::DateTime { precision: 3 },
+            ColumnValue::DateTime(us - 343),
+            P
+        ),
+        "1796221327468"
+    );
+    assert_eq!(
+        header(
+            SqlType::Timestamp {
+                precision: 6,
+                fixed_fraction: false
+            },
             ColumnValue::Timestamp(us - 7_200_000_000),
             P
         ),
         "2026-12-02T12:22:07.468343Z"
     );
-    assert_eq!(header(SqlType::Time { precision: 6 }, ColumnValue::Time(51_727_468_343), P), "51727468343");
-    assert_eq!(header(SqlType::TimeTz, ColumnValue::Text("14:22:07.5+02".into()), P), "12:22:07.5Z");
     assert_eq!(
         header(
-            SqlType::Decimal { precision: None, scale: None },
+            SqlType::Time { precision: 6 },
+            ColumnValue::Time(51_727_468_343),
+            P
+        ),
+        "51727468343"
+    );
+    assert_eq!(
+        header(
+            SqlType::TimeTz,
+            ColumnValue::Text("14:22:07.5+02".into()),
+            P
+        ),
+        "12:22:07.5Z"
+    );
+    assert_eq!(
+        header(
+            SqlType::Decimal {
+                precision: None,
+                scale: None
+            },
             ColumnValue::Decimal("3.14159265358979".into()),
             P
         ),
         r#"{"scale":14,"value":"AR2552okgw=="}"#
     );
     assert_eq!(
-        schema_json(SqlType::Decimal { precision: None, scale: None }, P),
+        schema_json(
+            SqlType::Decimal {
+                precision: None,
+                scale: None
+            },
+            P
+        ),
         r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"}"#
     );
-    assert_eq!(header(SqlType::Binary { pad_to: None }, ColumnValue::Bytes(vec![0xde, 0xad, 0xbe, 0xef]), P), "3q2+7w==");
     assert_eq!(
-        header(SqlType::Interval, ColumnValue::Text("1 year 2 mons 3 days 04:05:06.789".into()), P),
+        header(
+            SqlType::Binary { pad_to: None },
+            ColumnValue::Bytes(vec![0xde, 0xad, 0xbe, 0xef]),
+            P
+        ),
+        "3q2+7w=="
+    );
+    assert_eq!(
+        header(
+            SqlType::Interval,
+            ColumnValue::Text("1 year 2 mons 3 days 04:05:06.789".into()),
+            P
+        ),
         "37091106789000"
     );
-    assert_eq!(header(SqlType::Money, ColumnValue::Text("$12.34".into()), P), "12.34");
+    assert_eq!(
+        header(SqlType::Money, ColumnValue::Text("$12.34".into()), P),
+        "12.34"
+    );
     assert_eq!(
         schema_json(SqlType::Money, P),
         r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2"}}"#
     );
     assert_eq!(
-        header(SqlType::Array(Box::new(SqlType::Text)), ColumnValue::Text(r#"{a,"b,c"}"#.into()), P),
+        header(
+            SqlType::Array(Box::new(SqlType::Text)),
+            ColumnValue::Text(r#"{a,"b,c"}"#.into()),
+            P
+        ),
         r#"["a","b,c"]"#
     );
     assert_eq!(
         header(
-            SqlType::Array(Box::new(SqlType::Integer { bits: 32, unsigned: false })),
+            SqlType::Array(Box::new(SqlType::Integer {
+                bits: 32,
+                unsigned: false
+            })),
             ColumnValue::Text("{1,2,3}".into()),
             P
         ),
         "[1,2,3]"
     );
     assert_eq!(
-        schema_json(SqlType::Array(Box::new(SqlType::Integer { bits: 32, unsigned: false })), P),
+        schema_json(
+            SqlType::Array(Box::new(SqlType::Integer {
+                bits: 32,
+                unsigned: false
+            })),
+            P
+        ),
         r#"{"type":"array","items":{"type":"int32","optional":true},"optional":true}"#
     );
     assert_eq!(
@@ -172,8 +304,16 @@ fn defaults_and_required_columns() {
         default: Some(ColumnValue::Text("PENDING".into())),
     };
     let mut out = String::new();
-    write_schema(&column_schema(&col, M).unwrap(), &JsonOptions::default(), &mut out).unwrap();
-    assert_eq!(out, r#"{"type":"string","optional":false,"default":"PENDING"}"#);
+    write_schema(
+        &column_schema(&col, M).unwrap(),
+        &JsonOptions::default(),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        r#"{"type":"string","optional":false,"default":"PENDING"}"#
+    );
 }
 
 #[test]
@@ -187,6 +327,14 @@ fn modes_parse_and_refuse() {
         precision: Some(10),
         scale: Some(2),
     };
-    assert_eq!(column_value(&dec, &ColumnValue::Decimal("1.5".into()), &m).unwrap(), Value::String("1.50".into()));
-    assert!(column_value(&SqlType::Unsupported("geometry".into()), &ColumnValue::Text("x".into()), &m).is_err());
+    assert_eq!(
+        column_value(&dec, &ColumnValue::Decimal("1.5".into()), &m).unwrap(),
+        Value::String("1.50".into())
+    );
+    assert!(column_value(
+        &SqlType::Unsupported("geometry".into()),
+        &ColumnValue::Text("x".into()),
+        &m
+    )
+    .is_err());
 }

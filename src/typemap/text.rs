@@ -199,8 +199,14 @@ mod tests {
         assert_eq!(iv.iso8601(), "P1Y2M3DT4H5M6.789S");
         let neg = Interval::parse("-1 days +02:00:00").unwrap();
         assert_eq!(neg.micro_duration(), -79_200_000_000);
-        assert_eq!(Interval::parse("-00:00:01.5").unwrap().iso8601(), "P0Y0M0DT0H0M-1.5S");
-        assert_eq!(Interval::parse("3 days").unwrap().iso8601(), "P0Y0M3DT0H0M0S");
+        assert_eq!(
+            Interval::parse("-00:00:01.5").unwrap().iso8601(),
+            "P0Y0M0DT0H0M-1.5S"
+        );
+        assert_eq!(
+            Interval::parse("3 days").unwrap().iso8601(),
+            "P0Y0M3DT0H0M0S"
+        );
         assert!(Interval::parse("P1D").is_none());
     }
 
@@ -208,7 +214,12 @@ mod tests {
     fn arrays_and_money() {
         assert_eq!(
             parse_array(r#"{a,"b,c",NULL,"q\"x"}"#).unwrap(),
-            vec![Some("a".into()), Some("b,c".into()), None, Some("q\"x".into())]
+            vec![
+                Some("a".into()),
+                Some("b,c".into()),
+                None,
+                Some("q\"x".into())
+            ]
         );
         assert_eq!(parse_array("{}").unwrap(), Vec::<Option<String>>::new());
         assert!(parse_array("{{1,2},{3,4}}").is_none());

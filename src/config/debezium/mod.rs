@@ -24,7 +24,7 @@ use crate::event::TableName;
 use crate::router::parse_bool;
 pub(super) use providers::substitute_providers;
 use security::{mysql_tls, pg_tls, producer_security};
-use transforms::{check_converters, router_from_transforms};
+use transforms::{record_format, router_from_transforms};
 
 const MYSQL_CLASS: &str = "io.debezium.connector.mysql.MySqlConnector";
 const MARIADB_CLASS: &str = "io.debezium.connector.mariadb.MariaDbConnector";
@@ -66,12 +66,7 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("errors.retry.*", "outboxd retries transient failures with its own backoff; an event that cannot be routed or is refused for good is not retried"),
     ("errors.deadletterqueue.topic.replication.factor", "outboxd creates a missing dead-letter topic with the broker's default replication factor"),
     ("errors.*", "Kafka Connect error handling setting outboxd does not use"),
-    ("decimal.handling.mode", "representation of values in change events; outboxd writes the payload bytes verbatim and headers as text"),
-    ("time.precision.mode", "representation of values in change events; outboxd writes the payload bytes verbatim and headers as text"),
-    ("bigint.unsigned.handling.mode", "representation of values in change events; outboxd writes the payload bytes verbatim and headers as text"),
-    ("binary.handling.mode", "representation of values in change events; outboxd writes the payload bytes verbatim and headers as text"),
     ("hstore.handling.mode", "representation of values in change events"),
-    ("interval.handling.mode", "representation of values in change events"),
     ("include.unknown.datatypes", "representation of values in change events"),
     ("column.propagate.source.type", "Connect schema parameters are not part of the record bytes"),
     ("datatype.propagate.source.type", "Connect schema parameters are not part of the record bytes"),
@@ -118,9 +113,6 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("message.prefix.*", "Debezium emits logical decoding messages as message events the EventRouter cannot route; outboxd's table-less outbox is set with message_prefixes in its TOML"),
     ("predicates", "outboxd applies the outbox router to every change of table.include.list"),
     ("predicates.*", "outboxd applies the outbox router to every change of table.include.list"),
-    ("key.converter.*", "converter settings; outboxd writes the key as UTF-8 text"),
-    ("value.converter.*", "converter settings; outboxd writes the payload bytes"),
-    ("header.converter.*", "converter settings; outboxd writes header values as UTF-8 text"),
     ("producer.override.*", "Java producer setting; put the librdkafka equivalent under [connectors.kafka.producer] in an outboxd TOML"),
     ("consumer.override.*", "outboxd runs no Kafka consumer for this connector"),
     ("admin.override.*", "outboxd runs no Kafka admin client for this connector"),
@@ -436,10 +428,19 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
     };
 
     // Transforms.
-    let router = router_from_transforms(&mut keys)
+    let mut router = router_from_transforms(&mut keys)
         .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
-    check_converters(&mut keys, &router)
-        .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
+    router.format = record_format(
+        &mut keys,
+        metrics_server.as_deref().unwrap_or(&name),
+        match &source {
+            SourceConfig::Postgres(_) => "postgresql",
+            SourceConfig::Mysql(m) if m.flavor == MysqlFlavor::Mariadb => "mariadb",
+            SourceConfig::Mysql(_) => "mysql",
+        },
+        is_pg,
+    )
+    .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
 
     // Kafka.
     let client =

@@ -1,14 +1,13 @@
 //! The outbox `EventRouter` among a Debezium connector's `transforms`, read onto Debezium's
-//! defaults, and the converters Kafka Connect would write with, accepted only where they
-//! write what outboxd writes.
+//! defaults, and the connector keys that shape the record bytes (converters, extended
+//! headers, type mapping).
 
 use super::Keys;
 use crate::config::RouterConfig;
-use crate::router::{parse_bool, Placement, UnknownOption};
+use crate::router::{parse_bool, RecordFormat, UnknownOption};
+use crate::typemap::TypeModes;
 
 const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
-const STRING_CONVERTER: &str = "org.apache.kafka.connect.storage.StringConverter";
-const JSON_CONVERTER: &str = "org.apache.kafka.connect.json.JsonConverter";
 
 /// Finds the EventRouter among `transforms` and reads its options onto Debezium's defaults.
 pub(super) fn router_from_transforms(keys: &mut Keys) -> Result<RouterConfig, (String, String)> {
@@ -92,74 +91,72 @@ pub(super) fn router_from_transforms(keys: &mut Keys) -> Result<RouterConfig, (S
     Ok(cfg)
 }
 
-/// Converters decide the bytes Kafka Connect writes; accept only those that write what outboxd
-/// writes (key and headers as UTF-8 text, value as the payload bytes or schemaless JSON).
-pub(super) fn check_converters(
+/// The connector keys that shape the record bytes, read onto Debezium's and Kafka Connect's
+/// defaults: the converter keys (resolved against the worker file when the configuration
+/// is loaded), `extended.headers.enabled` (Debezium 3 default: on), and the type-mapping
+/// options (`time.precision.mode`, `decimal.handling.mode`, `binary.handling.mode`,
+/// `bigint.unsigned.handling.mode`, `interval.handling.mode`) on the connector's defaults.
+/// `logical_name` is `topic.prefix`; `connector_type` the plugin name Debezium reports.
+pub(super) fn record_format(
     keys: &mut Keys,
-    router: &RouterConfig,
-) -> Result<(), (String, String)> {
-    if let Some(kc) = keys.take_nonempty("key.converter") {
-        if kc != STRING_CONVERTER {
-            return Err((
-                "key.converter".into(),
-                format!("{kc:?} writes keys differently from outboxd, which writes the key column as UTF-8 text (what {STRING_CONVERTER} writes) and partitions by it; set key.converter={STRING_CONVERTER} if consumers can read that"),
-            ));
-        }
-    }
-    if let Some(hc) = keys.take_nonempty("header.converter") {
-        if hc != "org.apache.kafka.connect.storage.SimpleHeaderConverter" && hc != STRING_CONVERTER
-        {
-            return Err((
-                "header.converter".into(),
-                format!("{hc:?} is not supported: outboxd writes header values as UTF-8 text, like the default SimpleHeaderConverter"),
-            ));
-        }
-    }
-    let schemas_enable = keys.take_nonempty("value.converter.schemas.enable");
-    let Some(vc) = keys.take_nonempty("value.converter") else {
-        if schemas_enable.is_some() {
-            keys.ignore(
-                "value.converter.schemas.enable",
-                "no value.converter is set",
-            );
-        }
-        return Ok(());
+    logical_name: &str,
+    connector_type: &str,
+    is_pg: bool,
+) -> Result<RecordFormat, (String, String)> {
+    let mut f = RecordFormat {
+        extended_headers: true,
+        logical_name: logical_name.to_string(),
+        connector_type: connector_type.to_string(),
+        types: if is_pg {
+            TypeModes::POSTGRES
+        } else {
+            TypeModes::MYSQL
+        },
+        ..RecordFormat::default()
     };
-    let envelope = router
-        .additional_placement
-        .iter()
-        .any(|f| f.placement == Placement::Envelope);
-    match vc.as_str() {
-        STRING_CONVERTER
-        | "org.apache.kafka.connect.converters.ByteArrayConverter"
-        | "io.debezium.converters.BinaryDataConverter" => {
-            if schemas_enable.is_some() {
-                keys.ignore("value.converter.schemas.enable", "only read by JsonConverter");
-            }
-            Ok(())
+    let converter_keys: Vec<String> = keys
+        .map
+        .keys()
+        .filter(|k| {
+            ["key.converter", "value.converter", "header.converter"]
+                .iter()
+                .any(|c| *k == c || k.starts_with(&format!("{c}.")))
+        })
+        .cloned()
+        .collect();
+    for k in converter_keys {
+        if let Some(v) = keys.take(&k) {
+            f.converter_keys.insert(k, v.trim().to_string());
         }
-        JSON_CONVERTER => {
-            let schemas = match schemas_enable.as_deref() {
-                None => true, // JsonConverter's default
-                Some(v) => parse_bool(v).map_err(|m| ("value.converter.schemas.enable".to_string(), m))?,
-            };
-            if schemas {
-                return Err((
-                    "value.converter.schemas.enable".into(),
-                    "JsonConverter with schemas enabled (its default) wraps every value in {\"schema\":..,\"payload\":..}; outboxd writes no schema envelope. Set value.converter.schemas.enable=false if consumers read the bare value".into(),
-                ));
-            }
-            if !router.expand_json_payload && !envelope {
-                return Err((
-                    "value.converter".into(),
-                    format!("with JsonConverter and table.expand.json.payload=false Debezium writes the payload as a quoted JSON string; outboxd writes the payload bytes as they are. Set transforms.<name>.table.expand.json.payload=true (consumers then get the JSON document itself) or value.converter={STRING_CONVERTER}"),
-                ));
-            }
-            Ok(())
-        }
-        other => Err((
-            "value.converter".into(),
-            format!("{other:?} is not supported: outboxd writes the payload bytes ({STRING_CONVERTER}) or, with table.expand.json.payload or envelope fields, schemaless JSON ({JSON_CONVERTER} with schemas.enable=false)"),
-        )),
     }
+    if let Some(v) = keys.take_nonempty("extended.headers.enabled") {
+        f.extended_headers =
+            parse_bool(&v).map_err(|m| ("extended.headers.enabled".to_string(), m))?;
+    }
+    for k in [
+        "time.precision.mode",
+        "decimal.handling.mode",
+        "binary.handling.mode",
+        "bigint.unsigned.handling.mode",
+        "interval.handling.mode",
+    ] {
+        if let Some(v) = keys.take_nonempty(k) {
+            if is_pg && k == "bigint.unsigned.handling.mode" {
+                keys.ignore(
+                    k,
+                    "a MySQL/MariaDB connector's option; PostgreSQL has no unsigned integers",
+                );
+                continue;
+            }
+            if !is_pg && k == "interval.handling.mode" {
+                keys.ignore(
+                    k,
+                    "a PostgreSQL connector's option; MySQL/MariaDB have no interval type",
+                );
+                continue;
+            }
+            f.types.set_option(k, &v).map_err(|m| (k.to_string(), m))?;
+        }
+    }
+    Ok(f)
 }

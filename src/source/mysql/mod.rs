@@ -22,6 +22,7 @@ mod stall;
 pub(crate) mod stream;
 mod table;
 pub(crate) mod tls;
+pub(crate) mod types;
 mod values;
 
 pub use decode::{

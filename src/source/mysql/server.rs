@@ -619,6 +619,39 @@ fn binlog_sequence(file: &str) -> Option<(&str, u64)> {
     Some((base, n.parse().ok()?))
 }
 
+/// The catalog's column defaults of `tables` (`information_schema.COLUMNS.COLUMN_DEFAULT`, as
+/// text; columns without one are left out), which Debezium carries in its schemas and the
+/// binlog does not. A catalog the relay user may not read gives none (logged at DEBUG).
+pub(crate) async fn column_defaults(
+    conn: &mut Conn,
+    tables: &[TableName],
+) -> std::collections::BTreeMap<TableName, std::collections::HashMap<String, String>> {
+    let mut out: std::collections::BTreeMap<TableName, std::collections::HashMap<String, String>> =
+        std::collections::BTreeMap::new();
+    for t in tables {
+        let rows: Result<Vec<(String, Option<String>)>, _> = conn
+            .exec(
+                "SELECT COLUMN_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                (t.schema.as_str(), t.name.as_str()),
+            )
+            .await;
+        match rows {
+            Ok(rows) => {
+                let defaults = rows
+                    .into_iter()
+                    .filter_map(|(c, d)| d.map(|d| (c, d)))
+                    .collect();
+                out.insert(t.clone(), defaults);
+            }
+            Err(e) => {
+                tracing::debug!(table = %t, error = %e, "column defaults not readable; schemas carry none");
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -204,6 +204,9 @@ impl MysqlSource {
                 .into())
             }
         }
+        let defaults =
+            server::column_defaults(&mut conn, &self.tables.iter().cloned().collect::<Vec<_>>())
+                .await;
         let mut stream = conn
             .get_binlog_stream(request)
             .await
@@ -212,7 +215,8 @@ impl MysqlSource {
         let mut decoder = BinlogDecoder::new()
             .with_columns(cfg.columns.clone())
             .with_missing_names(MissingColumnNames::Error)
-            .with_table_filter(Some(self.tables.clone()));
+            .with_table_filter(Some(self.tables.clone()))
+            .with_defaults(defaults);
         decoder = match (&from_file, mode) {
             // From the earliest file with GTIDs on: the file's GTID list seeds the position.
             (Some(first), TrackingMode::MariadbGtid | TrackingMode::MysqlGtid) => {

@@ -19,6 +19,7 @@ use mysql_common::io::ParseBuf;
 
 use super::values::{self, ColumnSpec, TextEncoding};
 use crate::event::TableName;
+use crate::typemap::ColumnType as ColumnTypeInfo;
 use crate::value::ColumnValue;
 
 /// One column of a TABLE_MAP.
@@ -28,6 +29,8 @@ pub(crate) struct ColumnInfo {
     pub spec: Option<ColumnSpec>,
     /// Type metadata bytes (length depends on the type); `None` when not computable.
     pub meta: Option<Vec<u8>>,
+    /// The TABLE_MAP's NULL bitmap: the column accepts NULL.
+    pub nullable: bool,
 }
 
 /// Everything needed to decode rows of one table id.
@@ -41,6 +44,8 @@ pub(crate) struct TableInfo {
     pub binlog_names: Option<Vec<String>>,
     /// Names resolved for output (binlog, config or positional), cached.
     pub resolved_names: Option<Arc<[Arc<str>]>>,
+    /// Column types for the type mapping (`super::types`), cached.
+    pub resolved_types: Option<Arc<[ColumnTypeInfo]>>,
     /// Number of JSON columns (for partial JSON updates).
     pub json_columns: usize,
     /// Why the optional metadata could not be read, if it could not.
@@ -178,7 +183,6 @@ impl TableInfo {
         let types = c.take(count, "column types")?;
         let meta_block = c.lenenc_bytes("column metadata")?;
         let null_bits = c.take(count.div_ceil(8), "NULL bitmap")?;
-        let _ = null_bits;
         let optional = c.data;
 
         let table = TableName::new(
@@ -217,7 +221,14 @@ impl TableInfo {
                     (None, None)
                 }
             };
-            columns.push(ColumnInfo { spec, meta });
+            let nullable = null_bits
+                .get(i / 8)
+                .is_some_and(|b| b & (1 << (i % 8)) != 0);
+            columns.push(ColumnInfo {
+                spec,
+                meta,
+                nullable,
+            });
         }
 
         let mut info = TableInfo {
@@ -225,6 +236,7 @@ impl TableInfo {
             columns,
             binlog_names: None,
             resolved_names: None,
+            resolved_types: None,
             json_columns,
             metadata_error: None,
             raw: data.to_vec(),

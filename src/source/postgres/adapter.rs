@@ -97,6 +97,8 @@ struct CachedRelation {
     outbox: bool,
     columns: Arc<[Arc<str>]>,
     type_oids: Vec<u32>,
+    /// The columns' types for the type mapping.
+    types: Arc<[crate::typemap::ColumnType]>,
 }
 
 #[derive(Debug)]
@@ -119,6 +121,8 @@ pub struct PgOutboxAdapter {
     resume_after: Lsn,
     last_position: Lsn,
     filtered_since_progress: u64,
+    /// The catalog's facts about the outbox tables' columns (NOT NULL, defaults, enum labels).
+    catalog: HashMap<TableName, super::types::TableCatalog>,
 }
 
 impl PgOutboxAdapter {
@@ -134,7 +138,15 @@ impl PgOutboxAdapter {
             resume_after,
             last_position: resume_after,
             filtered_since_progress: 0,
+            catalog: HashMap::new(),
         }
+    }
+
+    /// The catalog's facts about the outbox tables' columns ([`super::types::column_catalog`]),
+    /// which complete the Relation messages' types for the type mapping.
+    pub fn with_catalog(mut self, catalog: HashMap<TableName, super::types::TableCatalog>) -> Self {
+        self.catalog = catalog;
+        self
     }
 
     /// The last position handed on (or the resume position).
@@ -331,6 +343,18 @@ impl PgOutboxAdapter {
             .map(|c| Arc::<str>::from(c.name.as_str()))
             .collect();
         let type_oids = r.columns.iter().map(|c| c.type_oid).collect();
+        let known = self.catalog.get(&table);
+        let types = r
+            .columns
+            .iter()
+            .map(|c| {
+                super::types::column_type(
+                    c.type_oid,
+                    c.type_modifier,
+                    known.and_then(|k| k.get(&c.name)),
+                )
+            })
+            .collect();
         self.relations.insert(
             r.oid,
             CachedRelation {
@@ -338,6 +362,7 @@ impl PgOutboxAdapter {
                 outbox,
                 columns,
                 type_oids,
+                types,
             },
         );
     }
@@ -403,7 +428,7 @@ impl PgOutboxAdapter {
         out.push(SourceEvent::Change(RowChange {
             table: rel.table.clone(),
             op,
-            row: Row::new(rel.columns.clone(), values),
+            row: Row::new(rel.columns.clone(), values).with_types(rel.types.clone()),
             source_ts_ms: txn.commit_ts_ms,
             undecodable: None,
         }));

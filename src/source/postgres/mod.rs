@@ -10,6 +10,8 @@
 //!   replication connection's settings.
 //! * `adapter`: relation cache, outbox filter, logical decoding messages as outbox rows,
 //!   transaction framing and positions.
+//! * `types`: Relation column types (+ the catalog's NOT NULL, defaults, enum labels) for
+//!   the type mapping.
 //! * `error`: the source's failures and their classification.
 
 pub(crate) mod adapter;
@@ -18,6 +20,7 @@ pub(crate) mod error;
 pub mod pgoutput;
 pub(crate) mod stream;
 pub(crate) mod tls;
+pub(crate) mod types;
 pub(crate) mod values;
 
 pub(crate) use error::PgError;

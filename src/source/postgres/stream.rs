@@ -178,6 +178,7 @@ impl PgSource {
         // it, WAL lost) is a definite error here, never a new slot past the gap.
         let slot =
             catalog::slot::ensure_slot(&sql, cfg, &info, &connector, position, &ctx.lease).await?;
+        let column_catalog = super::types::column_catalog(&sql, &self.tables).await;
         drop(sql);
 
         let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
@@ -228,7 +229,8 @@ impl PgSource {
         confirm(&client, &ctx.checkpointed);
 
         let tables: HashSet<TableName> = self.tables.iter().cloned().collect();
-        let mut adapter = PgOutboxAdapter::new(tables, cfg.message_prefixes.clone(), start);
+        let mut adapter = PgOutboxAdapter::new(tables, cfg.message_prefixes.clone(), start)
+            .with_catalog(column_catalog);
         let mut out: Vec<SourceEvent> = Vec::new();
         // Without a checkpoint, the position streaming starts from is the first one: hand it
         // on at once, so it is checkpointed before anything else happens (the server's next

@@ -105,6 +105,8 @@ pub struct BinlogDecoder {
     terminal: Option<Terminal>,
     notes: Vec<String>,
     noted_tables: BTreeSet<TableName>,
+    /// Column defaults from the server's catalog, per table (column name → `COLUMN_DEFAULT`).
+    defaults: Option<BTreeMap<TableName, HashMap<String, String>>>,
 }
 
 impl Default for BinlogDecoder {
@@ -136,6 +138,7 @@ impl BinlogDecoder {
             terminal: None,
             notes: Vec::new(),
             noted_tables: BTreeSet::new(),
+            defaults: None,
         }
     }
 
@@ -143,6 +146,13 @@ impl BinlogDecoder {
     /// TABLE_MAP has no COLUMN_NAME metadata.
     pub fn with_columns(mut self, columns: BTreeMap<TableName, Vec<String>>) -> Self {
         self.columns = columns;
+        self
+    }
+
+    /// Column defaults per table, from the server's catalog (`information_schema.COLUMNS`):
+    /// the binlog does not carry them, and Debezium's schemas do.
+    pub fn with_defaults(mut self, defaults: BTreeMap<TableName, HashMap<String, String>>) -> Self {
+        self.defaults = Some(defaults);
         self
     }
 

@@ -13,6 +13,7 @@ use super::{
 use crate::event::{Op, Row};
 use crate::position::BinlogFilePosition;
 use crate::source::mysql::table::{read_image, TableInfo};
+use crate::typemap::ColumnType as ColumnTypeInfo;
 
 impl BinlogDecoder {
     pub(super) fn on_table_map(
@@ -85,6 +86,7 @@ impl BinlogDecoder {
             return Err(malformed("TABLE_MAP_EVENT", at, e));
         }
         let names = self.resolve_names(table_id)?;
+        let types = self.resolve_types(table_id, &names);
         let Some(info) = self.tables.get(&table_id) else {
             return Err(DecodeError::UnknownTableId {
                 table_id,
@@ -145,6 +147,15 @@ impl BinlogDecoder {
         } else {
             (pick(true), Some(pick(false)))
         };
+        let kept_types: Arc<[ColumnTypeInfo]> = if kept_count == types.len() {
+            types.clone()
+        } else {
+            kept.iter()
+                .zip(types.iter())
+                .filter(|(k, _)| **k)
+                .map(|(_, t)| t.clone())
+                .collect()
+        };
 
         let result = guarded(what, at, || {
             let mut data = rows.rows_data();
@@ -171,7 +182,8 @@ impl BinlogDecoder {
                 if data.len() >= start_len {
                     return Err("a row image without any bytes".to_owned());
                 }
-                let row = Row::new(columns.clone(), kept_values.unwrap_or_default());
+                let row = Row::new(columns.clone(), kept_values.unwrap_or_default())
+                    .with_types(kept_types.clone());
                 out_rows.push(match &omitted {
                     Some(o) => row.with_omitted(o.clone()),
                     None => row,
@@ -186,6 +198,29 @@ impl BinlogDecoder {
             ts_ms,
         });
         Ok(())
+    }
+
+    /// The type mapping's column types of a table, with the catalog's defaults when the
+    /// session gave them (cached per TABLE_MAP).
+    fn resolve_types(&mut self, table_id: u64, names: &[Arc<str>]) -> Arc<[ColumnTypeInfo]> {
+        let defaults = self.defaults.as_ref();
+        let Some(info) = self.tables.get_mut(&table_id) else {
+            return Arc::from(Vec::new());
+        };
+        if let Some(t) = &info.resolved_types {
+            return t.clone();
+        }
+        let mut types: Vec<ColumnTypeInfo> = info
+            .columns
+            .iter()
+            .map(super::super::types::column_type)
+            .collect();
+        if let Some(d) = defaults.and_then(|d| d.get(&info.table)) {
+            super::super::types::with_defaults(&mut types, names, d);
+        }
+        let types: Arc<[ColumnTypeInfo]> = types.into();
+        info.resolved_types = Some(types.clone());
+        types
     }
 
     /// Column names for a table: binlog metadata, else the configured list, else positional

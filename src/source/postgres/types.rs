@@ -1,0 +1,266 @@
+//! pgoutput column types in the terms of the type mapping ([`crate::typemap`]): the
+//! Relation message's type OID and `atttypmod`, plus what only the catalog knows and
+//! Debezium's schemas carry (NOT NULL, literal defaults, enum labels), read once per session
+//! for the outbox tables ([`column_catalog`]).
+
+use std::collections::HashMap;
+
+use crate::event::TableName;
+use crate::typemap::{ColumnType, SqlType};
+use crate::value::ColumnValue;
+
+/// What the catalog says about one column.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CatalogColumn {
+    /// `pg_attribute.attnotnull`.
+    pub not_null: bool,
+    /// `pg_get_expr(adbin, adrelid)`: the default expression, e.g. `'PENDING'::character varying`.
+    pub default: Option<String>,
+    /// The labels of an enum type (or of an array of an enum type's element), in order.
+    pub enum_labels: Option<Vec<String>>,
+}
+
+/// Columns of one table by name.
+pub type TableCatalog = HashMap<String, CatalogColumn>;
+
+/// Reads NOT NULL, defaults and enum labels of `tables`' columns. A table the catalog does
+/// not show (not created yet) is left out; a failed query gives what was read so far,
+/// logged at DEBUG (the types then carry neither defaults nor NOT NULL).
+pub async fn column_catalog(
+    client: &tokio_postgres::Client,
+    tables: &[TableName],
+) -> HashMap<TableName, TableCatalog> {
+    let mut out = HashMap::new();
+    for t in tables {
+        let rows = client
+            .query(
+                "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid), \
+                        (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e \
+                          WHERE e.enumtypid = CASE WHEN ty.typelem <> 0 THEN ty.typelem ELSE ty.oid END) \
+                 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 JOIN pg_type ty ON ty.oid = a.atttypid \
+                 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+                 WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
+                &[&t.schema, &t.name],
+            )
+            .await;
+        match rows {
+            Ok(rows) => {
+                let cols = rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.get::<_, String>(0),
+                            CatalogColumn {
+                                not_null: r.get(1),
+                                default: r.get(2),
+                                enum_labels: r.get(3),
+                            },
+                        )
+                    })
+                    .collect();
+                out.insert(t.clone(), cols);
+            }
+            Err(e) => {
+                tracing::debug!(table = %t, error = %e, "column catalog not readable; schemas carry no defaults");
+            }
+        }
+    }
+    out
+}
+
+/// The type mapping's view of a Relation column (`type_oid`, `atttypmod`), completed by the
+/// catalog's facts when known (without them the column counts as nullable, as pgoutput does
+/// not say).
+pub fn column_type(type_oid: u32, typmod: i32, catalog: Option<&CatalogColumn>) -> ColumnType {
+    let mut sql = sql_type(type_oid, typmod);
+    if let Some(labels) = catalog.and_then(|c| c.enum_labels.clone()) {
+        sql = match sql {
+            SqlType::Array(_) => SqlType::Array(Box::new(SqlType::Enum(labels))),
+            _ => SqlType::Enum(labels),
+        };
+    }
+    let default = catalog
+        .and_then(|c| c.default.as_deref())
+        .and_then(|d| parse_default(&sql, d));
+    ColumnType {
+        nullable: !catalog.is_some_and(|c| c.not_null),
+        default,
+        sql,
+    }
+}
+
+/// Fractional-second digits of a time type's `atttypmod` (-1: the default, 6).
+fn time_precision(typmod: i32) -> u32 {
+    if typmod < 0 {
+        6
+    } else {
+        typmod as u32
+    }
+}
+
+/// A built-in type OID (`pg_type.oid`) with its `atttypmod`.
+pub fn sql_type(type_oid: u32, typmod: i32) -> SqlType {
+    let int = |bits| SqlType::Integer {
+        bits,
+        unsigned: false,
+    };
+    match type_oid {
+        16 => SqlType::Boolean,
+        17 => SqlType::Binary { pad_to: None },
+        18 | 19 | 25 | 1042 | 1043 => SqlType::Text,
+        20 | 26 => int(64),
+        21 => int(16),
+        23 => int(32),
+        114 | 3802 => SqlType::Json,
+        700 => SqlType::Float32,
+        701 => SqlType::Float64,
+        790 => SqlType::Money,
+        // inet, cidr, macaddr, macaddr8, ranges: strings in Debezium.
+        869 | 650 | 829 | 774 | 3904 | 3906 | 3908 | 3910 | 3912 | 3926 => SqlType::Text,
+        1082 => SqlType::Date,
+        1083 => SqlType::Time {
+            precision: time_precision(typmod),
+        },
+        1114 => SqlType::DateTime {
+            precision: time_precision(typmod),
+        },
+        1184 => SqlType::Timestamp {
+            precision: time_precision(typmod),
+            fixed_fraction: false,
+        },
+        1186 => SqlType::Interval,
+        1266 => SqlType::TimeTz,
+        1560 | 1562 => SqlType::Bits {
+            length: if typmod > 0 { typmod as u32 } else { 1 },
+        },
+        1700 => {
+            if typmod < 4 {
+                SqlType::Decimal {
+                    precision: None,
+                    scale: None,
+                }
+            } else {
+                let t = (typmod - 4) as u32;
+                SqlType::Decimal {
+                    precision: Some(t >> 16),
+                    scale: Some(t & 0xffff),
+                }
+            }
+        }
+        2950 => SqlType::Uuid,
+        // Arrays of the types above.
+        1000 => SqlType::Array(Box::new(SqlType::Boolean)),
+        1005 => SqlType::Array(Box::new(int(16))),
+        1007 => SqlType::Array(Box::new(int(32))),
+        1016 => SqlType::Array(Box::new(int(64))),
+        1002 | 1009 | 1014 | 1015 | 1041 | 651 | 1040 => SqlType::Array(Box::new(SqlType::Text)),
+        1021 => SqlType::Array(Box::new(SqlType::Float32)),
+        1022 => SqlType::Array(Box::new(SqlType::Float64)),
+        1231 => SqlType::Array(Box::new(sql_type(1700, typmod))),
+        2951 => SqlType::Array(Box::new(SqlType::Uuid)),
+        199 | 3807 => SqlType::Array(Box::new(SqlType::Json)),
+        // Enum types (and their arrays) are recognised from the catalog's labels; other
+        // user-defined and extension types (geometry, hstore, ltree, vectors, ...) are not mapped.
+        other => SqlType::Unsupported(format!("type oid {other}")),
+    }
+}
+
+/// A default expression as `pg_get_expr` prints it (`'PENDING'::character varying`, `0`,
+/// `'{}'::jsonb`, `42.5`), read as Debezium's PostgreSQL default-value converter reads
+/// literal defaults; function calls (`now()`, `gen_random_uuid()`, `nextval(...)`) give none.
+pub fn parse_default(sql: &SqlType, expr: &str) -> Option<ColumnValue> {
+    let e = expr.trim();
+    let literal = if let Some(rest) = e.strip_prefix('\'') {
+        let end = rest.rfind('\'')?;
+        let tail = &rest[end + 1..];
+        if !(tail.is_empty() || tail.starts_with("::")) {
+            return None;
+        }
+        rest[..end].replace("''", "'")
+    } else if e.contains('(') {
+        return None;
+    } else {
+        e.split("::")
+            .next()?
+            .trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .to_string()
+    };
+    Some(match sql {
+        SqlType::Integer { .. } => ColumnValue::Int(literal.parse().ok()?),
+        SqlType::Float32 | SqlType::Float64 => ColumnValue::Float(literal.parse().ok()?),
+        SqlType::Decimal { .. } | SqlType::Money => ColumnValue::Decimal(literal),
+        SqlType::Boolean => ColumnValue::Bool(matches!(literal.as_str(), "true" | "t")),
+        SqlType::Text | SqlType::Enum(_) => ColumnValue::Text(literal),
+        SqlType::Json => ColumnValue::Json(literal),
+        SqlType::Uuid => ColumnValue::Uuid(literal),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oids_and_typmods() {
+        assert_eq!(
+            sql_type(1700, (10 << 16 | 2) + 4),
+            SqlType::Decimal {
+                precision: Some(10),
+                scale: Some(2)
+            }
+        );
+        assert_eq!(
+            sql_type(1700, -1),
+            SqlType::Decimal {
+                precision: None,
+                scale: None
+            }
+        );
+        assert_eq!(sql_type(1114, 3), SqlType::DateTime { precision: 3 });
+        assert_eq!(sql_type(1114, -1), SqlType::DateTime { precision: 6 });
+        assert!(matches!(sql_type(99999, -1), SqlType::Unsupported(_)));
+    }
+
+    #[test]
+    fn defaults_as_pg_get_expr_prints_them() {
+        assert_eq!(
+            parse_default(&SqlType::Text, "'PENDING'::character varying"),
+            Some(ColumnValue::Text("PENDING".into()))
+        );
+        assert_eq!(
+            parse_default(
+                &SqlType::Integer {
+                    bits: 32,
+                    unsigned: false
+                },
+                "0"
+            ),
+            Some(ColumnValue::Int(0))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Json, "'{}'::jsonb"),
+            Some(ColumnValue::Json("{}".into()))
+        );
+        assert_eq!(
+            parse_default(&SqlType::DateTime { precision: 6 }, "now()"),
+            None
+        );
+        assert_eq!(parse_default(&SqlType::Uuid, "gen_random_uuid()"), None);
+        let col = column_type(
+            1043,
+            -1,
+            Some(&CatalogColumn {
+                not_null: true,
+                default: Some("'x'::character varying".into()),
+                enum_labels: None,
+            }),
+        );
+        assert!(!col.nullable);
+        assert_eq!(col.default, Some(ColumnValue::Text("x".into())));
+    }
+}
