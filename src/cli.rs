@@ -81,6 +81,14 @@ pub struct ConfigArgs {
     /// config files' `[group] name`. `status` shows each connector's owner with it.
     #[arg(long, env = "OUTBOXD_GROUP")]
     pub group: Option<String>,
+    /// Shadow run beside a live Debezium (or outboxd) on the same connector files: routed
+    /// and dead-letter topics prefixed `NAME.`, connector `<name>.NAME` (its own
+    /// checkpoint), PostgreSQL slot `<slot>_NAME`; MySQL/MariaDB need --shadow-server-id.
+    #[arg(long, env = "OUTBOXD_SHADOW", value_name = "NAME")]
+    pub shadow: Option<String>,
+    /// The replica server id of a shadow run's MySQL/MariaDB connectors.
+    #[arg(long, env = "OUTBOXD_SHADOW_SERVER_ID", value_name = "ID")]
+    pub shadow_server_id: Option<u32>,
 }
 
 /// `outboxd binlog ...`
@@ -159,6 +167,10 @@ impl ConfigArgs {
                 kafka_bootstrap: self.kafka_bootstrap.as_deref(),
                 kafka_config: self.kafka_config.as_deref(),
                 without_source_secrets,
+                shadow: self.shadow.as_deref().map(|name| crate::config::Shadow {
+                    name,
+                    server_id: self.shadow_server_id,
+                }),
             },
         )
     }

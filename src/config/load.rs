@@ -21,6 +21,24 @@ pub struct LoadOptions<'a> {
     /// The source databases' secrets are not resolved (an unset `password_env` is no error):
     /// for commands that touch only the checkpoint store (`outboxd checkpoint ...`).
     pub without_source_secrets: bool,
+    /// `--shadow NAME` (and `--shadow-server-id`): run beside a live Debezium connector on
+    /// the same connector files without touching what it owns ([`Shadow`]).
+    pub shadow: Option<Shadow<'a>>,
+}
+
+/// A shadow run (`--shadow NAME`): outboxd reads the same source with the same connector
+/// files as a live Debezium (or another outboxd) but writes nothing the other one owns:
+/// every routed topic and the dead-letter topic get the prefix `NAME.`; the connector is
+/// called `<name>.NAME` (its own checkpoint topic `outboxd.checkpoints.<name>.NAME`,
+/// `transactional.id`, metrics label; a file store gets the suffix `.NAME`); a PostgreSQL
+/// connector reads through its own slot `<slot>_NAME` (same publication); a MySQL/MariaDB
+/// connector registers with `server_id` (the other reader's id must not be reused).
+#[derive(Debug, Clone, Copy)]
+pub struct Shadow<'a> {
+    /// The shadow's name: 1-32 characters of `a-z 0-9 _`.
+    pub name: &'a str,
+    /// The replica server id of MySQL/MariaDB connectors (required for them).
+    pub server_id: Option<u32>,
 }
 
 /// Loads one configuration file (outboxd TOML or Debezium connector JSON).
@@ -56,6 +74,7 @@ pub fn load_many<P: AsRef<Path>>(
             kafka_bootstrap: kafka_bootstrap_override,
             kafka_config: None,
             without_source_secrets: false,
+            shadow: None,
         },
     )
 }
@@ -76,6 +95,7 @@ pub fn load_many_with_env<P: AsRef<Path>>(
         kafka_bootstrap: kafka_bootstrap_override,
         kafka_config: None,
         without_source_secrets: false,
+        shadow: None,
     };
     load_all_with_env(paths, opts, env)
 }
@@ -160,7 +180,14 @@ pub fn load_all_with_env<P: AsRef<Path>>(
         )?;
         merge_section(&mut merged.log, cfg.log, &mut log_from, path, "log")?;
         merge_section(&mut merged.group, cfg.group, &mut group_from, path, "group")?;
-        for c in cfg.connectors {
+        for mut c in cfg.connectors {
+            if let Some(shadow) = &opts.shadow {
+                apply_shadow(&mut c, shadow).map_err(|message| ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    context: format!("--shadow {}", shadow.name),
+                    message,
+                })?;
+            }
             if let Some(first) = origins.get(&c.name) {
                 return Err(ConfigError::DuplicateConnector {
                     name: c.name,
@@ -173,6 +200,76 @@ pub fn load_all_with_env<P: AsRef<Path>>(
         }
     }
     Ok(merged)
+}
+
+/// Turns connector `c` into its shadow ([`Shadow`]). Errors for a bad shadow name, or a
+/// MySQL/MariaDB connector without `--shadow-server-id` (or with the connector's own id).
+fn apply_shadow(c: &mut super::ConnectorConfig, shadow: &Shadow<'_>) -> Result<(), String> {
+    let n = shadow.name;
+    if n.is_empty()
+        || n.len() > 32
+        || !n
+            .chars()
+            .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_')
+    {
+        return Err(format!(
+            "shadow name {n:?} must be 1 to 32 characters of a-z, 0-9 and _ (it goes into topic, slot and connector names)"
+        ));
+    }
+    let old_name = c.name.clone();
+    c.name = format!("{old_name}.{n}");
+    super::validate_connector_name(&c.name)?;
+    c.router.topic_prefix = Some(format!("{n}."));
+    if let Some(t) = &mut c.errors.dead_letter_topic {
+        *t = format!("{n}.{t}");
+    }
+    if c.metrics_server.is_none() {
+        c.metrics_server = Some(old_name.clone());
+    }
+    match &mut c.checkpoint {
+        CheckpointConfig::Kafka {
+            topic,
+            transactional_id,
+            ..
+        } => {
+            *topic = if *topic == super::default_checkpoint_topic(&old_name) {
+                super::default_checkpoint_topic(&c.name)
+            } else {
+                format!("{topic}.{n}")
+            };
+            if let Some(id) = transactional_id {
+                *id = format!("{id}.{n}");
+            }
+        }
+        CheckpointConfig::File { path } => {
+            let mut p = path.clone().into_os_string();
+            p.push(format!(".{n}"));
+            *path = PathBuf::from(p);
+        }
+    }
+    match &mut c.source {
+        super::SourceConfig::Postgres(pg) => {
+            let slot = format!("{}_{n}", pg.slot_name);
+            native::validate_slot_name(&slot)?;
+            pg.slot_name = slot;
+        }
+        super::SourceConfig::Mysql(m) => match shadow.server_id {
+            Some(id) if id != 0 && id != m.server_id => m.server_id = id,
+            Some(_) => {
+                return Err(format!(
+                    "--shadow-server-id must differ from the connector's server id {} (the live reader's) and not be 0",
+                    m.server_id
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "connector `{old_name}` reads a MySQL/MariaDB binlog: give the shadow a replica server id of its own with --shadow-server-id (not {}, the live reader's)",
+                    m.server_id
+                ))
+            }
+        },
+    }
+    Ok(())
 }
 
 /// Notes in `process.ignored_keys` a `bootstrap.servers` of `--kafka-config` / `[kafka]` that

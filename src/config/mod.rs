@@ -64,7 +64,7 @@ pub use kafka::{ClientProperties, KafkaClientSettings};
 pub(crate) use load::LoadCtx;
 pub use load::{
     load, load_all, load_all_with_env, load_many, load_many_with_env, load_offline,
-    log_ignored_keys, parse, LoadOptions,
+    log_ignored_keys, parse, LoadOptions, Shadow,
 };
 pub use secret::Secret;
 pub use tls::{MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, RootCert, StoreFile};

@@ -1174,6 +1174,7 @@ server_id = 7
             kafka_bootstrap: None,
             kafka_config: Some(&worker),
             without_source_secrets: false,
+            shadow: None,
         },
         &env,
     )
@@ -1210,6 +1211,7 @@ server_id = 7
             kafka_bootstrap: flag,
             kafka_config: Some(&worker),
             without_source_secrets: false,
+            shadow: None,
         };
         let cfg = load_all_with_env(&[&conn], opts, &env).unwrap();
         let note = cfg
@@ -1264,6 +1266,7 @@ kafka = { bootstrap_servers = "k:1" }
             kafka_bootstrap: None,
             kafka_config: None,
             without_source_secrets,
+            shadow: None,
         };
         load_all_with_env(&[&conn], opts, &env)
     };
@@ -1272,4 +1275,67 @@ kafka = { bootstrap_servers = "k:1" }
     let cfg = load(true).unwrap();
     assert_eq!(cfg.connectors[0].kafka.bootstrap_servers, "k:1");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn shadow_runs_own_nothing_of_the_live_connector() {
+    let dir = std::env::temp_dir().join(format!("outboxd-shadow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pg = dir.join("pg.json");
+    std::fs::write(
+        &pg,
+        r#"{"name":"orders","config":{"connector.class":"io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname":"h","database.user":"u","database.password":"p","database.dbname":"d",
+        "topic.prefix":"app","slot.name":"dbz_orders","table.include.list":"public.outbox",
+        "transforms":"outbox","transforms.outbox.type":"io.debezium.transforms.outbox.EventRouter",
+        "errors.tolerance":"all","errors.deadletterqueue.topic.name":"dlq"}}"#,
+    )
+    .unwrap();
+    let env = env_of(&[]);
+    let opts = |name, server_id| LoadOptions {
+        kafka_bootstrap: Some("k:1"),
+        kafka_config: None,
+        without_source_secrets: false,
+        shadow: Some(crate::config::Shadow { name, server_id }),
+    };
+    let cfg = load_all_with_env(&[&pg], opts("shadow", None), &env).unwrap();
+    let c = &cfg.connectors[0];
+    assert_eq!(c.name, "orders.shadow");
+    assert_eq!(c.router.topic_prefix.as_deref(), Some("shadow."));
+    assert_eq!(c.errors.dead_letter_topic.as_deref(), Some("shadow.dlq"));
+    assert_eq!(
+        c.checkpoint,
+        CheckpointConfig::kafka_default("orders.shadow")
+    );
+    let SourceConfig::Postgres(p) = &c.source else {
+        panic!("postgres")
+    };
+    assert_eq!(p.slot_name, "dbz_orders_shadow");
+    assert_eq!(c.debezium_server(), "app");
+    let e = load_all_with_env(&[&pg], opts("Bad-Name", None), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a-z, 0-9 and _"), "{e}");
+    let my = dir.join("my.json");
+    std::fs::write(
+        &my,
+        r#"{"name":"m","config":{"connector.class":"io.debezium.connector.mariadb.MariaDbConnector",
+        "database.hostname":"h","database.user":"u","database.password":"p","database.server.id":"5",
+        "table.include.list":"s.outbox","transforms":"outbox",
+        "transforms.outbox.type":"io.debezium.transforms.outbox.EventRouter"}}"#,
+    )
+    .unwrap();
+    let e = load_all_with_env(&[&my], opts("shadow", None), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--shadow-server-id"), "{e}");
+    let e = load_all_with_env(&[&my], opts("shadow", Some(5)), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("must differ"), "{e}");
+    let cfg = load_all_with_env(&[&my], opts("shadow", Some(77)), &env).unwrap();
+    let SourceConfig::Mysql(m) = &cfg.connectors[0].source else {
+        panic!("mysql")
+    };
+    assert_eq!(m.server_id, 77);
 }

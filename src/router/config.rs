@@ -220,6 +220,9 @@ pub struct RouterConfig {
     pub field_schema_version: Option<String>,
     /// How records become bytes: converters, Debezium's extended headers, type mapping.
     pub format: RecordFormat,
+    /// outboxd's own, set by `--shadow NAME`: a prefix put before every routed topic (after
+    /// `route.topic.regex`/`replacement`), e.g. `shadow.`.
+    pub topic_prefix: Option<String>,
 }
 
 /// How a routed record becomes bytes, beyond the EventRouter's own options: Kafka
@@ -355,6 +358,7 @@ impl Default for RouterConfig {
             op_invalid_behavior: InvalidOpBehavior::Warn,
             field_schema_version: None,
             format: RecordFormat::default(),
+            topic_prefix: None,
         }
     }
 }

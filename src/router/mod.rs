@@ -384,7 +384,11 @@ impl EventRouter {
     /// The topic for a `route.by.field` value: the replacement when the regex matches the whole
     /// value, else the value itself (Kafka `RegexRouter` semantics).
     pub fn topic_for(&self, routed_by_value: &str) -> String {
-        self.topics.topic_for(routed_by_value)
+        let topic = self.topics.topic_for(routed_by_value);
+        match &self.cfg.topic_prefix {
+            Some(p) => format!("{p}{topic}"),
+            None => topic,
+        }
     }
 
     /// Routes one row change of an outbox table.
@@ -853,7 +857,10 @@ impl EventRouter {
     }
 
     fn topic(&self, change: &RowChange, value: &str) -> Result<String, RouteError> {
-        let topic = self.topics.topic(value);
+        let mut topic = self.topics.topic(value);
+        if let Some(p) = &self.cfg.topic_prefix {
+            topic.insert_str(0, p);
+        }
         if !is_valid_topic(&topic) {
             return Err(RouteError::InvalidTopic {
                 table: change.table.clone(),

@@ -138,7 +138,7 @@ pub(crate) fn convert(
         MYSQL_TYPE_TINY | MYSQL_TYPE_SHORT | MYSQL_TYPE_INT24 | MYSQL_TYPE_LONG
         | MYSQL_TYPE_LONGLONG => match value {
             Value::Int(i) if spec.unsigned => ColumnValue::UInt(unsigned_of(i, spec.ty)),
-            Value::Int(i) => ColumnValue::Int(i),
+            Value::Int(i) => ColumnValue::Int(signed_of(i, spec.ty)),
             Value::UInt(u) if spec.unsigned => ColumnValue::UInt(u),
             // A signed BIGINT never decodes to UInt; keep the bits.
             Value::UInt(u) => ColumnValue::Int(u as i64),
@@ -284,6 +284,15 @@ fn unsigned_of(i: i64, ty: ColumnType) -> u64 {
         ColumnType::MYSQL_TYPE_INT24 => (i as u64) & 0xff_ffff,
         ColumnType::MYSQL_TYPE_LONG => u64::from(i as u32),
         _ => i as u64,
+    }
+}
+
+/// A signed column's value: `mysql_common` reads a MEDIUMINT's three bytes without sign
+/// extension (-70000 arrives as 16707216), so extend bit 23 for it.
+fn signed_of(i: i64, ty: ColumnType) -> i64 {
+    match ty {
+        ColumnType::MYSQL_TYPE_INT24 if (0..=0xff_ffff).contains(&i) => ((i << 40) >> 40),
+        _ => i,
     }
 }
 
@@ -560,6 +569,26 @@ mod tests {
         assert_eq!(
             convert(&t, v(Value::Int(-1)), 16).unwrap(),
             ColumnValue::UInt(255)
+        );
+        // MEDIUMINT: mysql_common leaves the three bytes unextended (seen against MariaDB
+        // 10.11 and Debezium: -70000 must stay -70000, not 16707216).
+        let mut m = spec(ColumnType::MYSQL_TYPE_INT24);
+        assert_eq!(
+            convert(&m, v(Value::Int(16_707_216)), 16).unwrap(),
+            ColumnValue::Int(-70_000)
+        );
+        assert_eq!(
+            convert(&m, v(Value::Int(8_388_607)), 16).unwrap(),
+            ColumnValue::Int(8_388_607)
+        );
+        assert_eq!(
+            convert(&m, v(Value::Int(-70_000)), 16).unwrap(),
+            ColumnValue::Int(-70_000)
+        );
+        m.unsigned = true;
+        assert_eq!(
+            convert(&m, v(Value::Int(16_707_216)), 16).unwrap(),
+            ColumnValue::UInt(16_707_216)
         );
         let mut b = spec(ColumnType::MYSQL_TYPE_LONGLONG);
         b.unsigned = true;
