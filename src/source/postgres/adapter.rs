@@ -1,6 +1,11 @@
 //! The pgoutput adapter: from decoded pgoutput messages to outbox [`SourceEvent`]s.
 //!
 //! * Keeps a relation cache (OID -> table, column names, type OIDs) fed by Relation messages.
+//!   A partition of a partitioned outbox table maps to that table
+//!   ([`PgOutboxAdapter::set_partitions`]): with `publish_via_partition_root` (how outboxd
+//!   creates its publications) pgoutput already sends the partitions' rows as the partitioned
+//!   table's, but WAL decoded from before that option was on has them under the partitions'
+//!   own names.
 //! * Keeps the changes of the configured outbox tables (INSERTs; UPDATEs and DELETEs too when
 //!   the publication sends them, for the router's `table.op.invalid.behavior`), decoding their
 //!   values with [`super::values`]. Rows of other tables are not even decoded.
@@ -93,6 +98,10 @@ pub enum AdapterError {
 
 #[derive(Debug)]
 struct CachedRelation {
+    /// The table the Relation message named.
+    named: TableName,
+    /// The table its rows are rows of: `named`, or the partitioned outbox table it is a
+    /// partition of.
     table: TableName,
     outbox: bool,
     columns: Arc<[Arc<str>]>,
@@ -113,6 +122,8 @@ struct OpenTxn {
 #[derive(Debug)]
 pub struct PgOutboxAdapter {
     tables: HashSet<TableName>,
+    /// Partition -> the partitioned outbox table it belongs to.
+    partitions: HashMap<TableName, TableName>,
     prefixes: Vec<String>,
     relations: HashMap<u32, CachedRelation>,
     txn: Option<OpenTxn>,
@@ -128,12 +139,36 @@ impl PgOutboxAdapter {
     pub fn new(tables: HashSet<TableName>, prefixes: Vec<String>, resume_after: Lsn) -> Self {
         Self {
             tables,
+            partitions: HashMap::new(),
             prefixes,
             relations: HashMap::new(),
             txn: None,
             resume_after,
             last_position: resume_after,
             filtered_since_progress: 0,
+        }
+    }
+
+    /// The partitions of the partitioned outbox tables, each with its outbox table (as the
+    /// catalog lists them now: `catalog::coverage::Coverage::partitions`); relations already
+    /// described are mapped again.
+    pub fn set_partitions(&mut self, partitions: HashMap<TableName, TableName>) {
+        self.partitions = partitions;
+        let relations = std::mem::take(&mut self.relations);
+        self.relations = relations
+            .into_iter()
+            .map(|(oid, mut r)| {
+                (r.table, r.outbox) = self.outbox_of(&r.named);
+                (oid, r)
+            })
+            .collect();
+    }
+
+    /// The table whose rows a relation named `named` holds, and whether it is an outbox.
+    fn outbox_of(&self, named: &TableName) -> (TableName, bool) {
+        match self.partitions.get(named) {
+            Some(root) => (root.clone(), true),
+            None => (named.clone(), self.tables.contains(named)),
         }
     }
 
@@ -323,8 +358,8 @@ impl PgOutboxAdapter {
         } else {
             r.namespace
         };
-        let table = TableName::new(schema, r.name);
-        let outbox = self.tables.contains(&table);
+        let named = TableName::new(schema, r.name);
+        let (table, outbox) = self.outbox_of(&named);
         let columns: Arc<[Arc<str>]> = r
             .columns
             .iter()
@@ -334,6 +369,7 @@ impl PgOutboxAdapter {
         self.relations.insert(
             r.oid,
             CachedRelation {
+                named,
                 table,
                 outbox,
                 columns,

@@ -67,6 +67,7 @@ use tokio::sync::watch;
 
 use super::adapter::PgOutboxAdapter;
 use super::catalog;
+use super::catalog::coverage::{Coverage, Watch};
 use super::error::{where_, PgError};
 use super::pgoutput;
 use crate::config::PostgresSourceConfig;
@@ -87,6 +88,9 @@ const SESSION_OPTIONS: &str =
 pub struct PgSource {
     cfg: PostgresSourceConfig,
     tables: Vec<TableName>,
+    /// The last coverage read that found the outbox carried, kept across the sessions of
+    /// one run of the connector: a session's first read is compared with it.
+    coverage: Option<Coverage>,
 }
 
 impl PgSource {
@@ -95,6 +99,7 @@ impl PgSource {
         Self {
             cfg,
             tables: tables.to_vec(),
+            coverage: None,
         }
     }
 }
@@ -144,10 +149,12 @@ impl Drop for EndOnDrop {
     }
 }
 
-/// Confirms the latest checkpointed LSN to the server (sent with the next status update).
-fn confirm(client: &ReplicationClient, rx: &watch::Receiver<Option<SourcePosition>>) {
+/// Confirms the latest checkpointed LSN to the server (sent with the next status update),
+/// but never beyond `proven`, the WAL position up to which the publication is known to have
+/// carried the outbox ([`Watch::proven`]).
+fn confirm(client: &ReplicationClient, rx: &watch::Receiver<Option<SourcePosition>>, proven: Lsn) {
     if let Some(l) = checkpointed_lsn(rx) {
-        client.update_applied_lsn(pgwire_replication::Lsn::from_u64(l.0));
+        client.update_applied_lsn(pgwire_replication::Lsn::from_u64(l.0.min(proven.0)));
     }
 }
 
@@ -173,16 +180,28 @@ impl PgSource {
             checks.push(catalog::table_check(&connector, cfg, t, &columns, None));
         }
         preflight::enforce(checks).map_err(PgError::from)?;
-        catalog::publication::ensure(&sql, cfg, &connector, &self.tables).await?;
+        let ensured =
+            catalog::publication::ensure(&sql, cfg, &connector, &self.tables, info.version_num)
+                .await?;
         // With a position to resume at, a slot that cannot serve it (missing, confirmed past
         // it, WAL lost) is a definite error here, never a new slot past the gap.
         let slot =
             catalog::slot::ensure_slot(&sql, cfg, &info, &connector, position, &ctx.lease).await?;
-        drop(sql);
 
         let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
         let start = position.unwrap_or(confirmed);
-        let acked = checkpointed_lsn(&ctx.checkpointed).unwrap_or_default();
+        // The previous session's last read is the baseline: a lapse between the sessions
+        // (a table removed and added back meanwhile, by us in `ensure` included) is one too.
+        if let Some(previous) = &self.coverage {
+            if let Some(lapse) = ensured.coverage.lapse_since(previous) {
+                return Err(lapse.error(&connector, cfg, start, &previous.at).into());
+            }
+        }
+        self.coverage = Some(ensured.coverage.clone());
+        let mut coverage = Watch::new(ensured.coverage, start);
+        let acked = checkpointed_lsn(&ctx.checkpointed)
+            .unwrap_or_default()
+            .min(coverage.proven());
         let application_name: String = format!("outboxd {connector}").chars().take(63).collect();
         let rcfg = ReplicationConfig::new(
             cfg.host.clone(),
@@ -217,7 +236,16 @@ impl PgSource {
                 }
                 .into())
             }
-            Ok(Err(e)) => return Err(PgError::from_replication(&e, cfg).into()),
+            Ok(Err(e)) => {
+                return Err(not_in_wal(
+                    PgError::from_replication(&e, cfg),
+                    &connector,
+                    cfg,
+                    start,
+                    ensured.created_at,
+                )
+                .into())
+            }
             Ok(Ok(c)) => c,
         };
         let mut client = EndOnDrop(client);
@@ -225,10 +253,16 @@ impl PgSource {
         // Streaming: from now on (this and every later session of the connector under this
         // lease) a walsender on the slot is not a previous owner's.
         ctx.lease.streaming();
-        confirm(&client, &ctx.checkpointed);
+        confirm(&client, &ctx.checkpointed, coverage.proven());
 
         let tables: HashSet<TableName> = self.tables.iter().cloned().collect();
         let mut adapter = PgOutboxAdapter::new(tables, cfg.message_prefixes.clone(), start);
+        adapter.set_partitions(coverage.last().partitions());
+        let mut check = tokio::time::interval_at(
+            tokio::time::Instant::now() + cfg.status_interval,
+            cfg.status_interval,
+        );
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut out: Vec<SourceEvent> = Vec::new();
         // Without a checkpoint, the position streaming starts from is the first one: hand it
         // on at once, so it is checkpointed before anything else happens (the server's next
@@ -252,7 +286,7 @@ impl PgSource {
                             if changed.is_err() {
                                 return Ok(());
                             }
-                            confirm(&client, &ctx.checkpointed);
+                            confirm(&client, &ctx.checkpointed, coverage.proven());
                         }
                     }
                 }
@@ -263,11 +297,30 @@ impl PgSource {
                     if changed.is_err() {
                         return Ok(());
                     }
-                    confirm(&client, &ctx.checkpointed);
+                    confirm(&client, &ctx.checkpointed, coverage.proven());
+                }
+                _ = check.tick() => {
+                    let now = Coverage::read(&sql, cfg, &self.tables, info.version_num).await?;
+                    let since = coverage.last().at.clone();
+                    if let Err(lapse) = coverage.observe(now) {
+                        return Err(lapse.error(&connector, cfg, coverage.proven(), &since).into());
+                    }
+                    self.coverage = Some(coverage.last().clone());
+                    adapter.set_partitions(coverage.last().partitions());
+                    confirm(&client, &ctx.checkpointed, coverage.proven());
                 }
                 ev = client.recv() => {
                     let ev = match ev {
-                        Err(e) => return Err(PgError::from_replication(&e, cfg).into()),
+                        Err(e) => {
+                            return Err(not_in_wal(
+                                PgError::from_replication(&e, cfg),
+                                &connector,
+                                cfg,
+                                adapter.last_position(),
+                                ensured.created_at,
+                            )
+                            .into())
+                        }
                         Ok(None) => return Err(PgError::StreamEnded.into()),
                         Ok(Some(ev)) => ev,
                     };
@@ -275,6 +328,39 @@ impl PgSource {
                 }
             }
         }
+    }
+}
+
+/// `e`, or, when it is pgoutput's `publication "..." does not exist` (SQLSTATE 42704: a
+/// change written while the publication did not exist), [`PgError::PublicationNotInWal`]
+/// with what to do: connector `connector` handed on everything up to `after`; this session
+/// created the publication at `created_at`, if it did (where to step past to, when that is
+/// after `after`: a publication this session created and someone dropped later is no
+/// help).
+fn not_in_wal(
+    e: PgError,
+    connector: &str,
+    cfg: &PostgresSourceConfig,
+    after: Lsn,
+    created_at: Option<Lsn>,
+) -> PgError {
+    match e {
+        PgError::Replication {
+            message,
+            sqlstate: Some(state),
+            ..
+        } if state == tokio_postgres::error::SqlState::UNDEFINED_OBJECT
+            && message.starts_with("publication ") =>
+        {
+            PgError::PublicationNotInWal {
+                connector: connector.to_string(),
+                publication: cfg.publication_name.clone(),
+                after,
+                created_at: created_at.filter(|c| *c > after),
+                message,
+            }
+        }
+        other => other,
     }
 }
 
