@@ -143,9 +143,7 @@ async fn a_dropped_outbox_table_stops_before_the_slot_passes_it() {
     // check and status report the table the publication does not carry.
     let (_, out) = check(&path);
     assert!(
-        out.contains(&format!(
-            "does not cover outbox table(s) public.outbox_events"
-        )),
+        out.contains("does not cover outbox table(s) public.outbox_events"),
         "{out}"
     );
     let (code, v) = status(&path);

@@ -25,7 +25,9 @@ use crate::source::postgres::catalog::slot;
 /// (`state`, `ready`, `reason`, ...), or `{"unknown": why}` when it cannot be asked; plus
 /// `"checkpoint_lost": "<why>"` when the server can no longer serve the checkpoint (purged
 /// binlogs; a dropped, overtaken or WAL-less slot; a checkpoint of another kind of source),
-/// which also makes it exit 1, and, in a group (`--group`), `"owner"`: the member running the
+/// which also makes it exit 1; for PostgreSQL `"slot"` and `"publication"` (`name`, `exists`,
+/// `publish_via_partition_root`, `uncovered`: what does not carry the outbox rows), and
+/// `"uncovered": "<why>"` when the publication does not carry them (exit 1); and, in a group (`--group`), `"owner"`: the member running the
 /// connector (`null` when none does, with `"owner_note"` saying why: never run, released, or
 /// its member left the group). The source is read before the checkpoint (see `Serving`).
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {

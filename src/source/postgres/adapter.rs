@@ -691,6 +691,70 @@ mod tests {
         assert_eq!(a.last_position(), Lsn(0x540));
     }
 
+    /// Rows of a partition (pgoutput without `publish_via_partition_root`) are rows of the
+    /// partitioned outbox table, whether the mapping was known before the partition's
+    /// Relation message or learnt after it; a partition no longer listed is not an outbox.
+    #[test]
+    fn partitions_are_rows_of_their_outbox_table() {
+        let partition = |oid: i32, name: &str| {
+            data(relation(
+                oid,
+                "public",
+                name,
+                &[
+                    ("id", oid::UUID as i32),
+                    ("aggregate_type", oid::VARCHAR as i32),
+                    ("payload", oid::JSONB as i32),
+                    ("created_at", oid::TIMESTAMPTZ as i32),
+                ],
+            ))
+        };
+        let row_of = |oid: i32| {
+            data(insert(
+                oid,
+                &[
+                    Some(b"00000000-0000-0000-0000-000000000001"),
+                    Some(b"Order"),
+                    Some(b"{}"),
+                    Some(b"2024-01-01 00:00:00+00"),
+                ],
+            ))
+        };
+        let p2024 = TableName::new("public", "outbox_events_2024");
+        let p2025 = TableName::new("public", "outbox_events_2025");
+        let mut a = adapter(0);
+        let out = feed(
+            &mut a,
+            &[
+                partition(300, "outbox_events_2024"),
+                begin(0x500, 0),
+                row_of(300),
+                commit(0x500, 0x540, 0),
+            ],
+        );
+        assert!(changes(&out).is_empty(), "not known as a partition yet");
+        a.set_partitions([(p2024.clone(), outbox()), (p2025, outbox())].into());
+        let out = feed(
+            &mut a,
+            &[
+                partition(301, "outbox_events_2025"),
+                begin(0x600, 0),
+                row_of(300),
+                row_of(301),
+                commit(0x600, 0x640, 0),
+            ],
+        );
+        let c = changes(&out);
+        assert_eq!(c.len(), 2, "{out:?}");
+        assert!(c.iter().all(|c| c.table == outbox()), "{c:?}");
+        a.set_partitions(HashMap::new());
+        let out = feed(
+            &mut a,
+            &[begin(0x700, 0), row_of(300), commit(0x700, 0x740, 0)],
+        );
+        assert!(changes(&out).is_empty(), "{p2024} is no partition any more");
+    }
+
     #[test]
     fn filtered_transactions_and_keepalives_are_progress() {
         let mut a = adapter(0x10);

@@ -36,10 +36,31 @@
 //! transactions, into [`crate::event::SourceEvent::Progress`]; once checkpointed they are
 //! confirmed, so WAL written to other tables does not stay pinned by an idle outbox.
 //!
+//! # Whether the publication still carries the outbox
+//!
+//! Rows committed while the publication does not carry an outbox table are never sent, and
+//! no later fix brings them back out of the slot (pgoutput decodes with the publication of
+//! the change's time). The session keeps its SQL connection and reads the coverage every
+//! `status_interval` (one small catalog query, [`super::catalog::coverage`]); the flush LSN
+//! confirmed is the checkpointed one, but never beyond the WAL position the previous read
+//! proved covered ([`Watch::proven`]: the slot lags by one to two intervals more). A read
+//! that finds the outbox not carried — the table dropped, renamed, removed from the
+//! publication, or removed and added back; the publication dropped; INSERTs or
+//! `publish_via_partition_root` switched off — stops the connector, naming publication and
+//! table. The checkpoint itself may have moved past that point (keepalive progress): that
+//! loses nothing more, since what the publication did not carry cannot be decoded from any
+//! position.
+//!
+//! A dropped publication also makes pgoutput fail at the first change written while it did
+//! not exist (SQLSTATE 42704, at every restart: PostgreSQL 15 has no way past it but to start
+//! after it): [`PgError::PublicationNotInWal`] says how to step past with `outboxd checkpoint
+//! set`, to where this session created the publication again when it did.
+//!
 //! # Publication: INSERTs only
 //!
-//! A publication outboxd creates publishes INSERTs only (`WITH (publish = 'insert')`), in
-//! `filtered` mode for the outbox tables only: UPDATEs and DELETEs of outbox rows never reach
+//! A publication outboxd creates publishes INSERTs only (`WITH (publish = 'insert',
+//! publish_via_partition_root = true)`: the rows of a partitioned outbox come out as its
+//! own), in `filtered` mode for the outbox tables only: UPDATEs and DELETEs of outbox rows never reach
 //! outboxd, so `table.op.invalid.behavior` has nothing to act on (the insert-then-delete
 //! cleanup pattern costs nothing). A publication the operator created that also publishes
 //! UPDATE/DELETE works too: those changes then go to the router, which drops DELETEs and
@@ -56,8 +77,9 @@
 //! server restarting, a slot still held by our own previous session. Definite (the connector
 //! stops with what to change): `wal_level` not logical, a role without `REPLICATION`, no free
 //! slot, a slot held by another process (named by pid), a missing outbox table or
-//! publication that may not be created, a slot for another plugin or database, lost WAL,
-//! undecodable data. See [`super::error::PgError::class`].
+//! publication that may not be created, a publication that stopped carrying the outbox, a
+//! slot for another plugin or database, lost WAL, undecodable data. See
+//! [`super::error::PgError::class`].
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -40,7 +40,7 @@ use super::{parse_lsn, quote_ident, quote_table};
 use crate::config::{PostgresSourceConfig, PublicationAutocreate};
 use crate::event::TableName;
 use crate::position::Lsn;
-use crate::source::postgres::error::PgError;
+use crate::source::postgres::error::{CoverageLoss, PgError};
 
 /// How the publication includes an outbox table (PostgreSQL catalogs `pg_publication`,
 /// `pg_publication_rel`, `pg_publication_namespace`). The OIDs identify the catalog entry: a
@@ -452,14 +452,14 @@ impl Lapse {
                 "the new table is in the publication now".to_string(),
             ),
         };
-        PgError::CoverageLost {
+        PgError::CoverageLost(Box::new(CoverageLoss {
             connector: connector.to_string(),
             what: self.describe(&cfg.publication_name),
             rows,
             fix,
             proven,
             since: since.to_string(),
-        }
+        }))
     }
 }
 

@@ -301,3 +301,94 @@ async fn execute(
         Err(e) => Err(PgError::from_sql(&e, cfg)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::coverage::{Publication, Relation, TableCoverage};
+    use super::*;
+    use crate::config::{example_source, ConfigFormat, SourceConfig};
+
+    fn cfg(mode: PublicationAutocreate) -> PostgresSourceConfig {
+        let SourceConfig::Postgres(mut cfg) = example_source("postgres", ConfigFormat::Toml) else {
+            panic!("a PostgreSQL source")
+        };
+        cfg.publication_name = "pub".into();
+        cfg.publication_autocreate = mode;
+        cfg
+    }
+
+    fn read(via_root: bool, membership: Membership, partitioned: bool) -> Coverage {
+        Coverage {
+            publication: Some(Publication {
+                oid: 1,
+                insert: true,
+                update: false,
+                delete: false,
+                all_tables: false,
+                via_root,
+            }),
+            tables: vec![TableCoverage {
+                table: TableName::new("public", "outbox"),
+                relation: Some(Relation {
+                    oid: 10,
+                    partitioned,
+                    partitions: vec![],
+                }),
+                membership,
+            }],
+            wal: Lsn(1),
+            at: String::new(),
+        }
+    }
+
+    /// A partitioned outbox needs publish_via_partition_root; a plain one does not. `filtered`
+    /// repairs, any other mode fails naming the statements that repair.
+    #[test]
+    fn partitioned_outbox_tables_need_publish_via_partition_root() {
+        let filtered = cfg(PublicationAutocreate::Filtered);
+        let disabled = cfg(PublicationAutocreate::Disabled);
+        let plain = read(false, Membership::Table(20), false);
+        assert!(coverage("c", &disabled, &plain).unwrap().is_empty());
+        let part = read(false, Membership::Table(20), true);
+        let repairs = coverage("c", &filtered, &part).unwrap();
+        assert_eq!(
+            repairs.statements(&filtered),
+            ["ALTER PUBLICATION \"pub\" SET (publish_via_partition_root = true)"]
+        );
+        let fail = coverage("c", &disabled, &part).unwrap_err();
+        assert_eq!(fail.status, Status::Fail);
+        assert!(
+            fail.detail.contains("publish_via_partition_root off")
+                && fail.detail.ends_with(
+                    "run `ALTER PUBLICATION \"pub\" SET (publish_via_partition_root = true)`"
+                ),
+            "{}",
+            fail.detail
+        );
+        let missing = read(false, Membership::None, true);
+        assert_eq!(
+            coverage("c", &filtered, &missing)
+                .unwrap()
+                .statements(&filtered),
+            [
+                "ALTER PUBLICATION \"pub\" SET (publish_via_partition_root = true)",
+                "ALTER PUBLICATION \"pub\" ADD TABLE \"public\".\"outbox\""
+            ]
+        );
+        assert!(
+            coverage("c", &disabled, &read(true, Membership::Schema(5), true))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn created_publications_publish_via_the_partition_root() {
+        let c = cfg(PublicationAutocreate::Filtered);
+        assert_eq!(
+            create_sql(&c, &[TableName::new("public", "outbox")], false),
+            "CREATE PUBLICATION \"pub\" FOR TABLE \"public\".\"outbox\" WITH (publish = \
+             'insert', publish_via_partition_root = true)"
+        );
+    }
+}
