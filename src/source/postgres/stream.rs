@@ -60,11 +60,11 @@
 //!
 //! A publication outboxd creates publishes INSERTs only (`WITH (publish = 'insert',
 //! publish_via_partition_root = true)`: the rows of a partitioned outbox come out as its
-//! own), in `filtered` mode for the outbox tables only: UPDATEs and DELETEs of outbox rows never reach
-//! outboxd, so `table.op.invalid.behavior` has nothing to act on (the insert-then-delete
-//! cleanup pattern costs nothing). A publication the operator created that also publishes
-//! UPDATE/DELETE works too: those changes then go to the router, which drops DELETEs and
-//! applies `table.op.invalid.behavior` to UPDATEs, as on MySQL.
+//! own), in `filtered` mode for the outbox tables only: UPDATEs and DELETEs of outbox rows
+//! never reach outboxd, so `table.op.invalid.behavior` has nothing to act on (the
+//! insert-then-delete cleanup pattern costs nothing). A publication the operator created that
+//! also publishes UPDATE/DELETE works too: those changes then go to the router, which drops
+//! DELETEs and applies `table.op.invalid.behavior` to UPDATEs, as on MySQL.
 //!
 //! # Server version
 //!
@@ -216,7 +216,7 @@ impl PgSource {
         // (a table removed and added back meanwhile, by us in `ensure` included) is one too.
         if let Some(previous) = &self.coverage {
             if let Some(lapse) = ensured.coverage.lapse_since(previous) {
-                return Err(lapse.error(&connector, cfg, start, &previous.at).into());
+                return Err(lapse.error(&connector, cfg, confirmed, &previous.at).into());
             }
         }
         self.coverage = Some(ensured.coverage.clone());
