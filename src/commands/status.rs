@@ -25,7 +25,9 @@ use crate::source::postgres::catalog::slot;
 /// (`state`, `ready`, `reason`, ...), or `{"unknown": why}` when it cannot be asked; plus
 /// `"checkpoint_lost": "<why>"` when the server can no longer serve the checkpoint (purged
 /// binlogs; a dropped, overtaken or WAL-less slot; a checkpoint of another kind of source),
-/// which also makes it exit 1, and, in a group (`--group`), `"owner"`: the member running the
+/// which also makes it exit 1; for PostgreSQL `"slot"` and `"publication"` (`name`, `exists`,
+/// `publish_via_partition_root`, `uncovered`: what does not carry the outbox rows), and
+/// `"uncovered": "<why>"` when the publication does not carry them (exit 1); and, in a group (`--group`), `"owner"`: the member running the
 /// connector (`null` when none does, with `"owner_note"` saying why: never run, released, or
 /// its member left the group). The source is read before the checkpoint (see `Serving`).
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
@@ -49,7 +51,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let mut ok = true;
     for c in &cfg.connectors {
         // The source first, the checkpoint after it (see `Serving`).
-        let (current, slot, serving) = match source_status(&c.source).await {
+        let (current, fields, serving) = match source_status(c).await {
             Ok(r) => r,
             Err(e) => {
                 ok = false;
@@ -86,8 +88,10 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         });
         if let Some(obj) = line.as_object_mut() {
             obj.insert("relay".into(), relay_of(&c.name));
-            if let Some(s) = slot {
-                obj.insert("slot".into(), s);
+            obj.extend(fields);
+            if let Some(u) = serving.uncovered() {
+                ok = false;
+                obj.insert("uncovered".into(), u.into());
             }
             if let Some(g) = gap {
                 ok = false;
@@ -137,8 +141,8 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
 enum Serving {
     /// The binlogs a MySQL/MariaDB server still has.
     Mysql(server::Retained),
-    /// The PostgreSQL slot.
-    Postgres(slot::SlotState),
+    /// The PostgreSQL slot, and why the publication does not carry the outbox rows (if so).
+    Postgres(slot::SlotState, Option<String>),
 }
 
 impl Serving {
@@ -146,24 +150,45 @@ impl Serving {
     fn gap(&self, checkpoint: &SourcePosition) -> Option<String> {
         match self {
             Serving::Mysql(retained) => retained.gap(checkpoint),
-            Serving::Postgres(slot) => slot.gap(checkpoint),
+            Serving::Postgres(slot, _) => slot.gap(checkpoint),
+        }
+    }
+
+    /// Why the source does not carry the outbox rows now, if it does not.
+    fn uncovered(&self) -> Option<&str> {
+        match self {
+            Serving::Mysql(_) => None,
+            Serving::Postgres(_, uncovered) => uncovered.as_deref(),
         }
     }
 }
 
-/// What `status` reads of a connector's source: its current position, the slot's figures
-/// (PostgreSQL) and what it still has of its change stream.
+/// What `status` reads of connector `c`'s source: its current position, the fields the
+/// source adds to the line (PostgreSQL: `slot`, `publication`) and what it still has of its
+/// change stream.
 async fn source_status(
-    source: &SourceConfig,
-) -> Result<(SourcePosition, Option<serde_json::Value>, Serving), String> {
-    match source {
+    c: &crate::config::ConnectorConfig,
+) -> Result<
+    (
+        SourcePosition,
+        serde_json::Map<String, serde_json::Value>,
+        Serving,
+    ),
+    String,
+> {
+    match &c.source {
         SourceConfig::Mysql(src) => server::status(src)
             .await
-            .map(|r| (r.current, None, Serving::Mysql(r.retained)))
+            .map(|r| (r.current, Default::default(), Serving::Mysql(r.retained)))
             .map_err(|e| e.to_string()),
-        SourceConfig::Postgres(src) => slot::status(src)
+        SourceConfig::Postgres(src) => slot::status(src, &c.tables)
             .await
-            .map(|r| (r.current, Some(r.figures), Serving::Postgres(r.slot)))
+            .map(|r| {
+                let mut fields = serde_json::Map::new();
+                fields.insert("slot".into(), r.figures);
+                fields.insert("publication".into(), r.publication);
+                (r.current, fields, Serving::Postgres(r.slot, r.uncovered))
+            })
             .map_err(|e| e.to_string()),
     }
 }

@@ -10,6 +10,7 @@
 use super::{step, CheckResult, Status, StoredCheckpoint};
 use crate::config::{ConnectorConfig, PostgresSourceConfig};
 use crate::position::SourcePosition;
+use crate::source::postgres::catalog::coverage::Coverage;
 use crate::source::postgres::catalog::{self, publication, slot};
 use crate::source::postgres::PgError;
 
@@ -72,7 +73,7 @@ pub async fn check(
         "streams from the slot's confirmed_flush_lsn (a slot it creates: from the WAL \
          position at creation)",
     ));
-    out.push(publication_check(name, &client, cfg, src).await);
+    out.push(publication_check(name, &client, cfg, src, &info, has_checkpoint).await);
     for t in &cfg.tables {
         out.push(match catalog::table_columns(&client, src, t).await {
             Ok(columns) => catalog::table_check(name, src, t, &columns, Some(&cfg.router)),
@@ -157,96 +158,135 @@ async fn slot_checks(
     vec![capacity, check]
 }
 
-/// The publication check: [`publication::creation`] / [`publication::coverage`], and,
-/// where the connector would create or extend the publication, whether its role may.
+/// The publication check: [`publication::creation`] / [`publication::coverage`] on a
+/// [`Coverage`] read, and, where the connector would create or change the publication,
+/// whether its role may. `has_checkpoint`: the connector streamed before, so a publication
+/// that is missing or does not carry the outbox now means rows committed meanwhile are not in
+/// the slot's stream.
 async fn publication_check(
     name: &str,
     client: &tokio_postgres::Client,
     cfg: &ConnectorConfig,
     src: &PostgresSourceConfig,
+    info: &catalog::ServerInfo,
+    has_checkpoint: bool,
 ) -> CheckResult {
     let label = format!("publication {}", src.publication_name);
-    let info = match publication::info(client, src, &src.publication_name).await {
-        Ok(i) => i,
+    let tables = &cfg.tables;
+    let cov = match Coverage::read(client, src, tables, info.version_num).await {
+        Ok(c) => c,
         Err(f) => return CheckResult::new(name, &label, Status::Fail, f.to_string()),
     };
-    let tables = &cfg.tables;
-    match info {
-        None => match publication::creation(name, src, tables) {
+    let not_in_stream = if has_checkpoint {
+        " The connector has a checkpoint: outbox rows committed since it streamed while the \
+         publication did not carry them are not in the slot's stream (PostgreSQL decodes each \
+         change with the publication of its time) and are not delivered; re-insert those that \
+         are not in Kafka."
+    } else {
+        ""
+    };
+    let Some(p) = &cov.publication else {
+        return match publication::creation(name, src, tables) {
             Err(fail) => fail,
-            Ok(true) => CheckResult::new(
-                name,
-                &label,
-                Status::Warn,
-                "does not exist; the connector creates it FOR ALL TABLES (needs a superuser)",
-            ),
-            Ok(false) => {
-                let sql = publication::create_sql(src, tables, false);
-                if may_create(client, cfg).await {
-                    CheckResult::new(
+            Ok(all_tables) => {
+                let sql = publication::create_sql(src, tables, all_tables);
+                let may = all_tables || may_create(client, cfg).await;
+                let gone = if has_checkpoint {
+                    " It existed when the connector streamed (dropped since, or \
+                     publication_name changed): the changes written while it did not exist \
+                     cannot be decoded through it, and the stream stops at the first of them, \
+                     saying how to step past them."
+                } else {
+                    ""
+                };
+                match (may, all_tables) {
+                    (true, _) => CheckResult::new(
                         name,
                         &label,
-                        Status::Pass,
-                        format!("does not exist yet; the connector creates it: {sql}"),
-                    )
-                } else {
-                    CheckResult::new(
+                        if has_checkpoint || all_tables {
+                            Status::Warn
+                        } else {
+                            Status::Pass
+                        },
+                        format!(
+                            "does not exist{}; the connector creates it: {sql}{}{gone}",
+                            if has_checkpoint { "" } else { " yet" },
+                            if all_tables {
+                                " (needs a superuser)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    ),
+                    (false, _) => CheckResult::new(
                         name,
                         &label,
                         Status::Fail,
                         format!(
                             "does not exist and {} may not create it (FOR TABLE needs CREATE on \
                              the database and ownership of the tables); have the owner run \
-                             `{sql}`",
+                             `{sql}`{gone}",
                             src.user
                         ),
-                    )
+                    ),
                 }
             }
-        },
-        Some(p) => match publication::coverage(name, src, tables, &p) {
-            Err(fail) => fail,
-            Ok(missing) if missing.is_empty() => {
-                let ops: Vec<&str> = [
-                    ("insert", p.pubinsert),
-                    ("update", p.pubupdate),
-                    ("delete", p.pubdelete),
-                ]
-                .iter()
-                .filter(|(_, on)| *on)
-                .map(|(op, _)| *op)
-                .collect();
-                let covered = if p.all_tables {
-                    "all tables".to_string()
-                } else {
-                    tables
-                        .iter()
-                        .map(|t| t.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                CheckResult::new(
-                    name,
-                    &label,
-                    Status::Pass,
-                    format!("covers {covered} (publish = '{}')", ops.join(", ")),
-                )
-            }
-            Ok(missing) if may_create(client, cfg).await => CheckResult::new(
+        };
+    };
+    match publication::coverage(name, src, &cov) {
+        Err(mut fail) => {
+            fail.detail.push_str(not_in_stream);
+            fail
+        }
+        Ok(repairs) if repairs.is_empty() => {
+            let ops: Vec<&str> = [
+                ("insert", p.insert),
+                ("update", p.update),
+                ("delete", p.delete),
+            ]
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(op, _)| *op)
+            .collect();
+            let covered = if p.all_tables {
+                "all tables".to_string()
+            } else {
+                tables
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            CheckResult::new(
                 name,
                 &label,
-                Status::Warn,
+                Status::Pass,
                 format!(
-                    "does not cover {}; the connector adds them (ALTER PUBLICATION .. ADD TABLE)",
-                    missing
-                        .iter()
-                        .map(|t| t.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "covers {covered} (publish = '{}'{})",
+                    ops.join(", "),
+                    if p.via_root {
+                        ", publish_via_partition_root"
+                    } else {
+                        ""
+                    }
                 ),
+            )
+        }
+        Ok(repairs) if may_create(client, cfg).await => CheckResult::new(
+            name,
+            &label,
+            Status::Warn,
+            format!(
+                "{}; the connector changes it when it starts: {}.{not_in_stream}",
+                repairs.describe(src),
+                repairs.statements(src).join("; ")
             ),
-            Ok(missing) => publication::uncovered(name, src, &missing),
-        },
+        ),
+        Ok(repairs) => {
+            let mut fail = publication::uncovered(name, src, &repairs);
+            fail.detail.push_str(not_in_stream);
+            fail
+        }
     }
 }
 

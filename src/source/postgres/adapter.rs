@@ -1,6 +1,11 @@
 //! The pgoutput adapter: from decoded pgoutput messages to outbox [`SourceEvent`]s.
 //!
 //! * Keeps a relation cache (OID -> table, column names, type OIDs) fed by Relation messages.
+//!   A partition of a partitioned outbox table maps to that table
+//!   ([`PgOutboxAdapter::set_partitions`]): with `publish_via_partition_root` (how outboxd
+//!   creates its publications) pgoutput already sends the partitions' rows as the partitioned
+//!   table's, but WAL decoded from before that option was on has them under the partitions'
+//!   own names.
 //! * Keeps the changes of the configured outbox tables (INSERTs; UPDATEs and DELETEs too when
 //!   the publication sends them, for the router's `table.op.invalid.behavior`), decoding their
 //!   values with [`super::values`]. Rows of other tables are not even decoded.
@@ -93,6 +98,10 @@ pub enum AdapterError {
 
 #[derive(Debug)]
 struct CachedRelation {
+    /// The table the Relation message named.
+    named: TableName,
+    /// The table its rows are rows of: `named`, or the partitioned outbox table it is a
+    /// partition of.
     table: TableName,
     outbox: bool,
     columns: Arc<[Arc<str>]>,
@@ -115,6 +124,8 @@ struct OpenTxn {
 #[derive(Debug)]
 pub struct PgOutboxAdapter {
     tables: HashSet<TableName>,
+    /// Partition -> the partitioned outbox table it belongs to.
+    partitions: HashMap<TableName, TableName>,
     prefixes: Vec<String>,
     relations: HashMap<u32, CachedRelation>,
     txn: Option<OpenTxn>,
@@ -132,6 +143,7 @@ impl PgOutboxAdapter {
     pub fn new(tables: HashSet<TableName>, prefixes: Vec<String>, resume_after: Lsn) -> Self {
         Self {
             tables,
+            partitions: HashMap::new(),
             prefixes,
             relations: HashMap::new(),
             txn: None,
@@ -147,6 +159,29 @@ impl PgOutboxAdapter {
     pub fn with_catalog(mut self, catalog: HashMap<TableName, super::types::TableCatalog>) -> Self {
         self.catalog = catalog;
         self
+    }
+
+    /// The partitions of the partitioned outbox tables, each with its outbox table (as the
+    /// catalog lists them now: `catalog::coverage::Coverage::partitions`); relations already
+    /// described are mapped again.
+    pub fn set_partitions(&mut self, partitions: HashMap<TableName, TableName>) {
+        self.partitions = partitions;
+        let relations = std::mem::take(&mut self.relations);
+        self.relations = relations
+            .into_iter()
+            .map(|(oid, mut r)| {
+                (r.table, r.outbox) = self.outbox_of(&r.named);
+                (oid, r)
+            })
+            .collect();
+    }
+
+    /// The table whose rows a relation named `named` holds, and whether it is an outbox.
+    fn outbox_of(&self, named: &TableName) -> (TableName, bool) {
+        match self.partitions.get(named) {
+            Some(root) => (root.clone(), true),
+            None => (named.clone(), self.tables.contains(named)),
+        }
     }
 
     /// The last position handed on (or the resume position).
@@ -335,8 +370,8 @@ impl PgOutboxAdapter {
         } else {
             r.namespace
         };
-        let table = TableName::new(schema, r.name);
-        let outbox = self.tables.contains(&table);
+        let named = TableName::new(schema, r.name);
+        let (table, outbox) = self.outbox_of(&named);
         let columns: Arc<[Arc<str>]> = r
             .columns
             .iter()
@@ -358,6 +393,7 @@ impl PgOutboxAdapter {
         self.relations.insert(
             r.oid,
             CachedRelation {
+                named,
                 table,
                 outbox,
                 columns,
@@ -678,6 +714,70 @@ mod tests {
             }
         );
         assert_eq!(a.last_position(), Lsn(0x540));
+    }
+
+    /// Rows of a partition (pgoutput without `publish_via_partition_root`) are rows of the
+    /// partitioned outbox table, whether the mapping was known before the partition's
+    /// Relation message or learnt after it; a partition no longer listed is not an outbox.
+    #[test]
+    fn partitions_are_rows_of_their_outbox_table() {
+        let partition = |oid: i32, name: &str| {
+            data(relation(
+                oid,
+                "public",
+                name,
+                &[
+                    ("id", oid::UUID as i32),
+                    ("aggregate_type", oid::VARCHAR as i32),
+                    ("payload", oid::JSONB as i32),
+                    ("created_at", oid::TIMESTAMPTZ as i32),
+                ],
+            ))
+        };
+        let row_of = |oid: i32| {
+            data(insert(
+                oid,
+                &[
+                    Some(b"00000000-0000-0000-0000-000000000001"),
+                    Some(b"Order"),
+                    Some(b"{}"),
+                    Some(b"2024-01-01 00:00:00+00"),
+                ],
+            ))
+        };
+        let p2024 = TableName::new("public", "outbox_events_2024");
+        let p2025 = TableName::new("public", "outbox_events_2025");
+        let mut a = adapter(0);
+        let out = feed(
+            &mut a,
+            &[
+                partition(300, "outbox_events_2024"),
+                begin(0x500, 0),
+                row_of(300),
+                commit(0x500, 0x540, 0),
+            ],
+        );
+        assert!(changes(&out).is_empty(), "not known as a partition yet");
+        a.set_partitions([(p2024.clone(), outbox()), (p2025, outbox())].into());
+        let out = feed(
+            &mut a,
+            &[
+                partition(301, "outbox_events_2025"),
+                begin(0x600, 0),
+                row_of(300),
+                row_of(301),
+                commit(0x600, 0x640, 0),
+            ],
+        );
+        let c = changes(&out);
+        assert_eq!(c.len(), 2, "{out:?}");
+        assert!(c.iter().all(|c| c.table == outbox()), "{c:?}");
+        a.set_partitions(HashMap::new());
+        let out = feed(
+            &mut a,
+            &[begin(0x700, 0), row_of(300), commit(0x700, 0x740, 0)],
+        );
+        assert!(changes(&out).is_empty(), "{p2024} is no partition any more");
     }
 
     #[test]

@@ -194,6 +194,28 @@ pub enum PgError {
         /// What the slot is missing ([`super::catalog::slot::checkpoint_gap`]).
         reason: String,
     },
+    /// While the connector streamed, the publication stopped carrying the rows of an outbox
+    /// table (`catalog::coverage`): pgoutput sends nothing for rows it does not carry, and a
+    /// later fix does not bring them back out of the slot. The slot was not confirmed past
+    /// the last WAL position proven covered.
+    #[error("{0}")]
+    CoverageLost(Box<CoverageLoss>),
+    /// The walsender cannot decode a change: the publication did not exist when it was
+    /// written (dropped, or created after it; SQLSTATE 42704 from pgoutput). PostgreSQL
+    /// decodes with the publications of the change's time, so this slot never will.
+    #[error("PostgreSQL cannot decode the changes after LSN {after} through publication {publication:?} ({message}): a change is decoded with the publications of its time, and the publication did not exist when these were written (it was dropped, or created after them), so this slot never will, and the connector stopped before them. Outbox rows committed while it did not exist are not delivered by outboxd: re-insert them, with their ids (delete and insert them again in one transaction), once the connector streams again. To go on, make sure the publication exists (outboxd creates it when it starts, unless publication_autocreate is disabled), step past the changes written before it existed again: `outboxd checkpoint set --config <its file> --connector {connector} --position lsn:{}`{}, and start outboxd again (if publication_name was changed, going back to the publication the slot streamed with is the other way)", created_at.map(|l| l.to_string()).unwrap_or_else(|| "<LSN>".into()), if created_at.is_some() { " (where outboxd created it again)" } else { " with the WAL position right after it was created again (outboxd logs `created the publication at LSN ...` when it creates it)" })]
+    PublicationNotInWal {
+        /// The connector.
+        connector: String,
+        /// The publication.
+        publication: String,
+        /// The last position handed on.
+        after: Lsn,
+        /// Where this session's start created the publication, if it did.
+        created_at: Option<Lsn>,
+        /// The server's message.
+        message: String,
+    },
     /// Something just created or found is gone again (a concurrent drop).
     #[error("{what} vanished")]
     Vanished {
@@ -285,6 +307,25 @@ pub enum PgError {
     },
 }
 
+/// What [`PgError::CoverageLost`] says.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{what}, while connector {connector} streamed (seen by its publication check after {since}). PostgreSQL decodes each change with the publication as it was when the change was written, so {rows}; the connector stopped without confirming the replication slot past LSN {proven}. To go on: {fix}; start outboxd again; then re-insert the outbox rows committed since {since} that are not in Kafka, with their ids (delete and insert them again in one transaction; consumers that deduplicate by the id header see each once)")]
+pub struct CoverageLoss {
+    /// The connector.
+    pub connector: String,
+    /// What happened (`publication "p" does not include outbox table public.outbox`).
+    pub what: String,
+    /// What became of the rows committed meanwhile.
+    pub rows: String,
+    /// What to do.
+    pub fix: String,
+    /// The WAL position up to which coverage was proven (the slot is not confirmed beyond
+    /// it).
+    pub proven: Lsn,
+    /// The server's time (UTC) of the last check that found the outbox carried.
+    pub since: String,
+}
+
 impl From<crate::preflight::CheckResult> for PgError {
     /// A failed requirement check, for `run` to stop with ([`crate::preflight::enforce`]).
     fn from(check: crate::preflight::CheckResult) -> Self {
@@ -338,6 +379,8 @@ impl PgError {
             | PgError::SlotCreateDenied { .. }
             | PgError::SlotInUse { .. }
             | PgError::CheckpointLost { .. }
+            | PgError::CoverageLost { .. }
+            | PgError::PublicationNotInWal { .. }
             | PgError::UnreadableLsn { .. }
             | PgError::NotAnLsn { .. }
             | PgError::ReplicationAuth { .. }

@@ -36,14 +36,35 @@
 //! transactions, into [`crate::event::SourceEvent::Progress`]; once checkpointed they are
 //! confirmed, so WAL written to other tables does not stay pinned by an idle outbox.
 //!
+//! # Whether the publication still carries the outbox
+//!
+//! Rows committed while the publication does not carry an outbox table are never sent, and
+//! no later fix brings them back out of the slot (pgoutput decodes with the publication of
+//! the change's time). The session keeps its SQL connection and reads the coverage every
+//! `status_interval` (one small catalog query, [`super::catalog::coverage`]); the flush LSN
+//! confirmed is the checkpointed one, but never beyond the WAL position the previous read
+//! proved covered ([`Watch::proven`]: the slot lags by one to two intervals more). A read
+//! that finds the outbox not carried — the table dropped, renamed, removed from the
+//! publication, or removed and added back; the publication dropped; INSERTs or
+//! `publish_via_partition_root` switched off — stops the connector, naming publication and
+//! table. The checkpoint itself may have moved past that point (keepalive progress): that
+//! loses nothing more, since what the publication did not carry cannot be decoded from any
+//! position.
+//!
+//! A dropped publication also makes pgoutput fail at the first change written while it did
+//! not exist (SQLSTATE 42704, at every restart: PostgreSQL 15 has no way past it but to start
+//! after it): [`PgError::PublicationNotInWal`] says how to step past with `outboxd checkpoint
+//! set`, to where this session created the publication again when it did.
+//!
 //! # Publication: INSERTs only
 //!
-//! A publication outboxd creates publishes INSERTs only (`WITH (publish = 'insert')`), in
-//! `filtered` mode for the outbox tables only: UPDATEs and DELETEs of outbox rows never reach
-//! outboxd, so `table.op.invalid.behavior` has nothing to act on (the insert-then-delete
-//! cleanup pattern costs nothing). A publication the operator created that also publishes
-//! UPDATE/DELETE works too: those changes then go to the router, which drops DELETEs and
-//! applies `table.op.invalid.behavior` to UPDATEs, as on MySQL.
+//! A publication outboxd creates publishes INSERTs only (`WITH (publish = 'insert',
+//! publish_via_partition_root = true)`: the rows of a partitioned outbox come out as its
+//! own), in `filtered` mode for the outbox tables only: UPDATEs and DELETEs of outbox rows
+//! never reach outboxd, so `table.op.invalid.behavior` has nothing to act on (the
+//! insert-then-delete cleanup pattern costs nothing). A publication the operator created that
+//! also publishes UPDATE/DELETE works too: those changes then go to the router, which drops
+//! DELETEs and applies `table.op.invalid.behavior` to UPDATEs, as on MySQL.
 //!
 //! # Server version
 //!
@@ -56,8 +77,9 @@
 //! server restarting, a slot still held by our own previous session. Definite (the connector
 //! stops with what to change): `wal_level` not logical, a role without `REPLICATION`, no free
 //! slot, a slot held by another process (named by pid), a missing outbox table or
-//! publication that may not be created, a slot for another plugin or database, lost WAL,
-//! undecodable data. See [`super::error::PgError::class`].
+//! publication that may not be created, a publication that stopped carrying the outbox, a
+//! slot for another plugin or database, lost WAL, undecodable data. See
+//! [`super::error::PgError::class`].
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -67,6 +89,7 @@ use tokio::sync::watch;
 
 use super::adapter::PgOutboxAdapter;
 use super::catalog;
+use super::catalog::coverage::{Coverage, Watch};
 use super::error::{where_, PgError};
 use super::pgoutput;
 use crate::config::PostgresSourceConfig;
@@ -87,6 +110,9 @@ const SESSION_OPTIONS: &str =
 pub struct PgSource {
     cfg: PostgresSourceConfig,
     tables: Vec<TableName>,
+    /// The last coverage read that found the outbox carried, kept across the sessions of
+    /// one run of the connector: a session's first read is compared with it.
+    coverage: Option<Coverage>,
 }
 
 impl PgSource {
@@ -95,6 +121,7 @@ impl PgSource {
         Self {
             cfg,
             tables: tables.to_vec(),
+            coverage: None,
         }
     }
 }
@@ -144,10 +171,12 @@ impl Drop for EndOnDrop {
     }
 }
 
-/// Confirms the latest checkpointed LSN to the server (sent with the next status update).
-fn confirm(client: &ReplicationClient, rx: &watch::Receiver<Option<SourcePosition>>) {
+/// Confirms the latest checkpointed LSN to the server (sent with the next status update),
+/// but never beyond `proven`, the WAL position up to which the publication is known to have
+/// carried the outbox ([`Watch::proven`]).
+fn confirm(client: &ReplicationClient, rx: &watch::Receiver<Option<SourcePosition>>, proven: Lsn) {
     if let Some(l) = checkpointed_lsn(rx) {
-        client.update_applied_lsn(pgwire_replication::Lsn::from_u64(l.0));
+        client.update_applied_lsn(pgwire_replication::Lsn::from_u64(l.0.min(proven.0)));
     }
 }
 
@@ -173,17 +202,29 @@ impl PgSource {
             checks.push(catalog::table_check(&connector, cfg, t, &columns, None));
         }
         preflight::enforce(checks).map_err(PgError::from)?;
-        catalog::publication::ensure(&sql, cfg, &connector, &self.tables).await?;
+        let ensured =
+            catalog::publication::ensure(&sql, cfg, &connector, &self.tables, info.version_num)
+                .await?;
         // With a position to resume at, a slot that cannot serve it (missing, confirmed past
         // it, WAL lost) is a definite error here, never a new slot past the gap.
         let slot =
             catalog::slot::ensure_slot(&sql, cfg, &info, &connector, position, &ctx.lease).await?;
         let column_catalog = super::types::column_catalog(&sql, &self.tables).await;
-        drop(sql);
 
         let confirmed = slot.confirmed_flush_lsn.unwrap_or_default();
         let start = position.unwrap_or(confirmed);
-        let acked = checkpointed_lsn(&ctx.checkpointed).unwrap_or_default();
+        // The previous session's last read is the baseline: a lapse between the sessions
+        // (a table removed and added back meanwhile, by us in `ensure` included) is one too.
+        if let Some(previous) = &self.coverage {
+            if let Some(lapse) = ensured.coverage.lapse_since(previous) {
+                return Err(lapse.error(&connector, cfg, confirmed, &previous.at).into());
+            }
+        }
+        self.coverage = Some(ensured.coverage.clone());
+        let mut coverage = Watch::new(ensured.coverage, start);
+        let acked = checkpointed_lsn(&ctx.checkpointed)
+            .unwrap_or_default()
+            .min(coverage.proven());
         let application_name: String = format!("outboxd {connector}").chars().take(63).collect();
         let rcfg = ReplicationConfig::new(
             cfg.host.clone(),
@@ -218,7 +259,16 @@ impl PgSource {
                 }
                 .into())
             }
-            Ok(Err(e)) => return Err(PgError::from_replication(&e, cfg).into()),
+            Ok(Err(e)) => {
+                return Err(not_in_wal(
+                    PgError::from_replication(&e, cfg),
+                    &connector,
+                    cfg,
+                    start,
+                    ensured.created_at,
+                )
+                .into())
+            }
             Ok(Ok(c)) => c,
         };
         let mut client = EndOnDrop(client);
@@ -226,11 +276,17 @@ impl PgSource {
         // Streaming: from now on (this and every later session of the connector under this
         // lease) a walsender on the slot is not a previous owner's.
         ctx.lease.streaming();
-        confirm(&client, &ctx.checkpointed);
+        confirm(&client, &ctx.checkpointed, coverage.proven());
 
         let tables: HashSet<TableName> = self.tables.iter().cloned().collect();
         let mut adapter = PgOutboxAdapter::new(tables, cfg.message_prefixes.clone(), start)
             .with_catalog(column_catalog);
+        adapter.set_partitions(coverage.last().partitions());
+        let mut check = tokio::time::interval_at(
+            tokio::time::Instant::now() + cfg.status_interval,
+            cfg.status_interval,
+        );
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut out: Vec<SourceEvent> = Vec::new();
         // Without a checkpoint, the position streaming starts from is the first one: hand it
         // on at once, so it is checkpointed before anything else happens (the server's next
@@ -254,7 +310,7 @@ impl PgSource {
                             if changed.is_err() {
                                 return Ok(());
                             }
-                            confirm(&client, &ctx.checkpointed);
+                            confirm(&client, &ctx.checkpointed, coverage.proven());
                         }
                     }
                 }
@@ -265,11 +321,30 @@ impl PgSource {
                     if changed.is_err() {
                         return Ok(());
                     }
-                    confirm(&client, &ctx.checkpointed);
+                    confirm(&client, &ctx.checkpointed, coverage.proven());
+                }
+                _ = check.tick() => {
+                    let now = Coverage::read(&sql, cfg, &self.tables, info.version_num).await?;
+                    let since = coverage.last().at.clone();
+                    if let Err(lapse) = coverage.observe(now) {
+                        return Err(lapse.error(&connector, cfg, coverage.proven(), &since).into());
+                    }
+                    self.coverage = Some(coverage.last().clone());
+                    adapter.set_partitions(coverage.last().partitions());
+                    confirm(&client, &ctx.checkpointed, coverage.proven());
                 }
                 ev = client.recv() => {
                     let ev = match ev {
-                        Err(e) => return Err(PgError::from_replication(&e, cfg).into()),
+                        Err(e) => {
+                            return Err(not_in_wal(
+                                PgError::from_replication(&e, cfg),
+                                &connector,
+                                cfg,
+                                adapter.last_position(),
+                                ensured.created_at,
+                            )
+                            .into())
+                        }
                         Ok(None) => return Err(PgError::StreamEnded.into()),
                         Ok(Some(ev)) => ev,
                     };
@@ -277,6 +352,39 @@ impl PgSource {
                 }
             }
         }
+    }
+}
+
+/// `e`, or, when it is pgoutput's `publication "..." does not exist` (SQLSTATE 42704: a
+/// change written while the publication did not exist), [`PgError::PublicationNotInWal`]
+/// with what to do: connector `connector` handed on everything up to `after`; this session
+/// created the publication at `created_at`, if it did (where to step past to, when that is
+/// after `after`: a publication this session created and someone dropped later is no
+/// help).
+fn not_in_wal(
+    e: PgError,
+    connector: &str,
+    cfg: &PostgresSourceConfig,
+    after: Lsn,
+    created_at: Option<Lsn>,
+) -> PgError {
+    match e {
+        PgError::Replication {
+            message,
+            sqlstate: Some(state),
+            ..
+        } if state == tokio_postgres::error::SqlState::UNDEFINED_OBJECT
+            && message.starts_with("publication ") =>
+        {
+            PgError::PublicationNotInWal {
+                connector: connector.to_string(),
+                publication: cfg.publication_name.clone(),
+                after,
+                created_at: created_at.filter(|c| *c > after),
+                message,
+            }
+        }
+        other => other,
     }
 }
 

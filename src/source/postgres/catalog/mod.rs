@@ -2,9 +2,11 @@
 //! and the requirement checks `run` and `check` share, as [`CheckResult`] lists (`check`
 //! prints them, `run` applies them with [`crate::preflight::enforce`]): the server settings
 //! and the role ([`requirements`]), the outbox tables ([`table_check`]), the publication
-//! ([`publication`]) and the replication slot ([`slot`], which also reads what `outboxd
-//! status` shows).
+//! ([`publication`]; whether it carries the outbox rows, also while streaming:
+//! [`coverage`]) and the replication slot ([`slot`], which also reads what `outboxd status`
+//! shows).
 
+pub mod coverage;
 pub mod publication;
 pub mod slot;
 
@@ -387,5 +389,20 @@ pub async fn current_wal_lsn(
         .map_err(|e| PgError::from_sql(&e, cfg))?;
     parse_lsn(row.get(0))?.ok_or_else(|| PgError::Vanished {
         what: "pg_current_wal_lsn()'s value".to_string(),
+    })
+}
+
+/// The server's current WAL insert position: every WAL record written so far (a committed
+/// transaction's commit record included) lies before it.
+pub async fn current_wal_insert_lsn(
+    client: &tokio_postgres::Client,
+    cfg: &PostgresSourceConfig,
+) -> Result<Lsn, PgError> {
+    let row = client
+        .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+        .await
+        .map_err(|e| PgError::from_sql(&e, cfg))?;
+    parse_lsn(row.get(0))?.ok_or_else(|| PgError::Vanished {
+        what: "pg_current_wal_insert_lsn()'s value".to_string(),
     })
 }

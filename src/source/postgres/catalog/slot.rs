@@ -405,16 +405,50 @@ pub struct StatusReport {
     pub figures: serde_json::Value,
     /// The slot as read, for [`SlotState::gap`] with the checkpoint read after it.
     pub slot: SlotState,
+    /// The publication's figures: `name`, `exists`, `publish_via_partition_root`, and
+    /// `uncovered` (what does not carry the outbox rows, one entry per problem).
+    pub publication: serde_json::Value,
+    /// Why the publication does not carry the outbox rows now, in a sentence (`None`: it
+    /// does, or neither it nor the slot exists yet, which the first start creates).
+    pub uncovered: Option<String>,
 }
 
-/// The server's current WAL position and the slot's figures, for `outboxd status`. The
-/// caller reads the checkpoint afterwards and compares ([`SlotState::gap`]): a running relay
-/// confirms to the slot only what it has stored, so a checkpoint read after the slot is
-/// never behind the slot's `confirmed_flush_lsn` unless the slot really moved past it.
-pub async fn status(cfg: &PostgresSourceConfig) -> Result<StatusReport, PgError> {
+/// The server's current WAL position, the slot's figures and whether the publication
+/// carries outbox `tables` ([`super::coverage`]), for `outboxd status`. The caller reads the
+/// checkpoint afterwards and compares ([`SlotState::gap`]): a running relay confirms to the
+/// slot only what it has stored, so a checkpoint read after the slot is never behind the
+/// slot's `confirmed_flush_lsn` unless the slot really moved past it.
+pub async fn status(
+    cfg: &PostgresSourceConfig,
+    tables: &[crate::event::TableName],
+) -> Result<StatusReport, PgError> {
     let client = super::connect(cfg).await?;
     let current = super::current_wal_lsn(&client, cfg).await?;
     let slot = SlotState::read(&client, cfg).await?;
+    let info = super::server_info(&client, cfg).await?;
+    let coverage = super::coverage::Coverage::read(&client, cfg, tables, info.version_num).await?;
+    let problems: Vec<String> = coverage
+        .uncovered()
+        .iter()
+        .map(|u| u.describe(&cfg.publication_name))
+        .collect();
+    // Neither slot nor publication: a connector that never started (the first start
+    // creates both).
+    let fresh = coverage.publication.is_none() && slot.info.is_none();
+    let uncovered = (!problems.is_empty() && !fresh).then(|| {
+        format!(
+            "{}: outbox rows committed while the publication does not carry them are not in \
+             the slot's stream and are never delivered; `outboxd run` stops on this (`outboxd \
+             check` says what to change)",
+            problems.join("; ")
+        )
+    });
+    let publication = serde_json::json!({
+        "name": cfg.publication_name,
+        "exists": coverage.publication.is_some(),
+        "publish_via_partition_root": coverage.publication.as_ref().map(|p| p.via_root),
+        "uncovered": problems,
+    });
     let lag = |l: Option<Lsn>| l.map(|l| current.0.saturating_sub(l.0));
     let figures = match &slot.info {
         None => serde_json::json!({"name": slot.name, "exists": false}),
@@ -433,5 +467,7 @@ pub async fn status(cfg: &PostgresSourceConfig) -> Result<StatusReport, PgError>
         current: SourcePosition::Lsn(current),
         figures,
         slot,
+        publication,
+        uncovered,
     })
 }
