@@ -291,7 +291,7 @@ fn unsigned_of(i: i64, ty: ColumnType) -> u64 {
 /// extension (-70000 arrives as 16707216), so extend bit 23 for it.
 fn signed_of(i: i64, ty: ColumnType) -> i64 {
     match ty {
-        ColumnType::MYSQL_TYPE_INT24 if (0..=0xff_ffff).contains(&i) => ((i << 40) >> 40),
+        ColumnType::MYSQL_TYPE_INT24 if (0..=0xff_ffff).contains(&i) => (i << 40) >> 40,
         _ => i,
     }
 }
