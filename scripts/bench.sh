@@ -46,27 +46,7 @@ fi
 # --- Kafka Connect + Debezium classpath ------------------------------------------------
 # Two flat classpaths: Debezium 3.6.1 PostgreSQL (default profile) and 3.5.0 MariaDB (profile
 # mariadb); see benches/peers/README.md for why.
-POM_HASH="$(sha256sum benches/peers/pom.xml | cut -c1-16)"
-resolve() { # resolve PROFILE DIR
-  local profile="$1" dir="$2"
-  if [[ ! -f "$dir/.resolved-$POM_HASH" ]]; then
-    log "resolving Kafka Connect + Debezium ($profile) from Maven Central into $dir"
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    # Even quiet and in batch mode, Maven prints colour resets; its output goes to a log,
-    # shown only when it fails.
-    if ! mvn -q -B -Dstyle.color=never -f benches/peers/pom.xml -P "$profile" \
-      dependency:copy-dependencies -DoutputDirectory="$dir" -DincludeScope=runtime \
-      > "$dir.mvn.log" 2>&1; then
-      cat "$dir.mvn.log" >&2
-      echo "[bench] Maven could not resolve Kafka Connect + Debezium ($profile); log above" >&2
-      exit 1
-    fi
-    touch "$dir/.resolved-$POM_HASH"
-  fi
-}
-resolve postgres "$ROOT/.state/connect/libs"
-resolve mariadb "$ROOT/.state/connect/libs-mariadb"
+bash scripts/connect.sh resolve
 
 # --- the chart's font (Debian fonts-dejavu-core) ----------------------------------------
 if [[ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]]; then

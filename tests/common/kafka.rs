@@ -17,6 +17,8 @@ pub struct Consumed {
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     pub headers: Vec<(String, Vec<u8>)>,
+    /// The headers exactly, a header without value as `None`.
+    pub raw_headers: Vec<(String, Option<Vec<u8>>)>,
     pub timestamp_ms: Option<i64>,
 }
 
@@ -92,19 +94,18 @@ pub fn read_topics(
         }
         if let Some(msg) = consumer.poll(Duration::from_millis(200)) {
             let msg = msg.expect("kafka consume");
-            let headers = msg
+            let raw_headers: Vec<(String, Option<Vec<u8>>)> = msg
                 .headers()
                 .map(|h| {
                     h.iter()
-                        .map(|h| {
-                            (
-                                h.key.to_string(),
-                                h.value.map(|v| v.to_vec()).unwrap_or_default(),
-                            )
-                        })
+                        .map(|h| (h.key.to_string(), h.value.map(|v| v.to_vec())))
                         .collect()
                 })
                 .unwrap_or_default();
+            let headers = raw_headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone().unwrap_or_default()))
+                .collect();
             out.push(Consumed {
                 topic: msg.topic().to_string(),
                 partition: msg.partition(),
@@ -112,6 +113,7 @@ pub fn read_topics(
                 key: msg.key().map(|k| k.to_vec()),
                 value: msg.payload().map(|v| v.to_vec()),
                 headers,
+                raw_headers,
                 timestamp_ms: msg.timestamp().to_millis(),
             });
             last_new = Instant::now();

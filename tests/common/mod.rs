@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod acl;
+pub mod connect;
 pub mod edges;
 pub mod faults;
 pub mod kafka;
