@@ -514,14 +514,18 @@ impl SinkError {
     }
 
     /// Whether a batch that ended with this failure may have met a topic that does not exist
-    /// ([`super::missing_topic`]): records waited without a delivery report (stalled), failed
-    /// for a reason a retry may cure (not purged as the consequence of another failure), or
-    /// were refused for a partition their topic does not have (what librdkafka reports for
-    /// the records of a deleted topic).
+    /// ([`super::missing_topic`]): records waited without a delivery report (stalled), a
+    /// record's delivery failed (purged ones too: exactly-once, `AddPartitionsToTxn` may fail
+    /// the whole transaction for a deleted topic's partitions, and its records are then purged,
+    /// the checkpoint record among them), records were refused for a partition their topic
+    /// does not have (what librdkafka reports for the records of a deleted topic), or the
+    /// transaction's records were not all sent (a flush, an abortable transaction error).
     pub fn may_be_missing_topic(&self) -> bool {
         match self {
-            SinkError::Stalled { .. } => true,
-            SinkError::Delivery { .. } => !self.is_purged(),
+            SinkError::Stalled { .. }
+            | SinkError::Delivery { .. }
+            | SinkError::Flush { .. }
+            | SinkError::Transaction { fatal: false, .. } => true,
             SinkError::Refused { reason, .. } => *reason == Refusal::UnknownPartition,
             _ => false,
         }
@@ -629,6 +633,34 @@ mod tests {
         let own = missing(AutoCreate::Off("x".into()), true);
         assert_eq!(own.class(), Class::Transient, "a restart creates it again");
         assert!(own.to_string().contains("creates it again"), "{own}");
+    }
+
+    #[test]
+    fn failures_of_waiting_records_may_come_from_a_missing_topic() {
+        let delivery =
+            |code| SinkError::on_delivery(&KafkaError::MessageProduction(code), "e".into(), "t");
+        for suspect in [
+            SinkError::Stalled {
+                records: 1,
+                quiet: std::time::Duration::from_secs(4),
+            },
+            delivery(RDKafkaErrorCode::UnknownTopicOrPartition),
+            delivery(RDKafkaErrorCode::UnknownPartition),
+            // Exactly-once: the transaction failed adding a deleted topic's partitions.
+            delivery(RDKafkaErrorCode::PurgeQueue),
+        ] {
+            assert!(suspect.may_be_missing_topic(), "{suspect}");
+        }
+        for other in [
+            delivery(RDKafkaErrorCode::MessageSizeTooLarge),
+            delivery(RDKafkaErrorCode::TopicAuthorizationFailed),
+            SinkError::Fenced {
+                what: "producing",
+                detail: "x".into(),
+            },
+        ] {
+            assert!(!other.may_be_missing_topic(), "{other}");
+        }
     }
 
     #[test]
