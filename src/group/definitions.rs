@@ -63,6 +63,9 @@ pub const STARTING_FOR: Duration = Duration::from_secs(30);
 /// How long one request to the cluster may take.
 const KAFKA_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long deleting records (tombstones) may take, all together.
+const DELETE_WAIT: Duration = Duration::from_secs(2);
+
 /// The definitions topic of group `group`.
 pub fn definitions_topic(group: &str) -> String {
     format!("outboxd.definitions.{group}")
@@ -610,19 +613,21 @@ impl Registry {
         Ok(last)
     }
 
-    /// Deletes the records `keys` (`(connector, member)`: tombstones), best effort.
+    /// Deletes the records `keys` (`(connector, member)`: tombstones), best effort, waiting
+    /// at most [`DELETE_WAIT`] (a stopping member must not be held by an unreachable Kafka).
     pub async fn delete(&self, keys: &[(String, String)]) {
         let topic = definitions_topic(&self.group);
-        for (connector, member) in keys {
+        let sends = keys.iter().map(|(connector, member)| {
             let key = record_key(connector, member);
-            let _ = self
-                .producer
-                .send(
-                    FutureRecord::<str, [u8]>::to(&topic).key(&key),
-                    KAFKA_TIMEOUT,
-                )
-                .await;
-        }
+            let topic = &topic;
+            async move {
+                let _ = self
+                    .producer
+                    .send(FutureRecord::<str, [u8]>::to(topic).key(&key), DELETE_WAIT)
+                    .await;
+            }
+        });
+        let _ = tokio::time::timeout(DELETE_WAIT, futures_util::future::join_all(sends)).await;
     }
 
     /// Deletes this member's records of `connectors` (when it leaves, or is refused).
