@@ -14,7 +14,9 @@
 //!   delivery mode and transactional id), as `key = value` in the configuration's own terms.
 //!   Never a secret, a credential (user names and passwords: two members may take them from
 //!   different environment variables), a file location (TLS material may sit elsewhere on each
-//!   host), nor a tuning knob (timeouts, intervals, batch sizes, producer properties).
+//!   host), nor a tuning knob (timeouts, intervals, batch sizes, producer properties). Only
+//!   the keys both definitions hold are compared, so a later outboxd version that compares a
+//!   setting more does not refuse a member of an earlier one.
 //! * The group's definitions topic `outboxd.definitions.<group>` (one partition, compacted):
 //!   one record per member and connector, key `["<connector>","<member>"]`, value a
 //!   [`DefinitionRecord`] (the definition, its fingerprint, the member, when). A member that
@@ -82,20 +84,20 @@ pub struct Definition(BTreeMap<String, String>);
 pub struct Difference {
     /// The setting (`route.topic.replacement`, `source.server_id`, ...).
     pub key: String,
-    /// Its value here (`None`: not set here).
-    pub here: Option<String>,
+    /// Its value here.
+    pub here: String,
     /// Its value in the other definition.
-    pub there: Option<String>,
+    pub there: String,
 }
 
 impl std::fmt::Display for Difference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shown = |v: &Option<String>| match v {
-            Some(v) if v.chars().count() > 120 => {
+        let shown = |v: &String| {
+            if v.chars().count() > 120 {
                 format!("{:?}...", v.chars().take(120).collect::<String>())
+            } else {
+                format!("{v:?}")
             }
-            Some(v) => format!("{v:?}"),
-            None => "(not set)".into(),
         };
         write!(
             f,
@@ -237,17 +239,28 @@ impl Definition {
         format!("{:08x}", hasher.finalize())
     }
 
-    /// The settings this definition and `there` disagree on, by key.
+    /// The settings this definition and `there` disagree on, by key. Only keys both hold
+    /// are compared: every key is always written (an unset setting as its default or
+    /// empty), so a key one side lacks comes from another outboxd version, which does not
+    /// know that setting (a rolling upgrade that adds one is not refused).
     pub fn differences(&self, there: &Definition) -> Vec<Difference> {
-        let keys: BTreeSet<&String> = self.0.keys().chain(there.0.keys()).collect();
-        keys.into_iter()
-            .filter(|k| self.0.get(*k) != there.0.get(*k))
-            .map(|k| Difference {
-                key: k.clone(),
-                here: self.0.get(k).cloned(),
-                there: there.0.get(k).cloned(),
+        self.0
+            .iter()
+            .filter_map(|(k, here)| {
+                let theirs = there.0.get(k)?;
+                (theirs != here).then(|| Difference {
+                    key: k.clone(),
+                    here: here.clone(),
+                    there: theirs.clone(),
+                })
             })
             .collect()
+    }
+
+    /// Whether `there` defines the connector alike ([`differences`](Self::differences) finds
+    /// none).
+    pub fn alike(&self, there: &Definition) -> bool {
+        self.differences(there).is_empty()
     }
 }
 
@@ -430,7 +443,7 @@ impl Verdict {
                     continue;
                 };
                 coverage.lacking.remove(member);
-                if theirs.definition == *def {
+                if def.alike(&theirs.definition) {
                     coverage.same.insert(member.clone());
                 } else {
                     coverage.different.insert(member.clone());
@@ -794,6 +807,18 @@ server_id = 7
         );
         let shown = a.differences(&c)[0].to_string();
         assert!(shown.contains("\"other.${routedByValue}\""), "{shown}");
+    }
+
+    #[test]
+    fn a_setting_another_version_does_not_know_is_no_difference() {
+        let a = Definition::of(&cfg("", "p"));
+        let mut newer = a.clone();
+        newer
+            .0
+            .insert("source.some_future_setting".into(), "x".into());
+        assert!(a.alike(&newer) && newer.alike(&a));
+        newer.0.insert("source.host".into(), "elsewhere".into());
+        assert!(!a.alike(&newer));
     }
 
     #[test]
