@@ -347,7 +347,8 @@ impl Connector {
         log_resume(cfg, &resume);
         let new_sink = || -> Result<KafkaSink, Error> {
             Ok(KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?
-                .with_shutdown(shutdown.clone()))
+                .with_shutdown(shutdown.clone())
+                .with_own_topics(self.own_topics()))
         };
         let mut sink = new_sink()?;
         // A refused login or an unverifiable broker certificate stops the connector now, not
@@ -455,13 +456,25 @@ impl Connector {
             transactional_id,
             self.link.clone(),
         )?
-        .with_shutdown(shutdown.clone());
+        .with_shutdown(shutdown.clone())
+        .with_own_topics(self.own_topics());
         let mut sd = shutdown.clone();
         tokio::select! {
             r = sink.init_transactions() => r?,
             _ = sd.wait_for(|v| *v) => return Ok(None),
         }
         Ok(Some(sink))
+    }
+
+    /// The topics this connector creates when it starts: its Kafka checkpoint topic and its
+    /// dead-letter topic.
+    fn own_topics(&self) -> Vec<String> {
+        let mut topics = Vec::new();
+        if let CheckpointConfig::Kafka { topic, .. } = &self.cfg.checkpoint {
+            topics.push(topic.clone());
+        }
+        topics.extend(self.cfg.errors.dead_letters().map(str::to_string));
+        topics
     }
 
     /// Creates the dead-letter topic when events go there (`errors.tolerance=all`).

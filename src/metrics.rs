@@ -60,6 +60,10 @@ pub const RESTARTS: &str = "outboxd_connector_restarts_total";
 /// Gauge: 1 in the member of a group that runs the connector, 0 in the others (and 1 for
 /// every connector of a process without a group).
 pub const CONNECTOR_OWNED: &str = "outboxd_connector_owned";
+/// Gauge: other members of this process's group that define the connector as this member
+/// does, so could take it over (its standbys); 0: none can (a connector only this member's
+/// files define).
+pub const CONNECTOR_STANDBYS: &str = "outboxd_connector_standbys";
 /// Gauge: members of this process's group, as the group coordinator last described it.
 pub const GROUP_MEMBERS: &str = "outboxd_group_members";
 /// Counter: connectors assigned to or revoked from this member, by `change`.
@@ -365,6 +369,10 @@ pub fn describe() {
         "1 in the group member that runs the connector, 0 in the others"
     );
     describe_gauge!(GROUP_MEMBERS, "Members of this process's group");
+    describe_gauge!(
+        CONNECTOR_STANDBYS,
+        "Other members of the group that define the connector as this member does (could take it over)"
+    );
     describe_counter!(
         GROUP_ASSIGNMENTS,
         "Connectors assigned to or revoked from this member"

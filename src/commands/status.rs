@@ -29,7 +29,9 @@ use crate::source::postgres::catalog::slot;
 /// `publish_via_partition_root`, `uncovered`: what does not carry the outbox rows), and
 /// `"uncovered": "<why>"` when the publication does not carry them (exit 1); and, in a group (`--group`), `"owner"`: the member running the
 /// connector (`null` when none does, with `"owner_note"` saying why: never run, released, or
-/// its member left the group). The source is read before the checkpoint (see `Serving`).
+/// its member left the group), and `"members"`: which members of the group define it as
+/// these files do (`same`), otherwise (`different`), or not at all (`lacking`). The source is
+/// read before the checkpoint (see `Serving`).
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = args.load().context("loading the configuration")?;
     let plan = crate::group::GroupPlan::for_config(&cfg, args.group.as_deref())?;
@@ -47,6 +49,19 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             },
             Err(why) => serde_json::json!({ "unknown": why }),
         }
+    };
+    // In a group: what the members' definitions say (read once for every connector).
+    let group_view = match (&plan, cfg.connectors.first()) {
+        (Some(plan), Some(first)) => {
+            let (kafka, group) = (first.kafka.clone(), plan.name.clone());
+            Some(
+                tokio::task::spawn_blocking(move || {
+                    crate::group::definitions::read_view(&kafka, &group)
+                })
+                .await?,
+            )
+        }
+        _ => None,
     };
     let mut ok = true;
     for c in &cfg.connectors {
@@ -113,6 +128,20 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 crate::group::owners::OwnerStatus::read(&kafka, &group, &name)
             })
             .await?;
+            if let Some(view) = &group_view {
+                obj.insert(
+                    "members".into(),
+                    match view {
+                        Ok((catalog, live)) => crate::group::definitions::status_of(
+                            &c.name,
+                            &crate::group::definitions::Definition::of(c),
+                            catalog,
+                            live,
+                        ),
+                        Err(e) => serde_json::json!({ "error": e }),
+                    },
+                );
+            }
             match owner {
                 Ok(o) => {
                     obj.insert("owner".into(), serde_json::to_value(&o.owner)?);

@@ -33,12 +33,13 @@
 //! assignment: another member would meet the same failure. Restarting this member (after the
 //! fix) hands it over.
 
+pub mod definitions;
 pub mod membership;
 pub mod owners;
 pub mod plan;
 pub mod topics;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -46,8 +47,10 @@ use tokio::sync::{mpsc, watch};
 
 pub use self::plan::GroupPlan;
 
+use self::definitions::{Definition, Registry, Verdict};
 use self::membership::{Change, Membership, MembershipSettings, RevokeReason};
 use self::owners::{MemberList, OwnerLog, RELEASE_WAIT};
+use self::topics::TopicsError;
 use crate::config::{Config, ConnectorConfig, KafkaConfig};
 use crate::connector::{Connector, RunningConnector};
 use crate::error::Error;
@@ -120,16 +123,24 @@ pub async fn run_member(
     let link = KafkaLink::new(&format!("group {}", plan.name), &kafka.bootstrap_servers);
     health.watch_group(link.clone());
 
-    // The coordination topics must exist before the consumer subscribes to them.
+    // The coordination topics must exist before the consumer subscribes to them, and this
+    // member's definitions must agree with the other members' before it takes a connector.
     let names: Vec<String> = configs.keys().cloned().collect();
+    let definitions: BTreeMap<String, Definition> = configs
+        .iter()
+        .map(|(n, c)| (n.clone(), Definition::of(c)))
+        .collect();
+    for name in configs.keys() {
+        metrics::gauge!(m::CONNECTOR_STANDBYS, m::LABEL_CONNECTOR => name.clone()).set(0.0);
+    }
     let mut retry = Retry::new(TOPICS_MAX_BACKOFF);
-    loop {
+    let (registry, verdict) = loop {
         retry.attempt();
         // A refused login or certificate (the link's definite failure) ends the wait at once:
         // the admin request would only time out, and every retry be refused the same way.
         let e = tokio::select! {
-            r = topics::ensure(&kafka, &plan.name, &names, &link) => match r {
-                Ok(()) => break,
+            r = prepare(&kafka, &plan.name, &names, &definitions, &id, &link) => match r {
+                Ok(ready) => break ready,
                 Err(e) => e,
             },
             f = link.wait_definite() => {
@@ -141,13 +152,28 @@ pub async fn run_member(
             tracing::error!(group = %plan.name, "cannot join the group: {e}");
             return true;
         };
-        tracing::warn!(group = %plan.name, retry_in = ?wait, "cannot create the group's coordination topics yet: {e}");
+        tracing::warn!(group = %plan.name, retry_in = ?wait, "cannot prepare the group's topics yet: {e}");
         if !sleep_before_retry(wait, &shutdown).await {
             // Stopped before it ever joined: a failure to run, as a signal during any retry.
             tracing::error!(group = %plan.name, "stopped before joining the group, while waiting to retry after: {e}");
             return true;
         }
+    };
+    // Two definitions of one connector that differ: refused before this member takes
+    // anything (a takeover would switch the connector's routing mid-stream).
+    if !verdict.conflicts.is_empty() {
+        for c in &verdict.conflicts {
+            tracing::error!(group = %plan.name, connector = %c.connector, member = %c.member, "cannot join the group: {c}; every member of a group must define a connector alike (the same connector files): fix this member's files, or stop the members that run the other definition first");
+        }
+        registry.withdraw(definitions.keys()).await;
+        return true;
     }
+    if !verdict.present.is_empty() {
+        tracing::info!(group = %plan.name, members = ?verdict.present, "compared this member's connector definitions with those of the other members present: the connectors both define are defined alike");
+    }
+    let mut reported = BTreeMap::new();
+    report_definitions(&plan.name, &verdict, &mut reported);
+    let registry = std::sync::Arc::new(registry);
     let owners = match OwnerLog::start(&kafka, &plan.name, &id, link.clone()) {
         Ok(o) => Some(o),
         Err(e) => {
@@ -155,10 +181,16 @@ pub async fn run_member(
             None
         }
     };
-    let counting = tokio::spawn(count_members(
+    let counting = tokio::spawn(watch_group(
         kafka.clone(),
         plan.name.clone(),
         link.clone(),
+        GroupWatch {
+            registry: registry.clone(),
+            definitions: definitions.clone(),
+            member: id.clone(),
+            reported,
+        },
     ));
     let (changes_tx, mut changes) = mpsc::unbounded_channel();
     let membership = Membership::join(
@@ -236,7 +268,96 @@ pub async fn run_member(
     }
     counting.abort();
     health.set_member(false);
+    // Out of the group: its definitions no longer count.
+    registry.withdraw(definitions.keys()).await;
     member.failed
+}
+
+/// What a member does before it joins: creates the group's topics ([`topics::ensure`]),
+/// publishes `definitions` (this member `member`'s) and compares them with the other
+/// members' ([`definitions::Verdict`]), deleting records killed members left behind.
+async fn prepare(
+    kafka: &KafkaConfig,
+    group: &str,
+    connectors: &[String],
+    definitions: &BTreeMap<String, Definition>,
+    member: &str,
+    link: &std::sync::Arc<KafkaLink>,
+) -> Result<(Registry, Verdict), TopicsError> {
+    topics::ensure(kafka, group, connectors, link).await?;
+    let fail = |what: &str, e: String| {
+        TopicsError::Kafka(format!("{what} the group's definitions topic: {e}"))
+    };
+    let registry =
+        Registry::open(kafka, group, member, link.clone()).map_err(|e| fail("opening", e))?;
+    let mine = registry
+        .publish(definitions)
+        .await
+        .map_err(|e| fail("publishing this member's definitions in", e))?;
+    let catalog = registry
+        .catalog(Duration::from_secs(10))
+        .await
+        .map_err(|e| fail("reading", e))?;
+    // Without the member list nothing can be compared (and every record would look left
+    // behind): retried like the rest.
+    let live = live_members(kafka, group, link)
+        .await
+        .map_err(|e| TopicsError::Kafka(format!("listing the group's members: {e}")))?;
+    let now = crate::checkpoint::now_ms();
+    let verdict = Verdict::of(definitions, member, &catalog, &live, Some(mine), now);
+    registry.delete(&catalog.stale(member, &live, now)).await;
+    Ok((registry, verdict))
+}
+
+/// The group's members as the coordinator lists them (their `client.id`s), at most 2 s.
+async fn live_members(
+    kafka: &KafkaConfig,
+    group: &str,
+    link: &std::sync::Arc<KafkaLink>,
+) -> Result<BTreeSet<String>, String> {
+    let list = MemberList::new(kafka, group, link.clone())?;
+    tokio::task::spawn_blocking(move || list.members(Duration::from_secs(2)))
+        .await
+        .map_err(|e| e.to_string())?
+        .map(|m| m.into_iter().collect())
+}
+
+/// Logs (WARN) each connector some present member cannot run, and each connector a present
+/// member defines differently, once per change of what is said (`reported`: what was said
+/// last, by connector and kind), and sets `outboxd_connector_standbys` of this member's
+/// connectors.
+fn report_definitions(group: &str, verdict: &Verdict, reported: &mut BTreeMap<String, String>) {
+    for (name, coverage) in &verdict.mine {
+        metrics::gauge!(m::CONNECTOR_STANDBYS, m::LABEL_CONNECTOR => name.clone())
+            .set(coverage.same.len() as f64);
+    }
+    let mut now = BTreeMap::new();
+    for (name, words) in verdict.gaps() {
+        if reported.get(&format!("gap {name}")) != Some(&words) {
+            tracing::warn!(group, connector = %name, "{words}");
+        }
+        now.insert(format!("gap {name}"), words);
+    }
+    for c in &verdict.conflicts {
+        let words = c.to_string();
+        let key = format!("conflict {} {}", c.connector, c.member);
+        if reported.get(&key) != Some(&words) {
+            tracing::warn!(group, connector = %c.connector, member = %c.member, "{words} (that member joined at the same moment as this one, or it would have been refused; stop it and fix its files: a takeover between the two switches the connector's definition)");
+        }
+        now.insert(key, words);
+    }
+    *reported = now;
+}
+
+/// What [`watch_group`] follows of the group's definitions.
+struct GroupWatch {
+    registry: std::sync::Arc<Registry>,
+    /// This member's definitions.
+    definitions: BTreeMap<String, Definition>,
+    /// This member.
+    member: String,
+    /// What was last said of each connector ([`report_definitions`]).
+    reported: BTreeMap<String, String>,
 }
 
 impl Member {
@@ -420,9 +541,17 @@ fn judge(name: &str, result: &Result<(), Error>, health: &Health) -> bool {
     }
 }
 
-/// Keeps `outboxd_group_members` up to date from the group coordinator's member list, every
-/// [`MEMBERS_EVERY`], off the membership's thread (a slow answer never delays a rebalance).
-async fn count_members(kafka: KafkaConfig, group: String, link: std::sync::Arc<KafkaLink>) {
+/// Keeps `outboxd_group_members` up to date from the group coordinator's member list, and
+/// what the members' definitions say (`outboxd_connector_standbys`, a WARN for each connector
+/// a member that joined later cannot run), every [`MEMBERS_EVERY`], off the membership's
+/// thread (a slow answer never delays a rebalance). This member's definitions are published
+/// again should they have gone from the topic.
+async fn watch_group(
+    kafka: KafkaConfig,
+    group: String,
+    link: std::sync::Arc<KafkaLink>,
+    mut watch: GroupWatch,
+) {
     let list = match MemberList::new(&kafka, &group, link) {
         Ok(l) => std::sync::Arc::new(l),
         Err(e) => {
@@ -434,12 +563,29 @@ async fn count_members(kafka: KafkaConfig, group: String, link: std::sync::Arc<K
     loop {
         every.tick().await;
         let l = list.clone();
-        if let Ok(Ok(members)) =
+        let Ok(Ok(members)) =
             tokio::task::spawn_blocking(move || l.members(Duration::from_secs(2))).await
-        {
-            if !members.is_empty() {
-                metrics::gauge!(m::GROUP_MEMBERS).set(members.len() as f64);
-            }
+        else {
+            continue;
+        };
+        if !members.is_empty() {
+            metrics::gauge!(m::GROUP_MEMBERS).set(members.len() as f64);
         }
+        let Ok(catalog) = watch.registry.catalog(Duration::from_secs(2)).await else {
+            continue;
+        };
+        if catalog.count_of(&watch.member) < watch.definitions.len() {
+            let _ = watch.registry.publish(&watch.definitions).await;
+        }
+        let live: BTreeSet<String> = members.into_iter().collect();
+        let verdict = Verdict::of(
+            &watch.definitions,
+            &watch.member,
+            &catalog,
+            &live,
+            None,
+            crate::checkpoint::now_ms(),
+        );
+        report_definitions(&group, &verdict, &mut watch.reported);
     }
 }

@@ -3,7 +3,8 @@
 //! (see [`super::owners`]).
 //!
 //! Names: the consumer group `outboxd.group.<group>`, the topics
-//! `outboxd.group.<group>.<connector>` (1 partition, `cleanup.policy=compact`, key `owner`).
+//! `outboxd.group.<group>.<connector>` (1 partition, `cleanup.policy=compact`, key `owner`),
+//! and the definitions topic `outboxd.definitions.<group>` (see [`super::definitions`]).
 //! Connector and group names use only `A-Z a-z 0-9 . _ -`, which are Kafka topic characters,
 //! so the names are topic names as they are.
 
@@ -62,7 +63,8 @@ impl TopicsError {
     }
 }
 
-/// Creates the coordination topics of `connectors` that do not exist yet.
+/// Creates the coordination topics of `connectors` and the group's definitions topic
+/// ([`super::definitions::definitions_topic`]) when they do not exist yet.
 ///
 /// Errors (with what to do) when Kafka refuses or does not answer.
 pub async fn ensure(
@@ -78,6 +80,7 @@ pub async fn ensure(
     let names: Vec<String> = connectors
         .iter()
         .map(|c| coordination_topic(group, c))
+        .chain([super::definitions::definitions_topic(group)])
         .collect();
     let topics: Vec<NewTopic<'_>> = names
         .iter()
@@ -95,7 +98,7 @@ pub async fn ensure(
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((t, code)) => {
                 return Err(fail(format!(
-                    "Kafka refused to create coordination topic {t} ({code}); create it with one \
+                    "Kafka refused to create the group's topic {t} ({code}); create it with one \
                      partition and cleanup.policy=compact, or grant CREATE on it"
                 )))
             }

@@ -398,7 +398,7 @@ pub async fn run(
             Err(Interrupt::Undelivered) => None,
         };
         if refused_on_send.is_some() || deliveries.failure().is_some() {
-            break refused(&mut alo, &mut progress, refused_on_send);
+            break refused(&mut alo, &mut progress, refused_on_send).await;
         }
         let acked = deliveries.acked();
         alo.counters.produced.increment(acked.0 - counted.0);
@@ -465,11 +465,12 @@ fn reach_markers(alo: &mut Alo<'_>, progress: &mut Progress<'_>) -> bool {
     reached
 }
 
-/// A delivery failed (or, with `on_send`, a record was refused when sent). When every
-/// failure is a refusal for good, the loop is replayed from the checkpoint stored once the
+/// A delivery failed (or, with `on_send`, a record was refused when sent). When the records
+/// waited for (or failed on) a topic that does not exist, that failure
+/// ([`KafkaSink::missing_topics`]). When every failure is a refusal for good, the loop is replayed from the checkpoint stored once the
 /// records before them are acknowledged, with a plan to dead-letter them (or stop at the
 /// first): [`poison`]. Otherwise the failure that best tells the cause.
-fn refused(
+async fn refused(
     alo: &mut Alo<'_>,
     progress: &mut Progress<'_>,
     on_send: Option<Refused>,
@@ -488,6 +489,11 @@ fn refused(
             detail: "a delivery failure without a cause".into(),
         });
     };
+    // Records that waited or failed for a topic that does not exist: named, and a stop
+    // when nothing creates it (not a refusal of each record, not a retry for ever).
+    if let Some(missing) = alo.sink.missing_topics(&cause).await {
+        return Err(missing.into());
+    }
     if !only_refusals || refused.is_empty() {
         return Err(cause.into());
     }
@@ -540,7 +546,7 @@ async fn stop_at(
     };
     match drained {
         Some(Ok(())) => {}
-        Some(Err(_)) => return refused(alo, progress, None),
+        Some(Err(_)) => return refused(alo, progress, None).await,
         None => {
             return Err(Error::ShutdownTimeout {
                 what: format!(

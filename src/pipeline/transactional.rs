@@ -362,7 +362,8 @@ impl Eos<'_> {
     /// Ends the open transaction after `f` (or, with `on_send`, the refusal of record
     /// `ordinal` when it was sent) and says what comes next: the producer's fatal error
     /// (fencing) if it has one — then nothing more is sent, not even an abort — else, after
-    /// aborting, a replay from the last commit when Kafka refused records (to dead-letter
+    /// aborting, the records' missing topic ([`KafkaSink::missing_topics`]) when they waited
+    /// for one, a replay from the last commit when Kafka refused records (to dead-letter
     /// them, or to stop at the first: [`super::poison`]), else the failure that best tells
     /// the cause.
     ///
@@ -372,7 +373,7 @@ impl Eos<'_> {
     /// not that (a transient one, which would retry the same refusal for ever). A topic the
     /// connector may not write to is refused for the whole transaction instead
     /// ([`crate::sink::TxnRefusal`]): its records, purged, are the refused ones.
-    fn failed(&mut self, f: Error, on_send: Option<Refused>) -> Result<Ending, Error> {
+    async fn failed(&mut self, f: Error, on_send: Option<Refused>) -> Result<Ending, Error> {
         if let Some(fatal) = self.sink.fatal() {
             return Err(fatal.into());
         }
@@ -385,6 +386,18 @@ impl Eos<'_> {
         let settled = self
             .deliveries
             .settled_failure(DeliveryTracker::SETTLE_WITHIN);
+        // Records that waited for (or failed on) a topic that does not exist: named, and a
+        // stop when nothing creates it. AddPartitionsToTxn retries such a topic's partitions
+        // until the transaction times out, so this is seen as a stall.
+        let suspect = settled.clone().or_else(|| match &f {
+            Error::Sink(s) => Some(s.clone()),
+            _ => None,
+        });
+        if let Some(cause) = suspect {
+            if let Some(missing) = self.sink.missing_topics(&cause).await {
+                return Err(missing.into());
+            }
+        }
         let base = self.base_seq;
         // Ordinals, counted from the last commit.
         let mut refused = poison::ordinals_from(self.deliveries.take_refused(), base);
@@ -450,7 +463,7 @@ impl Eos<'_> {
                     .commit(checkpoint, shutdown, BatchStats::default())
                     .await
                 {
-                    return self.failed(f, None);
+                    return self.failed(f, None).await;
                 }
             }
         }
@@ -464,13 +477,14 @@ impl Eos<'_> {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<Ending, Error> {
         match interrupt {
-            Interrupt::Failed(f) => self.failed(f, None),
+            Interrupt::Failed(f) => self.failed(f, None).await,
             Interrupt::RefusedOnSend(r) => {
                 let ordinal = Refused {
                     seq: r.seq - self.base_seq,
                     ..r
                 };
                 self.failed(ordinal.refusal.clone().into(), Some(ordinal))
+                    .await
             }
             Interrupt::Poison(p) => self.stop_at(p, events, shutdown).await,
             Interrupt::Undelivered => {
@@ -481,7 +495,7 @@ impl Eos<'_> {
                     .unwrap_or_else(|| Error::TaskLost {
                         detail: "a delivery failure without a cause".into(),
                     });
-                self.failed(f, None)
+                self.failed(f, None).await
             }
         }
     }
@@ -673,7 +687,7 @@ pub async fn run(
         }
         stats.queued = events.len();
         if let Err(f) = eos.commit(checkpoint, &mut shutdown, stats).await {
-            return eos.failed(f, None);
+            return eos.failed(f, None).await;
         }
         stopping |= eos.stop_by.is_some();
         if stopping {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::{step, CheckResult, Status};
 use crate::config::{ClientProperties, ConnectorConfig, Secret};
+use crate::sink::missing_topic::AutoCreate;
 use crate::sink::{client, KafkaLink, KafkaSink, SinkError};
 use crate::tls::{self, ClientIdentity, TrustAnchors, Verification};
 
@@ -97,10 +98,65 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             ),
         ),
     });
+    if answered {
+        out.push(routed_topics(cfg, &sink).await);
+    }
     if let (Some(topic), true) = (cfg.errors.dead_letters(), answered) {
         out.push(dead_letter_topic(cfg, topic, link).await);
     }
     out
+}
+
+/// The `kafka topics` check: whether the cluster creates a topic events are routed to when
+/// it does not exist, and, when `route.topic.replacement` names one topic, whether it exists.
+/// Without auto-creation, a missing topic stops the connector at the first event routed
+/// there ([`SinkError::TopicMissing`]); the topics of a replacement with `${routedByValue}`
+/// cannot be known before the events.
+async fn routed_topics(cfg: &ConnectorConfig, sink: &KafkaSink) -> CheckResult {
+    let name = cfg.name.as_str();
+    let auto = sink.auto_create().await;
+    let replacement = &cfg.router.route_topic_replacement;
+    let fixed = crate::router::EventRouter::new(&cfg.router)
+        .ok()
+        .and_then(|r| r.fixed_topic());
+    let (status, words) = match fixed {
+        Some(topic) => {
+            let missing = !sink.missing_among(vec![topic.clone()]).await.is_empty();
+            match (missing, &auto) {
+                (false, _) => (
+                    Status::Pass,
+                    format!("route.topic.replacement sends every event to topic {topic}, which exists; {}", auto.describe()),
+                ),
+                (true, AutoCreate::Off(_)) => (
+                    Status::Fail,
+                    format!("route.topic.replacement sends every event to topic {topic}, which does not exist, and {}: the first event would stop the connector; create {topic}, or turn auto-creation on (auto.create.topics.enable=true on the brokers, and no kafka.producer allow.auto.create.topics=false)", auto.describe()),
+                ),
+                (true, AutoCreate::On) => (
+                    Status::Pass,
+                    format!("route.topic.replacement sends every event to topic {topic}, which does not exist yet: {}, so the first event creates it", auto.describe()),
+                ),
+                (true, AutoCreate::Unknown(_)) => (
+                    Status::Warn,
+                    format!("route.topic.replacement sends every event to topic {topic}, which does not exist, and {}: if they are not, create {topic} or the first event stops the connector", auto.describe()),
+                ),
+            }
+        }
+        None => match &auto {
+            AutoCreate::Off(_) => (
+                Status::Pass,
+                format!("events go to the topics route.topic.replacement={replacement} names, which cannot be known before the events, and {}: each must exist before its first event, or the connector stops there, naming it", auto.describe()),
+            ),
+            AutoCreate::On => (
+                Status::Pass,
+                format!("events go to the topics route.topic.replacement={replacement} names; {}", auto.describe()),
+            ),
+            AutoCreate::Unknown(_) => (
+                Status::Warn,
+                format!("events go to the topics route.topic.replacement={replacement} names, and {}: if they are not, each must exist before its first event, or the connector stops there, naming it", auto.describe()),
+            ),
+        },
+    };
+    CheckResult::new(name, "kafka topics", status, words)
 }
 
 /// The `dead-letter topic` check: whether the topic takes every dead letter the connector

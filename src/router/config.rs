@@ -517,6 +517,88 @@ impl RouterConfig {
         OPTIONS.iter().map(|(_, d, s)| (*d, *s))
     }
 
+    /// Every option with its value in Debezium's text form (what [`set_option`](Self::set_option)
+    /// reads back to the same settings), by Debezium name, in [`OPTIONS`] order: how two
+    /// definitions of one connector are compared (`group::definitions`). An unset
+    /// `table.field.event.timestamp` is empty.
+    pub fn options(&self) -> Vec<(&'static str, String)> {
+        OPTIONS
+            .iter()
+            .map(|(opt, name, _)| {
+                let value = match opt {
+                    Opt::EventId => self.field_event_id.clone(),
+                    Opt::EventKey => self.field_event_key.clone(),
+                    Opt::EventType => self.field_event_type.clone(),
+                    Opt::EventPayload => self.field_event_payload.clone(),
+                    Opt::EventTimestamp => self.field_event_timestamp.clone().unwrap_or_default(),
+                    Opt::AdditionalPlacement => self
+                        .additional_placement
+                        .iter()
+                        .map(|f| f.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    Opt::AdditionalMissing => match self.additional_field_missing {
+                        MissingFieldBehavior::Error => "error",
+                        MissingFieldBehavior::Ignore => "ignore",
+                    }
+                    .into(),
+                    Opt::ExpandJson => self.expand_json_payload.to_string(),
+                    Opt::JsonNull => match self.json_payload_null_behavior {
+                        JsonNullBehavior::Ignore => "ignore",
+                        JsonNullBehavior::OptionalBytes => "optional_bytes",
+                    }
+                    .into(),
+                    Opt::JsonEmptyArray => match self.json_payload_empty_array_behavior {
+                        JsonEmptyArrayBehavior::Ignore => "ignore",
+                        JsonEmptyArrayBehavior::OptionalString => "optional_string",
+                    }
+                    .into(),
+                    Opt::RouteByField => self.route_by_field.clone(),
+                    Opt::RouteTopicRegex => self.route_topic_regex.clone(),
+                    Opt::RouteTopicReplacement => self.route_topic_replacement.clone(),
+                    Opt::Tombstone => self.tombstone_on_empty_payload.to_string(),
+                    Opt::OpInvalid => match self.op_invalid_behavior {
+                        InvalidOpBehavior::Warn => "warn",
+                        InvalidOpBehavior::Error => "error",
+                        InvalidOpBehavior::Fatal => "fatal",
+                    }
+                    .into(),
+                    Opt::SchemaVersion => self.field_schema_version.clone().unwrap_or_default(),
+                };
+                (*name, value)
+            })
+            .collect()
+    }
+
+    /// The record format's settings in text form (converters, extended headers, logical
+    /// name, type-mapping modes, shadow prefix): they change the bytes as much as the
+    /// router's [`options`](Self::options) do (`group::definitions` compares both).
+    pub fn format_options(&self) -> Vec<(&'static str, String)> {
+        let f = &self.format;
+        let converters = match &f.converters {
+            Some(c) => format!("{} / {} / {}", c.key, c.value, c.header),
+            None => "outboxd's default".to_string(),
+        };
+        let t = &f.types;
+        vec![
+            ("converters", converters),
+            ("extended.headers.enabled", f.extended_headers.to_string()),
+            ("topic.prefix", f.logical_name.clone()),
+            ("time.precision.mode", format!("{:?}", t.time_precision)),
+            ("decimal.handling.mode", format!("{:?}", t.decimal)),
+            ("binary.handling.mode", format!("{:?}", t.binary)),
+            (
+                "bigint.unsigned.handling.mode",
+                format!("{:?}", t.bigint_unsigned),
+            ),
+            ("interval.handling.mode", format!("{:?}", t.interval)),
+            (
+                "shadow topic prefix",
+                self.topic_prefix.clone().unwrap_or_default(),
+            ),
+        ]
+    }
+
     /// Sets one option from its text form, by Debezium name (`route.by.field`), outboxd name
     /// (`route_by_field`) or a Debezium 1.x alias.
     ///
@@ -655,6 +737,34 @@ pub(crate) fn parse_bool(v: &str) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_read_back_to_the_same_settings() {
+        let mut cfg = RouterConfig::debezium_defaults();
+        for (name, value) in [
+            ("table.field.event.timestamp", "created_at"),
+            (
+                "table.fields.additional.placement",
+                "type:header:eventType,seq:envelope",
+            ),
+            ("table.field.additional.missing", "ignore"),
+            ("table.expand.json.payload", "true"),
+            ("table.json.payload.null.behavior", "optional_bytes"),
+            ("table.json.payload.empty.array.behavior", "optional_string"),
+            ("route.topic.replacement", "shop.${routedByValue}"),
+            ("route.tombstone.on.empty.payload", "true"),
+            ("table.op.invalid.behavior", "fatal"),
+        ] {
+            cfg.set_option(name, value).unwrap();
+        }
+        for start in [RouterConfig::default(), cfg] {
+            let mut back = RouterConfig::default();
+            for (name, value) in start.options() {
+                assert_eq!(back.set_option(name, &value), Ok(None), "{name}={value}");
+            }
+            assert_eq!(back, start);
+        }
+    }
 
     #[test]
     fn additional_placement_parsing() {

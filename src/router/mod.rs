@@ -381,6 +381,14 @@ impl EventRouter {
         &self.cfg
     }
 
+    /// The one topic this router sends events to when `route.topic.replacement` refers to no
+    /// group of `route.topic.regex` (`shop.events` rather than `outbox.event.${routedByValue}`:
+    /// every value the regex matches goes there); `None` when the topic depends on the
+    /// `route.by.field` value, so the topics cannot be known before the events.
+    pub fn fixed_topic(&self) -> Option<String> {
+        self.topics.fixed_topic()
+    }
+
     /// The topic for a `route.by.field` value: the replacement when the regex matches the whole
     /// value, else the value itself (Kafka `RegexRouter` semantics).
     pub fn topic_for(&self, routed_by_value: &str) -> String {

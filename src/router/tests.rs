@@ -122,6 +122,10 @@ fn topic_regex_and_replacement() {
         c.route_topic_replacement = "events.${kind}.$2x\\$".into();
     });
     assert_eq!(r.topic_for("OrderLine"), "events.Order.Linex$");
+    assert_eq!(r.fixed_topic(), None, "the topic depends on the value");
+    let fixed = router(|c| c.route_topic_replacement = "shop.\\$events".into());
+    assert_eq!(fixed.fixed_topic().as_deref(), Some("shop.$events"));
+    assert_eq!(router(|_| {}).fixed_topic(), None, "Debezium's default");
     // No match (starts lower-case): the value itself, as RegexRouter leaves the topic.
     assert_eq!(r.topic_for("order"), "order");
     // Java's matches() is a full match: a partial match does not count.

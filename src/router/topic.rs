@@ -47,6 +47,19 @@ impl TopicRoute {
         })
     }
 
+    /// The one topic every value the regex matches goes to, when `route.topic.replacement`
+    /// refers to no group (e.g. `shop.events`); `None` when the topic depends on the value.
+    pub(crate) fn fixed_topic(&self) -> Option<String> {
+        let mut out = String::new();
+        for p in &self.replacement {
+            match p {
+                Piece::Literal(s) => out.push_str(s),
+                Piece::Group(_) => return None,
+            }
+        }
+        Some(out)
+    }
+
     /// The topic for `routed_by_value`, from the cache when it was worked out before.
     pub(crate) fn topic(&self, routed_by_value: &str) -> String {
         self.cache

@@ -10,6 +10,7 @@ use std::fmt;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
+use super::missing_topic::{AutoCreate, CONFIRM_AFTER};
 use crate::error::Class;
 
 /// Why Kafka refused a record for good.
@@ -90,6 +91,23 @@ pub enum SinkError {
         records: u64,
         /// How long no report came.
         quiet: std::time::Duration,
+    },
+    /// Records wait for (or failed on) topics the cluster says do not exist, asked twice
+    /// ([`super::missing_topic`]). Definite when nothing creates them (auto-creation off) and
+    /// they are topics events are routed to; transient otherwise (auto-creation on but the
+    /// broker did not create them, or unknown; or a topic outboxd creates itself at start: the
+    /// checkpoint or dead-letter topic, which a restart creates again).
+    #[error("{}", missing_topics(topics, *records, auto_create, *own))]
+    TopicMissing {
+        /// The topics, as the records name them.
+        topics: Vec<String>,
+        /// Records waiting without a delivery report (or failed) when the batch ended.
+        records: u64,
+        /// Whether the cluster creates missing topics.
+        auto_create: AutoCreate,
+        /// Every one of them is a topic outboxd creates when the connector starts (its
+        /// checkpoint or dead-letter topic).
+        own: bool,
     },
     /// The dead-letter topic could not be created.
     #[error("cannot create the dead-letter topic {topic}: {detail}; {}", if *definite { "create it by hand (one partition keeps dead letters in source order) or allow the relay to" } else { "is Kafka reachable?" })]
@@ -256,6 +274,50 @@ fn lower_to(limit: usize, required: usize, max_record_bytes: usize) -> String {
     }
 }
 
+/// The message of [`SinkError::TopicMissing`].
+fn missing_topics(topics: &[String], records: u64, auto_create: &AutoCreate, own: bool) -> String {
+    let (noun, names) = match topics {
+        [one] => (format!("topic {one} does"), one.clone()),
+        _ => (
+            format!("topics {} do", topics.join(", ")),
+            topics.join(", "),
+        ),
+    };
+    let seen = format!(
+        "{noun} not exist (Kafka answered UNKNOWN_TOPIC_OR_PARTITION twice, {}s apart), and \
+         {records} record(s) wait without a delivery report",
+        CONFIRM_AFTER.as_secs()
+    );
+    if own {
+        return format!(
+            "the connector's own {seen} (deleted while it ran?); restarting from the checkpoint \
+             creates {} again",
+            if topics.len() == 1 { "it" } else { "them" }
+        );
+    }
+    match auto_create {
+        AutoCreate::Off(_) => format!(
+            "{seen}: {}. Create {names} (kafka-topics.sh --create --topic <name>, with the \
+             partitions and replication the consumers expect) or turn auto-creation on \
+             (auto.create.topics.enable=true on the brokers, and no kafka.producer \
+             allow.auto.create.topics=false), then start the connector again: its checkpoint \
+             stays before the events routed there, so they are delivered then",
+            auto_create.describe()
+        ),
+        AutoCreate::On => format!(
+            "{seen}, although {}: the broker did not create it (the Kafka principal needs CREATE \
+             on the cluster or the topic, or a create.topic.policy refused it); create {names} \
+             or allow the creation; restarting from the checkpoint meanwhile",
+            auto_create.describe()
+        ),
+        AutoCreate::Unknown(_) => format!(
+            "{seen}; {}: if they do not, create {names}; restarting from the checkpoint \
+             meanwhile",
+            auto_create.describe()
+        ),
+    }
+}
+
 fn refused_on_send(
     reason: Refusal,
     id: &str,
@@ -324,6 +386,15 @@ impl SinkError {
                 source,
                 ..
             } => Self::fatal_class(source.rdkafka_error_code()),
+            SinkError::TopicMissing {
+                auto_create, own, ..
+            } => {
+                if !*own && matches!(auto_create, AutoCreate::Off(_)) {
+                    Class::Definite
+                } else {
+                    Class::Transient
+                }
+            }
             SinkError::Enqueue { .. }
             | SinkError::QueueFull { .. }
             | SinkError::Stalled { .. }
@@ -442,6 +513,24 @@ impl SinkError {
         }
     }
 
+    /// Whether a batch that ended with this failure may have met a topic that does not exist
+    /// ([`super::missing_topic`]): records waited without a delivery report (stalled), a
+    /// record's delivery failed (purged ones too: exactly-once, `AddPartitionsToTxn` may fail
+    /// the whole transaction for a deleted topic's partitions, and its records are then purged,
+    /// the checkpoint record among them), records were refused for a partition their topic
+    /// does not have (what librdkafka reports for the records of a deleted topic), or the
+    /// transaction's records were not all sent (a flush, an abortable transaction error).
+    pub fn may_be_missing_topic(&self) -> bool {
+        match self {
+            SinkError::Stalled { .. }
+            | SinkError::Delivery { .. }
+            | SinkError::Flush { .. }
+            | SinkError::Transaction { fatal: false, .. } => true,
+            SinkError::Refused { reason, .. } => *reason == Refusal::UnknownPartition,
+            _ => false,
+        }
+    }
+
     /// True for a record purged from the producer's queues (an abort, a fatal error): a
     /// consequence of another failure, never its cause.
     pub fn is_purged(&self) -> bool {
@@ -510,6 +599,69 @@ impl fmt::Display for Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_topic_is_definite_only_when_nothing_creates_it() {
+        let missing = |auto_create, own| SinkError::TopicMissing {
+            topics: vec!["shop.Order".into()],
+            records: 3,
+            auto_create,
+            own,
+        };
+        let off = missing(
+            AutoCreate::Off("the producer's allow.auto.create.topics=false".into()),
+            false,
+        );
+        assert_eq!(off.class(), Class::Definite);
+        let text = off.to_string();
+        for words in [
+            "topic shop.Order does not exist",
+            "3 record(s) wait",
+            "allow.auto.create.topics=false",
+            "Create shop.Order",
+            "auto.create.topics.enable=true",
+            "checkpoint stays before",
+        ] {
+            assert!(text.contains(words), "{words:?} in {text}");
+        }
+        assert!(!text.contains("  ") && !text.contains('\n'), "{text:?}");
+        assert_eq!(missing(AutoCreate::On, false).class(), Class::Transient);
+        assert_eq!(
+            missing(AutoCreate::Unknown("denied".into()), false).class(),
+            Class::Transient
+        );
+        let own = missing(AutoCreate::Off("x".into()), true);
+        assert_eq!(own.class(), Class::Transient, "a restart creates it again");
+        assert!(own.to_string().contains("creates it again"), "{own}");
+    }
+
+    #[test]
+    fn failures_of_waiting_records_may_come_from_a_missing_topic() {
+        let delivery =
+            |code| SinkError::on_delivery(&KafkaError::MessageProduction(code), "e".into(), "t");
+        for suspect in [
+            SinkError::Stalled {
+                records: 1,
+                quiet: std::time::Duration::from_secs(4),
+            },
+            delivery(RDKafkaErrorCode::UnknownTopicOrPartition),
+            delivery(RDKafkaErrorCode::UnknownPartition),
+            // Exactly-once: the transaction failed adding a deleted topic's partitions.
+            delivery(RDKafkaErrorCode::PurgeQueue),
+        ] {
+            assert!(suspect.may_be_missing_topic(), "{suspect}");
+        }
+        for other in [
+            delivery(RDKafkaErrorCode::MessageSizeTooLarge),
+            delivery(RDKafkaErrorCode::TopicAuthorizationFailed),
+            SinkError::Fenced {
+                what: "producing",
+                detail: "x".into(),
+            },
+        ] {
+            assert!(!other.may_be_missing_topic(), "{other}");
+        }
+    }
 
     #[test]
     fn a_new_producer_cures_lost_transaction_state_not_refused_permissions() {

@@ -35,6 +35,10 @@ pub struct KafkaSink {
     queue_kbytes: u64,
     /// Turns true on shutdown: a send waiting for room in a full queue gives up then.
     shutdown: Option<watch::Receiver<bool>>,
+    /// The producer's settings, for looking up the topics records wait for.
+    settings: rdkafka::ClientConfig,
+    /// Topics outboxd creates when the connector starts (checkpoint, dead letters).
+    own_topics: Vec<String>,
 }
 
 /// Framing allowance on top of `kafka.max_record_bytes` for librdkafka's
@@ -195,6 +199,7 @@ impl KafkaSink {
                     source: Box::new(e),
                 })?;
         let producer = Arc::new(producer);
+        let settings = cc.clone();
         // Outside a runtime (unit tests) nothing is delivered, so nothing can stall.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(super::stall::watch(
@@ -219,6 +224,63 @@ impl KafkaSink {
             connector: client_id.to_string(),
             queue_kbytes,
             shutdown: None,
+            settings,
+            own_topics: Vec::new(),
+        })
+    }
+
+    /// The same sink, knowing `topics` as ones outboxd creates when the connector starts
+    /// (its checkpoint topic, its dead-letter topic): a restart creates them again, so their
+    /// absence is no reason to stop ([`missing_topics`](Self::missing_topics)).
+    pub fn with_own_topics(mut self, topics: impl IntoIterator<Item = String>) -> Self {
+        self.own_topics.extend(topics);
+        self
+    }
+
+    /// Whether the cluster creates the topics this producer writes to when they do not exist
+    /// (its `allow.auto.create.topics`, the brokers' `auto.create.topics.enable`).
+    pub async fn auto_create(&self) -> super::missing_topic::AutoCreate {
+        super::missing_topic::auto_create_of(&self.settings).await
+    }
+
+    /// The topics among `topics` that do not exist, asked twice
+    /// ([`super::missing_topic::confirm_missing`]); empty when the cluster does not answer.
+    pub async fn missing_among(&self, topics: Vec<String>) -> Vec<String> {
+        let settings = self.settings.clone();
+        tokio::task::spawn_blocking(move || {
+            super::missing_topic::confirm_missing(&settings, &topics)
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// When a batch ended with `cause` and that may come from a topic that does not exist
+    /// ([`SinkError::may_be_missing_topic`]): the topics the records still waiting (or
+    /// failed) go to that the cluster calls unknown, asked twice ([`super::missing_topic`]),
+    /// as [`SinkError::TopicMissing`] — definite when nothing creates them. `None` when
+    /// every such topic exists, or the cluster does not answer. Takes a second or two when a
+    /// topic is missing (the confirmation and reading the brokers' settings).
+    pub async fn missing_topics(&self, cause: &SinkError) -> Option<SinkError> {
+        if !cause.may_be_missing_topic() {
+            return None;
+        }
+        let mut topics = self.deliveries().waiting_topics();
+        if let Some((_, topic)) = cause.record() {
+            if !topics.iter().any(|t| t == topic) {
+                topics.push(topic.to_string());
+            }
+        }
+        let missing = self.missing_among(topics).await;
+        if missing.is_empty() {
+            return None;
+        }
+        let own = missing.iter().all(|t| self.own_topics.contains(t));
+        let auto_create = super::missing_topic::auto_create_of(&self.settings).await;
+        Some(SinkError::TopicMissing {
+            topics: missing,
+            records: self.deliveries().unacked().0,
+            auto_create,
+            own,
         })
     }
 
@@ -268,7 +330,8 @@ impl KafkaSink {
         let size = record.approx_size();
         let tracker = self.deliveries();
         let counted = tracker::counted_size(size);
-        let opaque = tracker::opaque(tracker.sent(), counted);
+        let seq = tracker.sent();
+        let opaque = tracker::opaque(seq, counted);
         // Since when the queue has been full, and when that was last logged.
         let mut full_since: Option<Instant> = None;
         let mut warned: Option<Instant> = None;
@@ -297,6 +360,7 @@ impl KafkaSink {
             match self.producer.send(fr) {
                 Ok(()) => {
                     tracker.enqueued(counted);
+                    tracker.sent_to(&record.topic, seq);
                     return Ok(());
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {

@@ -5,6 +5,7 @@ pub mod client_log;
 mod error;
 pub mod kafka;
 pub mod link;
+pub mod missing_topic;
 pub mod record;
 mod stall;
 pub mod tracker;

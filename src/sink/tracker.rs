@@ -35,6 +35,10 @@ const SEQ_BITS: u32 = 40;
 const SIZE_BITS: u32 = 24;
 const _: () = assert!(SEQ_BITS + SIZE_BITS == usize::BITS, "a 64-bit target");
 
+/// How many topics [`DeliveryTracker::sent_to`] notes before it forgets those whose
+/// records are all acknowledged.
+const MAX_TOPICS_NOTED: usize = 256;
+
 /// A record's size as the loops count it: `approx_size` clamped to what the opaque holds.
 pub fn counted_size(approx_size: usize) -> u64 {
     approx_size.min((1 << SIZE_BITS) - 1) as u64
@@ -79,6 +83,9 @@ pub struct DeliveryTracker {
     purged: Mutex<Vec<Purged>>,
     /// Topics the transaction coordinator would not add to the open transaction.
     txn_refusals: Mutex<Vec<TxnRefusal>>,
+    /// Each topic records were sent to, with the number of the last one sent there: the
+    /// topics records wait for ([`waiting_topics`](Self::waiting_topics)).
+    topics: Mutex<Vec<(String, u64)>>,
     /// Reports of records numbered below this are from before the last
     /// [`rebase`](DeliveryTracker::rebase) and are ignored.
     base: AtomicU64,
@@ -234,6 +241,7 @@ impl DeliveryTracker {
             refused: Mutex::default(),
             purged: Mutex::default(),
             txn_refusals: Mutex::default(),
+            topics: Mutex::default(),
             base: AtomicU64::default(),
             notify: Notify::new(),
         }
@@ -254,6 +262,34 @@ impl DeliveryTracker {
     pub(super) fn enqueued(&self, size: u64) {
         self.sent_bytes.fetch_add(size, Ordering::AcqRel);
         self.sent.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Notes that record number `seq` went to `topic`. Called by the sender right after
+    /// librdkafka accepted it; a lookup among the few topics a connector writes to.
+    pub(super) fn sent_to(&self, topic: &str, seq: u64) {
+        let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = topics.iter_mut().rev().find(|(name, _)| name == topic) {
+            t.1 = seq;
+            return;
+        }
+        if topics.len() >= MAX_TOPICS_NOTED {
+            let acked_below = self.acked_below();
+            topics.retain(|(_, last)| *last >= acked_below);
+        }
+        topics.push((topic.to_string(), seq));
+    }
+
+    /// The topics of the records sent and not acknowledged yet, in the order first sent to
+    /// (perhaps with a few whose records are all acknowledged, when one sent before them is
+    /// not: every topic whose last record is not below the acknowledged prefix).
+    pub fn waiting_topics(&self) -> Vec<String> {
+        let acked_below = self.acked_below();
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        topics
+            .iter()
+            .filter(|(_, last)| *last >= acked_below)
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Records and bytes sent but not acknowledged yet.
@@ -579,6 +615,31 @@ mod tests {
             SinkError::Refused { id, .. } | SinkError::Delivery { id, .. } => id,
             other => panic!("not a delivery failure: {other}"),
         }
+    }
+
+    #[test]
+    fn the_topics_records_wait_for_are_known() {
+        let t = DeliveryTracker::new(KafkaLink::new("test", "test:1"));
+        for (seq, topic) in ["a", "b", "a", "c"].into_iter().enumerate() {
+            t.enqueued(1);
+            t.sent_to(topic, seq as u64);
+        }
+        assert_eq!(t.waiting_topics(), vec!["a", "b", "c"]);
+        t.on_delivered(0, 1);
+        t.on_delivered(1, 1);
+        assert_eq!(
+            t.waiting_topics(),
+            vec!["a", "c"],
+            "b's only record is acknowledged"
+        );
+        t.on_delivered(3, 1);
+        assert_eq!(
+            t.waiting_topics(),
+            vec!["a", "c"],
+            "c's record is acknowledged, but one sent before it is not"
+        );
+        t.on_delivered(2, 1);
+        assert!(t.waiting_topics().is_empty());
     }
 
     #[test]

@@ -138,3 +138,67 @@ pub fn read_expecting(topics: &[String], expected: usize) -> Vec<Consumed> {
         Duration::from_secs(2),
     )
 }
+
+/// An admin client of the test broker.
+fn admin() -> rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", super::kafka_bootstrap())
+        .create()
+        .expect("kafka admin client")
+}
+
+/// Whether the broker knows `topic` (a metadata request that never creates it).
+pub fn topic_exists(topic: &str) -> bool {
+    let probe: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", super::kafka_bootstrap())
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .expect("kafka consumer");
+    let md = probe
+        .fetch_metadata(Some(topic), Duration::from_secs(5))
+        .expect("metadata");
+    md.topics()
+        .iter()
+        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+}
+
+/// Creates `topic` with `partitions` partitions; waits until the broker lists it.
+pub async fn create_topic(topic: &str, partitions: i32) {
+    use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let created = admin()
+        .create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &opts,
+        )
+        .await
+        .expect("create_topics");
+    assert!(created.iter().all(|r| r.is_ok()), "{created:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !topic_exists(topic) {
+        assert!(
+            Instant::now() < deadline,
+            "topic {topic} not listed after creation"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Deletes `topic`; waits until the broker no longer lists it.
+pub async fn delete_topic(topic: &str) {
+    use rdkafka::admin::AdminOptions;
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let deleted = admin()
+        .delete_topics(&[topic], &opts)
+        .await
+        .expect("delete_topics");
+    assert!(deleted.iter().all(|r| r.is_ok()), "{deleted:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while topic_exists(topic) {
+        assert!(
+            Instant::now() < deadline,
+            "topic {topic} still listed after deletion"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

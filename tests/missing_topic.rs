@@ -1,0 +1,261 @@
+//! Issue 25, item 5: a topic events are routed to that does not exist, with the real
+//! services.
+//!
+//! Without auto-creation, librdkafka holds such records without a word for
+//! `topic.metadata.propagation.max.ms` (30 s), and the relay used to restart from its
+//! checkpoint every few seconds for ever, naming no topic. Now it stops with a definite
+//! error that names the topic and what to do, its checkpoint before the events routed
+//! there; once the topic exists, a restart delivers them (exactly once in `exactly_once`
+//! mode). `check` fails a connector whose fixed topic (`route.topic.replacement` without
+//! `${routedByValue}`) is missing, and `status` shows a stopped connector's reason.
+//!
+//! The local broker creates topics on request (`auto.create.topics.enable=true`, as in
+//! docker/kafka/server.properties); the connectors here turn auto-creation off on their side
+//! (`kafka.producer` `allow.auto.create.topics=false`): librdkafka then never asks the
+//! broker to create a topic, which is what a broker with `auto.create.topics.enable=false`
+//! gives too (both answer `UNKNOWN_TOPIC_OR_PARTITION`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::edges::{event, expect_failed_exit};
+use common::kafka::{create_topic, delete_topic, read_topics};
+use common::mariadb::MariaDb;
+use common::postgres::Postgres;
+use common::relay::{run_cli, test_dir, Relay};
+use common::suite::{self, topic, write_config_full, SourceDb, AT_LEAST_ONCE_KAFKA, EXACTLY_ONCE};
+
+/// `[connectors.kafka]` lines: the producer never asks the broker to create a topic.
+const NO_AUTO_CREATE: &str = r#"producer = { "allow.auto.create.topics" = "false" }"#;
+
+/// How long a stop may take: the stall watch notices records without a delivery report after
+/// 4-5 s, the lookup confirms in about 2 s; generous for a loaded machine.
+const STOPS_WITHIN: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleted_topic_stops_then_resumes_exactly_once() {
+    let db = MariaDb::new("mt_deleted_eos").await;
+    deleted_topic_stops_then_resumes(&db, EXACTLY_ONCE, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleted_topic_stops_then_resumes_at_least_once() {
+    let db = Postgres::new("mt_deleted_alo").await;
+    deleted_topic_stops_then_resumes(&db, AT_LEAST_ONCE_KAFKA, false).await;
+}
+
+/// The relay streams to an existing topic; the topic is deleted; the next events stop the
+/// connector (exit 1) with an error naming the topic, the auto-creation setting and the
+/// fix, without a restart loop. After the topic is created again, a restart delivers the
+/// events written meanwhile: the checkpoint stayed before them.
+async fn deleted_topic_stops_then_resumes<S: SourceDb>(
+    db: &S,
+    checkpoint: &str,
+    exactly_once: bool,
+) {
+    let orders = topic(db, "Order");
+    create_topic(&orders, 3).await;
+    let (path, port) = write_config_full(
+        db,
+        &db.outbox_table(),
+        "",
+        NO_AUTO_CREATE,
+        checkpoint,
+        "connector.toml",
+    );
+    let mut relay = Relay::start(path, port);
+    let first = event("Order", "o-1", 0);
+    db.insert(std::slice::from_ref(&first), false).await;
+    let got = read_topics(
+        std::slice::from_ref(&orders),
+        1,
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    assert_eq!(got.len(), 1, "log:\n{}", relay.log_text());
+    // Let the first event's checkpoint be written (at-least-once: at most a second later).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    delete_topic(&orders).await;
+    let after: Vec<_> = (1..=3)
+        .map(|i| event("Order", &format!("o-{i}"), i))
+        .collect();
+    db.insert(&after[..1], false).await;
+    db.insert(&after[1..], false).await;
+
+    let log = expect_failed_exit(&mut relay, STOPS_WITHIN);
+    let stop = log
+        .lines()
+        .find(|l| l.contains("does not exist"))
+        .unwrap_or_else(|| panic!("no line names the missing topic; log:\n{log}"));
+    for words in [
+        format!("topic {orders} does not exist"),
+        "allow.auto.create.topics=false".to_string(),
+        format!("Create {orders}"),
+        "auto.create.topics.enable=true".to_string(),
+    ] {
+        assert!(stop.contains(&words), "{words:?} in the stop: {stop}");
+    }
+    assert!(
+        !log.contains("transient failure, restarting from the checkpoint"),
+        "the missing topic is a stop, not a restart loop; log:\n{log}"
+    );
+
+    // The fix: the topic again. The events written while it was missing are delivered.
+    create_topic(&orders, 3).await;
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let got = read_topics(
+        std::slice::from_ref(&orders),
+        after.len(),
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    let log = relay.log_text();
+    if exactly_once {
+        suite::assert_exactly_once(&after, &got, &log);
+    } else {
+        suite::assert_none_lost(&after, &got, &log);
+    }
+    assert_eq!(relay.stop(), Some(0));
+}
+
+/// A topic that never existed (the first event of a new aggregate type): one connector of
+/// two in the process stops, naming it, while the other runs on; `status` shows the stopped
+/// one's reason. `check` fails a connector whose one fixed topic does not exist.
+#[tokio::test(flavor = "multi_thread")]
+async fn never_created_topic_stops_and_status_and_check_say_so() {
+    let db = MariaDb::new("mt_never").await;
+    let name = db.name().to_string();
+    let table = db.outbox_table();
+    let dir = test_dir(&name);
+    // Connector `<name>` routes by aggregate type, without auto-creation; connector
+    // `<name>_all` sends everything to one existing topic and keeps the process running.
+    let all = format!("{name}.all");
+    create_topic(&all, 1).await;
+    let (path, port) = write_config_full(
+        &db,
+        &table,
+        "",
+        NO_AUTO_CREATE,
+        &suite::file_checkpoint(&db),
+        "connectors.toml",
+    );
+    let second = format!(
+        r#"
+[[connectors]]
+name = "{name}_all"
+{source}
+
+[connectors.router]
+"route.topic.replacement" = "{all}"
+
+[connectors.kafka]
+bootstrap_servers = "{bootstrap}"
+
+[connectors.checkpoint]
+store = "file"
+path = "{checkpoint}"
+"#,
+        source = db.source_toml(&table),
+        bootstrap = common::kafka_bootstrap(),
+        checkpoint = dir.join("checkpoint_all.json").display(),
+    );
+    let text = std::fs::read_to_string(&path).unwrap() + &second;
+    std::fs::write(&path, text).unwrap();
+    let mut relay = Relay::start(path.clone(), port);
+
+    let ghost = topic(&db, "Ghost");
+    let events = vec![event("Ghost", "g-1", 1), event("Ghost", "g-2", 2)];
+    db.insert(&events, false).await;
+    // The other connector delivers them.
+    let got = read_topics(
+        std::slice::from_ref(&all),
+        events.len(),
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    assert_eq!(got.len(), events.len(), "log:\n{}", relay.log_text());
+
+    // `status` shows the routing connector stopped, with the reason naming the topic.
+    let deadline = std::time::Instant::now() + STOPS_WITHIN;
+    let line = loop {
+        let (_, out, err) = run_cli(&["status", "--config", path.to_str().unwrap()]);
+        let line = out
+            .lines()
+            .find(|l| l.contains(&format!("\"connector\":\"{name}\"")))
+            .map(str::to_string);
+        if let Some(l) = line.filter(|l| l.contains("\"state\":\"failed\"")) {
+            break l;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "status never showed {name} failed: {out}\n{err}\nlog:\n{}",
+            relay.log_text()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert!(
+        line.contains(&format!("topic {ghost} does not exist"))
+            && line.contains("allow.auto.create.topics=false"),
+        "{line}"
+    );
+    let log = relay.log_text();
+    assert!(
+        log.contains(&format!("topic {ghost} does not exist")),
+        "log:\n{log}"
+    );
+    assert!(
+        !log.contains("transient failure, restarting from the checkpoint"),
+        "a stop, not a restart loop; log:\n{log}"
+    );
+    // The other connector runs on.
+    let more = event("Ghost", "g-3", 3);
+    db.insert(std::slice::from_ref(&more), false).await;
+    let got = read_topics(
+        std::slice::from_ref(&all),
+        events.len() + 1,
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    assert!(got
+        .iter()
+        .any(|r| r.header("id").as_deref() == Some(more.id.as_str())));
+    assert_eq!(relay.stop(), Some(1), "one connector failed: exit 1");
+
+    // `check`: a fixed topic that does not exist, without auto-creation, fails; with the
+    // topic there it passes.
+    let fixed = format!("{name}.fixed");
+    let (fixed_path, _) = write_config_full(
+        &db,
+        &table,
+        "",
+        NO_AUTO_CREATE,
+        &suite::file_checkpoint(&db),
+        "fixed.toml",
+    );
+    let text = std::fs::read_to_string(&fixed_path).unwrap().replace(
+        &format!("\"route.topic.replacement\" = \"{name}.${{routedByValue}}\""),
+        &format!("\"route.topic.replacement\" = \"{fixed}\""),
+    );
+    assert!(text.contains(&fixed));
+    std::fs::write(&fixed_path, text).unwrap();
+    let (code, out, err) = run_cli(&["check", "--config", fixed_path.to_str().unwrap()]);
+    let line = out
+        .lines()
+        .find(|l| l.contains("kafka topics"))
+        .unwrap_or_else(|| panic!("no kafka topics line: {out}\n{err}"));
+    assert!(
+        line.contains("[FAIL]") && line.contains(&format!("topic {fixed}, which does not exist")),
+        "{line}"
+    );
+    assert_ne!(code, 0, "{out}");
+    create_topic(&fixed, 1).await;
+    let (_, out, _) = run_cli(&["check", "--config", fixed_path.to_str().unwrap()]);
+    let line = out.lines().find(|l| l.contains("kafka topics")).unwrap();
+    assert!(
+        line.contains("[ok  ]") && line.contains("which exists"),
+        "{line}"
+    );
+}
