@@ -117,7 +117,8 @@ fn date_text(ms: i64) -> String {
         of_day % 1000,
     );
     let time = format!("{h:02}:{m:02}:{s:02}.{milli:03}Z");
-    if (0..MILLIS_PER_DAY).contains(&ms) {
+    // Connect tests `getTime() < MILLIS_PER_DAY`: dates before 1970 print as a time too.
+    if ms < MILLIS_PER_DAY {
         return time;
     }
     let (y, mo, d) = civil_from_days(days);
@@ -199,6 +200,9 @@ mod tests {
         assert_eq!(h(Value::Date(0)), "00:00:00.000Z");
         assert_eq!(h(Value::Date(51_727_468)), "14:22:07.468Z");
         assert_eq!(h(Value::Date(20_789 * MILLIS_PER_DAY)), "2026-12-02");
+        // Before 1970-01-02 (negative too) Connect prints the time of day only.
+        assert_eq!(h(Value::Date(-MILLIS_PER_DAY)), "00:00:00.000Z");
+        assert_eq!(h(Value::Date(-14_182_940_000)), "20:17:40.000Z");
         assert_eq!(
             h(Value::Date(1_796_221_327_468)),
             "2026-12-02T14:22:07.468Z"

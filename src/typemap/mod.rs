@@ -14,7 +14,7 @@
 //! | column | Connect schema (default modes) | value |
 //! |---|---|---|
 //! | BIT(1), boolean | boolean | |
-//! | BIT(n), bit(n) | bytes `io.debezium.data.Bits` {length} | little-endian, ⌈n/8⌉ bytes |
+//! | BIT(n), bit(n) | bytes `io.debezium.data.Bits` {length} | little-endian, ⌈n/8⌉ bytes (PostgreSQL: as few as the set bits need) |
 //! | TINYINT, SMALLINT | int16 | |
 //! | SMALLINT UNSIGNED, MEDIUMINT, INT, int4 | int32 | |
 //! | INT UNSIGNED, BIGINT, int8 | int64 | |
@@ -88,6 +88,9 @@ pub enum SqlType {
     Bits {
         /// Declared length in bits.
         length: u32,
+        /// PostgreSQL's form: as few little-endian bytes as the set bits need (Debezium's
+        /// `BitSet.toByteArray`); MySQL's: always ⌈n/8⌉ bytes.
+        minimal: bool,
     },
     /// MySQL `JSON`, PostgreSQL `json` / `jsonb`.
     Json,
@@ -115,8 +118,8 @@ pub enum SqlType {
     Timestamp {
         /// Fractional-second digits.
         precision: u32,
-        /// Debezium's binlog connectors write exactly `precision` fraction digits (when it
-        /// is above 0); PostgreSQL's write as few as the value needs.
+        /// Debezium writes exactly `precision` fraction digits (when it is above 0), on both
+        /// sources; `false` (a value without a column type): as few as the value needs.
         fixed_fraction: bool,
     },
     /// PostgreSQL `interval`.
@@ -330,8 +333,8 @@ pub fn shared_schema(column: &ColumnType, modes: &TypeModes) -> Result<Arc<Schem
 
 fn base_schema(sql: &SqlType, modes: &TypeModes) -> Result<Schema, MappingError> {
     Ok(match sql {
-        SqlType::Boolean | SqlType::Bits { length: 0 | 1 } => Schema::new(Type::Boolean),
-        SqlType::Bits { length } => Schema::new(Type::Bytes)
+        SqlType::Boolean | SqlType::Bits { length: 0 | 1, .. } => Schema::new(Type::Boolean),
+        SqlType::Bits { length, .. } => Schema::new(Type::Bytes)
             .named("io.debezium.data.Bits")
             .with_version(1)
             .with_parameter("length", length.to_string()),
@@ -462,7 +465,7 @@ pub fn column_value(
             ColumnValue::Text(t) => Value::Bool(matches!(t.as_str(), "t" | "true" | "1")),
             _ => return Err(mismatch()),
         },
-        SqlType::Bits { length } => {
+        SqlType::Bits { length, minimal } => {
             let bits = match value {
                 ColumnValue::UInt(u) => *u,
                 ColumnValue::Int(i) => *i as u64,
@@ -474,7 +477,11 @@ pub fn column_value(
             if *length <= 1 {
                 Value::Bool(bits != 0)
             } else {
-                let n = length.div_ceil(8) as usize;
+                let n = if *minimal {
+                    (64 - bits.leading_zeros()).div_ceil(8) as usize
+                } else {
+                    length.div_ceil(8) as usize
+                };
                 Value::Bytes(bits.to_le_bytes()[..n.min(8)].to_vec())
             }
         }

@@ -120,16 +120,32 @@ fn mariadb_temporals() {
 #[test]
 fn mariadb_bits_binaries_decimals_enums() {
     assert_eq!(
-        header(SqlType::Bits { length: 1 }, ColumnValue::UInt(1), M),
+        header(
+            SqlType::Bits {
+                length: 1,
+                minimal: false
+            },
+            ColumnValue::UInt(1),
+            M
+        ),
         "true"
     );
     assert_eq!(
-        schema_json(SqlType::Bits { length: 10 }, M),
+        schema_json(
+            SqlType::Bits {
+                length: 10,
+                minimal: false
+            },
+            M
+        ),
         r#"{"type":"bytes","optional":true,"name":"io.debezium.data.Bits","version":1,"parameters":{"length":"10"}}"#
     );
     assert_eq!(
         header(
-            SqlType::Bits { length: 10 },
+            SqlType::Bits {
+                length: 10,
+                minimal: false
+            },
             ColumnValue::UInt(0b10_1010_1010),
             M
         ),

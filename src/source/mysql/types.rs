@@ -78,6 +78,7 @@ fn sql_type(ty: ColumnType, meta: &[u8], spec: &super::values::ColumnSpec) -> Sq
         // Metadata: bits beyond whole bytes, then whole bytes.
         MYSQL_TYPE_BIT => SqlType::Bits {
             length: m(1) * 8 + m(0),
+            minimal: false,
         },
         MYSQL_TYPE_ENUM => SqlType::Enum(spec.labels.clone().unwrap_or_default()),
         MYSQL_TYPE_SET => SqlType::Set(spec.labels.clone().unwrap_or_default()),

@@ -128,12 +128,13 @@ pub fn sql_type(type_oid: u32, typmod: i32) -> SqlType {
         },
         1184 => SqlType::Timestamp {
             precision: time_precision(typmod),
-            fixed_fraction: false,
+            fixed_fraction: true,
         },
         1186 => SqlType::Interval,
         1266 => SqlType::TimeTz,
         1560 | 1562 => SqlType::Bits {
             length: if typmod > 0 { typmod as u32 } else { 1 },
+            minimal: true,
         },
         1700 => {
             if typmod < 4 {
