@@ -251,6 +251,45 @@ impl SourceContext {
     }
 }
 
+/// Longest a source waits, before a definite stop, for the delivery loop to checkpoint what
+/// is ahead of it ([`SourceContext::checkpoint_before_stop`]).
+pub(crate) const STOP_CHECKPOINT_WAIT: Duration = Duration::from_secs(60);
+
+impl SourceContext {
+    /// Before a definite stop at something the source cannot deliver (or will not read
+    /// past): hands `position` on as progress and waits until the delivery loop has durably
+    /// checkpointed it, so that everything ahead is delivered and the stored checkpoint is
+    /// exactly where the stop says, at most `within`. True once it is; false when it was not
+    /// within `within` (then the stop should be transient: a restart from the checkpoint
+    /// meets it again); `Err(Closed)` when the loop stopped receiving or at shutdown.
+    ///
+    /// `position` must be one the delivery loop may checkpoint: a transaction boundary, with
+    /// nothing of the next transaction handed on (or only rows it will drop, not delivered).
+    pub(crate) async fn checkpoint_before_stop(
+        &mut self,
+        position: SourcePosition,
+        within: Duration,
+    ) -> Result<bool, Closed> {
+        self.out
+            .send(SourceEvent::Progress {
+                position: position.clone(),
+            })
+            .await?;
+        let mut shutdown = self.shutdown.clone();
+        tokio::select! {
+            stored = tokio::time::timeout(
+                within,
+                self.checkpointed.wait_for(|p| p.as_ref() == Some(&position)),
+            ) => match stored {
+                Ok(Ok(_)) => Ok(true),
+                Ok(Err(_)) => Err(Closed),
+                Err(_) => Ok(false),
+            },
+            _ = shutdown.wait_for(|v| *v) => Err(Closed),
+        }
+    }
+}
+
 /// A database outbox events are streamed from.
 pub(crate) trait Source: Send {
     /// What the stream is called in logs: `binlog`, `PostgreSQL replication`.
