@@ -253,8 +253,8 @@ pub enum MysqlError {
     /// STATEMENT or MIXED): its rows are not in the binlog as rows. Raised once everything
     /// before the transaction is checkpointed.
     #[error(
-        "transaction {} wrote outbox table {table} with {} statement{} logged as a \
-         statement (QUERY event), because the writing session's binlog_format was STATEMENT \
+        "transaction {} wrote outbox table {table} with {} logged as a statement (QUERY \
+         event), because the writing session's binlog_format was STATEMENT \
          or MIXED: its rows are not in the binlog as rows, and outboxd cannot decode them \
          (nor will it skip them on its own). Everything before that transaction is delivered \
          and checkpointed ({before}); nothing of it is. To deliver its event(s), write them \
@@ -265,11 +265,12 @@ pub enum MysqlError {
          {after}`, and start it again. Keep binlog_format=ROW for every session that writes \
          the outbox (`outboxd check` lists who may change it)",
         gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("after {before}")),
-        if matches!(verb, WriteVerb::Insert) { "an" } else { "a" },
-        match (verb, xa) {
-            (v, true) => format!(" {} (in a prepared XA transaction)", v.as_str()),
-            (v, false) => format!(" {}", v.as_str()),
-        }
+        format!(
+            "{} {}{}",
+            if matches!(verb, WriteVerb::Insert) { "an" } else { "a" },
+            verb.as_str(),
+            if *xa { " (in a prepared XA transaction)" } else { "" }
+        )
     )]
     StatementLogged {
         /// The connector.

@@ -388,7 +388,8 @@ pub fn table_not_found(connector: &str, table: &TableName, src: &MysqlSourceConf
         &format!("table {table}"),
         Status::Fail,
         format!(
-            "not found (or not visible to the user); create it (migrations/mysql) or fix {}",
+            "outbox table {table} not found (or not visible to the user: it needs a privilege \
+             on the table, e.g. SELECT); create it (migrations/mysql) or fix {}",
             src.format.key("tables", "table.include.list")
         ),
     )
