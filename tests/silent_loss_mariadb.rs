@@ -143,14 +143,22 @@ async fn a_dropped_outbox_table_stops_the_connector_after_the_drop() {
         )) && log.contains(&format!("checkpointed (mariadb_gtid:{drop})")),
         "log:\n{log}"
     );
-    assert_eq!(edges::stored_position(&path), format!("mariadb_gtid:{drop}"));
+    assert_eq!(
+        edges::stored_position(&path),
+        format!("mariadb_gtid:{drop}")
+    );
 
     // Created again while the relay is down: its rows come from the checkpoint on.
     db.exec("CREATE TABLE outbox_events LIKE outbox_old").await;
     let e3 = event("Order", "o-1", 2);
     db.insert(std::slice::from_ref(&e3), false).await;
     relay.spawn();
-    let got = read_topics(&[orders], 3, Duration::from_secs(60), Duration::from_secs(3));
+    let got = read_topics(
+        &[orders],
+        3,
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
     suite::assert_exactly_once(&[e1, e2, e3], &got, &relay.log_text());
     assert_eq!(relay.stop(), Some(0));
 }
@@ -224,14 +232,15 @@ async fn a_statement_logged_outbox_insert_stops_before_its_transaction() {
         Duration::from_secs(30),
         Duration::from_secs(3),
     );
-    assert_eq!(ids(&got), vec![e1.id.clone()], "nothing after the statement");
+    assert_eq!(
+        ids(&got),
+        vec![e1.id.clone()],
+        "nothing after the statement"
+    );
 
     // The advice: write the event again in ROW format, step past the transaction.
-    db.exec(&format!(
-        "DELETE FROM outbox_events WHERE id = '{}'",
-        e2.id
-    ))
-    .await;
+    db.exec(&format!("DELETE FROM outbox_events WHERE id = '{}'", e2.id))
+        .await;
     db.insert(std::slice::from_ref(&e2), false).await;
     let step = edges::proposed_step_past(&log, "binlog_format was STATEMENT");
     edges::checkpoint_set(&path, &step);
@@ -242,7 +251,11 @@ async fn a_statement_logged_outbox_insert_stops_before_its_transaction() {
         Duration::from_secs(60),
         Duration::from_secs(3),
     );
-    suite::assert_exactly_once(&[e1.clone(), e3.clone(), e2.clone()], &got, &relay.log_text());
+    suite::assert_exactly_once(
+        &[e1.clone(), e3.clone(), e2.clone()],
+        &got,
+        &relay.log_text(),
+    );
     assert_eq!(ids(&got), vec![e1.id.clone(), e3.id.clone(), e2.id.clone()]);
 
     // LOAD DATA logged as a statement (BEGIN_LOAD_QUERY + EXECUTE_LOAD_QUERY).
@@ -386,6 +399,56 @@ async fn xa_transactions_are_delivered_at_their_commit_exactly_once_across_kill9
     );
     assert!(!ids(&got).contains(&e7.id), "rolled back");
     stored_when(&path, |p| p.starts_with("mariadb_gtid:"));
+    assert_eq!(relay.stop(), Some(0));
+}
+
+/// Prepared XA transactions' outbox rows are held in memory, at most `xa_max_held_bytes`:
+/// beyond it the connector stops before the transaction that would exceed it, everything
+/// before delivered and checkpointed, naming the setting; raised, the restart holds the rows
+/// and delivers them at the `XA COMMIT`, exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn prepared_xa_rows_beyond_the_bound_stop_until_it_is_raised() {
+    let mut db = MariaDb::new("s25_xa_bound").await;
+    db.source_extra = "xa_max_held_bytes = 4096".into();
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
+    let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    let big = OutboxEvent::new(
+        "Order",
+        "o-1",
+        "Changed",
+        Some(&format!(r#"{{"seq":1,"f":"{}"}}"#, "x".repeat(8000))),
+    );
+    let mut c = db.pool.get_conn().await.unwrap();
+    c.query_drop("XA START 'big'").await.unwrap();
+    insert_events(&mut c, "outbox_events", std::slice::from_ref(&big)).await;
+    c.query_drop("XA END 'big'").await.unwrap();
+    c.query_drop("XA PREPARE 'big'").await.unwrap();
+    let p: String = c.query_first("SELECT @@last_gtid").await.unwrap().unwrap();
+    c.disconnect().await.unwrap();
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(
+        log.contains(&format!(
+            "prepared XA transaction {p} makes the outbox rows held until their XA COMMIT \
+             exceed xa_max_held_bytes=4096"
+        )) && log.contains(&format!("checkpointed (mariadb_gtid:{})", before(&p))),
+        "log:\n{log}"
+    );
+    assert_eq!(
+        edges::stored_position(&path),
+        format!("mariadb_gtid:{}", before(&p))
+    );
+    db.exec("XA COMMIT 'big'").await;
+
+    db.source_extra = "xa_max_held_bytes = 1048576".into();
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
+    let mut relay = Relay::start(path, port);
+    let got = read_topics(
+        &[topic(&db, "Order")],
+        2,
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    suite::assert_exactly_once(&[e1, big], &got, &relay.log_text());
     assert_eq!(relay.stop(), Some(0));
 }
 

@@ -176,7 +176,7 @@ impl OutboxAdapter {
         &mut self,
         msg: BinlogMessage,
         out: &mut Vec<SourceEvent>,
-    ) -> Result<(), Halt> {
+    ) -> Result<(), Box<Halt>> {
         match msg {
             BinlogMessage::Begin { gtid, before, .. } => {
                 let delivered = match &self.replay_until {
@@ -242,14 +242,14 @@ impl OutboxAdapter {
                 let txn = std::mem::take(&mut self.txn);
                 let before = txn.before.clone().unwrap_or_else(|| self.last.clone());
                 if let Some((table, verb)) = txn.statement {
-                    return Err(Halt::StatementWrite {
+                    return Err(Box::new(Halt::StatementWrite {
                         before: self.emitted(before),
                         after: self.emitted(position),
                         gtid: txn.gtid,
                         table,
                         verb,
                         xa: true,
-                    });
+                    }));
                 }
                 if !txn.held.is_empty() {
                     self.prepared_bytes += txn.held_bytes;
@@ -268,14 +268,14 @@ impl OutboxAdapter {
                 let mut txn = std::mem::take(&mut self.txn);
                 if let Some((table, verb)) = txn.statement.take() {
                     let before = txn.before.clone().unwrap_or_else(|| self.last.clone());
-                    return Err(Halt::StatementWrite {
+                    return Err(Box::new(Halt::StatementWrite {
                         before: self.emitted(before),
                         after: self.emitted(position),
                         gtid: txn.gtid,
                         table,
                         verb,
                         xa: txn.xa,
-                    });
+                    }));
                 }
                 // The position before this group as handed on while the XA transaction it
                 // may commit still waits (a stop in its rows must read its PREPARE again).
@@ -317,11 +317,11 @@ impl OutboxAdapter {
                     self.ended(position.clone(), false, out);
                 }
                 if !txn.gone.is_empty() && !txn.delivered {
-                    return Err(Halt::TablesGone {
+                    return Err(Box::new(Halt::TablesGone {
                         at: self.emitted(position),
                         gtid: txn.gtid,
                         tables: txn.gone,
-                    });
+                    }));
                 }
             }
             BinlogMessage::Rollback => {
@@ -362,18 +362,18 @@ impl OutboxAdapter {
     }
 
     /// Holds a row of an XA group, within the bound.
-    fn hold(&mut self, change: RowChange) -> Result<(), Halt> {
+    fn hold(&mut self, change: RowChange) -> Result<(), Box<Halt>> {
         let bytes = change.row.approx_size() + HELD_ROW_OVERHEAD;
         if self.prepared_bytes + self.txn.held_bytes + bytes > self.max_held_bytes {
             let before = self.txn.before.clone().unwrap_or_else(|| self.last.clone());
-            return Err(Halt::XaTooLarge {
+            return Err(Box::new(Halt::XaTooLarge {
                 before: self.emitted(before),
                 gtid: self.txn.gtid.clone(),
                 rows: self.txn.held.len()
                     + 1
                     + self.prepared.iter().map(|p| p.rows.len()).sum::<usize>(),
                 limit: self.max_held_bytes,
-            });
+            }));
         }
         self.txn.held_bytes += bytes;
         self.txn.held.push(change);
@@ -609,7 +609,7 @@ mod tests {
         assert!(out.is_empty());
         let halt = a.on_message(commit(10), &mut out).unwrap_err();
         assert_eq!(
-            halt,
+            *halt,
             Halt::StatementWrite {
                 before: pos(9),
                 after: pos(10),
@@ -628,7 +628,7 @@ mod tests {
         let mut halted = None;
         for m in prepare(10, "x", &["a", "b", "c"]) {
             if let Err(h) = a.on_message(m, &mut out) {
-                halted = Some(h);
+                halted = Some(*h);
                 break;
             }
         }
@@ -675,11 +675,11 @@ mod tests {
         .unwrap();
         assert_eq!(
             a.on_message(commit(10), &mut out),
-            Err(Halt::TablesGone {
+            Err(Box::new(Halt::TablesGone {
                 at: pos(10),
                 gtid: gtid(10),
                 tables: gone
-            })
+            }))
         );
     }
 }

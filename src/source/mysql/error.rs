@@ -249,90 +249,15 @@ pub enum MysqlError {
         #[source]
         source: Arc<DecodeError>,
     },
-    /// A transaction wrote an outbox table with a statement (its session's binlog_format was
-    /// STATEMENT or MIXED): its rows are not in the binlog as rows. Raised once everything
-    /// before the transaction is checkpointed.
-    #[error(
-        "transaction {} wrote outbox table {table} with {} logged as a statement (QUERY \
-         event), because the writing session's binlog_format was STATEMENT \
-         or MIXED: its rows are not in the binlog as rows, and outboxd cannot decode them \
-         (nor will it skip them on its own). Everything before that transaction is delivered \
-         and checkpointed ({before}); nothing of it is. To deliver its event(s), write them \
-         again in a session with binlog_format=ROW (e.g. delete and re-insert the outbox \
-         row(s) after SET SESSION binlog_format='ROW'); then step past the transaction (its \
-         other outbox rows, if any, are not delivered either): stop the relay, run \
-         `outboxd checkpoint set --config <its file> --connector {connector} --position \
-         {after}`, and start it again. Keep binlog_format=ROW for every session that writes \
-         the outbox (`outboxd check` lists who may change it)",
-        gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("after {before}")),
-        format!(
-            "{} {}{}",
-            if matches!(verb, WriteVerb::Insert) { "an" } else { "a" },
-            verb.as_str(),
-            if *xa { " (in a prepared XA transaction)" } else { "" }
-        )
-    )]
-    StatementLogged {
-        /// The connector.
-        connector: String,
-        /// The outbox table written.
-        table: crate::event::TableName,
-        /// The statement's verb.
-        verb: WriteVerb,
-        /// The transaction's GTID.
-        gtid: Option<TxnGtid>,
-        /// The position before the transaction: the checkpoint.
-        before: SourcePosition,
-        /// The position after it.
-        after: SourcePosition,
-        /// Whether it is a prepared XA transaction.
-        xa: bool,
-    },
-    /// A DDL statement dropped or renamed outbox tables away and they do not exist now.
-    /// Raised once everything up to the DDL is checkpointed.
-    #[error(
-        "outbox table{} {} (DDL {}) and {} not exist now: outboxd stops here rather than read \
-         on while its configuration names a table that is gone (rows written elsewhere \
-         meanwhile would be passed by). Everything up to that DDL is delivered and \
-         checkpointed ({at}). Create the table again (its rows are delivered from the \
-         checkpoint on), or point {key} at the table the outbox rows go to now (e.g. its new \
-         name: rows written to it after the checkpoint are then delivered), and restart",
-        if tables.len() > 1 { "s" } else { "" },
-        tables.iter().map(|(t, how)| format!("{t} was {how}")).collect::<Vec<_>>().join(", "),
-        gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("before {at}")),
-        if tables.len() > 1 { "do" } else { "does" },
-    )]
-    TablesGone {
-        /// The tables and what happened to each.
-        tables: Vec<(crate::event::TableName, String)>,
-        /// The DDL's GTID.
-        gtid: Option<TxnGtid>,
-        /// The position after the DDL: the checkpoint.
-        at: SourcePosition,
-        /// The tables setting, as the connector's format names it.
-        key: &'static str,
-    },
-    /// The outbox rows of prepared XA transactions held until their `XA COMMIT` would
-    /// exceed `xa_max_held_bytes`. Raised once everything before the transaction is
-    /// checkpointed.
-    #[error(
-        "prepared XA transaction {} makes the outbox rows held until their XA COMMIT exceed \
-         xa_max_held_bytes={limit} ({rows} row(s) of prepared XA transactions): outboxd holds \
-         them in memory, and stops rather than drop or deliver them before their commit. \
-         Everything before that transaction is delivered and checkpointed ({before}). Raise \
-         xa_max_held_bytes in [connectors.source] (a TOML connector) and restart",
-        gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("after {before}"))
-    )]
-    XaTooLarge {
-        /// The transaction's GTID.
-        gtid: Option<TxnGtid>,
-        /// Rows held with it.
-        rows: usize,
-        /// `xa_max_held_bytes`.
-        limit: usize,
-        /// The position before it: the checkpoint.
-        before: SourcePosition,
-    },
+    /// A transaction wrote an outbox table with a statement: [`StatementLogged`].
+    #[error(transparent)]
+    StatementLogged(Box<StatementLogged>),
+    /// DDL removed outbox tables: [`TablesGone`].
+    #[error(transparent)]
+    TablesGone(Box<TablesGone>),
+    /// Held XA rows beyond the bound: [`XaTooLarge`].
+    #[error(transparent)]
+    XaTooLarge(Box<XaTooLarge>),
     /// A stop could not wait for what is ahead of it to be checkpointed (Kafka slow or
     /// down): the connector restarts from its checkpoint and meets the stop again.
     #[error(
@@ -345,6 +270,94 @@ pub enum MysqlError {
         /// How long it waited.
         after: Duration,
     },
+}
+
+/// A transaction wrote an outbox table with a statement (its session's binlog_format was
+/// STATEMENT or MIXED): its rows are not in the binlog as rows. Raised once everything
+/// before the transaction is checkpointed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "transaction {} wrote outbox table {table} with {} logged as a statement (QUERY \
+     event), because the writing session's binlog_format was STATEMENT \
+     or MIXED: its rows are not in the binlog as rows, and outboxd cannot decode them \
+     (nor will it skip them on its own). Everything before that transaction is delivered \
+     and checkpointed ({before}); nothing of it is. To deliver its event(s), write them \
+     again in a session with binlog_format=ROW (e.g. delete and re-insert the outbox \
+     row(s) after SET SESSION binlog_format='ROW'); then step past the transaction (its \
+     other outbox rows, if any, are not delivered either): stop the relay, run \
+     `outboxd checkpoint set --config <its file> --connector {connector} --position \
+     {after}`, and start it again. Keep binlog_format=ROW for every session that writes \
+     the outbox (`outboxd check` lists who may change it)",
+    gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("after {before}")),
+    format!(
+        "{} {}{}",
+        if matches!(verb, WriteVerb::Insert) { "an" } else { "a" },
+        verb.as_str(),
+        if *xa { " (in a prepared XA transaction)" } else { "" }
+    )
+)]
+pub struct StatementLogged {
+    /// The connector.
+    pub connector: String,
+    /// The outbox table written.
+    pub table: crate::event::TableName,
+    /// The statement's verb.
+    pub verb: WriteVerb,
+    /// The transaction's GTID.
+    pub gtid: Option<TxnGtid>,
+    /// The position before the transaction: the checkpoint.
+    pub before: SourcePosition,
+    /// The position after it.
+    pub after: SourcePosition,
+    /// Whether it is a prepared XA transaction.
+    pub xa: bool,
+}
+/// A DDL statement dropped or renamed outbox tables away and they do not exist now.
+/// Raised once everything up to the DDL is checkpointed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "outbox table{} {} (DDL {}) and {} not exist now: outboxd stops here rather than read \
+     on while its configuration names a table that is gone (rows written elsewhere \
+     meanwhile would be passed by). Everything up to that DDL is delivered and \
+     checkpointed ({at}). Create the table again (its rows are delivered from the \
+     checkpoint on), or point {key} at the table the outbox rows go to now (e.g. its new \
+     name: rows written to it after the checkpoint are then delivered), and restart",
+    if tables.len() > 1 { "s" } else { "" },
+    tables.iter().map(|(t, how)| format!("{t} was {how}")).collect::<Vec<_>>().join(", "),
+    gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("before {at}")),
+    if tables.len() > 1 { "do" } else { "does" },
+)]
+pub struct TablesGone {
+    /// The tables and what happened to each.
+    pub tables: Vec<(crate::event::TableName, String)>,
+    /// The DDL's GTID.
+    pub gtid: Option<TxnGtid>,
+    /// The position after the DDL: the checkpoint.
+    pub at: SourcePosition,
+    /// The tables setting, as the connector's format names it.
+    pub key: &'static str,
+}
+/// The outbox rows of prepared XA transactions held until their `XA COMMIT` would
+/// exceed `xa_max_held_bytes`. Raised once everything before the transaction is
+/// checkpointed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "prepared XA transaction {} makes the outbox rows held until their XA COMMIT exceed \
+     xa_max_held_bytes={limit} ({rows} row(s) of prepared XA transactions): outboxd holds \
+     them in memory, and stops rather than drop or deliver them before their commit. \
+     Everything before that transaction is delivered and checkpointed ({before}). Raise \
+     xa_max_held_bytes in [connectors.source] (a TOML connector) and restart",
+    gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("after {before}"))
+)]
+pub struct XaTooLarge {
+    /// The transaction's GTID.
+    pub gtid: Option<TxnGtid>,
+    /// Rows held with it.
+    pub rows: usize,
+    /// `xa_max_held_bytes`.
+    pub limit: usize,
+    /// The position before it: the checkpoint.
+    pub before: SourcePosition,
 }
 
 impl From<crate::preflight::CheckResult> for MysqlError {
@@ -387,9 +400,9 @@ impl MysqlError {
             | MysqlError::PositionMismatch { .. }
             | MysqlError::NotABinlogPosition { .. }
             | MysqlError::Decode { .. }
-            | MysqlError::StatementLogged { .. }
-            | MysqlError::TablesGone { .. }
-            | MysqlError::XaTooLarge { .. } => Class::Definite,
+            | MysqlError::StatementLogged(_)
+            | MysqlError::TablesGone(_)
+            | MysqlError::XaTooLarge(_) => Class::Definite,
         }
     }
 

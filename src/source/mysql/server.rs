@@ -950,6 +950,90 @@ mod tests {
         assert!(mysql_gtid_gap(&set(&format!("{u}:1-4")), &set(&format!("{u}:1-5"))).is_some());
     }
 
+    fn col(
+        name: &str,
+        data_type: &str,
+        nullable: bool,
+        default: Option<&str>,
+        extra: &str,
+    ) -> ColumnFacts {
+        ColumnFacts {
+            name: name.into(),
+            data_type: data_type.into(),
+            nullable,
+            default: default.map(str::to_string),
+            extra: extra.into(),
+        }
+    }
+
+    #[test]
+    fn which_columns_a_partial_row_image_can_leave_out() {
+        let uuid_id = col("id", "char", false, Some("uuid()"), "");
+        let plain = col("aggregate_id", "varchar", false, None, "");
+        let payload = col("payload", "longtext", true, Some("NULL"), "");
+        let text = col("payload", "text", false, None, "");
+        let auto = col("seq", "bigint", false, None, "auto_increment");
+        let generated = col("g", "varchar", true, None, "stored generated");
+        let mysql_expr = col("id", "varchar", false, Some("uuid()"), "default_generated");
+        assert_eq!(left_out_by("FULL", &payload, true), None);
+        assert_eq!(
+            left_out_by("MINIMAL", &uuid_id, true).as_deref(),
+            Some("DEFAULT uuid()")
+        );
+        assert_eq!(
+            left_out_by("MINIMAL", &payload, true).as_deref(),
+            Some("NULL allowed")
+        );
+        assert_eq!(left_out_by("MINIMAL", &plain, true), None);
+        assert!(
+            left_out_by("MINIMAL", &plain, false).is_some(),
+            "not strict"
+        );
+        assert_eq!(
+            left_out_by("MINIMAL", &auto, false),
+            None,
+            "logged when generated"
+        );
+        assert_eq!(
+            left_out_by("minimal", &generated, true).as_deref(),
+            Some("generated")
+        );
+        assert_eq!(
+            left_out_by("MINIMAL", &mysql_expr, true).as_deref(),
+            Some("DEFAULT uuid()")
+        );
+        // NOBLOB leaves out only BLOB/TEXT/JSON columns an INSERT does not name.
+        assert_eq!(left_out_by("NOBLOB", &uuid_id, true), None);
+        assert_eq!(
+            left_out_by("NOBLOB", &payload, true).as_deref(),
+            Some("NULL allowed")
+        );
+        assert_eq!(left_out_by("NOBLOB", &text, true), None);
+        assert!(left_out_by("NOBLOB", &text, false).is_some());
+
+        let t = TableName::new("shop", "outbox");
+        let facts = TableFacts {
+            engine: "InnoDB".into(),
+            columns: vec![uuid_id, plain, payload.clone()],
+        };
+        let needed = ["id", "aggregate_id", "payload"];
+        assert!(
+            row_image_check("c", "FULL", true, &[(t.clone(), facts.clone())], &needed).is_none()
+        );
+        let r =
+            row_image_check("c", "MINIMAL", true, &[(t.clone(), facts.clone())], &needed).unwrap();
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.detail
+                .contains("shop.outbox.id (DEFAULT uuid()), shop.outbox.payload (NULL allowed)"),
+            "{}",
+            r.detail
+        );
+        // Columns the router does not read do not count.
+        let r = row_image_check("c", "MINIMAL", true, &[(t, facts)], &["aggregate_id"]).unwrap();
+        assert_eq!(r.status, Status::Warn, "{}", r.detail);
+    }
+
     #[test]
     fn a_file_checkpoint_in_a_purged_file_is_a_gap() {
         let files = vec!["b.000003".to_string(), "b.000004".to_string()];

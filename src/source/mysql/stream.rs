@@ -25,7 +25,7 @@ use mysql_async::BinlogStreamRequest;
 
 use super::adapter::{Halt, OutboxAdapter};
 use super::decode::{BinlogDecoder, BinlogMessage, MissingColumnNames};
-use super::error::MysqlError;
+use super::error::{MysqlError, StatementLogged, TablesGone, XaTooLarge};
 use super::server::{self, TrackingMode};
 use super::stall::StallWatch;
 use crate::config::{MysqlSourceConfig, StartPosition};
@@ -282,7 +282,7 @@ impl MysqlSource {
                     for ev in out.drain(..) {
                         ctx.out.send(ev).await?;
                     }
-                    self.on_halt(ctx, halt).await?;
+                    self.on_halt(ctx, *halt).await?;
                 }
             }
             let handing_on = Instant::now();
@@ -316,12 +316,12 @@ impl MysqlSource {
                     .collect();
                 (
                     at.clone(),
-                    MysqlError::TablesGone {
+                    MysqlError::TablesGone(Box::new(TablesGone {
                         tables,
                         gtid,
                         at,
                         key: cfg.format.key("tables", "table.include.list"),
-                    },
+                    })),
                 )
             }
             Halt::StatementWrite {
@@ -333,7 +333,7 @@ impl MysqlSource {
                 xa,
             } => (
                 before.clone(),
-                MysqlError::StatementLogged {
+                MysqlError::StatementLogged(Box::new(StatementLogged {
                     connector,
                     table,
                     verb,
@@ -341,7 +341,7 @@ impl MysqlSource {
                     before,
                     after,
                     xa,
-                },
+                })),
             ),
             Halt::XaTooLarge {
                 before,
@@ -350,12 +350,12 @@ impl MysqlSource {
                 limit,
             } => (
                 before.clone(),
-                MysqlError::XaTooLarge {
+                MysqlError::XaTooLarge(Box::new(XaTooLarge {
                     gtid,
                     rows,
                     limit,
                     before,
-                },
+                })),
             ),
         };
         if ctx

@@ -661,7 +661,7 @@ pub fn xa_outcome(text: &[u8], mode: SqlMode) -> Option<XaStatement> {
 }
 
 fn hex(digits: &[u8]) -> Option<Vec<u8>> {
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     digits
