@@ -748,6 +748,8 @@ impl BinlogDecoder {
         }
 
         let mode = sql_mode_of(query.status_vars());
+        // What the statement does, reported inside its transaction (after its `Begin`).
+        let mut noted = Vec::new();
         if starts(b"XA ") {
             if let Some(xa) = statement::xa_outcome(text, mode) {
                 if xa.one_phase && self.txn == TxnState::Open {
@@ -755,29 +757,34 @@ impl BinlogDecoder {
                     self.commit(None, ts_ms, out);
                     return;
                 }
-                out.push(BinlogMessage::XaOutcome {
+                noted.push(BinlogMessage::XaOutcome {
                     xid: xa.xid,
                     committed: xa.committed,
                 });
             }
         } else {
             let effects = statement::effects(text, &query.schema(), mode);
-            self.on_effects(effects, out);
+            self.on_effects(effects, &mut noted);
         }
         let ddl = BinlogMessage::Ddl {
             database: query.schema().into_owned(),
             query_len: text.len(),
         };
         match self.txn {
-            TxnState::Open => out.push(ddl),
+            TxnState::Open => {
+                out.append(&mut noted);
+                out.push(ddl);
+            }
             TxnState::AfterGtid | TxnState::Standalone => {
                 // The statement is the whole group: it commits implicitly.
+                out.append(&mut noted);
                 out.push(ddl);
                 self.commit(None, ts_ms, out);
             }
             TxnState::Idle => {
                 // Old servers: a statement outside BEGIN/COMMIT is its own transaction.
                 self.begin(None, TxnState::Standalone, ts_ms, None, out);
+                out.append(&mut noted);
                 out.push(ddl);
                 self.commit(None, ts_ms, out);
             }
