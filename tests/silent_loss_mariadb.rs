@@ -50,6 +50,44 @@ fn stored_when(path: &std::path::Path, ok: impl Fn(&str) -> bool) -> String {
     }
 }
 
+/// Rolls back (at the end of a test, also a failed one) the XA transactions it may have
+/// left prepared: XIDs are server-wide, and a prepared one holds its locks for ever.
+struct XaCleanup(Vec<String>);
+
+impl Drop for XaCleanup {
+    fn drop(&mut self) {
+        let xids = std::mem::take(&mut self.0);
+        common::run_to_end(async move {
+            let pool = mysql_async::Pool::new(
+                mysql_async::Opts::from_url(&common::mariadb::admin_url()).unwrap(),
+            );
+            if let Ok(mut c) = pool.get_conn().await {
+                for xid in xids {
+                    let _ = c.query_drop(format!("XA ROLLBACK '{xid}'")).await;
+                }
+            }
+            let _ = pool.disconnect().await;
+        });
+    }
+}
+
+/// `XA COMMIT` / `XA ROLLBACK` (`sql`) from another connection than the one that prepared
+/// it: until the server has ended that (disconnected) session, the XID is unknown
+/// (XAER_NOTA, 1397) to the others, so this retries for a while.
+async fn xa_outcome(db: &MariaDb, sql: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut c = db.pool.get_conn().await.unwrap();
+        match c.query_drop(sql).await {
+            Ok(()) => return,
+            Err(mysql_async::Error::Server(e)) if e.code == 1397 && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{sql}: {e}"),
+        }
+    }
+}
+
 /// Runs `sql` on a fresh connection to `db`'s database and returns `@@last_gtid` after it.
 async fn exec_gtid(db: &MariaDb, sql: &str) -> String {
     let mut c = db.pool.get_conn().await.unwrap();
@@ -304,7 +342,10 @@ async fn xa_transactions_are_delivered_at_their_commit_exactly_once_across_kill9
     let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
     let orders = topic(&db, "Order");
     // Prepared on a connection that then disconnects; committed from another.
-    let prepare = |xid: &'static str, e: OutboxEvent| {
+    // XIDs are server-wide: this test's own.
+    let xid = |n: u32| format!("{}-x{n}", db.name());
+    let _cleanup = XaCleanup((1..10).map(xid).collect());
+    let prepare = |xid: String, e: OutboxEvent| {
         let pool = db.pool.clone();
         async move {
             let mut c = pool.get_conn().await.unwrap();
@@ -327,7 +368,7 @@ async fn xa_transactions_are_delivered_at_their_commit_exactly_once_across_kill9
     };
 
     let e2 = event("Order", "o-1", 3);
-    let p2 = prepare("x-2", e2.clone()).await;
+    let p2 = prepare(xid(2), e2.clone()).await;
     let e3 = event("Order", "o-1", 1);
     db.insert(std::slice::from_ref(&e3), false).await;
     assert_eq!(ids(&wait_for(2)), vec![e1.id.clone(), e3.id.clone()]);
@@ -348,7 +389,7 @@ async fn xa_transactions_are_delivered_at_their_commit_exactly_once_across_kill9
         ids(&wait_for(3)),
         vec![e1.id.clone(), e3.id.clone(), e4.id.clone()]
     );
-    db.exec("XA COMMIT 'x-2'").await;
+    xa_outcome(&db, &format!("XA COMMIT '{}'", xid(2))).await;
     assert_eq!(
         ids(&wait_for(4)),
         vec![e1.id.clone(), e3.id.clone(), e4.id.clone(), e2.id.clone()]
@@ -357,24 +398,28 @@ async fn xa_transactions_are_delivered_at_their_commit_exactly_once_across_kill9
 
     // kill -9 between PREPARE and COMMIT; the COMMIT while the relay is down.
     let e5 = event("Order", "o-1", 5);
-    prepare("x-5", e5.clone()).await;
+    prepare(xid(5), e5.clone()).await;
     let e6 = event("Order", "o-1", 4);
     db.insert(std::slice::from_ref(&e6), false).await;
     wait_for(5);
     stored_when(&path, |p| p.starts_with("xa_pending:"));
     relay.kill9();
-    db.exec("XA COMMIT 'x-5'").await;
+    xa_outcome(&db, &format!("XA COMMIT '{}'", xid(5))).await;
 
     // Rolled back: nothing. One phase: like any transaction.
     let e7 = event("Order", "o-1", 99);
-    prepare("x-7", e7.clone()).await;
-    db.exec("XA ROLLBACK 'x-7'").await;
+    prepare(xid(7), e7.clone()).await;
+    xa_outcome(&db, &format!("XA ROLLBACK '{}'", xid(7))).await;
     let e8 = event("Order", "o-1", 6);
     let mut c = db.pool.get_conn().await.unwrap();
-    c.query_drop("XA START 'x-8'").await.unwrap();
+    c.query_drop(format!("XA START '{}'", xid(8)))
+        .await
+        .unwrap();
     insert_events(&mut c, "outbox_events", std::slice::from_ref(&e8)).await;
-    c.query_drop("XA END 'x-8'").await.unwrap();
-    c.query_drop("XA COMMIT 'x-8' ONE PHASE").await.unwrap();
+    c.query_drop(format!("XA END '{}'", xid(8))).await.unwrap();
+    c.query_drop(format!("XA COMMIT '{}' ONE PHASE", xid(8)))
+        .await
+        .unwrap();
     drop(c);
     let e9 = event("Order", "o-1", 7);
     db.insert(std::slice::from_ref(&e9), false).await;
@@ -412,6 +457,8 @@ async fn prepared_xa_rows_beyond_the_bound_stop_until_it_is_raised() {
     db.source_extra = "xa_max_held_bytes = 4096".into();
     let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
     let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    let xid = format!("{}-big", db.name());
+    let _cleanup = XaCleanup(vec![xid.clone()]);
     let big = OutboxEvent::new(
         "Order",
         "o-1",
@@ -419,10 +466,10 @@ async fn prepared_xa_rows_beyond_the_bound_stop_until_it_is_raised() {
         Some(&format!(r#"{{"seq":1,"f":"{}"}}"#, "x".repeat(8000))),
     );
     let mut c = db.pool.get_conn().await.unwrap();
-    c.query_drop("XA START 'big'").await.unwrap();
+    c.query_drop(format!("XA START '{xid}'")).await.unwrap();
     insert_events(&mut c, "outbox_events", std::slice::from_ref(&big)).await;
-    c.query_drop("XA END 'big'").await.unwrap();
-    c.query_drop("XA PREPARE 'big'").await.unwrap();
+    c.query_drop(format!("XA END '{xid}'")).await.unwrap();
+    c.query_drop(format!("XA PREPARE '{xid}'")).await.unwrap();
     let p: String = c.query_first("SELECT @@last_gtid").await.unwrap().unwrap();
     c.disconnect().await.unwrap();
     let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
@@ -437,7 +484,7 @@ async fn prepared_xa_rows_beyond_the_bound_stop_until_it_is_raised() {
         edges::stored_position(&path),
         format!("mariadb_gtid:{}", before(&p))
     );
-    db.exec("XA COMMIT 'big'").await;
+    xa_outcome(&db, &format!("XA COMMIT '{xid}'")).await;
 
     db.source_extra = "xa_max_held_bytes = 1048576".into();
     let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");

@@ -5,10 +5,7 @@
 //! turns those rows into changes and the commit of a transaction that had some into a
 //! [`SourceEvent::Commit`]. Transactions without outbox rows produce a throttled
 //! [`SourceEvent::Progress`] (every [`PROGRESS_EVERY`] of them), and so do heartbeats, so the
-//! checkpoint follows a busy (or idle) server whose outbox is quiet. Before the first outbox
-//! row of a transaction, the position before it is handed on as progress when it was not
-//! yet: the delivery loop then always has a checkpoint right before the transaction, where a
-//! stop ([`Halt`]) leaves it.
+//! checkpoint follows a busy (or idle) server whose outbox is quiet.
 //!
 //! **XA transactions.** An XA transaction's rows are in the binlog at its `XA PREPARE`, but
 //! whether it commits is decided by a later `XA COMMIT` / `XA ROLLBACK` group, possibly from
@@ -117,10 +114,8 @@ struct Txn {
 pub struct OutboxAdapter {
     txn: Txn,
     filtered_since_progress: u64,
-    /// The position after the last transaction that ended (raw), and whether it was handed
-    /// on.
+    /// The position after the last transaction that ended (raw).
     last: SourcePosition,
-    last_handed_on: bool,
     /// Prepared XA transactions with outbox rows waiting for their outcome, oldest first.
     prepared: Vec<PreparedXa>,
     prepared_bytes: usize,
@@ -143,7 +138,6 @@ impl OutboxAdapter {
             txn: Txn::default(),
             filtered_since_progress: 0,
             last: start.read_from().clone(),
-            last_handed_on: true,
             prepared: Vec::new(),
             prepared_bytes: 0,
             max_held_bytes,
@@ -190,10 +184,7 @@ impl OutboxAdapter {
                 if !delivered {
                     self.replay_until = None;
                 }
-                if self.last != before {
-                    self.last = before.clone();
-                    self.last_handed_on = false;
-                }
+                self.last = before.clone();
                 self.txn = Txn {
                     gtid,
                     before: Some(before),
@@ -222,8 +213,6 @@ impl OutboxAdapter {
                     if self.txn.xa {
                         self.hold(change)?;
                     } else {
-                        let before = self.emitted(self.last.clone());
-                        self.before_first_row(before, out);
                         self.txn.rows += 1;
                         out.push(SourceEvent::Change(change));
                     }
@@ -277,9 +266,6 @@ impl OutboxAdapter {
                         xa: txn.xa,
                     }));
                 }
-                // The position before this group as handed on while the XA transaction it
-                // may commit still waits (a stop in its rows must read its PREPARE again).
-                let before = self.emitted(self.last.clone());
                 // The rows this commit hands on: its own held ones (a one-phase XA group),
                 // or those of the prepared XA transaction it commits.
                 let mut held = std::mem::take(&mut txn.held);
@@ -300,7 +286,6 @@ impl OutboxAdapter {
                     held.clear();
                 }
                 if !held.is_empty() {
-                    self.before_first_row(before, out);
                     for change in held {
                         txn.rows += 1;
                         out.push(SourceEvent::Change(change));
@@ -380,21 +365,10 @@ impl OutboxAdapter {
         Ok(())
     }
 
-    /// Before the first outbox row of a transaction: `before`, the position before it as
-    /// handed on, unless it was handed on already.
-    fn before_first_row(&mut self, before: SourcePosition, out: &mut Vec<SourceEvent>) {
-        if self.txn.rows == 0 && !self.last_handed_on && self.replay_until.is_none() {
-            out.push(SourceEvent::Progress { position: before });
-            self.filtered_since_progress = 0;
-            self.last_handed_on = true;
-        }
-    }
-
     /// A transaction ended at `position` (raw); `handed_on` when its commit was.
     /// Otherwise, progress now and then.
     fn ended(&mut self, position: SourcePosition, handed_on: bool, out: &mut Vec<SourceEvent>) {
         self.last = position;
-        self.last_handed_on = handed_on;
         if handed_on || self.replay_until.is_some() {
             return;
         }
@@ -404,7 +378,6 @@ impl OutboxAdapter {
             out.push(SourceEvent::Progress {
                 position: self.emitted(self.last.clone()),
             });
-            self.last_handed_on = true;
         }
     }
 }
@@ -521,7 +494,6 @@ mod tests {
         assert_eq!(
             feed(&mut a, m),
             vec![
-                "progress xa_pending:mariadb_gtid:0-1-9@0-1-10",
                 "c",
                 "commit xa_pending:mariadb_gtid:0-1-9@0-1-11",
                 "a",
@@ -540,14 +512,7 @@ mod tests {
         let mut m = prepare(10, "x", &["a"]);
         m.extend(outcome(11, "x", false));
         m.extend(plain(12, &["d"]));
-        assert_eq!(
-            feed(&mut a, m),
-            vec![
-                "progress mariadb_gtid:0-1-11",
-                "d",
-                "commit mariadb_gtid:0-1-12"
-            ]
-        );
+        assert_eq!(feed(&mut a, m), vec!["d", "commit mariadb_gtid:0-1-12"]);
     }
 
     #[test]
@@ -565,7 +530,6 @@ mod tests {
         assert_eq!(
             feed(&mut a, m),
             vec![
-                "progress xa_pending:mariadb_gtid:0-1-9@0-1-13",
                 "e",
                 "commit xa_pending:mariadb_gtid:0-1-9@0-1-14",
                 "a",
@@ -575,19 +539,21 @@ mod tests {
     }
 
     #[test]
-    fn the_position_before_an_xa_commit_keeps_its_prepare_readable() {
-        // A filtered transaction between PREPARE and COMMIT: the progress before the
-        // committed rows still resumes before the PREPARE.
+    fn positions_handed_on_while_an_xa_transaction_waits_read_its_prepare_again() {
+        // Progress over filtered transactions while x waits resumes before its PREPARE.
         let mut a = OutboxAdapter::new(&pos(9), 1 << 20);
         let mut m = prepare(10, "x", &["a"]);
-        m.extend(plain(11, &[]));
-        m.extend(outcome(12, "x", true));
+        for seq in 11..(11 + PROGRESS_EVERY) {
+            m.extend(plain(seq, &[]));
+        }
+        let last = 11 + PROGRESS_EVERY;
+        m.extend(outcome(last, "x", true));
         assert_eq!(
             feed(&mut a, m),
             vec![
-                "progress xa_pending:mariadb_gtid:0-1-9@0-1-11",
-                "a",
-                "commit mariadb_gtid:0-1-12",
+                format!("progress xa_pending:mariadb_gtid:0-1-9@0-1-{}", last - 2),
+                "a".to_string(),
+                format!("commit mariadb_gtid:0-1-{last}"),
             ]
         );
     }
@@ -642,21 +608,6 @@ mod tests {
                 })
             ),
             "{halted:?}"
-        );
-    }
-
-    #[test]
-    fn the_position_before_a_transaction_is_handed_on_before_its_first_row() {
-        let mut a = OutboxAdapter::new(&pos(9), 1 << 20);
-        let mut m = plain(10, &[]);
-        m.extend(plain(11, &["a"]));
-        assert_eq!(
-            feed(&mut a, m),
-            vec![
-                "progress mariadb_gtid:0-1-10",
-                "a",
-                "commit mariadb_gtid:0-1-11"
-            ]
         );
     }
 

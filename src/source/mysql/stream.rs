@@ -302,7 +302,11 @@ impl MysqlSource {
     async fn on_halt(&self, ctx: &mut SourceContext, halt: Halt) -> Result<(), Stop<MysqlError>> {
         let cfg = &self.cfg;
         let connector = ctx.connector.clone();
-        let (checkpoint_at, error) = match halt {
+        // What to stop with, once the position before it is checkpointed (given).
+        let (checkpoint_at, error): (
+            SourcePosition,
+            Box<dyn FnOnce(SourcePosition) -> MysqlError + Send>,
+        ) = match halt {
             Halt::TablesGone { at, gtid, tables } => {
                 let names: Vec<TableName> = tables.iter().map(|(t, _)| t.clone()).collect();
                 let missing = server::missing_tables(cfg, &names).await?;
@@ -314,14 +318,17 @@ impl MysqlSource {
                     .into_iter()
                     .filter(|(t, _)| missing.contains(t))
                     .collect();
+                let key = cfg.format.key("tables", "table.include.list");
                 (
-                    at.clone(),
-                    MysqlError::TablesGone(Box::new(TablesGone {
-                        tables,
-                        gtid,
-                        at,
-                        key: cfg.format.key("tables", "table.include.list"),
-                    })),
+                    at,
+                    Box::new(move |at| {
+                        MysqlError::TablesGone(Box::new(TablesGone {
+                            tables,
+                            gtid,
+                            at,
+                            key,
+                        }))
+                    }),
                 )
             }
             Halt::StatementWrite {
@@ -332,16 +339,18 @@ impl MysqlSource {
                 verb,
                 xa,
             } => (
-                before.clone(),
-                MysqlError::StatementLogged(Box::new(StatementLogged {
-                    connector,
-                    table,
-                    verb,
-                    gtid,
-                    before,
-                    after,
-                    xa,
-                })),
+                before,
+                Box::new(move |before| {
+                    MysqlError::StatementLogged(Box::new(StatementLogged {
+                        connector,
+                        table,
+                        verb,
+                        gtid,
+                        before,
+                        after,
+                        xa,
+                    }))
+                }),
             ),
             Halt::XaTooLarge {
                 before,
@@ -349,26 +358,28 @@ impl MysqlSource {
                 rows,
                 limit,
             } => (
-                before.clone(),
-                MysqlError::XaTooLarge(Box::new(XaTooLarge {
-                    gtid,
-                    rows,
-                    limit,
-                    before,
-                })),
+                before,
+                Box::new(move |before| {
+                    MysqlError::XaTooLarge(Box::new(XaTooLarge {
+                        gtid,
+                        rows,
+                        limit,
+                        before,
+                    }))
+                }),
             ),
         };
-        if ctx
+        let fallback = checkpoint_at.clone();
+        match ctx
             .checkpoint_before_stop(checkpoint_at, STOP_CHECKPOINT_WAIT)
             .await?
         {
-            Err(error.into())
-        } else {
-            Err(MysqlError::StopNotCheckpointed {
-                what: error.to_string(),
+            Some(stored) => Err(error(stored).into()),
+            None => Err(MysqlError::StopNotCheckpointed {
+                what: error(fallback).to_string(),
                 after: STOP_CHECKPOINT_WAIT,
             }
-            .into())
+            .into()),
         }
     }
 }

@@ -8,8 +8,9 @@
 //! outboxd:
 //!
 //! * **Writes** ([`Effect::Writes`]): `INSERT`, `REPLACE` (also `INSERT ... SELECT`),
-//!   `LOAD DATA` / `LOAD XML` (MariaDB logs them as BEGIN_LOAD_QUERY + EXECUTE_LOAD_QUERY):
-//!   the target table, the only table such a statement writes rows into.
+//!   `LOAD DATA` / `LOAD XML` (MariaDB logs them as BEGIN_LOAD_QUERY + EXECUTE_LOAD_QUERY),
+//!   `CREATE TABLE ... SELECT`: the target table, the only table such a statement writes
+//!   rows into.
 //! * **Tables that stop existing under their name**: `DROP TABLE` (not `TEMPORARY`),
 //!   `DROP DATABASE` / `DROP SCHEMA`, `RENAME TABLE a TO b, ...`, `ALTER TABLE a ... RENAME
 //!   [TO|AS] b`; and tables that start existing: `CREATE [OR REPLACE] TABLE`.
@@ -587,8 +588,26 @@ fn statement_effects(c: &mut Cursor<'_>, db: &str, out: &mut Vec<Effect>) {
                 return;
             }
             c.eat_if_exists();
-            if let Some(table) = c.table(db) {
-                out.push(Effect::Creates(table));
+            let Some(table) = c.table(db) else {
+                return;
+            };
+            out.push(Effect::Creates(table.clone()));
+            // `CREATE TABLE t ... [AS] SELECT ...` also writes rows (a ROW binlog logs them as
+            // rows after a plain CREATE TABLE; only a statement keeps the SELECT).
+            let mut depth = 0usize;
+            while let Some(t) = c.bump() {
+                match t {
+                    Tok::Punct(b'(') => depth += 1,
+                    Tok::Punct(b')') => depth = depth.saturating_sub(1),
+                    Tok::Word(w) if w.eq_ignore_ascii_case(b"SELECT") && depth <= 1 => {
+                        out.push(Effect::Writes {
+                            table,
+                            verb: WriteVerb::Insert,
+                        });
+                        return;
+                    }
+                    _ => {}
+                }
             }
         }
         _ => {}
@@ -872,6 +891,26 @@ mod tests {
             vec![Effect::Creates(t("s", "outbox"))]
         );
         assert!(e("CREATE TEMPORARY TABLE outbox (id INT)").is_empty());
+        assert_eq!(
+            e("CREATE TABLE outbox (id INT) AS SELECT id FROM t"),
+            vec![
+                Effect::Creates(t("shop", "outbox")),
+                Effect::Writes {
+                    table: t("shop", "outbox"),
+                    verb: WriteVerb::Insert
+                }
+            ]
+        );
+        assert_eq!(
+            e("CREATE TABLE outbox (SELECT 1 AS id)").len(),
+            2,
+            "a parenthesised SELECT"
+        );
+        assert_eq!(
+            e("CREATE TABLE outbox (c INT CHECK (c IN (SELECT 1)))").len(),
+            1,
+            "a SELECT inside a column definition is no row source"
+        );
         assert!(e("TRUNCATE TABLE outbox").is_empty());
     }
 
