@@ -406,6 +406,30 @@ impl MysqlError {
         }
     }
 
+    /// The position a stop of the source checkpoints before it is raised: before the
+    /// statement-logged transaction, after the DDL, before the XA transaction too large to
+    /// hold; `None` for other failures.
+    pub fn stop_position(&self) -> Option<&SourcePosition> {
+        match self {
+            MysqlError::StatementLogged(e) => Some(&e.before),
+            MysqlError::TablesGone(e) => Some(&e.at),
+            MysqlError::XaTooLarge(e) => Some(&e.before),
+            _ => None,
+        }
+    }
+
+    /// The same stop, naming `stored` as the checkpoint it left (the position actually
+    /// checkpointed before it: see `SourceContext::checkpoint_before_stop`).
+    pub fn checkpointed_at(mut self, stored: SourcePosition) -> Self {
+        match &mut self {
+            MysqlError::StatementLogged(e) => e.before = stored,
+            MysqlError::TablesGone(e) => e.at = stored,
+            MysqlError::XaTooLarge(e) => e.before = stored,
+            _ => {}
+        }
+        self
+    }
+
     /// A `mysql_async` error of an established connection (or of its handshake), as the
     /// variant its error number or I/O kind says.
     pub fn from_driver(e: mysql_async::Error, cfg: &MysqlSourceConfig) -> Self {

@@ -302,11 +302,8 @@ impl MysqlSource {
     async fn on_halt(&self, ctx: &mut SourceContext, halt: Halt) -> Result<(), Stop<MysqlError>> {
         let cfg = &self.cfg;
         let connector = ctx.connector.clone();
-        // What to stop with, once the position before it is checkpointed (given).
-        let (checkpoint_at, error): (
-            SourcePosition,
-            Box<dyn FnOnce(SourcePosition) -> MysqlError + Send>,
-        ) = match halt {
+        // What to stop with, and the position before it, to checkpoint first.
+        let error = match halt {
             Halt::TablesGone { at, gtid, tables } => {
                 let names: Vec<TableName> = tables.iter().map(|(t, _)| t.clone()).collect();
                 let missing = server::missing_tables(cfg, &names).await?;
@@ -318,18 +315,12 @@ impl MysqlSource {
                     .into_iter()
                     .filter(|(t, _)| missing.contains(t))
                     .collect();
-                let key = cfg.format.key("tables", "table.include.list");
-                (
+                MysqlError::TablesGone(Box::new(TablesGone {
+                    tables,
+                    gtid,
                     at,
-                    Box::new(move |at| {
-                        MysqlError::TablesGone(Box::new(TablesGone {
-                            tables,
-                            gtid,
-                            at,
-                            key,
-                        }))
-                    }),
-                )
+                    key: cfg.format.key("tables", "table.include.list"),
+                }))
             }
             Halt::StatementWrite {
                 before,
@@ -338,45 +329,37 @@ impl MysqlSource {
                 table,
                 verb,
                 xa,
-            } => (
+            } => MysqlError::StatementLogged(Box::new(StatementLogged {
+                connector,
+                table,
+                verb,
+                gtid,
                 before,
-                Box::new(move |before| {
-                    MysqlError::StatementLogged(Box::new(StatementLogged {
-                        connector,
-                        table,
-                        verb,
-                        gtid,
-                        before,
-                        after,
-                        xa,
-                    }))
-                }),
-            ),
+                after,
+                xa,
+            })),
             Halt::XaTooLarge {
                 before,
                 gtid,
                 rows,
                 limit,
-            } => (
+            } => MysqlError::XaTooLarge(Box::new(XaTooLarge {
+                gtid,
+                rows,
+                limit,
                 before,
-                Box::new(move |before| {
-                    MysqlError::XaTooLarge(Box::new(XaTooLarge {
-                        gtid,
-                        rows,
-                        limit,
-                        before,
-                    }))
-                }),
-            ),
+            })),
         };
-        let fallback = checkpoint_at.clone();
+        let Some(before) = error.stop_position().cloned() else {
+            return Err(error.into());
+        };
         match ctx
-            .checkpoint_before_stop(checkpoint_at, STOP_CHECKPOINT_WAIT)
+            .checkpoint_before_stop(before, STOP_CHECKPOINT_WAIT)
             .await?
         {
-            Some(stored) => Err(error(stored).into()),
+            Some(stored) => Err(error.checkpointed_at(stored).into()),
             None => Err(MysqlError::StopNotCheckpointed {
-                what: error(fallback).to_string(),
+                what: error.to_string(),
                 after: STOP_CHECKPOINT_WAIT,
             }
             .into()),
