@@ -418,6 +418,34 @@ impl MysqlError {
         }
     }
 
+    /// A stop in a few words (for [`MysqlError::StopNotCheckpointed`]).
+    pub fn stop_summary(&self) -> String {
+        let gtid = |g: &Option<TxnGtid>| g.as_ref().map(|g| format!(" {g}")).unwrap_or_default();
+        match self {
+            MysqlError::StatementLogged(e) => format!(
+                "transaction{} wrote outbox table {} with a statement, which outboxd stops at",
+                gtid(&e.gtid),
+                e.table
+            ),
+            MysqlError::TablesGone(e) => format!(
+                "DDL{} removed outbox table(s) {}, which outboxd stops after",
+                gtid(&e.gtid),
+                e.tables
+                    .iter()
+                    .map(|(t, _)| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            MysqlError::XaTooLarge(e) => format!(
+                "prepared XA transaction{} exceeds xa_max_held_bytes={}, which outboxd stops \
+                 at",
+                gtid(&e.gtid),
+                e.limit
+            ),
+            other => other.to_string(),
+        }
+    }
+
     /// The same stop, naming `stored` as the checkpoint it left (the position actually
     /// checkpointed before it: see `SourceContext::checkpoint_before_stop`).
     pub fn checkpointed_at(mut self, stored: SourcePosition) -> Self {
@@ -633,5 +661,64 @@ mod tests {
                 assert!(!text.contains(foreign), "{format:?}: {text}");
             }
         }
+    }
+
+    #[test]
+    fn source_stops_name_the_checkpoint_they_left_and_say_what_to_do() {
+        let pos = |s: &str| s.parse::<SourcePosition>().unwrap();
+        let gtid = Some(TxnGtid::Mariadb {
+            domain: 0,
+            server: 1,
+            seq: 12,
+        });
+        let stop = MysqlError::StatementLogged(Box::new(StatementLogged {
+            connector: "shop".into(),
+            table: crate::event::TableName::new("shop", "outbox"),
+            verb: WriteVerb::Insert,
+            gtid: gtid.clone(),
+            before: pos("mariadb_gtid:0-1-11"),
+            after: pos("mariadb_gtid:0-1-12"),
+            xa: false,
+        }));
+        assert_eq!(stop.class(), Class::Definite);
+        assert_eq!(stop.stop_position(), Some(&pos("mariadb_gtid:0-1-11")));
+        let stop = stop.checkpointed_at(pos("mariadb_gtid:0-1-10"));
+        let text = stop.to_string();
+        for want in [
+            "transaction 0-1-12 wrote outbox table shop.outbox with an INSERT logged as a statement",
+            "binlog_format was STATEMENT or MIXED",
+            "delivered and checkpointed (mariadb_gtid:0-1-10)",
+            "SET SESSION binlog_format='ROW'",
+            "`outboxd checkpoint set --config <its file> --connector shop --position mariadb_gtid:0-1-12`",
+        ] {
+            assert!(text.contains(want), "{want}: {text}");
+        }
+        assert!(stop
+            .stop_summary()
+            .contains("0-1-12 wrote outbox table shop.outbox"));
+        let waited = MysqlError::StopNotCheckpointed {
+            what: stop.stop_summary(),
+            after: Duration::from_secs(60),
+        };
+        assert_eq!(waited.class(), Class::Transient);
+        assert!(!waited.to_string().contains("delivered and checkpointed"));
+
+        let gone = MysqlError::TablesGone(Box::new(TablesGone {
+            tables: vec![(
+                crate::event::TableName::new("shop", "outbox"),
+                "renamed to shop.outbox_v2".into(),
+            )],
+            gtid,
+            at: pos("mariadb_gtid:0-1-12"),
+            key: "tables",
+        }));
+        let text = gone.to_string();
+        assert!(
+            text.contains("outbox table shop.outbox was renamed to shop.outbox_v2 (DDL 0-1-12) and does not exist now")
+                && text.contains("checkpointed (mariadb_gtid:0-1-12)")
+                && text.contains("point tables at the table"),
+            "{text}"
+        );
+        assert_eq!(MysqlError::StreamEnded.stop_position(), None);
     }
 }

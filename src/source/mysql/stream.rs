@@ -359,7 +359,7 @@ impl MysqlSource {
         {
             Some(stored) => Err(error.checkpointed_at(stored).into()),
             None => Err(MysqlError::StopNotCheckpointed {
-                what: error.to_string(),
+                what: error.stop_summary(),
                 after: STOP_CHECKPOINT_WAIT,
             }
             .into()),
