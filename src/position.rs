@@ -10,6 +10,7 @@
 //! | [`MariadbGtidPosition`] | `0-1-42,1-2-7` | MariaDB `@@gtid_binlog_pos`, `@slave_connect_state` |
 //! | [`BinlogFilePosition`] | `mysql-bin.000003:1234` | `SHOW BINARY LOG STATUS`, `SHOW MASTER STATUS` |
 //! | [`Lsn`] | `16/B374D848` | PostgreSQL `pg_lsn` |
+//! | [`XaPendingPosition`] | `mariadb_gtid:0-1-9@0-1-12` | none: outboxd's, while a prepared XA transaction waits |
 //!
 //! [`SourcePosition`] is the one a checkpoint store keeps. Its JSON form is a tagged object whose
 //! `value` is the position's text form:
@@ -19,6 +20,7 @@
 //! {"kind":"mariadb_gtid","value":"0-1-42"}
 //! {"kind":"binlog_file","value":"mysql-bin.000003:1234"}
 //! {"kind":"lsn","value":"16/B374D848"}
+//! {"kind":"xa_pending","value":"mariadb_gtid:0-1-9@0-1-12"}
 //! ```
 //!
 //! Its `Display`/`FromStr` form (used by `status` and on the command line) is `kind:value`, e.g.
@@ -91,7 +93,7 @@ pub enum PositionError {
     /// A `kind:value` position with an unknown kind.
     #[error(
         "invalid source position {input:?}: expected mysql_gtid_set:…, mariadb_gtid:…, \
-         binlog_file:… or lsn:…"
+         binlog_file:…, lsn:… or xa_pending:<kind>:<resume>@<delivered>"
     )]
     InvalidSourcePosition {
         /// The offending text (shortened).
@@ -651,6 +653,13 @@ impl BinlogFilePosition {
             pos,
         }
     }
+
+    /// The file's base name and sequence number (`mysql-bin.000042` -> `("mysql-bin", 42)`),
+    /// the numbered extension the server gives each new binlog; `None` for other names.
+    pub fn sequence(&self) -> Option<(&str, u64)> {
+        let (base, n) = self.file.rsplit_once('.')?;
+        Some((base, n.parse().ok()?))
+    }
 }
 
 impl fmt::Display for BinlogFilePosition {
@@ -731,17 +740,168 @@ pub enum SourcePosition {
     BinlogFile(BinlogFilePosition),
     /// PostgreSQL: the LSN.
     Lsn(Lsn),
+    /// MySQL/MariaDB while prepared XA transactions with outbox rows wait for their
+    /// `XA COMMIT`: read again from before the oldest such `XA PREPARE`, deliver only what
+    /// commits after the delivered position.
+    XaPending(XaPendingPosition),
 }
 
 impl SourcePosition {
-    /// The `kind` tag: `mysql_gtid_set`, `mariadb_gtid`, `binlog_file` or `lsn`.
+    /// The `kind` tag: `mysql_gtid_set`, `mariadb_gtid`, `binlog_file`, `lsn` or
+    /// `xa_pending`.
     pub fn kind(&self) -> &'static str {
         match self {
             SourcePosition::MysqlGtidSet(_) => "mysql_gtid_set",
             SourcePosition::MariadbGtid(_) => "mariadb_gtid",
             SourcePosition::BinlogFile(_) => "binlog_file",
             SourcePosition::Lsn(_) => "lsn",
+            SourcePosition::XaPending(_) => "xa_pending",
         }
+    }
+
+    /// Where a source starts reading to resume here: the position itself, or for an
+    /// [`XaPendingPosition`] its `resume` position (before the oldest prepared XA
+    /// transaction still waiting).
+    pub fn read_from(&self) -> &SourcePosition {
+        match self {
+            SourcePosition::XaPending(x) => &x.resume,
+            other => other,
+        }
+    }
+
+    /// Whether `self` is at or before `other` in one binlog (or WAL): everything up to `self`
+    /// is also up to `other`. `None` when the two cannot be compared (other kinds, other
+    /// binlog file series, an [`XaPendingPosition`]).
+    ///
+    /// MariaDB: every domain of `self` is in `other` with a sequence number at least as high.
+    /// MySQL: `self` is a subset of `other`. `file:pos`: the same file and a position not
+    /// after, or an earlier file of the same series (`mysql-bin.000003` < `mysql-bin.000004`).
+    pub fn is_at_or_before(&self, other: &SourcePosition) -> Option<bool> {
+        match (self, other) {
+            (SourcePosition::MariadbGtid(a), SourcePosition::MariadbGtid(b)) => Some(
+                a.iter()
+                    .all(|g| b.get(g.domain).is_some_and(|o| o.seq >= g.seq)),
+            ),
+            (SourcePosition::MysqlGtidSet(a), SourcePosition::MysqlGtidSet(b)) => {
+                Some(a.is_subset_of(b))
+            }
+            (SourcePosition::BinlogFile(a), SourcePosition::BinlogFile(b)) => {
+                if a.file == b.file {
+                    return Some(a.pos <= b.pos);
+                }
+                match (a.sequence(), b.sequence()) {
+                    (Some((base_a, n_a)), Some((base_b, n_b))) if base_a == base_b => {
+                        Some(n_a < n_b)
+                    }
+                    _ => None,
+                }
+            }
+            (SourcePosition::Lsn(a), SourcePosition::Lsn(b)) => Some(a <= b),
+            _ => None,
+        }
+    }
+
+    /// How far delivery got: the position itself, or for an [`XaPendingPosition`] its
+    /// `delivered` position (what `status` measures the lag from).
+    pub fn delivered(&self) -> &SourcePosition {
+        match self {
+            SourcePosition::XaPending(x) => &x.delivered,
+            other => other,
+        }
+    }
+}
+
+/// A MySQL/MariaDB position while prepared XA transactions with outbox rows wait for their
+/// `XA COMMIT` (or `XA ROLLBACK`), possibly from another session, much later.
+///
+/// An XA transaction's rows are in the binlog at its `XA PREPARE`; whether they commit is
+/// known only at the later `XA COMMIT` group, where outboxd delivers them. Meanwhile the
+/// transactions after the PREPARE are delivered as they commit, so the checkpoint must say
+/// two things: where reading must start again so that the PREPARE is read once more
+/// (`resume`: the position before the oldest PREPARE still waiting), and which transactions
+/// after it were delivered already (`delivered`: the position after the last of them). A
+/// restart reads from `resume`, holds the PREPAREs it meets again, and delivers only
+/// transactions that commit after `delivered` (a GTID not in it; for `file:pos`, a commit
+/// ending after it): exactly once.
+///
+/// Both are positions of the same binlog kind (`mariadb_gtid`, `mysql_gtid_set` or
+/// `binlog_file`). Text form `<kind>:<resume>@<delivered>`, e.g. `mariadb_gtid:0-1-9@0-1-12`
+/// (a `binlog_file` form splits at the first `@` after `:<digits>`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct XaPendingPosition {
+    /// Where reading starts again: before the oldest prepared XA transaction still waiting.
+    pub resume: Box<SourcePosition>,
+    /// The position after the last transaction delivered.
+    pub delivered: Box<SourcePosition>,
+}
+
+impl XaPendingPosition {
+    /// A pending position; errors unless both are binlog positions of the same kind, and
+    /// `resume` is not after `delivered`.
+    pub fn new(resume: SourcePosition, delivered: SourcePosition) -> Result<Self, PositionError> {
+        let binlog = |p: &SourcePosition| {
+            matches!(
+                p,
+                SourcePosition::MysqlGtidSet(_)
+                    | SourcePosition::MariadbGtid(_)
+                    | SourcePosition::BinlogFile(_)
+            )
+        };
+        if !binlog(&resume)
+            || resume.kind() != delivered.kind()
+            || resume.is_at_or_before(&delivered) == Some(false)
+        {
+            return Err(PositionError::InvalidSourcePosition {
+                input: shown(&format!("{resume}@{delivered}")),
+            });
+        }
+        Ok(Self {
+            resume: Box::new(resume),
+            delivered: Box::new(delivered),
+        })
+    }
+}
+
+impl fmt::Display for XaPendingPosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let delivered = self.delivered.to_string();
+        let value = delivered
+            .split_once(':')
+            .map_or(delivered.as_str(), |(_, v)| v);
+        write!(f, "{}@{value}", self.resume)
+    }
+}
+
+impl FromStr for XaPendingPosition {
+    type Err = PositionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || PositionError::InvalidSourcePosition { input: shown(s) };
+        let t = s.trim();
+        let (kind, _) = t.split_once(':').ok_or_else(err)?;
+        // The first `@` whose two sides both parse (GTID forms never contain one).
+        for (i, _) in t.match_indices('@') {
+            let (resume, delivered) = (&t[..i], &t[i + 1..]);
+            let (Ok(resume), Ok(delivered)) = (
+                resume.parse::<SourcePosition>(),
+                format!("{kind}:{delivered}").parse::<SourcePosition>(),
+            ) else {
+                continue;
+            };
+            if matches!(resume, SourcePosition::XaPending(_)) {
+                return Err(err());
+            }
+            return Self::new(resume, delivered);
+        }
+        Err(err())
+    }
+}
+
+serde_as_string!(XaPendingPosition);
+
+impl fmt::Debug for XaPendingPosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
@@ -754,6 +914,7 @@ impl fmt::Display for SourcePosition {
             SourcePosition::MariadbGtid(v) => v.fmt(f),
             SourcePosition::BinlogFile(v) => v.fmt(f),
             SourcePosition::Lsn(v) => v.fmt(f),
+            SourcePosition::XaPending(v) => v.fmt(f),
         }
     }
 }
@@ -771,6 +932,7 @@ impl FromStr for SourcePosition {
             "mariadb_gtid" => Ok(SourcePosition::MariadbGtid(value.parse()?)),
             "binlog_file" => Ok(SourcePosition::BinlogFile(value.parse()?)),
             "lsn" => Ok(SourcePosition::Lsn(value.parse()?)),
+            "xa_pending" => Ok(SourcePosition::XaPending(value.parse()?)),
             _ => Err(PositionError::InvalidSourcePosition { input: shown(s) }),
         }
     }
@@ -984,5 +1146,104 @@ mod tests {
         assert!(serde_json::from_str::<SourcePosition>(r#"{"kind":"lsn","value":"zz"}"#).is_err());
         assert!(serde_json::from_str::<SourcePosition>(r#"{"kind":"nope","value":"1"}"#).is_err());
         assert!("nope:1".parse::<SourcePosition>().is_err());
+    }
+
+    #[test]
+    fn xa_pending_position_round_trips_for_every_binlog_kind() {
+        let pending = |r: &str, d: &str| {
+            SourcePosition::XaPending(
+                XaPendingPosition::new(r.parse().unwrap(), d.parse().unwrap()).unwrap(),
+            )
+        };
+        let cases = [
+            (
+                pending("mariadb_gtid:0-1-9", "mariadb_gtid:0-1-12,1-2-3"),
+                r#"{"kind":"xa_pending","value":"mariadb_gtid:0-1-9@0-1-12,1-2-3"}"#,
+                "xa_pending:mariadb_gtid:0-1-9@0-1-12,1-2-3",
+            ),
+            (
+                pending(
+                    &format!("mysql_gtid_set:{U1}:1-5"),
+                    &format!("mysql_gtid_set:{U1}:1-9:t:1"),
+                ),
+                r#"{"kind":"xa_pending","value":"mysql_gtid_set:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5@3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9:t:1"}"#,
+                "xa_pending:mysql_gtid_set:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5@3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9:t:1",
+            ),
+            (
+                // A file name with `@` and `:` in it still splits where both sides parse.
+                pending("binlog_file:b@x:1.000001:4", "binlog_file:b@x:1.000002:120"),
+                r#"{"kind":"xa_pending","value":"binlog_file:b@x:1.000001:4@b@x:1.000002:120"}"#,
+                "xa_pending:binlog_file:b@x:1.000001:4@b@x:1.000002:120",
+            ),
+        ];
+        for (pos, json, text) in cases {
+            assert_eq!(serde_json::to_string(&pos).unwrap(), json);
+            assert_eq!(serde_json::from_str::<SourcePosition>(json).unwrap(), pos);
+            assert_eq!(pos.to_string(), text);
+            assert_eq!(text.parse::<SourcePosition>().unwrap(), pos, "{text}");
+        }
+        let p = pending("mariadb_gtid:0-1-9", "mariadb_gtid:0-1-12");
+        assert_eq!(p.read_from().to_string(), "mariadb_gtid:0-1-9");
+        assert_eq!(p.delivered().to_string(), "mariadb_gtid:0-1-12");
+        for bad in [
+            "xa_pending:mariadb_gtid:0-1-9",
+            "xa_pending:mariadb_gtid:0-1-9@",
+            "xa_pending:lsn:0/1@0/2",
+            "xa_pending:xa_pending:mariadb_gtid:0-1-1@0-1-2@0-1-3",
+            "xa_pending:@",
+            "xa_pending:",
+        ] {
+            assert!(bad.parse::<SourcePosition>().is_err(), "{bad}");
+        }
+        let before = |a: &str, b: &str| {
+            a.parse::<SourcePosition>()
+                .unwrap()
+                .is_at_or_before(&b.parse().unwrap())
+        };
+        assert_eq!(
+            before("mariadb_gtid:0-1-9", "mariadb_gtid:0-1-12,1-1-1"),
+            Some(true)
+        );
+        assert_eq!(
+            before("mariadb_gtid:0-1-9,1-1-2", "mariadb_gtid:0-1-12,1-1-1"),
+            Some(false)
+        );
+        assert_eq!(
+            before("mariadb_gtid:0-1-12", "mariadb_gtid:1-1-1"),
+            Some(false)
+        );
+        assert_eq!(before("mariadb_gtid:", "mariadb_gtid:1-1-1"), Some(true));
+        assert_eq!(
+            before(
+                &format!("mysql_gtid_set:{U1}:1-5"),
+                &format!("mysql_gtid_set:{U1}:1-9")
+            ),
+            Some(true)
+        );
+        assert_eq!(
+            before(
+                &format!("mysql_gtid_set:{U1}:1-9"),
+                &format!("mysql_gtid_set:{U1}:1-5")
+            ),
+            Some(false)
+        );
+        assert_eq!(
+            before("binlog_file:b.000009:900", "binlog_file:b.000010:4"),
+            Some(true)
+        );
+        assert_eq!(
+            before("binlog_file:b.000010:900", "binlog_file:b.000010:4"),
+            Some(false)
+        );
+        assert_eq!(
+            before("binlog_file:b.000010:900", "binlog_file:c.000011:4"),
+            None
+        );
+        assert_eq!(before("binlog_file:b.1:4", "mariadb_gtid:0-1-1"), None);
+        assert!(XaPendingPosition::new(
+            "mariadb_gtid:0-1-9".parse().unwrap(),
+            "binlog_file:b.1:4".parse().unwrap()
+        )
+        .is_err());
     }
 }

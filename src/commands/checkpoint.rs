@@ -98,6 +98,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
                         SourcePosition::MariadbGtid(_)
                             | SourcePosition::MysqlGtidSet(_)
                             | SourcePosition::BinlogFile(_)
+                            | SourcePosition::XaPending(_)
                     )
             );
             if !fits {

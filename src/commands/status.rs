@@ -91,7 +91,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         let gap = checkpoint.as_ref().and_then(|cp| serving.gap(&cp.position));
         let current = Some(current);
         let behind = match (&checkpoint, &current) {
-            (Some(cp), Some(cur)) => behind(&cp.position, cur),
+            (Some(cp), Some(cur)) => behind(cp.position.delivered(), cur),
             _ => None,
         };
         let mut line = serde_json::json!({

@@ -330,11 +330,19 @@ pub struct MysqlSourceConfig {
     /// Column names per outbox table, for servers without `binlog_row_metadata=FULL`
     /// (in table order, every column). Tables listed here must be in `tables`.
     pub columns: BTreeMap<TableName, Vec<String>>,
+    /// Most bytes of outbox rows of prepared XA transactions held in memory until their
+    /// `XA COMMIT` (all waiting transactions together); default
+    /// [`DEFAULT_XA_MAX_HELD_BYTES`]. Beyond it the connector stops (definite) before the
+    /// transaction that would exceed it. TOML only (`xa_max_held_bytes`).
+    pub xa_max_held_bytes: usize,
     /// TLS of the binlog and SQL connections (Debezium `database.ssl.*`).
     pub tls: MysqlTlsConfig,
     /// The format the connector was defined in (for the key names in messages).
     pub format: ConfigFormat,
 }
+
+/// Default [`MysqlSourceConfig::xa_max_held_bytes`]: 64 MiB.
+pub const DEFAULT_XA_MAX_HELD_BYTES: usize = 64 * 1024 * 1024;
 
 /// How the PostgreSQL publication is created when missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

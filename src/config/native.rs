@@ -102,6 +102,8 @@ struct SourceToml {
     reconnect_backoff_max: Option<Duration>,
     #[serde(default)]
     columns: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    xa_max_held_bytes: Option<usize>,
     // PostgreSQL
     #[serde(default)]
     dbname: Option<String>,
@@ -485,6 +487,9 @@ fn source(
                 connect_timeout,
                 reconnect_backoff_max: s.reconnect_backoff_max.unwrap_or(Duration::from_secs(30)),
                 columns,
+                xa_max_held_bytes: s
+                    .xa_max_held_bytes
+                    .unwrap_or(super::DEFAULT_XA_MAX_HELD_BYTES),
                 tls,
                 format: ConfigFormat::Toml,
             }))
@@ -499,6 +504,7 @@ fn source(
                     ("heartbeat_interval", s.heartbeat_interval.is_some()),
                     ("reconnect_backoff_max", s.reconnect_backoff_max.is_some()),
                     ("columns", s.columns.is_some()),
+                    ("xa_max_held_bytes", s.xa_max_held_bytes.is_some()),
                     ("tls.truststore", tls.truststore.is_some()),
                     ("tls.truststore_type", tls.truststore_type.is_some()),
                     (

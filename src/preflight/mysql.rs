@@ -66,7 +66,8 @@ pub async fn check(
     };
     out.extend(super::checkpoint_result(name, checkpoint, gap, fresh));
     out.extend(privileges(name, &mut conn, &info, src).await);
-    out.extend(tables(name, &mut conn, cfg).await);
+    out.push(server::binlog_format_changers(&mut conn, name, &info).await);
+    tables(name, &mut conn, cfg, src, &info, &mut out).await;
     let _ = conn.disconnect().await;
     out
 }
@@ -117,41 +118,38 @@ async fn privileges(
     out
 }
 
+/// The outbox tables: each exists (the same check `run` refuses to start without:
+/// [`server::table_not_found`]) with the columns the router reads; and, when the server's
+/// `binlog_row_image` is not FULL, whether it can leave one of those columns out
+/// ([`server::row_image_check`]), which replaces the general `binlog_row_image` warning.
 async fn tables(
     name: &str,
     conn: &mut mysql_async::Conn,
     cfg: &ConnectorConfig,
-) -> Vec<CheckResult> {
+    src: &MysqlSourceConfig,
+    info: &ServerInfo,
+    out: &mut Vec<CheckResult>,
+) {
     let needed = cfg.router.columns_read();
-    let mut out = Vec::new();
-    for t in &cfg.tables {
-        let cols: Vec<(String, String)> = match conn
-            .exec(
-                "SELECT column_name, engine FROM information_schema.columns c JOIN information_schema.tables t \
-                 USING (table_schema, table_name) WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position",
-                (t.schema.clone(), t.name.clone()),
-            )
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                out.push(CheckResult::new(name, &format!("table {t}"), Status::Fail, format!("cannot read its columns: {e}")));
-                continue;
-            }
-        };
-        if cols.is_empty() {
+    let found = match server::outbox_tables(conn, src, &cfg.tables).await {
+        Ok(found) => found,
+        Err(e) => {
             out.push(CheckResult::new(
                 name,
-                &format!("table {t}"),
+                "tables",
                 Status::Fail,
-                format!(
-                "not found (or not visible to the user); create it (migrations/mysql) or fix {}",
-                cfg.source.format().key("tables", "table.include.list")
-            ),
+                format!("cannot read the outbox tables' columns: {e}"),
             ));
-            continue;
+            return;
         }
-        let names: Vec<&str> = cols.iter().map(|(c, _)| c.as_str()).collect();
+    };
+    let mut present = Vec::new();
+    for (t, facts) in found {
+        let Some(facts) = facts else {
+            out.push(server::table_not_found(name, &t, src));
+            continue;
+        };
+        let names: Vec<&str> = facts.columns.iter().map(|c| c.name.as_str()).collect();
         let missing: Vec<&str> = needed
             .iter()
             .copied()
@@ -162,13 +160,31 @@ async fn tables(
                 name,
                 &format!("table {t}"),
                 Status::Pass,
-                format!("{} columns, engine {}", names.len(), cols[0].1),
+                format!("{} columns, engine {}", names.len(), facts.engine),
             ));
         } else {
             out.push(CheckResult::new(name, &format!("table {t}"), Status::Fail, format!(
                 "lacks column(s) {} that the router reads; add them or set the table.field.event.* / route.by.field options", missing.join(", ")
             )));
         }
+        present.push((t, facts));
     }
-    out
+    if info.binlog_row_image.eq_ignore_ascii_case("FULL") || present.is_empty() {
+        return;
+    }
+    let strict = match server::strict_sql_mode(conn, src).await {
+        Ok(strict) => strict,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot read the global sql_mode; taking it as not strict");
+            false
+        }
+    };
+    if let Some(image) =
+        server::row_image_check(name, &info.binlog_row_image, strict, &present, &needed)
+    {
+        match out.iter_mut().find(|r| r.name == "binlog_row_image") {
+            Some(general) => *general = image,
+            None => out.push(image),
+        }
+    }
 }

@@ -251,6 +251,54 @@ impl SourceContext {
     }
 }
 
+/// Longest a source waits, before a definite stop, for the delivery loop to checkpoint what
+/// is ahead of it ([`SourceContext::checkpoint_before_stop`]).
+pub(crate) const STOP_CHECKPOINT_WAIT: Duration = Duration::from_secs(60);
+
+impl SourceContext {
+    /// Before a definite stop at something the source cannot deliver (or will not read
+    /// past): makes sure the delivery loop durably checkpoints everything ahead of it, at
+    /// most `within`, so that the stored checkpoint is exactly where the stop says.
+    ///
+    /// `position` is the position right before what the source stops at, a transaction
+    /// boundary. Between transactions it is handed on as progress and waited for. When rows
+    /// of an unfinished transaction were handed on (`Outlet::mid_transaction`: the delivery
+    /// loop holds them and drops them when the source fails), the last position handed on
+    /// is waited for instead: only transactions without outbox rows lie between it and
+    /// `position`. Returns the position checkpointed; `None` when that did not happen within
+    /// `within` (then the stop should be transient: a restart from the checkpoint meets it
+    /// again); `Err(Closed)` when the loop stopped receiving, or at shutdown.
+    pub(crate) async fn checkpoint_before_stop(
+        &mut self,
+        position: SourcePosition,
+        within: Duration,
+    ) -> Result<Option<SourcePosition>, Closed> {
+        let target = match (self.out.mid_transaction(), self.out.resume_position()) {
+            (true, Some(handed_on)) => handed_on.clone(),
+            _ => {
+                self.out
+                    .send(SourceEvent::Progress {
+                        position: position.clone(),
+                    })
+                    .await?;
+                position
+            }
+        };
+        let mut shutdown = self.shutdown.clone();
+        tokio::select! {
+            stored = tokio::time::timeout(
+                within,
+                self.checkpointed.wait_for(|p| p.as_ref() == Some(&target)),
+            ) => match stored {
+                Ok(Ok(_)) => Ok(Some(target)),
+                Ok(Err(_)) => Err(Closed),
+                Err(_) => Ok(None),
+            },
+            _ = shutdown.wait_for(|v| *v) => Err(Closed),
+        }
+    }
+}
+
 /// A database outbox events are streamed from.
 pub(crate) trait Source: Send {
     /// What the stream is called in logs: `binlog`, `PostgreSQL replication`.

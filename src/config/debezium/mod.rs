@@ -356,6 +356,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
                 connect_timeout,
                 reconnect_backoff_max: Duration::from_secs(30),
                 columns: BTreeMap::new(),
+                xa_max_held_bytes: crate::config::DEFAULT_XA_MAX_HELD_BYTES,
                 tls: mysql_tls(&mut keys)
                     .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?,
                 format: ConfigFormat::DebeziumJson,

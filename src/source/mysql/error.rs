@@ -7,8 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::adapter::XaOutboxRows;
-use super::decode::DecodeError;
+use super::decode::{DecodeError, TxnGtid, WriteVerb};
 use crate::config::tls::MysqlTlsNames;
 use crate::config::MysqlSourceConfig;
 use crate::error::{io_cause, Class};
@@ -250,15 +249,115 @@ pub enum MysqlError {
         #[source]
         source: Arc<DecodeError>,
     },
-    /// An XA transaction wrote outbox rows.
-    #[error("{source} (binlog position {position})")]
-    XaOutbox {
-        /// Where the stream stopped.
-        position: BinlogFilePosition,
-        /// What happened.
-        #[source]
-        source: XaOutboxRows,
+    /// A transaction wrote an outbox table with a statement: [`StatementLogged`].
+    #[error(transparent)]
+    StatementLogged(Box<StatementLogged>),
+    /// DDL removed outbox tables: [`TablesGone`].
+    #[error(transparent)]
+    TablesGone(Box<TablesGone>),
+    /// Held XA rows beyond the bound: [`XaTooLarge`].
+    #[error(transparent)]
+    XaTooLarge(Box<XaTooLarge>),
+    /// A stop could not wait for what is ahead of it to be checkpointed (Kafka slow or
+    /// down): the connector restarts from its checkpoint and meets the stop again.
+    #[error(
+        "{what}; what is ahead of it was not checkpointed within {after:?}, so the connector \
+         restarts from its checkpoint (and stops there once it is)"
+    )]
+    StopNotCheckpointed {
+        /// The stop, in a few words.
+        what: String,
+        /// How long it waited.
+        after: Duration,
     },
+}
+
+/// A transaction wrote an outbox table with a statement (its session's binlog_format was
+/// STATEMENT or MIXED): its rows are not in the binlog as rows. Raised once everything
+/// before the transaction is checkpointed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "transaction {} wrote outbox table {table} with {} logged as a statement (QUERY \
+     event), because the writing session's binlog_format was STATEMENT \
+     or MIXED: its rows are not in the binlog as rows, and outboxd cannot decode them \
+     (nor will it skip them on its own). Everything before that transaction is delivered \
+     and checkpointed ({before}); nothing of it is. To deliver its event(s), write them \
+     again in a session with binlog_format=ROW (e.g. delete and re-insert the outbox \
+     row(s) after SET SESSION binlog_format='ROW'); then step past the transaction (its \
+     other outbox rows, if any, are not delivered either): stop the relay, run \
+     `outboxd checkpoint set --config <its file> --connector {connector} --position \
+     {after}`, and start it again. Keep binlog_format=ROW for every session that writes \
+     the outbox (`outboxd check` lists who may change it)",
+    gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("after {before}")),
+    format!(
+        "{} {}{}",
+        if matches!(verb, WriteVerb::Insert) { "an" } else { "a" },
+        verb.as_str(),
+        if *xa { " (in a prepared XA transaction)" } else { "" }
+    )
+)]
+pub struct StatementLogged {
+    /// The connector.
+    pub connector: String,
+    /// The outbox table written.
+    pub table: crate::event::TableName,
+    /// The statement's verb.
+    pub verb: WriteVerb,
+    /// The transaction's GTID.
+    pub gtid: Option<TxnGtid>,
+    /// The position before the transaction: the checkpoint.
+    pub before: SourcePosition,
+    /// The position after it.
+    pub after: SourcePosition,
+    /// Whether it is a prepared XA transaction.
+    pub xa: bool,
+}
+/// A DDL statement dropped or renamed outbox tables away and they do not exist now.
+/// Raised once everything up to the DDL is checkpointed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "outbox table{} {} (DDL {}) and {} not exist now: outboxd stops here rather than read \
+     on while its configuration names a table that is gone (rows written elsewhere \
+     meanwhile would be passed by). Everything up to that DDL is delivered and \
+     checkpointed ({at}). Create the table again (its rows are delivered from the \
+     checkpoint on), or point {key} at the table the outbox rows go to now (e.g. its new \
+     name: rows written to it after the checkpoint are then delivered), and restart",
+    if tables.len() > 1 { "s" } else { "" },
+    tables.iter().map(|(t, how)| format!("{t} was {how}")).collect::<Vec<_>>().join(", "),
+    gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("before {at}")),
+    if tables.len() > 1 { "do" } else { "does" },
+)]
+pub struct TablesGone {
+    /// The tables and what happened to each.
+    pub tables: Vec<(crate::event::TableName, String)>,
+    /// The DDL's GTID.
+    pub gtid: Option<TxnGtid>,
+    /// The position after the DDL: the checkpoint.
+    pub at: SourcePosition,
+    /// The tables setting, as the connector's format names it.
+    pub key: &'static str,
+}
+/// The outbox rows of prepared XA transactions held until their `XA COMMIT` would
+/// exceed `xa_max_held_bytes`. Raised once everything before the transaction is
+/// checkpointed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "prepared XA transaction {} makes the outbox rows held until their XA COMMIT exceed \
+     xa_max_held_bytes={limit} ({rows} row(s) of prepared XA transactions): outboxd holds \
+     them in memory, and stops rather than drop or deliver them before their commit. \
+     Everything before that transaction is delivered and checkpointed ({before}). Raise \
+     xa_max_held_bytes in [connectors.source] (a TOML connector) and restart",
+    gtid.as_ref().map(|g| g.to_string()).unwrap_or_else(|| format!("after {before}"))
+)]
+pub struct XaTooLarge {
+    /// The transaction's GTID.
+    pub gtid: Option<TxnGtid>,
+    /// Rows held with it.
+    pub rows: usize,
+    /// `xa_max_held_bytes`.
+    pub limit: usize,
+    /// The position before it: the checkpoint.
+    pub before: SourcePosition,
 }
 
 impl From<crate::preflight::CheckResult> for MysqlError {
@@ -284,6 +383,7 @@ impl MysqlError {
             | MysqlError::InitialCheckpointTimeout { .. }
             | MysqlError::Silent { .. }
             | MysqlError::Stalled { .. }
+            | MysqlError::StopNotCheckpointed { .. }
             | MysqlError::StreamEnded => Class::Transient,
             MysqlError::AccessDenied { .. }
             | MysqlError::PlaintextRefused { .. }
@@ -300,8 +400,62 @@ impl MysqlError {
             | MysqlError::PositionMismatch { .. }
             | MysqlError::NotABinlogPosition { .. }
             | MysqlError::Decode { .. }
-            | MysqlError::XaOutbox { .. } => Class::Definite,
+            | MysqlError::StatementLogged(_)
+            | MysqlError::TablesGone(_)
+            | MysqlError::XaTooLarge(_) => Class::Definite,
         }
+    }
+
+    /// The position a stop of the source checkpoints before it is raised: before the
+    /// statement-logged transaction, after the DDL, before the XA transaction too large to
+    /// hold; `None` for other failures.
+    pub fn stop_position(&self) -> Option<&SourcePosition> {
+        match self {
+            MysqlError::StatementLogged(e) => Some(&e.before),
+            MysqlError::TablesGone(e) => Some(&e.at),
+            MysqlError::XaTooLarge(e) => Some(&e.before),
+            _ => None,
+        }
+    }
+
+    /// A stop in a few words (for [`MysqlError::StopNotCheckpointed`]).
+    pub fn stop_summary(&self) -> String {
+        let gtid = |g: &Option<TxnGtid>| g.as_ref().map(|g| format!(" {g}")).unwrap_or_default();
+        match self {
+            MysqlError::StatementLogged(e) => format!(
+                "transaction{} wrote outbox table {} with a statement, which outboxd stops at",
+                gtid(&e.gtid),
+                e.table
+            ),
+            MysqlError::TablesGone(e) => format!(
+                "DDL{} removed outbox table(s) {}, which outboxd stops after",
+                gtid(&e.gtid),
+                e.tables
+                    .iter()
+                    .map(|(t, _)| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            MysqlError::XaTooLarge(e) => format!(
+                "prepared XA transaction{} exceeds xa_max_held_bytes={}, which outboxd stops \
+                 at",
+                gtid(&e.gtid),
+                e.limit
+            ),
+            other => other.to_string(),
+        }
+    }
+
+    /// The same stop, naming `stored` as the checkpoint it left (the position actually
+    /// checkpointed before it: see `SourceContext::checkpoint_before_stop`).
+    pub fn checkpointed_at(mut self, stored: SourcePosition) -> Self {
+        match &mut self {
+            MysqlError::StatementLogged(e) => e.before = stored,
+            MysqlError::TablesGone(e) => e.at = stored,
+            MysqlError::XaTooLarge(e) => e.before = stored,
+            _ => {}
+        }
+        self
     }
 
     /// A `mysql_async` error of an established connection (or of its handshake), as the
@@ -507,5 +661,64 @@ mod tests {
                 assert!(!text.contains(foreign), "{format:?}: {text}");
             }
         }
+    }
+
+    #[test]
+    fn source_stops_name_the_checkpoint_they_left_and_say_what_to_do() {
+        let pos = |s: &str| s.parse::<SourcePosition>().unwrap();
+        let gtid = Some(TxnGtid::Mariadb {
+            domain: 0,
+            server: 1,
+            seq: 12,
+        });
+        let stop = MysqlError::StatementLogged(Box::new(StatementLogged {
+            connector: "shop".into(),
+            table: crate::event::TableName::new("shop", "outbox"),
+            verb: WriteVerb::Insert,
+            gtid: gtid.clone(),
+            before: pos("mariadb_gtid:0-1-11"),
+            after: pos("mariadb_gtid:0-1-12"),
+            xa: false,
+        }));
+        assert_eq!(stop.class(), Class::Definite);
+        assert_eq!(stop.stop_position(), Some(&pos("mariadb_gtid:0-1-11")));
+        let stop = stop.checkpointed_at(pos("mariadb_gtid:0-1-10"));
+        let text = stop.to_string();
+        for want in [
+            "transaction 0-1-12 wrote outbox table shop.outbox with an INSERT logged as a statement",
+            "binlog_format was STATEMENT or MIXED",
+            "delivered and checkpointed (mariadb_gtid:0-1-10)",
+            "SET SESSION binlog_format='ROW'",
+            "`outboxd checkpoint set --config <its file> --connector shop --position mariadb_gtid:0-1-12`",
+        ] {
+            assert!(text.contains(want), "{want}: {text}");
+        }
+        assert!(stop
+            .stop_summary()
+            .contains("0-1-12 wrote outbox table shop.outbox"));
+        let waited = MysqlError::StopNotCheckpointed {
+            what: stop.stop_summary(),
+            after: Duration::from_secs(60),
+        };
+        assert_eq!(waited.class(), Class::Transient);
+        assert!(!waited.to_string().contains("delivered and checkpointed"));
+
+        let gone = MysqlError::TablesGone(Box::new(TablesGone {
+            tables: vec![(
+                crate::event::TableName::new("shop", "outbox"),
+                "renamed to shop.outbox_v2".into(),
+            )],
+            gtid,
+            at: pos("mariadb_gtid:0-1-12"),
+            key: "tables",
+        }));
+        let text = gone.to_string();
+        assert!(
+            text.contains("outbox table shop.outbox was renamed to shop.outbox_v2 (DDL 0-1-12) and does not exist now")
+                && text.contains("checkpointed (mariadb_gtid:0-1-12)")
+                && text.contains("point tables at the table"),
+            "{text}"
+        );
+        assert_eq!(MysqlError::StreamEnded.stop_position(), None);
     }
 }

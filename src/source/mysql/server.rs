@@ -36,7 +36,7 @@ impl TrackingMode {
     /// Whether a checkpoint at `position` can be resumed in this mode (`file:pos` always can).
     pub fn fits(self, position: &SourcePosition) -> bool {
         matches!(
-            (position, self),
+            (position.read_from(), self),
             (SourcePosition::MariadbGtid(_), TrackingMode::MariadbGtid)
                 | (SourcePosition::MysqlGtidSet(_), TrackingMode::MysqlGtid)
                 | (SourcePosition::BinlogFile(_), _)
@@ -195,6 +195,7 @@ pub fn requirements<'a>(
     });
     // MINIMAL and NOBLOB images still carry every column an INSERT names; only columns left
     // to their defaults are missing, and the router names such a column when it needs it.
+    // `check` makes this a FAIL when the outbox tables' columns allow it (`row_image_check`).
     out.push(if info.binlog_row_image.eq_ignore_ascii_case("FULL") {
         CheckResult::new(name, "binlog_row_image", Status::Pass, "FULL")
     } else {
@@ -303,6 +304,295 @@ pub fn requirements<'a>(
         ),
     });
     out
+}
+
+/// A column of an outbox table as `information_schema.COLUMNS` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnFacts {
+    /// `COLUMN_NAME`.
+    pub name: String,
+    /// `DATA_TYPE`, lower case (`varchar`, `json`, `longtext`, ...).
+    pub data_type: String,
+    /// `IS_NULLABLE` is `YES`.
+    pub nullable: bool,
+    /// `COLUMN_DEFAULT` (MariaDB shows an explicit `DEFAULT NULL` as the text `NULL`).
+    pub default: Option<String>,
+    /// `EXTRA`, lower case (`auto_increment`, `virtual generated`, `stored generated`,
+    /// `persistent generated`, ...).
+    pub extra: String,
+}
+
+/// An outbox table as `information_schema` shows it to the connector's user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableFacts {
+    /// `TABLES.ENGINE` (empty for a view).
+    pub engine: String,
+    /// Its columns, in table order.
+    pub columns: Vec<ColumnFacts>,
+}
+
+/// Each of `tables` with what `information_schema` shows of it (`None`: not found, or not
+/// visible to the user, which needs some privilege on the table, e.g. `SELECT`).
+pub async fn outbox_tables(
+    conn: &mut Conn,
+    cfg: &MysqlSourceConfig,
+    tables: impl IntoIterator<Item = &TableName>,
+) -> Result<Vec<(TableName, Option<TableFacts>)>, MysqlError> {
+    type ColumnRow = (
+        String,
+        Option<String>,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+    );
+    let mut out = Vec::new();
+    for t in tables {
+        let rows: Vec<ColumnRow> = conn
+            .exec(
+                "SELECT c.column_name, t.engine, c.data_type, c.is_nullable, c.column_default, \
+                 c.extra FROM information_schema.columns c JOIN information_schema.tables t \
+                 USING (table_schema, table_name) WHERE table_schema = ? AND table_name = ? \
+                 ORDER BY c.ordinal_position",
+                (t.schema.clone(), t.name.clone()),
+            )
+            .await
+            .map_err(|e| MysqlError::from_driver(e, cfg))?;
+        let facts = (!rows.is_empty()).then(|| TableFacts {
+            engine: rows[0].1.clone().unwrap_or_default(),
+            columns: rows
+                .into_iter()
+                .map(
+                    |(name, _, data_type, nullable, default, extra)| ColumnFacts {
+                        name,
+                        data_type: data_type.to_ascii_lowercase(),
+                        nullable: nullable.eq_ignore_ascii_case("YES"),
+                        default,
+                        extra: extra.unwrap_or_default().to_ascii_lowercase(),
+                    },
+                )
+                .collect(),
+        });
+        out.push((t.clone(), facts));
+    }
+    Ok(out)
+}
+
+/// The `table <name>` check of a configured outbox table that is not there: `check` prints
+/// it, `run` refuses to start with it (a connector whose table is missing would stream, and
+/// move its checkpoint past rows written meanwhile to the table the application really
+/// uses).
+pub fn table_not_found(connector: &str, table: &TableName, src: &MysqlSourceConfig) -> CheckResult {
+    CheckResult::new(
+        connector,
+        &format!("table {table}"),
+        Status::Fail,
+        format!(
+            "outbox table {table} not found (or not visible to the user: it needs a privilege \
+             on the table, e.g. SELECT); create it (migrations/mysql) or fix {}",
+            src.format.key("tables", "table.include.list")
+        ),
+    )
+}
+
+/// Whether each of `tables` exists now, on a connection of its own: those that do not.
+pub async fn missing_tables(
+    cfg: &MysqlSourceConfig,
+    tables: impl IntoIterator<Item = &TableName>,
+) -> Result<Vec<TableName>, MysqlError> {
+    let mut conn = connect(cfg).await?;
+    let found = outbox_tables(&mut conn, cfg, tables).await;
+    let _ = conn.disconnect().await;
+    Ok(found?
+        .into_iter()
+        .filter(|(_, facts)| facts.is_none())
+        .map(|(t, _)| t)
+        .collect())
+}
+
+/// Whether an INSERT can leave `column` out of a `binlog_row_image` image (`minimal`:
+/// the columns the statement names, plus auto-increment values; `noblob`: every column but
+/// BLOB/TEXT/JSON ones the statement does not name; MySQL "binlog_row_image", checked on
+/// MariaDB 10.11): why, or `None` when every INSERT carries it. `strict`: the server's
+/// global `sql_mode` is strict (`STRICT_TRANS_TABLES` / `STRICT_ALL_TABLES`), so an INSERT
+/// must name a NOT NULL column without a default.
+pub fn left_out_by(image: &str, column: &ColumnFacts, strict: bool) -> Option<String> {
+    let blob = matches!(
+        column.data_type.as_str(),
+        "tinyblob"
+            | "blob"
+            | "mediumblob"
+            | "longblob"
+            | "tinytext"
+            | "text"
+            | "mediumtext"
+            | "longtext"
+            | "json"
+            | "geometry"
+            | "point"
+            | "linestring"
+            | "polygon"
+            | "multipoint"
+            | "multilinestring"
+            | "multipolygon"
+            | "geometrycollection"
+    );
+    let image = image.to_ascii_uppercase();
+    if image == "FULL" || (image == "NOBLOB" && !blob) {
+        return None;
+    }
+    let extra = &column.extra;
+    if extra.contains("virtual")
+        || extra.contains("stored generated")
+        || extra.contains("persistent")
+    {
+        return Some("generated".into());
+    }
+    if extra.contains("auto_increment") {
+        // Logged with the value the server generated.
+        return None;
+    }
+    match (&column.default, column.nullable) {
+        (Some(d), _) if !d.eq_ignore_ascii_case("NULL") => Some(format!("DEFAULT {d}")),
+        (_, true) => Some("NULL allowed".into()),
+        _ if !strict => Some("NOT NULL without a default, but sql_mode is not strict".into()),
+        _ => None,
+    }
+}
+
+/// The `binlog_row_image` check against the outbox tables: `Fail` when the server's image
+/// (`image`, not FULL) can leave out a column the router reads (`needed`), naming the
+/// columns and why ([`left_out_by`]); otherwise `Warn` (a session may still set its own
+/// `binlog_row_image`, or a non-strict `sql_mode`). `None` for FULL.
+pub fn row_image_check(
+    connector: &str,
+    image: &str,
+    strict: bool,
+    tables: &[(TableName, TableFacts)],
+    needed: &[&str],
+) -> Option<CheckResult> {
+    if image.eq_ignore_ascii_case("FULL") {
+        return None;
+    }
+    let mut left_out = Vec::new();
+    for (table, facts) in tables {
+        for column in facts
+            .columns
+            .iter()
+            .filter(|c| needed.contains(&c.name.as_str()))
+        {
+            if let Some(why) = left_out_by(image, column, strict) {
+                left_out.push(format!("{table}.{} ({why})", column.name));
+            }
+        }
+    }
+    Some(if left_out.is_empty() {
+        CheckResult::new(
+            connector,
+            "binlog_row_image",
+            Status::Warn,
+            format!(
+                "binlog_row_image is {image}; every INSERT must name each column the router \
+                 reads (they allow no default here), but a session that sets its own \
+                 binlog_row_image or a non-strict sql_mode could still leave one out, which \
+                 stops the connector at that event (set binlog_row_image=FULL)"
+            ),
+        )
+    } else {
+        CheckResult::new(
+            connector,
+            "binlog_row_image",
+            Status::Fail,
+            format!(
+                "binlog_row_image is {image}: an INSERT that leaves a column to its default \
+                 writes a row image without it, and these columns the router reads can be \
+                 left out: {}; such an event stops the connector (it cannot be routed without \
+                 the column); set binlog_row_image=FULL (SET GLOBAL binlog_row_image='FULL', \
+                 and in the server's configuration)",
+                left_out.join(", ")
+            ),
+        )
+    })
+}
+
+/// Who can switch their own session's `binlog_format` to STATEMENT or MIXED, which writes
+/// outbox INSERTs as statements outboxd cannot decode: MariaDB (10.5.2+) needs `BINLOG
+/// ADMIN` or `SUPER` for `SET SESSION binlog_format` (MDEV-21957); MySQL, a restricted
+/// session variable, `SESSION_VARIABLES_ADMIN`, `SYSTEM_VARIABLES_ADMIN` or `SUPER`. Read
+/// from `information_schema.USER_PRIVILEGES`, which lists every account only to a user who
+/// may read the `mysql` schema's grant tables; otherwise the check says it cannot tell who.
+/// Always a `Warn` at most: outboxd stops at such a statement instead of skipping it.
+pub async fn binlog_format_changers(
+    conn: &mut Conn,
+    connector: &str,
+    info: &ServerInfo,
+) -> CheckResult {
+    let privileges: &[&str] = if info.mariadb {
+        &["SUPER", "BINLOG ADMIN"]
+    } else {
+        &["SUPER", "SESSION_VARIABLES_ADMIN", "SYSTEM_VARIABLES_ADMIN"]
+    };
+    let names = privileges.join(" or ");
+    let listed: Result<Vec<String>, _> = conn
+        .query(format!(
+            "SELECT DISTINCT GRANTEE FROM information_schema.USER_PRIVILEGES WHERE \
+             PRIVILEGE_TYPE IN ({}) ORDER BY GRANTEE",
+            privileges
+                .iter()
+                .map(|p| format!("'{p}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .await;
+    let all_visible = conn
+        .query_drop(if info.mariadb {
+            "SELECT 1 FROM mysql.global_priv LIMIT 1"
+        } else {
+            "SELECT 1 FROM mysql.user LIMIT 1"
+        })
+        .await
+        .is_ok();
+    let stops = "a session of theirs that sets binlog_format=STATEMENT or MIXED writes \
+                 outbox INSERTs as statements, which outboxd cannot decode: it stops before \
+                 such a transaction (see README, \"Events that cannot be delivered\")";
+    match listed {
+        Ok(accounts) if all_visible && accounts.is_empty() => CheckResult::new(
+            connector,
+            "binlog_format per session",
+            Status::Pass,
+            format!("no account has {names}: every session writes ROW"),
+        ),
+        Ok(accounts) if all_visible => CheckResult::new(
+            connector,
+            "binlog_format per session",
+            Status::Warn,
+            format!(
+                "accounts with {names} can change their own session's binlog_format: {}; {stops}",
+                accounts.join(", ")
+            ),
+        ),
+        _ => CheckResult::new(
+            connector,
+            "binlog_format per session",
+            Status::Warn,
+            format!(
+                "any session of an account with {names} can change its own binlog_format \
+                 (the user cannot read the grant tables to tell which accounts have it); \
+                 {stops}"
+            ),
+        ),
+    }
+}
+
+/// The server's global `sql_mode` is strict (`STRICT_TRANS_TABLES` or `STRICT_ALL_TABLES`):
+/// an INSERT must then name a NOT NULL column without a default.
+pub async fn strict_sql_mode(conn: &mut Conn, cfg: &MysqlSourceConfig) -> Result<bool, MysqlError> {
+    let mode: Option<String> = conn
+        .query_first("SELECT @@GLOBAL.sql_mode")
+        .await
+        .map_err(|e| MysqlError::from_driver(e, cfg))?;
+    let mode = mode.unwrap_or_default().to_ascii_uppercase();
+    Ok(mode.contains("STRICT_TRANS_TABLES") || mode.contains("STRICT_ALL_TABLES"))
 }
 
 /// How positions are tracked for this server and configuration.
@@ -508,14 +798,14 @@ impl Retained {
                 .to_string(),
             );
         }
-        match checkpoint {
+        match checkpoint.read_from() {
             SourcePosition::MariadbGtid(pos) => {
                 let (oldest, state) = (self.files.first()?, self.oldest_state.as_ref()?);
                 mariadb_gtid_gap(pos, state, oldest)
             }
             SourcePosition::MysqlGtidSet(set) => mysql_gtid_gap(set, self.purged.as_ref()?),
             SourcePosition::BinlogFile(fp) => binlog_file_gap(fp, &self.files),
-            SourcePosition::Lsn(_) => None,
+            SourcePosition::Lsn(_) | SourcePosition::XaPending(_) => None,
         }
     }
 }
@@ -691,6 +981,90 @@ mod tests {
         );
         assert_eq!(mysql_gtid_gap(&set(&format!("{u}:1-10")), &set("")), None);
         assert!(mysql_gtid_gap(&set(&format!("{u}:1-4")), &set(&format!("{u}:1-5"))).is_some());
+    }
+
+    fn col(
+        name: &str,
+        data_type: &str,
+        nullable: bool,
+        default: Option<&str>,
+        extra: &str,
+    ) -> ColumnFacts {
+        ColumnFacts {
+            name: name.into(),
+            data_type: data_type.into(),
+            nullable,
+            default: default.map(str::to_string),
+            extra: extra.into(),
+        }
+    }
+
+    #[test]
+    fn which_columns_a_partial_row_image_can_leave_out() {
+        let uuid_id = col("id", "char", false, Some("uuid()"), "");
+        let plain = col("aggregate_id", "varchar", false, None, "");
+        let payload = col("payload", "longtext", true, Some("NULL"), "");
+        let text = col("payload", "text", false, None, "");
+        let auto = col("seq", "bigint", false, None, "auto_increment");
+        let generated = col("g", "varchar", true, None, "stored generated");
+        let mysql_expr = col("id", "varchar", false, Some("uuid()"), "default_generated");
+        assert_eq!(left_out_by("FULL", &payload, true), None);
+        assert_eq!(
+            left_out_by("MINIMAL", &uuid_id, true).as_deref(),
+            Some("DEFAULT uuid()")
+        );
+        assert_eq!(
+            left_out_by("MINIMAL", &payload, true).as_deref(),
+            Some("NULL allowed")
+        );
+        assert_eq!(left_out_by("MINIMAL", &plain, true), None);
+        assert!(
+            left_out_by("MINIMAL", &plain, false).is_some(),
+            "not strict"
+        );
+        assert_eq!(
+            left_out_by("MINIMAL", &auto, false),
+            None,
+            "logged when generated"
+        );
+        assert_eq!(
+            left_out_by("minimal", &generated, true).as_deref(),
+            Some("generated")
+        );
+        assert_eq!(
+            left_out_by("MINIMAL", &mysql_expr, true).as_deref(),
+            Some("DEFAULT uuid()")
+        );
+        // NOBLOB leaves out only BLOB/TEXT/JSON columns an INSERT does not name.
+        assert_eq!(left_out_by("NOBLOB", &uuid_id, true), None);
+        assert_eq!(
+            left_out_by("NOBLOB", &payload, true).as_deref(),
+            Some("NULL allowed")
+        );
+        assert_eq!(left_out_by("NOBLOB", &text, true), None);
+        assert!(left_out_by("NOBLOB", &text, false).is_some());
+
+        let t = TableName::new("shop", "outbox");
+        let facts = TableFacts {
+            engine: "InnoDB".into(),
+            columns: vec![uuid_id, plain, payload.clone()],
+        };
+        let needed = ["id", "aggregate_id", "payload"];
+        assert!(
+            row_image_check("c", "FULL", true, &[(t.clone(), facts.clone())], &needed).is_none()
+        );
+        let r =
+            row_image_check("c", "MINIMAL", true, &[(t.clone(), facts.clone())], &needed).unwrap();
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.detail
+                .contains("shop.outbox.id (DEFAULT uuid()), shop.outbox.payload (NULL allowed)"),
+            "{}",
+            r.detail
+        );
+        // Columns the router does not read do not count.
+        let r = row_image_check("c", "MINIMAL", true, &[(t, facts)], &["aggregate_id"]).unwrap();
+        assert_eq!(r.status, Status::Warn, "{}", r.detail);
     }
 
     #[test]

@@ -23,9 +23,9 @@ use mysql_async::binlog::events::Event;
 use mysql_async::prelude::*;
 use mysql_async::BinlogStreamRequest;
 
-use super::adapter::OutboxAdapter;
+use super::adapter::{Halt, OutboxAdapter};
 use super::decode::{BinlogDecoder, BinlogMessage, MissingColumnNames};
-use super::error::MysqlError;
+use super::error::{MysqlError, StatementLogged, TablesGone, XaTooLarge};
 use super::server::{self, TrackingMode};
 use super::stall::StallWatch;
 use crate::config::{MysqlSourceConfig, StartPosition};
@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::SourcePosition;
 use crate::preflight;
-use crate::source::{Source, SourceContext, Stop};
+use crate::source::{Source, SourceContext, Stop, STOP_CHECKPOINT_WAIT};
 
 /// That many [`MysqlError::SameServerId`] failures in a row make it definite: two replicas
 /// are fighting over one id.
@@ -107,6 +107,15 @@ impl MysqlSource {
         let info = server::server_info(&mut conn, cfg).await?;
         preflight::enforce(server::requirements(&info, &connector, &self.tables, cfg))
             .map_err(MysqlError::from)?;
+        // A configured table that is not there would let the checkpoint move on past rows
+        // written meanwhile to the table the application really uses: refuse, as `check` does.
+        for (table, facts) in server::outbox_tables(&mut conn, cfg, &self.tables).await? {
+            if facts.is_none() {
+                return Err(
+                    MysqlError::from(server::table_not_found(&connector, &table, cfg)).into(),
+                );
+            }
+        }
         let mode = server::tracking_mode(&info, cfg);
         // Where to ask the server to start; `from_file` when starting at the earliest binlog.
         let resume = ctx.out.resume_position().cloned();
@@ -178,7 +187,7 @@ impl MysqlSource {
                 .await
                 .map_err(driver)?;
         }
-        match &start {
+        match start.read_from() {
             SourcePosition::MariadbGtid(pos) if from_file.is_none() => {
                 conn.exec_drop("SET @slave_connect_state = ?", (pos.to_string(),))
                     .await
@@ -225,7 +234,10 @@ impl MysqlSource {
             }
             _ => decoder.with_start(&start),
         };
-        let mut adapter = OutboxAdapter::new();
+        let mut adapter = OutboxAdapter::new(&start, cfg.xa_max_held_bytes);
+        if let SourcePosition::XaPending(x) = &start {
+            tracing::info!(connector = %connector, resume = %x.resume, delivered = %x.delivered, "prepared XA transactions were waiting for their XA COMMIT: reading again from before the oldest, delivering what commits after the delivered position");
+        }
         ctx.streaming();
         let silence = cfg.heartbeat_interval * 3 + Duration::from_secs(5);
         let mut stall = StallWatch::new();
@@ -268,17 +280,13 @@ impl MysqlSource {
                 if let BinlogMessage::Incident { message } = &msg {
                     tracing::error!(connector = %connector, incident = %message, "the server logged an INCIDENT: events may be missing from the binlog here");
                 }
-                if let Err(e) = adapter.on_message(msg, &mut out) {
-                    // Hand on what came before, then stop: the pipeline checkpoints up to the
-                    // last complete transaction and never past this one.
+                if let Err(halt) = adapter.on_message(msg, &mut out) {
+                    // Hand on what came before, then act: a stop checkpoints everything
+                    // ahead of it first, and never anything past it.
                     for ev in out.drain(..) {
                         ctx.out.send(ev).await?;
                     }
-                    return Err(MysqlError::XaOutbox {
-                        position: decoder.position().clone(),
-                        source: e,
-                    }
-                    .into());
+                    self.on_halt(ctx, *halt).await?;
                 }
             }
             let handing_on = Instant::now();
@@ -286,6 +294,79 @@ impl MysqlSource {
                 ctx.out.send(ev).await?;
             }
             stall.handed_on(handing_on.elapsed());
+        }
+    }
+}
+
+impl MysqlSource {
+    /// What a [`Halt`] of the adapter means: a definite stop once everything ahead of it is
+    /// checkpointed (transient when that does not happen within
+    /// [`STOP_CHECKPOINT_WAIT`]: the restart meets it again), or nothing when outbox tables
+    /// a DDL removed exist again now (re-created later in the binlog: their rows come).
+    async fn on_halt(&self, ctx: &mut SourceContext, halt: Halt) -> Result<(), Stop<MysqlError>> {
+        let cfg = &self.cfg;
+        let connector = ctx.connector.clone();
+        // What to stop with, and the position before it, to checkpoint first.
+        let error = match halt {
+            Halt::TablesGone { at, gtid, tables } => {
+                let names: Vec<TableName> = tables.iter().map(|(t, _)| t.clone()).collect();
+                let missing = server::missing_tables(cfg, &names).await?;
+                if missing.is_empty() {
+                    tracing::info!(connector = %connector, tables = ?names.iter().map(|t| t.to_string()).collect::<Vec<_>>(), gtid = ?gtid.map(|g| g.to_string()), "outbox tables were dropped or renamed away and exist again now (created again later): reading on");
+                    return Ok(());
+                }
+                let tables = tables
+                    .into_iter()
+                    .filter(|(t, _)| missing.contains(t))
+                    .collect();
+                MysqlError::TablesGone(Box::new(TablesGone {
+                    tables,
+                    gtid,
+                    at,
+                    key: cfg.format.key("tables", "table.include.list"),
+                }))
+            }
+            Halt::StatementWrite {
+                before,
+                after,
+                gtid,
+                table,
+                verb,
+                xa,
+            } => MysqlError::StatementLogged(Box::new(StatementLogged {
+                connector,
+                table,
+                verb,
+                gtid,
+                before,
+                after,
+                xa,
+            })),
+            Halt::XaTooLarge {
+                before,
+                gtid,
+                rows,
+                limit,
+            } => MysqlError::XaTooLarge(Box::new(XaTooLarge {
+                gtid,
+                rows,
+                limit,
+                before,
+            })),
+        };
+        let Some(before) = error.stop_position().cloned() else {
+            return Err(error.into());
+        };
+        match ctx
+            .checkpoint_before_stop(before, STOP_CHECKPOINT_WAIT)
+            .await?
+        {
+            Some(stored) => Err(error.checkpointed_at(stored).into()),
+            None => Err(MysqlError::StopNotCheckpointed {
+                what: error.stop_summary(),
+                after: STOP_CHECKPOINT_WAIT,
+            }
+            .into()),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::statement::{WriteVerb, Xid};
 use crate::event::{Op, Row, TableName};
 use crate::position::{BinlogFilePosition, GtidSet, MariadbGtidPosition, SourcePosition, Uuid};
 
@@ -76,6 +77,9 @@ pub enum BinlogMessage {
     Begin {
         /// The transaction's GTID; `None` for anonymous transactions (GTIDs off).
         gtid: Option<TxnGtid>,
+        /// The position before the transaction (`BinlogDecoder::current_position` as it
+        /// starts): the end of the last transaction that ended, rolled back ones included.
+        before: SourcePosition,
         /// True when the group is known up front to be a single statement with an implicit
         /// commit (MariaDB `FL_STANDALONE`, or a statement outside `BEGIN` on old servers). A
         /// MySQL GTID group that turns out to be a DDL is closed by `Ddl` then `Commit`.
@@ -110,12 +114,44 @@ pub enum BinlogMessage {
     XaStart,
     /// XA_PREPARE_LOG_EVENT: an XA transaction was prepared. Its rows are in the binlog, but
     /// it commits or rolls back only at a later `XA COMMIT` / `XA ROLLBACK` group. Always the
-    /// last message of its event.
+    /// last message of its event. (A one-phase commit, MySQL's `XA COMMIT ... ONE PHASE`
+    /// logged as an XA_PREPARE_LOG_EVENT with its one-phase flag, is a [`BinlogMessage::Commit`]
+    /// instead.)
     XaPrepare {
+        /// The XA transaction's id, from the event.
+        xid: Option<Xid>,
         /// Event timestamp, epoch milliseconds.
         ts_ms: i64,
         /// The position after the prepared group.
         position: SourcePosition,
+    },
+    /// The statement of an `XA COMMIT <xid>` / `XA ROLLBACK <xid>` group (MariaDB: a
+    /// standalone group whose GTID event has FL_COMPLETED_XA; MySQL: a GTID and the query):
+    /// the prepared XA transaction `xid` commits or rolls back here. The group's `Commit`
+    /// follows.
+    XaOutcome {
+        /// The XA transaction's id.
+        xid: Xid,
+        /// True for `XA COMMIT`, false for `XA ROLLBACK`.
+        committed: bool,
+    },
+    /// A statement (QUERY_EVENT, or EXECUTE_LOAD_QUERY_EVENT for `LOAD DATA`) that writes
+    /// rows into an outbox table (one the decoder's table filter keeps): the writing session's
+    /// `binlog_format` was `STATEMENT` or `MIXED`, so the rows are not in the binlog as rows
+    /// and cannot be decoded. The statement text is never kept (it holds row values).
+    StatementWrite {
+        /// The outbox table written.
+        table: TableName,
+        /// `INSERT`, `REPLACE` or `LOAD DATA`.
+        verb: WriteVerb,
+    },
+    /// A DDL statement removed outbox tables (ones the decoder's table filter keeps) under
+    /// their names: `DROP TABLE`, `DROP DATABASE`, a `RENAME TABLE` / `ALTER TABLE ... RENAME`
+    /// that moves them away without putting another table in their place in the same
+    /// statement. The group's `Commit` follows.
+    TablesGone {
+        /// The tables, each with what happened to it (`dropped`, `renamed to db.t`).
+        tables: Vec<(TableName, String)>,
     },
     /// The transaction ended with `ROLLBACK` (non-transactional changes were logged), or was
     /// cut short (a new transaction or file started before it ended).

@@ -36,16 +36,22 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use mysql_common::binlog::consts::{BinlogChecksumAlg, EventFlags, EventType};
 use mysql_common::binlog::events::{
-    Event, FormatDescriptionEvent, GtidEvent, IncidentEvent, QueryEvent, RotateEvent, XidEvent,
+    Event, ExecuteLoadQueryEvent, FormatDescriptionEvent, GtidEvent, IncidentEvent, QueryEvent,
+    RotateEvent, XidEvent,
 };
 
 mod message;
 mod parse;
 mod rows;
+pub mod statement;
 
 pub use message::{BinlogMessage, DecodeError, MissingColumnNames, PositionKind, TxnGtid};
 pub(crate) use parse::guarded;
-use parse::{commit_ts_ms, malformed, parse_previous_gtids, rotate_file_name, trim_statement};
+use parse::{
+    commit_ts_ms, malformed, parse_previous_gtids, parse_xa_prepare, rotate_file_name, sql_mode_of,
+    trim_statement,
+};
+pub use statement::{SqlMode, WriteVerb, Xid};
 
 use super::mariadb_events as mariadb;
 use super::table::TableInfo;
@@ -60,10 +66,10 @@ const MAX_CACHED_TABLES: usize = 10_000;
 const HEARTBEAT_LOG_EVENT_V2: u8 = 0x29;
 
 /// A message that needs the position after its event, held until that position is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Terminal {
     Commit { xid: Option<u64>, ts_ms: i64 },
-    XaPrepare { ts_ms: i64 },
+    XaPrepare { xid: Option<Xid>, ts_ms: i64 },
     Heartbeat,
 }
 
@@ -192,6 +198,7 @@ impl BinlogDecoder {
                 self.idle_position = fp.clone();
                 self.position_kind = Some(PositionKind::BinlogFile);
             }
+            SourcePosition::XaPending(x) => return self.with_start(&x.resume),
             SourcePosition::Lsn(_) => {}
         }
         self
@@ -384,15 +391,35 @@ impl BinlogDecoder {
                 self.commit(Some(xid.xid), ts_ms, out);
             }
             t if t == EventType::XA_PREPARE_LOG_EVENT as u8 => {
-                // The prepared group is final in the binlog (its GTID is executed), but
-                // whether it commits is decided later by an `XA COMMIT` / `XA ROLLBACK`
-                // group of its own.
-                if self.txn == TxnState::Idle {
-                    self.begin(None, TxnState::Open, ts_ms, None, out);
+                let (one_phase, xid) = parse_xa_prepare(event.data())
+                    .map_err(|e| malformed("XA_PREPARE_LOG_EVENT", &at, e))?;
+                if one_phase {
+                    // MySQL's `XA COMMIT ... ONE PHASE`: the group commits here.
+                    self.commit(None, ts_ms, out);
+                } else {
+                    // The prepared group is final in the binlog (its GTID is executed), but
+                    // whether it commits is decided later by an `XA COMMIT` / `XA ROLLBACK`
+                    // group of its own.
+                    if self.txn == TxnState::Idle {
+                        self.begin(None, TxnState::Open, ts_ms, None, out);
+                    }
+                    let ts_ms = self.txn_commit_ts_ms.unwrap_or(ts_ms);
+                    self.finish_txn();
+                    self.terminal = Some(Terminal::XaPrepare {
+                        xid: Some(xid),
+                        ts_ms,
+                    });
                 }
-                let ts_ms = self.txn_commit_ts_ms.unwrap_or(ts_ms);
-                self.finish_txn();
-                self.terminal = Some(Terminal::XaPrepare { ts_ms });
+            }
+            t if t == EventType::EXECUTE_LOAD_QUERY_EVENT as u8 => {
+                // `LOAD DATA` logged as a statement (its file travelled in
+                // BEGIN_LOAD_QUERY / APPEND_BLOCK events before it).
+                let load: ExecuteLoadQueryEvent<'_> =
+                    guarded("EXECUTE_LOAD_QUERY_EVENT", &at, || event.read_event())?;
+                let mode = sql_mode_of(load.status_vars());
+                let effects = statement::effects(load.query_raw(), &load.schema(), mode);
+                self.on_effects(effects, out);
+                out.push(BinlogMessage::Other { event_type });
             }
             t if t == EventType::TABLE_MAP_EVENT as u8 => {
                 self.on_table_map(event, &at)?;
@@ -507,7 +534,11 @@ impl BinlogDecoder {
                     ts_ms,
                     position,
                 },
-                Terminal::XaPrepare { ts_ms } => BinlogMessage::XaPrepare { ts_ms, position },
+                Terminal::XaPrepare { xid, ts_ms } => BinlogMessage::XaPrepare {
+                    xid,
+                    ts_ms,
+                    position,
+                },
                 Terminal::Heartbeat => BinlogMessage::Heartbeat { position },
             });
         }
@@ -574,11 +605,13 @@ impl BinlogDecoder {
         if let Some(TxnGtid::Mariadb { .. }) = gtid {
             self.position_kind.get_or_insert(PositionKind::MariadbGtid);
         }
+        let before = self.current_position();
         self.txn = state;
         self.txn_gtid = gtid.clone();
         self.txn_commit_ts_ms = commit_ts_ms;
         out.push(BinlogMessage::Begin {
             gtid,
+            before,
             standalone: state == TxnState::Standalone,
             ts_ms: commit_ts_ms.unwrap_or(ts_ms),
         });
@@ -624,6 +657,74 @@ impl BinlogDecoder {
         out.push(BinlogMessage::Rollback);
     }
 
+    /// Reports what a statement does to the tables the filter keeps (every table without a
+    /// filter): rows it writes ([`BinlogMessage::StatementWrite`]), and those it removes
+    /// under their names without putting another in their place
+    /// ([`BinlogMessage::TablesGone`]). Names are compared without regard to ASCII case
+    /// (`lower_case_table_names` may make them so), which at worst reports too much.
+    fn on_effects(&mut self, effects: Vec<statement::Effect>, out: &mut Vec<BinlogMessage>) {
+        use statement::Effect;
+        if effects.is_empty() {
+            return;
+        }
+        let same = |a: &TableName, b: &TableName| {
+            a.schema.eq_ignore_ascii_case(&b.schema) && a.name.eq_ignore_ascii_case(&b.name)
+        };
+        let kept = |t: &TableName| -> Option<TableName> {
+            match &self.table_filter {
+                None => Some(t.clone()),
+                Some(filter) => filter.iter().find(|f| same(f, t)).cloned(),
+            }
+        };
+        // The kept tables this statement removed (what happened to each), in order.
+        let mut gone: Vec<(TableName, String)> = Vec::new();
+        let mut set_gone = |table: TableName, how: Option<String>| {
+            gone.retain(|(t, _)| *t != table);
+            if let Some(how) = how {
+                gone.push((table, how));
+            }
+        };
+        for effect in effects {
+            match effect {
+                Effect::Writes { table, verb } => {
+                    if let Some(table) = kept(&table) {
+                        out.push(BinlogMessage::StatementWrite { table, verb });
+                    }
+                }
+                Effect::Drops(t) => {
+                    if let (Some(t), true) = (kept(&t), self.table_filter.is_some()) {
+                        set_gone(t, Some("dropped".into()));
+                    }
+                }
+                Effect::DropsDatabase(db) => {
+                    for t in self.table_filter.iter().flatten() {
+                        if t.schema.eq_ignore_ascii_case(&db) {
+                            set_gone(t.clone(), Some(format!("dropped with database {db}")));
+                        }
+                    }
+                }
+                Effect::Renames { from, to } => {
+                    if self.table_filter.is_some() {
+                        if let Some(f) = kept(&from) {
+                            set_gone(f, Some(format!("renamed to {to}")));
+                        }
+                        if let Some(t) = kept(&to) {
+                            set_gone(t, None);
+                        }
+                    }
+                }
+                Effect::Creates(t) => {
+                    if let (Some(t), true) = (kept(&t), self.table_filter.is_some()) {
+                        set_gone(t, None);
+                    }
+                }
+            }
+        }
+        if !gone.is_empty() {
+            out.push(BinlogMessage::TablesGone { tables: gone });
+        }
+    }
+
     fn on_query(&mut self, query: &QueryEvent<'_>, ts_ms: i64, out: &mut Vec<BinlogMessage>) {
         let text = query.query_raw();
         let trimmed = trim_statement(text);
@@ -656,20 +757,44 @@ impl BinlogDecoder {
             return;
         }
 
+        let mode = sql_mode_of(query.status_vars());
+        // What the statement does, reported inside its transaction (after its `Begin`).
+        let mut noted = Vec::new();
+        if starts(b"XA ") {
+            if let Some(xa) = statement::xa_outcome(text, mode) {
+                if xa.one_phase && self.txn == TxnState::Open {
+                    // The end of this XA group, committed in one phase.
+                    self.commit(None, ts_ms, out);
+                    return;
+                }
+                noted.push(BinlogMessage::XaOutcome {
+                    xid: xa.xid,
+                    committed: xa.committed,
+                });
+            }
+        } else {
+            let effects = statement::effects(text, &query.schema(), mode);
+            self.on_effects(effects, &mut noted);
+        }
         let ddl = BinlogMessage::Ddl {
             database: query.schema().into_owned(),
             query_len: text.len(),
         };
         match self.txn {
-            TxnState::Open => out.push(ddl),
+            TxnState::Open => {
+                out.append(&mut noted);
+                out.push(ddl);
+            }
             TxnState::AfterGtid | TxnState::Standalone => {
                 // The statement is the whole group: it commits implicitly.
+                out.append(&mut noted);
                 out.push(ddl);
                 self.commit(None, ts_ms, out);
             }
             TxnState::Idle => {
                 // Old servers: a statement outside BEGIN/COMMIT is its own transaction.
                 self.begin(None, TxnState::Standalone, ts_ms, None, out);
+                out.append(&mut noted);
                 out.push(ddl);
                 self.commit(None, ts_ms, out);
             }

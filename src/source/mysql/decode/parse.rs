@@ -30,6 +30,56 @@ pub(super) fn trim_statement(q: &[u8]) -> &[u8] {
     s
 }
 
+/// The sql_mode bits that change how a statement is read, from a QUERY_EVENT's (or
+/// EXECUTE_LOAD_QUERY_EVENT's) status variables (`Q_SQL_MODE_CODE`); the default mode when
+/// the variable is absent or the variables do not parse.
+pub(super) fn sql_mode_of(
+    status_vars: &mysql_common::binlog::events::StatusVars<'_>,
+) -> super::SqlMode {
+    use mysql_common::binlog::consts::StatusVarKey;
+    use mysql_common::binlog::events::StatusVarVal;
+    let bits = panic::catch_unwind(AssertUnwindSafe(|| {
+        status_vars
+            .get_status_var(StatusVarKey::SqlMode)
+            .and_then(|v| match v.get_value() {
+                Ok(StatusVarVal::SqlMode(mode)) => Some(mode.0),
+                _ => None,
+            })
+    }));
+    super::SqlMode::from_bits(bits.ok().flatten().unwrap_or(0))
+}
+
+/// An XA_PREPARE_LOG_EVENT body (MySQL and MariaDB alike): `one_phase` (1 byte), then the
+/// XID: `formatID` (4 bytes, signed), `gtrid_length` and `bqual_length` (4 bytes each, at
+/// most 64), and their bytes.
+pub(super) fn parse_xa_prepare(data: &[u8]) -> Result<(bool, super::Xid), String> {
+    let u32_at = |at: usize| -> Result<u32, String> {
+        data.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| format!("ends at byte {} inside its XID header", data.len()))
+    };
+    let one_phase = *data.first().ok_or("is empty")? != 0;
+    let format_id = i64::from(u32_at(1)? as i32);
+    let gtrid_len = u32_at(5)? as usize;
+    let bqual_len = u32_at(9)? as usize;
+    if gtrid_len > 64 || bqual_len > 64 {
+        return Err(format!(
+            "XID lengths {gtrid_len} and {bqual_len} exceed 64 bytes"
+        ));
+    }
+    let ids = data
+        .get(13..13 + gtrid_len + bqual_len)
+        .ok_or_else(|| format!("ends before the {} XID bytes", gtrid_len + bqual_len))?;
+    Ok((
+        one_phase,
+        super::Xid {
+            format_id,
+            gtrid: ids[..gtrid_len].to_vec(),
+            bqual: ids[gtrid_len..].to_vec(),
+        },
+    ))
+}
+
 /// MySQL 8 GTID events carry the commit time in microseconds.
 pub(super) fn commit_ts_ms(micros: u64) -> Option<i64> {
     (micros != 0).then(|| i64::try_from(micros / 1000).unwrap_or(i64::MAX))
