@@ -368,9 +368,10 @@ const MARIA_RICH_ROWS: &[&str] = &[
       'ab', 'xyz', 'blobby', 12345.67, 1.50, 12345678901234567890, -5, 1, 200, -300, 60000, -70000, 16000000,
       -2000000, 4000000000, 9007199254740993, 18446744073709551615, 1.5, 2.25,
       'SENT', 'a,c', 'hello 😀 é', 'ab', '{\"k\": [1, 2]}', true, 'SENT', 9, NULL)",
+    // 37 NULLs, then c_def, c_defi by default, c_null NULL: 40 typed columns.
     "(uuid(),'Order','o-1','OrderPaid',NULL,DEFAULT,
       NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,
-      NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,DEFAULT,DEFAULT,NULL)",
+      NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,DEFAULT,DEFAULT,NULL)",
     "(uuid(),'Customer','c-9','CustomerCreated','{\"deep\":{\"x\":[{\"a\":1},{\"a\":2}]},\"s\":\"\\\\u00e9\"}',5,
       '1969-07-20 20:17:40.000001','2000-01-01 00:00:00','1999-12-31 23:59:59.999','1970-01-01 00:00:01.5','2038-01-19 03:14:07',
       '1969-12-31','00:00:00.5','23:59:59',1901, b'0', b'0000000001', b'0',
@@ -459,9 +460,9 @@ fn maria_cases() -> Vec<Case> {
             ],
         ),
         (
-            "modes_adaptive_urlsafe",
+            "modes_micro_urlsafe",
             vec![
-                ("time.precision.mode", "adaptive"),
+                ("time.precision.mode", "microseconds"),
                 ("binary.handling.mode", "base64-url-safe"),
             ],
         ),
@@ -771,6 +772,9 @@ async fn run_case(
                 "true".into(),
             );
             set("include.schema.changes", "false".into());
+            // Other tests on the shared server write statements Debezium's DDL parser does not
+            // know (ANALYZE INSERT ...); a production connector sets this for the same reason.
+            set("schema.history.internal.skip.unparseable.ddl", "true".into());
             set(
                 "schema.history.internal",
                 "io.debezium.storage.file.history.FileSchemaHistory".into(),
@@ -1084,10 +1088,16 @@ fn compare(case: &str, prefix: &str, got: &[Consumed], diffs: &mut Vec<Differenc
             }
             for ((k, dv), (_, ov)) in d.raw_headers.iter().zip(&o.raw_headers) {
                 if k == "__debezium.context.runId" {
+                    // A UUID v7 somewhere in the value (bare, or in a JsonConverter envelope).
                     let uuid7 = |v: &Option<Vec<u8>>| {
-                        v.as_deref()
-                            .and_then(|b| std::str::from_utf8(b).ok())
-                            .is_some_and(|s| s.len() == 36 && s.as_bytes()[14] == b'7')
+                        let s = v.as_deref().and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("");
+                        s.as_bytes().windows(36).any(|w| {
+                            w.iter().enumerate().all(|(i, c)| match i {
+                                8 | 13 | 18 | 23 => *c == b'-',
+                                14 => *c == b'7',
+                                _ => c.is_ascii_hexdigit(),
+                            })
+                        })
                     };
                     if !(uuid7(dv) && uuid7(ov)) {
                         note(format!(

@@ -342,8 +342,10 @@ fn base_schema(sql: &SqlType, modes: &TypeModes) -> Result<Schema, MappingError>
             (8, _) | (16, false) => Type::Int16,
             (16, true) | (24, _) | (32, false) => Type::Int32,
             (32, true) => Type::Int64,
+            // Always a Connect Decimal, whatever decimal.handling.mode says (Debezium's
+            // `SpecialValueDecimal.builder(DecimalMode.PRECISE, 20, 0)`).
             (_, true) if modes.bigint_unsigned == BigIntUnsigned::Precise => {
-                return Ok(decimal_schema(modes.decimal, Some(20), 0));
+                return Ok(decimal_schema(DecimalHandling::Precise, Some(20), 0));
             }
             _ => Type::Int64,
         }),
@@ -498,7 +500,7 @@ pub fn column_value(
                     ColumnValue::UInt(u) => u.to_string(),
                     _ => as_i64.to_string(),
                 };
-                return decimal_value(modes.decimal, &text, Some(0), sql);
+                return decimal_value(DecimalHandling::Precise, &text, Some(0), sql);
             }
             Value::Int(as_i64)
         }

@@ -73,20 +73,18 @@ pub fn time_value(mode: TimePrecision, precision: u32, us: i64) -> Result<Value,
         Some("io.debezium.time.MicroTime") => Value::Int(us),
         Some("io.debezium.time.NanoTime") => Value::Int(us.saturating_mul(1000)),
         Some("io.debezium.time.IsoTime") => {
+            // A MySQL TIME outside a day has no time of day: Debezium's conversion gives up
+            // and writes null (seen with TIME '-838:59:59').
             if !(0..MICROS_PER_DAY).contains(&us) {
-                return Err(MappingError(
-                    "a TIME value outside 00:00-24:00 has no ISO time of day (time.precision.mode=isostring)".into(),
-                ));
+                return Ok(Value::Null);
             }
             Value::String(format!("{}Z", time_text(us, None)))
         }
         _ => {
+            // Kafka Connect's Time holds a time of day: Debezium writes null for a MySQL
+            // TIME outside one (seen with TIME '-838:59:59').
             if !(0..MICROS_PER_DAY).contains(&us) {
-                return Err(MappingError(
-                    "a TIME value outside 00:00-24:00 does not fit Kafka Connect's Time \
-                     (time.precision.mode=connect); use adaptive_time_microseconds"
-                        .into(),
-                ));
+                return Ok(Value::Null);
             }
             Value::Date(us.div_euclid(1000))
         }
@@ -227,7 +225,8 @@ mod tests {
             time_value(TimePrecision::Adaptive, 6, 51_727_468_343).unwrap(),
             Value::Int(51_727_468_343)
         );
-        assert!(time_value(TimePrecision::Connect, 6, -1).is_err());
+        assert_eq!(time_value(TimePrecision::Connect, 6, -1).unwrap(), Value::Null);
+        assert_eq!(time_value(TimePrecision::IsoString, 6, -1).unwrap(), Value::Null);
         assert_eq!(
             timestamp_value(TimePrecision::Connect, 6, 1_500),
             Value::Date(1)

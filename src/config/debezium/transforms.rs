@@ -158,5 +158,11 @@ pub(super) fn record_format(
             f.types.set_option(k, &v).map_err(|m| (k.to_string(), m))?;
         }
     }
+    if !is_pg && f.types.time_precision == crate::typemap::TimePrecision::Adaptive {
+        return Err((
+            "time.precision.mode".into(),
+            "'adaptive' is no longer supported by Debezium's MySQL/MariaDB connectors (they refuse the config); use adaptive_time_microseconds (their default) or another mode".into(),
+        ));
+    }
     Ok(f)
 }
