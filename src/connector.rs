@@ -136,6 +136,7 @@ impl Connector {
     /// this, so it only happens for a configuration built another way).
     pub fn new(cfg: ConnectorConfig) -> Result<Self, RouterConfigError> {
         let router = EventRouter::new(&cfg.router)?;
+        tracing::info!(connector = %cfg.name, "record format: {}", router.describe_format());
         let link = KafkaLink::new(&cfg.name, &cfg.kafka.bootstrap_servers);
         let lease = Lease::sole(&cfg.name);
         Ok(Self {

@@ -174,6 +174,13 @@ const PG_RICH_ROWS: &[&str] = &[
       'X', -1, 'not null')",
 ];
 
+/// Logical decoding messages (`%MP%` = the case's message prefix), transactional and not.
+const PG_MESSAGES: &[&str] = &[
+    "SELECT pg_logical_emit_message(true, '%MP%', '{\"id\":\"m1\",\"aggregatetype\":\"Order\",\"aggregateid\":\"o-1\",\"type\":\"OrderCreated\",\"payload\":{\"a\":1,\"b\":[1,2],\"o\":{\"z\":true},\"l\":[{\"k\":1},{\"k\":2}]},\"n\":7,\"f\":1.5}')",
+    "SELECT pg_logical_emit_message(false, '%MP%', '{\"id\":\"m2\",\"aggregatetype\":\"Order\",\"aggregateid\":\"o-1\",\"type\":\"OrderPaid\",\"payload\":\"{\\\"x\\\":1}\",\"n\":8,\"f\":2}')",
+    "SELECT pg_logical_emit_message(true, '%MP%', '{\"id\":\"m3\",\"aggregatetype\":\"Customer\",\"aggregateid\":\"c-1\",\"type\":\"CustomerCreated\",\"payload\":{\"s\":\"é 😀\",\"big\":3000000000,\"d\":1e7},\"n\":-1,\"f\":1e300,\"extra\":null}')",
+];
+
 fn pg_cases() -> Vec<Case> {
     let rich_topics = vec!["Order", "Customer"];
     let mut cases = vec![
@@ -319,6 +326,53 @@ fn pg_cases() -> Vec<Case> {
             ),
         ],
         rows: PG_RICH_ROWS.to_vec(),
+        topics: vec!["Order", "Customer"],
+        debezium_fails: false,
+    });
+    let decode = |extra: Vec<(&'static str, String)>| {
+        let mut c = vec![
+            ("transforms", "decode,outbox".to_string()),
+            (
+                "transforms.decode.type",
+                "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent"
+                    .into(),
+            ),
+            ("message.prefix.include.list", "%MP%".into()),
+        ];
+        c.extend(extra);
+        c
+    };
+    cases.push(Case {
+        name: "messages",
+        table: "message",
+        config: decode(vec![(
+            "transforms.outbox.table.fields.additional.placement",
+            "type:header:eventType,n:header,f:header".into(),
+        )]),
+        rows: PG_MESSAGES.to_vec(),
+        topics: vec!["Order", "Customer"],
+        debezium_fails: false,
+    });
+    cases.push(Case {
+        name: "messages_envelope_nulls",
+        table: "message",
+        config: decode(vec![
+            ("transforms.decode.fields.null.include", "true".into()),
+            (
+                "value.converter",
+                "org.apache.kafka.connect.json.JsonConverter".into(),
+            ),
+            ("value.converter.schemas.enable", "false".into()),
+            (
+                "key.converter",
+                "org.apache.kafka.connect.storage.StringConverter".into(),
+            ),
+            (
+                "transforms.outbox.table.fields.additional.placement",
+                "n:envelope,f:envelope,type:header:eventType".into(),
+            ),
+        ]),
+        rows: PG_MESSAGES.to_vec(),
         topics: vec!["Order", "Customer"],
         debezium_fails: false,
     });
@@ -716,7 +770,13 @@ async fn run_case(
     failures: &mut Vec<String>,
 ) {
     let dbname = db.name();
-    let table = format!("{}_{}", case.name, case.table);
+    let message = case.table == "message";
+    let message_prefix = format!("mp_{}", case.name);
+    let table = format!(
+        "{}_{}",
+        case.name,
+        if message { "text" } else { case.table }
+    );
     let prefix = format!("{dbname}_{}", case.name);
     let connector = format!("{dbname}_{}", case.name);
     let mut config = serde_json::Map::new();
@@ -726,7 +786,8 @@ async fn run_case(
     let shadow_server_id;
     match db {
         Db::Pg(p) => {
-            p.exec(&pg_ddl(&table, case.table)).await;
+            p.exec(&pg_ddl(&table, if message { "text" } else { case.table }))
+                .await;
             let publication = format!("{}_pub", case.name);
             p.exec(&format!(
                 "CREATE PUBLICATION {publication} FOR TABLE {table} WITH (publish = 'insert')"
@@ -774,7 +835,10 @@ async fn run_case(
             set("include.schema.changes", "false".into());
             // Other tests on the shared server write statements Debezium's DDL parser does not
             // know (ANALYZE INSERT ...); a production connector sets this for the same reason.
-            set("schema.history.internal.skip.unparseable.ddl", "true".into());
+            set(
+                "schema.history.internal.skip.unparseable.ddl",
+                "true".into(),
+            );
             set(
                 "schema.history.internal",
                 "io.debezium.storage.file.history.FileSchemaHistory".into(),
@@ -802,7 +866,11 @@ async fn run_case(
         format!("{prefix}.${{routedByValue}}"),
     );
     for (k, v) in &case.config {
-        set(k, v.replace("{prefix}", &prefix));
+        set(
+            k,
+            v.replace("{prefix}", &prefix)
+                .replace("%MP%", &message_prefix),
+        );
     }
 
     worker.create(&connector, &config);
@@ -877,7 +945,11 @@ async fn run_case(
         case.rows.iter().map(|r| r.to_string()).collect()
     };
     for r in &rows {
-        db.exec(&format!("INSERT INTO {table} VALUES {r}")).await;
+        if message {
+            db.exec(&r.replace("%MP%", &message_prefix)).await;
+        } else {
+            db.exec(&format!("INSERT INTO {table} VALUES {r}")).await;
+        }
     }
 
     if case.debezium_fails {
@@ -1090,7 +1162,10 @@ fn compare(case: &str, prefix: &str, got: &[Consumed], diffs: &mut Vec<Differenc
                 if k == "__debezium.context.runId" {
                     // A UUID v7 somewhere in the value (bare, or in a JsonConverter envelope).
                     let uuid7 = |v: &Option<Vec<u8>>| {
-                        let s = v.as_deref().and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("");
+                        let s = v
+                            .as_deref()
+                            .and_then(|b| std::str::from_utf8(b).ok())
+                            .unwrap_or("");
                         s.as_bytes().windows(36).any(|w| {
                             w.iter().enumerate().all(|(i, c)| match i {
                                 8 | 13 | 18 | 23 => *c == b'-',

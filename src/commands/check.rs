@@ -30,6 +30,14 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 why.clone(),
             ));
         }
+        if let Ok(router) = crate::router::EventRouter::new(&c.router) {
+            results.push(CheckResult::new(
+                &c.name,
+                "record format",
+                Status::Pass,
+                router.describe_format(),
+            ));
+        }
         // The stored checkpoint, to tell whether the source can still serve it: read by the
         // source's checks after the source's state (see StoredCheckpoint).
         let stored = preflight::StoredCheckpoint::new(open_store(c));

@@ -385,6 +385,9 @@ pub struct PostgresSourceConfig {
     /// Prefixes of logical decoding messages (`pg_logical_emit_message`) treated as a
     /// table-less outbox; default none.
     pub message_prefixes: Vec<String>,
+    /// Every logical decoding message is an outbox event, whatever its prefix (a Debezium
+    /// JSON with `DecodeLogicalDecodingMessageContent` and no `message.prefix.include.list`).
+    pub all_message_prefixes: bool,
     /// Standby status update period; default 10 s. Debezium `status.update.interval.ms`.
     pub status_interval: Duration,
     /// Connect timeout; default 10 s. Debezium `connect.timeout.ms`.

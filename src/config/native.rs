@@ -562,6 +562,7 @@ fn source(
                     .unwrap_or(PublicationAutocreate::Filtered),
                 slot_autocreate: s.slot_autocreate.unwrap_or(true),
                 message_prefixes,
+                all_message_prefixes: false,
                 status_interval: s.status_interval.unwrap_or(Duration::from_secs(10)),
                 connect_timeout,
                 tls,

@@ -375,6 +375,19 @@ impl Converter {
         }
     }
 
+    /// True when this converter looks at the schema (JsonConverter writes it and checks the
+    /// value against it; ByteArrayConverter refuses other types than BYTES); StringConverter
+    /// and BinaryDataConverter with such a delegate write a value without it.
+    pub fn needs_schema(&self) -> bool {
+        match self {
+            Converter::String => false,
+            Converter::ByteArray | Converter::Json(_) => true,
+            Converter::BinaryData { delegate } => {
+                delegate.as_deref().is_some_and(Converter::needs_schema)
+            }
+        }
+    }
+
     /// True when this converter writes the value's bytes or text unchanged (StringConverter,
     /// ByteArrayConverter, BinaryDataConverter without JSON delegate).
     pub fn is_raw(&self) -> bool {
@@ -387,6 +400,14 @@ impl Converter {
 }
 
 impl HeaderConverter {
+    /// True when the header converter looks at the schema (see [`Converter::needs_schema`]).
+    pub fn needs_schema(&self) -> bool {
+        match self {
+            HeaderConverter::Simple => false,
+            HeaderConverter::Data(c) => c.needs_schema(),
+        }
+    }
+
     fn from_props(props: &BTreeMap<String, String>) -> Result<Self, ConverterConfigError> {
         match props.get("header.converter").map(|s| s.trim()) {
             Some(SIMPLE_HEADER_CONVERTER) => Ok(HeaderConverter::Simple),

@@ -168,6 +168,10 @@ impl Definition {
                 let mut prefixes = p.message_prefixes.clone();
                 prefixes.sort();
                 put("source.message_prefixes", prefixes.join(","));
+                put(
+                    "source.all_message_prefixes",
+                    p.all_message_prefixes.to_string(),
+                );
             }
         }
         for (option, value) in cfg

@@ -80,7 +80,14 @@ pub async fn check(
             Err(f) => CheckResult::new(name, &format!("table {t}"), Status::Fail, f.to_string()),
         });
     }
-    if !src.message_prefixes.is_empty() {
+    if src.all_message_prefixes {
+        out.push(CheckResult::new(
+            name,
+            "message prefixes",
+            Status::Pass,
+            "every pg_logical_emit_message is routed as an outbox event (DecodeLogicalDecodingMessageContent without message.prefix.include.list)",
+        ));
+    } else if !src.message_prefixes.is_empty() {
         out.push(CheckResult::new(
             name,
             "message prefixes",

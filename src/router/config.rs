@@ -246,6 +246,11 @@ pub struct RecordFormat {
     pub connector_type: String,
     /// `time.precision.mode`, `decimal.handling.mode`, ... .
     pub types: TypeModes,
+    /// Debezium's `DecodeLogicalDecodingMessageContent` transform precedes the EventRouter:
+    /// a PostgreSQL logical decoding message is routed as the struct it makes of the
+    /// message's JSON content, without extended headers; the value is its
+    /// `fields.null.include` (null fields kept as optional bytes instead of dropped).
+    pub decode_messages: Option<bool>,
 }
 
 impl Default for RecordFormat {
@@ -259,6 +264,7 @@ impl Default for RecordFormat {
             logical_name: String::new(),
             connector_type: String::new(),
             types: TypeModes::MYSQL,
+            decode_messages: None,
         }
     }
 }

@@ -134,6 +134,31 @@ pub fn expand(
     }
 }
 
+/// A logical decoding message's content as Debezium's `DecodeLogicalDecodingMessageContent`
+/// makes it: `JsonSchemaData.toConnectSchema(null, content)` (a struct without name, nested
+/// structs named by their field path) and `toConnectData`. Errors (never quoting the content)
+/// where Debezium's transformation throws and its task fails.
+pub fn message_struct(text: &str, nulls: JsonNullBehavior) -> Result<(Schema, Value), String> {
+    if !(text.starts_with('{') || text.starts_with('[')) {
+        return Err("the message content does not start with '{' or '['".into());
+    }
+    let node = Parser {
+        b: text.as_bytes(),
+        i: 0,
+        depth: 0,
+    }
+    .value()?;
+    let inf = Infer {
+        nulls,
+        empty_arrays: JsonEmptyArrayBehavior::Ignore,
+    };
+    let schema = inf
+        .schema(None, &node)?
+        .ok_or_else(|| "the message content has no schema".to_string())?;
+    let value = to_struct(&node, &schema)?;
+    Ok((schema, value))
+}
+
 struct Infer {
     nulls: JsonNullBehavior,
     empty_arrays: JsonEmptyArrayBehavior,

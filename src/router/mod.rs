@@ -54,6 +54,8 @@ pub use self::config::{
 use self::json::Expansion;
 pub(crate) use self::topic::is_valid_topic;
 use self::topic::TopicRoute;
+use std::borrow::Cow;
+
 use crate::connect::{Converters, Schema, Type, Value};
 use crate::event::{Op, RowChange, TableName};
 use crate::sink::KafkaRecord;
@@ -351,10 +353,9 @@ impl EventRouter {
         }
         let envelope = names.len() > 1;
         let converters = cfg.format.converters(envelope || cfg.expand_json_payload);
-        let needs_schemas = ![&converters.key, &converters.value]
-            .iter()
-            .all(|c| matches!(c, crate::connect::Converter::String))
-            || converters.header != crate::connect::HeaderConverter::Simple;
+        let needs_schemas = converters.key.needs_schema()
+            || converters.value.needs_schema()
+            || converters.header.needs_schema();
         let extended = if cfg.format.extended_headers {
             record::extended_headers(&cfg.format, &converters.header)
         } else {
@@ -374,6 +375,23 @@ impl EventRouter {
     /// The converters records are written with (for `check` and the startup log).
     pub fn converters(&self) -> &Converters {
         &self.converters
+    }
+
+    /// One line on how records become bytes, for `check` and the startup log: the
+    /// converters and where each came from, the extended headers, the type-mapping modes.
+    pub fn describe_format(&self) -> String {
+        let f = &self.cfg.format;
+        let t = &f.types;
+        format!(
+            "{}; Debezium extended headers {}; time.precision.mode={:?}, decimal.handling.mode={:?}, binary.handling.mode={:?}, bigint.unsigned.handling.mode={:?}, interval.handling.mode={:?}",
+            self.converters.describe(),
+            if f.extended_headers { "on" } else { "off" },
+            t.time_precision,
+            t.decimal,
+            t.binary,
+            t.bigint_unsigned,
+            t.interval
+        )
     }
 
     /// The settings this router was built from.
@@ -485,10 +503,15 @@ impl EventRouter {
         let timestamp_ms = self.timestamp(change)?;
         let id = self.column(change, &cfg.field_event_id, OPT_ID, "the event id")?;
 
+        let msg = self.message_struct(change)?;
+        let msg = msg.as_ref();
         let mut headers =
             Vec::with_capacity(self.extended.len() + 1 + cfg.additional_placement.len());
-        headers.extend(self.extended.iter().cloned());
-        let (schema, value) = self.datum(change, &cfg.field_event_id, id)?;
+        // Debezium adds its context headers to change events, not to message events.
+        if msg.is_none() {
+            headers.extend(self.extended.iter().cloned());
+        }
+        let (schema, value) = self.datum(change, &cfg.field_event_id, id, msg)?;
         headers.push((
             "id".to_string(),
             self.header_bytes(change, "id", schema.as_ref(), value)?,
@@ -511,12 +534,12 @@ impl EventRouter {
             };
             match f.placement {
                 Placement::Header => {
-                    let (schema, value) = self.datum(change, &f.column, v)?;
+                    let (schema, value) = self.datum(change, &f.column, v, msg)?;
                     let bytes = self.header_bytes(change, f.name(), schema.as_ref(), value)?;
                     headers.push((f.name().to_string(), bytes));
                 }
                 Placement::Envelope => {
-                    let (schema, value) = self.datum_with_schema(change, &f.column, v)?;
+                    let (schema, value) = self.datum_with_schema(change, &f.column, v, msg)?;
                     envelope_fields.push((f.name().to_string(), Some(schema), value));
                 }
                 Placement::Partition => partition = partition_of(change, &f.column, v)?,
@@ -535,7 +558,7 @@ impl EventRouter {
             OPT_KEY,
             "the record key (aggregate id)",
         )?;
-        let (key_schema, key_value) = self.datum(change, &cfg.field_event_key, key_column)?;
+        let (key_schema, key_value) = self.datum(change, &cfg.field_event_key, key_column, msg)?;
         let key = self
             .converters
             .key
@@ -551,7 +574,9 @@ impl EventRouter {
             })?;
 
         // The payload, moved out of the row once nothing before it can fail.
-        let payload_type = self.column_type(change, &cfg.field_event_payload);
+        let payload_type = self
+            .column_type(change, &cfg.field_event_payload)
+            .into_owned();
         let payload_cv = change
             .row
             .take(&cfg.field_event_payload)
@@ -559,18 +584,33 @@ impl EventRouter {
         let restore = |change: &mut RowChange, cv: ColumnValue| {
             change.row.put(&cfg.field_event_payload, cv);
         };
-        let (mut payload_schema, mut payload) = match typemap::column_value_into(
-            &payload_type.sql,
-            payload_cv.clone(),
-            &cfg.format.types,
-        ) {
-            Ok(v) => (
-                self.schema_of(change, &cfg.field_event_payload, &payload_type)?,
-                v,
-            ),
-            Err(e) => {
-                restore(change, payload_cv);
-                return Err(self.mapping_error(change, &cfg.field_event_payload, e));
+        let (mut payload_schema, mut payload) = if let Some(m) = msg {
+            match m.field(&cfg.field_event_payload) {
+                Some((schema, value)) => (Some(schema.clone()), value.clone()),
+                None => {
+                    restore(change, payload_cv);
+                    return Err(missing_column(
+                        change,
+                        &cfg.field_event_payload,
+                        OPT_PAYLOAD,
+                        "the event payload",
+                    ));
+                }
+            }
+        } else {
+            match typemap::column_value_into(
+                &payload_type.sql,
+                payload_cv.clone(),
+                &cfg.format.types,
+            ) {
+                Ok(v) => (
+                    self.schema_of(change, &cfg.field_event_payload, &payload_type)?,
+                    v,
+                ),
+                Err(e) => {
+                    restore(change, payload_cv);
+                    return Err(self.mapping_error(change, &cfg.field_event_payload, e));
+                }
             }
         };
         if cfg.expand_json_payload {
@@ -627,7 +667,13 @@ impl EventRouter {
             }
             let mut schema = Schema::structure(fields);
             schema.version = version;
-            schema.name = Some(self.envelope_name(change, &route_value, &schema, version));
+            schema.name = Some(if msg.is_some() {
+                // The message struct has no name: Debezium names the envelope by the route
+                // value alone.
+                route_value.clone()
+            } else {
+                self.envelope_name(change, &route_value, &schema, version)
+            });
             (Some(schema), Value::Struct(values))
         };
         let value = match self
@@ -659,12 +705,66 @@ impl EventRouter {
         })
     }
 
+    /// A logical decoding message's content as Debezium's `DecodeLogicalDecodingMessageContent`
+    /// makes it, when that transform is configured and `change` is such a message: its
+    /// fields, read back from the row's values (the JSON text of each field, which parses
+    /// to the same tree).
+    fn message_struct(&self, change: &RowChange) -> Result<Option<MessageStruct>, RouteError> {
+        let Some(null_include) = self.cfg.format.decode_messages else {
+            return Ok(None);
+        };
+        if change.table.schema != crate::event::MESSAGE_SCHEMA {
+            return Ok(None);
+        }
+        let mut text = String::from("{");
+        for (i, (name, v)) in change.row.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            crate::connect::json::write_str(name, &mut text);
+            text.push(':');
+            match v {
+                ColumnValue::Null => text.push_str("null"),
+                ColumnValue::Text(s) => crate::connect::json::write_str(s, &mut text),
+                ColumnValue::Json(raw) | ColumnValue::Decimal(raw) => text.push_str(raw),
+                ColumnValue::Bool(b) => text.push_str(if *b { "true" } else { "false" }),
+                ColumnValue::Int(i) => text.push_str(&i.to_string()),
+                other => crate::connect::json::write_str(&other.to_string(), &mut text),
+            }
+        }
+        text.push('}');
+        let nulls = if null_include {
+            JsonNullBehavior::OptionalBytes
+        } else {
+            JsonNullBehavior::Ignore
+        };
+        let (schema, value) =
+            json::message_struct(&text, nulls).map_err(|message| RouteError::Mapping {
+                table: change.table.clone(),
+                column: "(message content)".into(),
+                message,
+            })?;
+        let Value::Struct(values) = value else {
+            return Ok(None);
+        };
+        Ok(Some(MessageStruct {
+            fields: schema
+                .fields
+                .iter()
+                .zip(values)
+                .map(|(f, (_, v))| (f.name.clone(), (*f.schema).clone(), v))
+                .collect(),
+        }))
+    }
+
     /// The type of column `name`: the source's description, or one inferred from the value
     /// (logical decoding messages, tests).
-    fn column_type(&self, change: &RowChange, name: &str) -> ColumnType {
+    fn column_type<'c>(&self, change: &'c RowChange, name: &str) -> Cow<'c, ColumnType> {
         match change.row.column_type(name) {
-            Some(t) => t.clone(),
-            None => record::inferred_type(change.row.get(name).unwrap_or(&ColumnValue::Null)),
+            Some(t) => Cow::Borrowed(t),
+            None => Cow::Owned(record::inferred_type(
+                change.row.get(name).unwrap_or(&ColumnValue::Null),
+            )),
         }
     }
 
@@ -690,7 +790,14 @@ impl EventRouter {
         change: &RowChange,
         name: &str,
         v: &ColumnValue,
+        msg: Option<&MessageStruct>,
     ) -> Result<(Option<Schema>, Value), RouteError> {
+        if let Some(m) = msg {
+            let (schema, value) = m
+                .field(name)
+                .ok_or_else(|| missing_column(change, name, OPT_PLACEMENT, "a value"))?;
+            return Ok((Some(schema.clone()), value.clone()));
+        }
         let t = self.column_type(change, name);
         let value = typemap::column_value(&t.sql, v, &self.cfg.format.types)
             .map_err(|e| self.mapping_error(change, name, e))?;
@@ -703,7 +810,14 @@ impl EventRouter {
         change: &RowChange,
         name: &str,
         v: &ColumnValue,
+        msg: Option<&MessageStruct>,
     ) -> Result<(Schema, Value), RouteError> {
+        if let Some(m) = msg {
+            let (schema, value) = m
+                .field(name)
+                .ok_or_else(|| missing_column(change, name, OPT_PLACEMENT, "a value"))?;
+            return Ok((schema.clone(), value.clone()));
+        }
         let t = self.column_type(change, name);
         let value = typemap::column_value(&t.sql, v, &self.cfg.format.types)
             .map_err(|e| self.mapping_error(change, name, e))?;
@@ -877,6 +991,21 @@ impl EventRouter {
             });
         }
         Ok(topic)
+    }
+}
+
+/// A logical decoding message's fields as Debezium's transformation makes them: name,
+/// Connect schema, value.
+struct MessageStruct {
+    fields: Vec<(String, Schema, Value)>,
+}
+
+impl MessageStruct {
+    fn field(&self, name: &str) -> Option<(&Schema, &Value)> {
+        self.fields
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, s, v)| (s, v))
     }
 }
 

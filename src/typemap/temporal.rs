@@ -225,8 +225,14 @@ mod tests {
             time_value(TimePrecision::Adaptive, 6, 51_727_468_343).unwrap(),
             Value::Int(51_727_468_343)
         );
-        assert_eq!(time_value(TimePrecision::Connect, 6, -1).unwrap(), Value::Null);
-        assert_eq!(time_value(TimePrecision::IsoString, 6, -1).unwrap(), Value::Null);
+        assert_eq!(
+            time_value(TimePrecision::Connect, 6, -1).unwrap(),
+            Value::Null
+        );
+        assert_eq!(
+            time_value(TimePrecision::IsoString, 6, -1).unwrap(),
+            Value::Null
+        );
         assert_eq!(
             timestamp_value(TimePrecision::Connect, 6, 1_500),
             Value::Date(1)

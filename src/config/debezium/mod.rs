@@ -110,7 +110,7 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("publish.via.partition.root", "outboxd publishes only the outbox tables"),
     ("schema.refresh.mode", "pgoutput relation messages give the columns"),
     ("replica.identity.autoset.values", "the outbox router only routes inserts"),
-    ("message.prefix.*", "Debezium emits logical decoding messages as message events the EventRouter cannot route; outboxd's table-less outbox is set with message_prefixes in its TOML"),
+    ("message.prefix.*", "without io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent before the EventRouter, Debezium's message events do not reach it"),
     ("predicates", "outboxd applies the outbox router to every change of table.include.list"),
     ("predicates.*", "outboxd applies the outbox router to every change of table.include.list"),
     ("producer.override.*", "Java producer setting; put the librdkafka equivalent under [connectors.kafka.producer] in an outboxd TOML"),
@@ -124,6 +124,58 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("database.sslrootcert", "a PostgreSQL connector's TLS setting; not used by a MySQL/MariaDB connector (it reads database.ssl.*)"),
     ("database.sslfactory", "pgjdbc's socket factory; outboxd verifies the server as database.sslmode says"),
 ];
+
+/// Logical decoding messages when Debezium's `DecodeLogicalDecodingMessageContent` precedes
+/// the EventRouter (`decode`): the prefixes of `message.prefix.include.list` (literal names;
+/// outboxd does not take Debezium's regular expressions there), or every prefix without it;
+/// `message.prefix.exclude.list` is refused (outboxd lists what it takes). Without the
+/// transform the keys are reported as unused.
+fn message_prefixes(
+    keys: &mut Keys,
+    source: &mut SourceConfig,
+    decode: bool,
+) -> Result<(), (String, String)> {
+    let include = keys.take_nonempty("message.prefix.include.list");
+    let exclude = keys.take_nonempty("message.prefix.exclude.list");
+    if !decode {
+        for (k, v) in [
+            ("message.prefix.include.list", &include),
+            ("message.prefix.exclude.list", &exclude),
+        ] {
+            if v.is_some() {
+                keys.ignore(k, "without io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent before the EventRouter, Debezium's message events do not reach it");
+            }
+        }
+        return Ok(());
+    }
+    let SourceConfig::Postgres(pg) = source else {
+        return Err((
+            "transforms".into(),
+            "DecodeLogicalDecodingMessageContent decodes PostgreSQL logical decoding messages; this is not a PostgreSQL connector".into(),
+        ));
+    };
+    if exclude.is_some() {
+        return Err((
+            "message.prefix.exclude.list".into(),
+            "is not supported: list the prefixes to take in message.prefix.include.list".into(),
+        ));
+    }
+    match include {
+        None => pg.all_message_prefixes = true,
+        Some(list) => {
+            for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                if p.chars().any(|c| "\\^$.|?*+()[]{}".contains(c)) {
+                    return Err((
+                        "message.prefix.include.list".into(),
+                        format!("{p:?} is a regular expression; outboxd matches message prefixes literally: list the prefixes themselves"),
+                    ));
+                }
+                pg.message_prefixes.push(p.to_string());
+            }
+        }
+    }
+    Ok(())
+}
 
 /// The string-valued config map, consumed key by key.
 struct Keys {
@@ -420,6 +472,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
                 publication_autocreate,
                 slot_autocreate: true,
                 message_prefixes: Vec::new(),
+                all_message_prefixes: false,
                 status_interval,
                 connect_timeout,
                 tls: pg_tls(&mut keys).map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?,
@@ -429,7 +482,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
     };
 
     // Transforms.
-    let mut router = router_from_transforms(&mut keys)
+    let (mut router, decode_messages) = router_from_transforms(&mut keys)
         .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
     router.format = record_format(
         &mut keys,
@@ -442,6 +495,10 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         is_pg,
     )
     .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
+    router.format.decode_messages = decode_messages;
+    let mut source = source;
+    message_prefixes(&mut keys, &mut source, decode_messages.is_some())
+        .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
 
     // Kafka.
     let client =

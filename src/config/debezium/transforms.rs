@@ -8,9 +8,17 @@ use crate::router::{parse_bool, RecordFormat, UnknownOption};
 use crate::typemap::TypeModes;
 
 const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
+/// Debezium's transform that turns a PostgreSQL logical decoding message's JSON content into
+/// a change event the EventRouter can route.
+const DECODE_MESSAGE: &str =
+    "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
 
 /// Finds the EventRouter among `transforms` and reads its options onto Debezium's defaults.
-pub(super) fn router_from_transforms(keys: &mut Keys) -> Result<RouterConfig, (String, String)> {
+/// A `DecodeLogicalDecodingMessageContent` transform before it is accepted too: the second
+/// value is then its `fields.null.include` (default false).
+pub(super) fn router_from_transforms(
+    keys: &mut Keys,
+) -> Result<(RouterConfig, Option<bool>), (String, String)> {
     let list = keys.take_nonempty("transforms").ok_or_else(|| {
         (
             "transforms".to_string(),
@@ -23,9 +31,41 @@ pub(super) fn router_from_transforms(keys: &mut Keys) -> Result<RouterConfig, (S
         .filter(|s| !s.is_empty())
         .collect();
     let mut router_name = None;
+    let mut decode: Option<bool> = None;
     for n in &names {
         let type_key = format!("transforms.{n}.type");
         match keys.map.get(&type_key).map(|s| s.trim()) {
+            Some(DECODE_MESSAGE) => {
+                if router_name.is_some() || decode.is_some() {
+                    return Err((
+                        "transforms".into(),
+                        format!("transform `{n}` ({DECODE_MESSAGE}) must come once, before the EventRouter"),
+                    ));
+                }
+                keys.take(&type_key);
+                let prefix = format!("transforms.{n}.");
+                let opts: Vec<String> = keys
+                    .map
+                    .keys()
+                    .filter(|k| k.starts_with(&prefix))
+                    .cloned()
+                    .collect();
+                let mut include = false;
+                for k in opts {
+                    let v = keys.take(&k).unwrap_or_default();
+                    match &k[prefix.len()..] {
+                        "fields.null.include" => {
+                            include = parse_bool(&v).map_err(|m| (k.clone(), m))?
+                        }
+                        "predicate" | "negate" => keys.ignore(
+                            &k,
+                            "outboxd decodes every logical decoding message with a configured prefix",
+                        ),
+                        _ => keys.ignore(&k, "not an option of DecodeLogicalDecodingMessageContent"),
+                    }
+                }
+                decode = Some(include);
+            }
             Some(EVENT_ROUTER) => {
                 if router_name.is_some() {
                     return Err((
@@ -38,7 +78,7 @@ pub(super) fn router_from_transforms(keys: &mut Keys) -> Result<RouterConfig, (S
             Some(other) => {
                 return Err((
                     type_key.clone(),
-                    format!("transform `{n}` of type {other:?} is not supported: outboxd applies only {EVENT_ROUTER}; remove `{n}` from transforms"),
+                    format!("transform `{n}` of type {other:?} is not supported: outboxd applies only {EVENT_ROUTER} (and {DECODE_MESSAGE} before it); remove `{n}` from transforms"),
                 ))
             }
             None => return Err((type_key, format!("transform `{n}` has no type"))),
@@ -88,7 +128,7 @@ pub(super) fn router_from_transforms(keys: &mut Keys) -> Result<RouterConfig, (S
             ),
         }
     }
-    Ok(cfg)
+    Ok((cfg, decode))
 }
 
 /// The connector keys that shape the record bytes, read onto Debezium's and Kafka Connect's

@@ -127,6 +127,8 @@ pub struct PgOutboxAdapter {
     /// Partition -> the partitioned outbox table it belongs to.
     partitions: HashMap<TableName, TableName>,
     prefixes: Vec<String>,
+    /// Every prefix counts (`all_message_prefixes`).
+    all_prefixes: bool,
     relations: HashMap<u32, CachedRelation>,
     txn: Option<OpenTxn>,
     resume_after: Lsn,
@@ -145,6 +147,7 @@ impl PgOutboxAdapter {
             tables,
             partitions: HashMap::new(),
             prefixes,
+            all_prefixes: false,
             relations: HashMap::new(),
             txn: None,
             resume_after,
@@ -152,6 +155,12 @@ impl PgOutboxAdapter {
             filtered_since_progress: 0,
             catalog: HashMap::new(),
         }
+    }
+
+    /// Every logical decoding message is an outbox event, whatever its prefix.
+    pub fn with_all_prefixes(mut self, all: bool) -> Self {
+        self.all_prefixes = all;
+        self
     }
 
     /// The catalog's facts about the outbox tables' columns ([`super::types::column_catalog`]),
@@ -289,7 +298,7 @@ impl PgOutboxAdapter {
         content: &[u8],
         out: &mut Vec<SourceEvent>,
     ) -> Result<(), AdapterError> {
-        if !self.prefixes.iter().any(|p| p == prefix) {
+        if !self.all_prefixes && !self.prefixes.iter().any(|p| p == prefix) {
             if transactional {
                 self.open("transactional Message")?;
             }

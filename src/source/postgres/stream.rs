@@ -280,6 +280,7 @@ impl PgSource {
 
         let tables: HashSet<TableName> = self.tables.iter().cloned().collect();
         let mut adapter = PgOutboxAdapter::new(tables, cfg.message_prefixes.clone(), start)
+            .with_all_prefixes(cfg.all_message_prefixes)
             .with_catalog(column_catalog);
         adapter.set_partitions(coverage.last().partitions());
         let mut check = tokio::time::interval_at(
