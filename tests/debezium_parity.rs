@@ -611,6 +611,22 @@ const HOSTILE: &[&str] = &[
 fn common_cases() -> Vec<Case> {
     vec![
         Case {
+            name: "partition_placement",
+            table: "text",
+            config: vec![(
+                "transforms.outbox.table.fields.additional.placement",
+                "c_i4:partition,c_i4:header".into(),
+            )],
+            rows: vec![
+                "('p1','T','k1','E','{}', 0)",
+                "('p2','T','k2','E','{}', 2)",
+                "('p3','T','k3','E','{}', NULL)",
+                "('p4','T','k3','E','{}', 1)",
+            ],
+            topics: vec!["T"],
+            debezium_fails: false,
+        },
+        Case {
             name: "expand_schemaless",
             table: "text",
             config: vec![
