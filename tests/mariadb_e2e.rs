@@ -177,6 +177,11 @@ path = "{dir}/toml.checkpoint.json"
             "topic.prefix": "outbox_server",
             "table.include.list": format!("{}.outbox_events", db.db),
             "snapshot.mode": "no_data",
+            // The records a Kafka Connect worker with StringConverter and Debezium's extended
+            // headers off writes: what outboxd's TOML default writes for text columns.
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "extended.headers.enabled": "false",
             "transforms": "outbox",
             "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
             "transforms.outbox.route.by.field": "aggregate_type",

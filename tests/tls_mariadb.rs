@@ -76,6 +76,9 @@ fn debezium_json(db: &MariaDb, dir: &Path, file: &str, extra: serde_json::Value)
             "snapshot.mode": "no_data",
             "schema.history.internal.kafka.bootstrap.servers": "ignored:1",
             "schema.history.internal.kafka.topic": "schema-changes.shop",
+            // Plain keys and values, as the stock-converter default would wrap them.
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
             "transforms": "outbox",
             "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
             "transforms.outbox.table.field.event.key": "aggregate_id",

@@ -26,7 +26,7 @@ fn router_toml(db: &Postgres) -> String {
 fn worker_file(dir: &Path) -> PathBuf {
     let path = dir.join("worker.properties");
     let text = format!(
-        "bootstrap.servers={}\ngroup.id=connect-cluster\nconfig.storage.topic=connect-configs\nsecurity.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"{}\" password=\"{}\";\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
+        "bootstrap.servers={}\ngroup.id=connect-cluster\nkey.converter=org.apache.kafka.connect.storage.StringConverter\nvalue.converter=org.apache.kafka.connect.storage.StringConverter\nconfig.storage.topic=connect-configs\nsecurity.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"{}\" password=\"{}\";\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
         tls::kafka_sasl_bootstrap(),
         tls::sasl_user(),
         tls::sasl_password(),
