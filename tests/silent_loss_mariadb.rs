@@ -328,6 +328,97 @@ async fn a_statement_logged_outbox_insert_stops_before_its_transaction() {
     );
 }
 
+/// MariaDB logs `SET STATEMENT var = value FOR INSERT ...` and `ANALYZE INSERT ...` as
+/// written: statements that write the outbox as surely as a plain INSERT. Each stops the
+/// connector before its transaction like any statement-logged outbox write. Before, the
+/// statement's first word (`SET`, `ANALYZE`) hid the INSERT and its row was lost without a
+/// word.
+#[tokio::test(flavor = "multi_thread")]
+async fn statements_behind_set_statement_or_analyze_stop_like_any_statement_write() {
+    let db = MariaDb::new("s25_stmt_prefix").await;
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
+    let (mut relay, _e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    let row = |e: &OutboxEvent| {
+        format!(
+            "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload) \
+             VALUES ('{}', 'Order', 'o-1', 'Changed', '{}')",
+            e.id,
+            e.payload.as_deref().unwrap()
+        )
+    };
+    for (n, prefix) in ["SET STATEMENT max_statement_time = 100 FOR", "ANALYZE"]
+        .iter()
+        .enumerate()
+    {
+        let e = event("Order", "o-1", n + 1);
+        let g = exec_gtid(
+            &db,
+            &format!(
+                "SET SESSION binlog_format = 'STATEMENT'; {prefix} {}",
+                row(&e)
+            ),
+        )
+        .await;
+        let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+        assert!(
+            log.contains(&format!(
+                "transaction {g} wrote outbox table {} with an INSERT logged as a statement",
+                db.outbox_table()
+            )) && log.contains(&format!("checkpointed (mariadb_gtid:{})", before(&g))),
+            "{prefix}: log:\n{log}"
+        );
+        // Step past it, as the stop proposes, for the next one.
+        let from = log.rfind(&format!("transaction {g} wrote")).unwrap();
+        let step = edges::proposed_step_past(&log[from..], "binlog_format was STATEMENT");
+        edges::checkpoint_set(&path, &step);
+        relay.spawn();
+        relay.wait_ready(Duration::from_secs(60));
+    }
+    assert_eq!(relay.stop(), Some(0));
+}
+
+/// Stored programs whose bodies write the outbox (a trigger, a procedure: the usual way to
+/// fill an outbox from other tables' changes) are logged as one QUERY event with `;`
+/// inside. Defining them writes nothing; what their bodies write when they run is logged
+/// as rows (ROW format), and delivered. Before, every statement of the body counted as
+/// written by the CREATE, so `CREATE TRIGGER ... BEGIN ...; INSERT INTO outbox_events ...;
+/// END` stopped a healthy connector as a "statement-logged outbox write", at every restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_program_whose_body_writes_the_outbox_does_not_stop_the_connector() {
+    let db = MariaDb::new("s25_trigger").await;
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
+    let (mut relay, _e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    db.exec(
+        "CREATE TRIGGER orders_outbox AFTER INSERT ON orders FOR EACH ROW BEGIN \
+           SET @last_order = NEW.id; \
+           INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload) \
+             VALUES ('Order', CONCAT('o-', NEW.id), 'Created', JSON_OBJECT('seq', 100)); \
+         END",
+    )
+    .await;
+    db.exec(
+        "CREATE PROCEDURE ship(IN o BIGINT) BEGIN \
+           UPDATE orders SET status = 'SHIPPED' WHERE id = o; \
+           INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload) \
+             VALUES ('Order', CONCAT('o-', o), 'Shipped', JSON_OBJECT('seq', 101)); \
+           DROP TABLE IF EXISTS no_such_table_here; \
+         END",
+    )
+    .await;
+    db.exec("INSERT INTO orders (customer_id, status) VALUES (7, 'NEW')")
+        .await;
+    db.exec("CALL ship(LAST_INSERT_ID())").await;
+    let got = read_topics(
+        &[topic(&db, "Order")],
+        3,
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    assert_eq!(got.len(), 3, "log:\n{}", relay.log_text());
+    assert_eq!(relay.wait_exit(Duration::ZERO), None, "still running");
+    assert_eq!(relay.stop(), Some(0));
+}
+
 /// XA on MariaDB: a prepared XA transaction's outbox rows are held until its `XA COMMIT`
 /// (from another connection) and delivered there, after what committed in between; the
 /// checkpoint meanwhile resumes before its PREPARE (`xa_pending:`), so a `kill -9` between
