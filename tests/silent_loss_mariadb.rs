@@ -145,6 +145,52 @@ async fn a_configured_table_that_does_not_exist_is_refused_by_run_as_by_check() 
     assert_eq!(relay.stop(), Some(0));
 }
 
+/// A view is no outbox table: the binlog logs the rows written through it as rows of its
+/// base table, never under the view's name. `check` fails one named in `tables` and `run`
+/// refuses it; an outbox table renamed away while streaming, a view put in its place, stops
+/// the connector as a drop does. Before, both streamed and moved the checkpoint past every
+/// row written through the view without a word.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_view_in_place_of_the_outbox_table_is_refused() {
+    let db = MariaDb::new("s25_view").await;
+    db.exec("CREATE VIEW outbox_view AS SELECT * FROM outbox_events")
+        .await;
+    let view = format!("{}.outbox_view", db.db);
+    let (path, port) = suite::write_config(&db, &view, "");
+    let cfg = path.to_str().unwrap();
+    let said = format!("outbox table {view} is a view");
+    let (code, out, _) = run_cli(&["check", "--config", cfg]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("[FAIL] {}: table {view}: {said}", db.name())),
+        "{out}"
+    );
+    let mut relay = Relay::launch_with_args(&[cfg], port, path.with_extension("log"));
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(log.contains(&said), "log:\n{log}");
+
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
+    let (mut relay, _e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    let rename = exec_gtid(&db, "RENAME TABLE outbox_events TO outbox_base").await;
+    db.exec("CREATE VIEW outbox_events AS SELECT * FROM outbox_base")
+        .await;
+    let e2 = event("Order", "o-1", 1);
+    db.insert(std::slice::from_ref(&e2), false).await;
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(
+        log.contains(&format!(
+            "outbox table {} was renamed to {}.outbox_base (DDL {rename}) and does not exist now",
+            db.outbox_table(),
+            db.db
+        )),
+        "log:\n{log}"
+    );
+    assert_eq!(
+        edges::stored_position(&path),
+        format!("mariadb_gtid:{rename}")
+    );
+}
+
 /// An outbox table swapped by `RENAME TABLE a TO old, new TO a` goes on streaming. One
 /// dropped while streaming stops the connector right after the DROP (checkpointed there,
 /// everything before delivered), naming the table; created again, its rows are delivered

@@ -327,6 +327,9 @@ pub struct ColumnFacts {
 pub struct TableFacts {
     /// `TABLES.ENGINE` (empty for a view).
     pub engine: String,
+    /// `TABLES.TABLE_TYPE` is `VIEW` (or `SYSTEM VIEW`): rows written through it are logged
+    /// as rows of its base table, never under its name.
+    pub view: bool,
     /// Its columns, in table order.
     pub columns: Vec<ColumnFacts>,
 }
@@ -345,13 +348,14 @@ pub async fn outbox_tables(
         String,
         Option<String>,
         Option<String>,
+        String,
     );
     let mut out = Vec::new();
     for t in tables {
         let rows: Vec<ColumnRow> = conn
             .exec(
                 "SELECT c.column_name, t.engine, c.data_type, c.is_nullable, c.column_default, \
-                 c.extra FROM information_schema.columns c JOIN information_schema.tables t \
+                 c.extra, t.table_type FROM information_schema.columns c JOIN information_schema.tables t \
                  USING (table_schema, table_name) WHERE table_schema = ? AND table_name = ? \
                  ORDER BY c.ordinal_position",
                 (t.schema.clone(), t.name.clone()),
@@ -360,10 +364,11 @@ pub async fn outbox_tables(
             .map_err(|e| MysqlError::from_driver(e, cfg))?;
         let facts = (!rows.is_empty()).then(|| TableFacts {
             engine: rows[0].1.clone().unwrap_or_default(),
+            view: rows[0].6.to_ascii_uppercase().ends_with("VIEW"),
             columns: rows
                 .into_iter()
                 .map(
-                    |(name, _, data_type, nullable, default, extra)| ColumnFacts {
+                    |(name, _, data_type, nullable, default, extra, _)| ColumnFacts {
                         name,
                         data_type: data_type.to_ascii_lowercase(),
                         nullable: nullable.eq_ignore_ascii_case("YES"),
@@ -395,7 +400,34 @@ pub fn table_not_found(connector: &str, table: &TableName, src: &MysqlSourceConf
     )
 }
 
-/// Whether each of `tables` exists now, on a connection of its own: those that do not.
+/// The `table <name>` check of a configured outbox table that `run` cannot stream from
+/// (`facts` as [`outbox_tables`] read them): not there ([`table_not_found`]), or a view, whose
+/// rows the binlog logs under its base table's name only. `None` for a table.
+pub fn unusable_table(
+    connector: &str,
+    table: &TableName,
+    facts: Option<&TableFacts>,
+    src: &MysqlSourceConfig,
+) -> Option<CheckResult> {
+    match facts {
+        None => Some(table_not_found(connector, table, src)),
+        Some(f) if f.view => Some(CheckResult::new(
+            connector,
+            &format!("table {table}"),
+            Status::Fail,
+            format!(
+                "outbox table {table} is a view: the binlog logs the rows written through it as \
+                 rows of its base table, never under the view's name, so none would be \
+                 delivered; name the base table in {}",
+                src.format.key("tables", "table.include.list")
+            ),
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Whether each of `tables` exists now (as a table, not a view), on a connection of its
+/// own: those that do not.
 pub async fn missing_tables(
     cfg: &MysqlSourceConfig,
     tables: impl IntoIterator<Item = &TableName>,
@@ -405,7 +437,7 @@ pub async fn missing_tables(
     let _ = conn.disconnect().await;
     Ok(found?
         .into_iter()
-        .filter(|(_, facts)| facts.is_none())
+        .filter(|(_, facts)| facts.as_ref().is_none_or(|f| f.view))
         .map(|(t, _)| t)
         .collect())
 }
@@ -1047,6 +1079,7 @@ mod tests {
         let t = TableName::new("shop", "outbox");
         let facts = TableFacts {
             engine: "InnoDB".into(),
+            view: false,
             columns: vec![uuid_id, plain, payload.clone()],
         };
         let needed = ["id", "aggregate_id", "payload"];
