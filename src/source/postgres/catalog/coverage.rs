@@ -101,6 +101,10 @@ pub struct TableCoverage {
     pub relation: Option<Relation>,
     /// How the publication includes it.
     pub membership: Membership,
+    /// The `FOR TABLE ... WHERE (...)` row filter of its `pg_publication_rel` entry
+    /// (PostgreSQL 15+), as `pg_get_expr` shows it: rows it does not match are never
+    /// published.
+    pub row_filter: Option<String>,
 }
 
 /// Why the publication does not carry the rows of an outbox table now.
@@ -173,6 +177,7 @@ SELECT pg_current_wal_insert_lsn()::text,
        (SELECT pr.oid FROM pg_publication_rel pr
          WHERE pr.prpubid = pub.oid AND pr.prrelid = t.reloid),
        {namespace},
+       {row_filter},
        CASE WHEN t.relkind = 'p' THEN ARRAY(
          SELECT pn.nspname::text FROM pg_partition_tree(t.reloid::regclass) pt
          JOIN pg_class pc ON pc.oid = pt.relid JOIN pg_namespace pn ON pn.oid = pc.relnamespace
@@ -187,6 +192,9 @@ ORDER BY t.ord";
 const NAMESPACE_15: &str = "(SELECT pns.oid FROM pg_publication_namespace pns \
      WHERE pns.pnpubid = pub.oid AND pns.pnnspid = t.relnamespace)";
 
+const ROW_FILTER_15: &str = "(SELECT pg_get_expr(pr.prqual, pr.prrelid) FROM pg_publication_rel \
+     pr WHERE pr.prpubid = pub.oid AND pr.prrelid = t.reloid)";
+
 impl Coverage {
     /// Reads publication `cfg.publication_name` and how it includes outbox `tables`, in one
     /// statement, on a server of `server_version_num` `version_num`.
@@ -198,12 +206,14 @@ impl Coverage {
         tables: &[TableName],
         version_num: i32,
     ) -> Result<Coverage, PgError> {
-        let namespace = if version_num >= 150_000 {
-            NAMESPACE_15
+        let (namespace, row_filter) = if version_num >= 150_000 {
+            (NAMESPACE_15, ROW_FILTER_15)
         } else {
-            "NULL::oid"
+            ("NULL::oid", "NULL::text")
         };
-        let sql = QUERY.replace("{namespace}", namespace);
+        let sql = QUERY
+            .replace("{namespace}", namespace)
+            .replace("{row_filter}", row_filter);
         let schemas: Vec<&str> = tables.iter().map(|t| t.schema.as_str()).collect();
         let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
         let rows = client
@@ -228,8 +238,8 @@ impl Coverage {
         for (table, row) in tables.iter().zip(&rows) {
             let relation = row.get::<_, Option<u32>>(8).map(|oid| {
                 let schemas: Vec<String> =
-                    row.get::<_, Option<Vec<String>>>(12).unwrap_or_default();
-                let names: Vec<String> = row.get::<_, Option<Vec<String>>>(13).unwrap_or_default();
+                    row.get::<_, Option<Vec<String>>>(13).unwrap_or_default();
+                let names: Vec<String> = row.get::<_, Option<Vec<String>>>(14).unwrap_or_default();
                 Relation {
                     oid,
                     partitioned: row.get::<_, Option<bool>>(9).unwrap_or(false),
@@ -253,6 +263,7 @@ impl Coverage {
                 table: table.clone(),
                 relation,
                 membership,
+                row_filter: row.get(12),
             });
         }
         Ok(Coverage {
@@ -317,6 +328,15 @@ impl Coverage {
         self.replaced_since(earlier).map(Lapse::Replaced)
     }
 
+    /// The outbox tables the publication carries only the rows of that match a row filter,
+    /// with the filter: the others are never published, so never delivered.
+    pub fn row_filters(&self) -> Vec<(&TableName, &str)> {
+        self.tables
+            .iter()
+            .filter_map(|t| Some((&t.table, t.row_filter.as_deref()?)))
+            .collect()
+    }
+
     /// The partitions of partitioned outbox tables, each with its outbox table.
     pub fn partitions(&self) -> HashMap<TableName, TableName> {
         let mut out = HashMap::new();
@@ -351,6 +371,16 @@ impl Uncovered {
     }
 }
 
+/// What a row filter on outbox `table` in `publication` means, in words.
+pub fn describe_row_filter(publication: &str, table: &TableName, filter: &str) -> String {
+    format!(
+        "publication {publication:?} carries only the rows of outbox table {table} that match \
+         its row filter WHERE {filter}: outbox rows it filters out are never published, so \
+         never delivered (drop the filter, `ALTER PUBLICATION ... SET TABLE` without WHERE, \
+         unless leaving those events out is what you want)"
+    )
+}
+
 impl Lapse {
     /// What happened, in words, naming publication `publication`.
     pub fn describe(&self, publication: &str) -> String {
@@ -360,7 +390,8 @@ impl Lapse {
                 format!("publication {publication:?} was dropped and created again")
             }
             Lapse::Replaced(Replaced::Member(t)) => format!(
-                "outbox table {t} was removed from publication {publication:?} and added back"
+                "outbox table {t} was removed from publication {publication:?} and added back \
+                 (or its row filter or column list there was changed, which does the same)"
             ),
             Lapse::Replaced(Replaced::Table(t)) => format!(
                 "outbox table {t} was dropped and created again, and added to publication \
@@ -541,6 +572,7 @@ mod tests {
                 partitions: vec![],
             }),
             membership,
+            row_filter: None,
         }
     }
 
@@ -625,6 +657,7 @@ mod tests {
                         table: outbox(),
                         relation: None,
                         membership: Membership::None,
+                        row_filter: None,
                     },
                 ),
                 Lapse::Uncovered(Uncovered::NoTable(outbox())),

@@ -335,6 +335,7 @@ mod tests {
                     partitions: vec![],
                 }),
                 membership,
+                row_filter: None,
             }],
             wal: Lsn(1),
             at: String::new(),
