@@ -90,6 +90,9 @@ pub struct Relation {
     pub partitioned: bool,
     /// Its partitions, at every level (`pg_partition_tree`), for a partitioned table.
     pub partitions: Vec<TableName>,
+    /// `UNLOGGED` (`relpersistence = 'u'`), or, partitioned, with an unlogged partition:
+    /// its rows are not written to the WAL, so logical decoding never sees them.
+    pub unlogged: bool,
 }
 
 /// An outbox table and how the publication includes it.
@@ -121,6 +124,10 @@ pub enum Uncovered {
     /// The table is partitioned and the publication publishes its partitions' rows under the
     /// partitions' names (`publish_via_partition_root` off).
     NotViaRoot(TableName),
+    /// The table (or a partition of it) is `UNLOGGED`: no publication carries its rows.
+    /// PostgreSQL refuses that for a table in a `FOR TABLE` publication, not under `FOR ALL
+    /// TABLES` or `FOR TABLES IN SCHEMA`.
+    Unlogged(TableName),
 }
 
 /// How the entries carrying an outbox table changed between two reads that both found it
@@ -165,7 +172,7 @@ WITH pub AS (
   SELECT oid, pubinsert, pubupdate, pubdelete, puballtables, pubviaroot
   FROM pg_publication WHERE pubname = $1
 ), t AS (
-  SELECT u.ord, c.oid AS reloid, c.relkind, c.relnamespace
+  SELECT u.ord, c.oid AS reloid, c.relkind, c.relnamespace, c.relpersistence
   FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(nsp, rel, ord)
   LEFT JOIN (pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace)
     ON n.nspname = u.nsp AND c.relname = u.rel AND c.relkind IN ('r', 'p')
@@ -185,7 +192,10 @@ SELECT pg_current_wal_insert_lsn()::text,
        CASE WHEN t.relkind = 'p' THEN ARRAY(
          SELECT pc.relname::text FROM pg_partition_tree(t.reloid::regclass) pt
          JOIN pg_class pc ON pc.oid = pt.relid
-         WHERE pt.relid <> t.reloid ORDER BY pt.relid) END
+         WHERE pt.relid <> t.reloid ORDER BY pt.relid) END,
+       t.relpersistence = 'u' OR (t.relkind = 'p' AND EXISTS (
+         SELECT 1 FROM pg_partition_tree(t.reloid::regclass) pt
+         JOIN pg_class pc ON pc.oid = pt.relid WHERE pc.relpersistence = 'u'))
 FROM t LEFT JOIN pub ON true
 ORDER BY t.ord";
 
@@ -242,6 +252,7 @@ impl Coverage {
                 let names: Vec<String> = row.get::<_, Option<Vec<String>>>(14).unwrap_or_default();
                 Relation {
                     oid,
+                    unlogged: row.get::<_, Option<bool>>(15).unwrap_or(false),
                     partitioned: row.get::<_, Option<bool>>(9).unwrap_or(false),
                     partitions: schemas
                         .into_iter()
@@ -290,6 +301,7 @@ impl Coverage {
                 Some(_) if !t.membership.included() => {
                     out.push(Uncovered::NotMember(t.table.clone()))
                 }
+                Some(r) if r.unlogged => out.push(Uncovered::Unlogged(t.table.clone())),
                 Some(r) if r.partitioned && !p.via_root => {
                     out.push(Uncovered::NotViaRoot(t.table.clone()))
                 }
@@ -366,6 +378,10 @@ impl Uncovered {
             Uncovered::NotViaRoot(t) => format!(
                 "outbox table {t} is partitioned and publication {publication:?} has \
                  publish_via_partition_root off: its rows come out under the partitions' names"
+            ),
+            Uncovered::Unlogged(t) => format!(
+                "outbox table {t} (or a partition of it) is UNLOGGED: its rows are not written \
+                 to the WAL, so no publication carries them"
             ),
         }
     }
@@ -452,6 +468,12 @@ impl Lapse {
                     "create it again (outboxd does when it starts, unless publication_autocreate \
                      is disabled); {step}"
                 ),
+            ),
+            Lapse::Uncovered(Uncovered::Unlogged(t)) => (
+                "outbox rows committed while it was unlogged are not in the WAL, so they never \
+                 come out of the replication slot"
+                    .to_string(),
+                format!("`ALTER TABLE {} SET LOGGED`", quote_table(t)),
             ),
             Lapse::Uncovered(Uncovered::NoInserts) => (
                 lost.to_string(),
@@ -570,6 +592,7 @@ mod tests {
                 oid: reloid,
                 partitioned,
                 partitions: vec![],
+                unlogged: false,
             }),
             membership,
             row_filter: None,
