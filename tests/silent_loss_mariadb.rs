@@ -265,7 +265,8 @@ async fn a_statement_logged_outbox_insert_stops_before_its_transaction() {
             "[warn] {}: binlog_format per session: accounts with SUPER or BINLOG ADMIN can \
              change their own session's binlog_format: ",
             db.name()
-        )) && out.contains("'outboxd_admin'@"),
+        )) && out.contains("'outboxd_admin'@")
+            && out.contains("sql_log_bin=0"),
         "{out}"
     );
     let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;

@@ -607,7 +607,10 @@ pub async fn binlog_format_changers(
         .is_ok();
     let stops = "a session of theirs that sets binlog_format=STATEMENT or MIXED writes \
                  outbox INSERTs as statements, which outboxd cannot decode: it stops before \
-                 such a transaction (see README, \"Events that cannot be delivered\")";
+                 such a transaction (see README, \"Events that cannot be delivered\"); one \
+                 that sets sql_log_bin=0 (the same privilege) keeps its writes out of the \
+                 binlog altogether: its outbox rows are lost without a trace, which no binlog \
+                 reader can notice";
     match listed {
         Ok(accounts) if all_visible && accounts.is_empty() => CheckResult::new(
             connector,
