@@ -127,6 +127,11 @@ pub struct Connector {
     link: Arc<KafkaLink>,
     /// Whether it is still this process's to run (see [`Connector::with_lease`]).
     lease: Lease,
+    /// The last position this process loaded from the connector's store or saw stored there:
+    /// a restart that finds the store empty although it held a checkpoint (the checkpoint
+    /// topic deleted while the connector ran) resumes here instead of at the configured
+    /// start position, which would skip what was written since.
+    stored: std::sync::Mutex<Option<SourcePosition>>,
 }
 
 impl Connector {
@@ -144,6 +149,7 @@ impl Connector {
             router,
             link,
             lease,
+            stored: std::sync::Mutex::new(None),
         })
     }
 
@@ -343,7 +349,8 @@ impl Connector {
         }
         prepared?;
         let others = OtherStores::start(cfg, &self.link);
-        let mut resume = tokio::task::block_in_place(|| store.load())?;
+        let loaded = tokio::task::block_in_place(|| store.load())?;
+        let mut resume = self.known_if_lost(loaded);
         others.check(cfg, resume.as_ref()).await?;
         log_resume(cfg, &resume);
         let new_sink = || -> Result<KafkaSink, Error> {
@@ -368,6 +375,7 @@ impl Connector {
             let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone());
             let opts = PipelineOptions::default();
             let ended = pipeline::run(ctx, events, store, resume, plan, &opts).await;
+            self.saw_stored(feed.checkpointed.borrow().clone());
             let ended = feed.stop(ended).await;
             match ended {
                 Ok(Ending::Replay(r)) => {
@@ -405,7 +413,8 @@ impl Connector {
         // The other stores are read beside this one's load: a handover waits for the longer
         // of the two reads, not for both.
         let others = OtherStores::start(cfg, &self.link);
-        let mut resume = tokio::task::block_in_place(|| store.load())?;
+        let loaded = tokio::task::block_in_place(|| store.load())?;
+        let mut resume = self.known_if_lost(loaded);
         let t3 = Instant::now();
         others.check(cfg, resume.as_ref()).await?;
         let t4 = Instant::now();
@@ -418,6 +427,7 @@ impl Connector {
             let events = feed.take_events();
             let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone());
             let ended = transactional::run(ctx, events, store, resume, plan, batch).await;
+            self.saw_stored(feed.checkpointed.borrow().clone());
             let ended = feed.stop(ended).await;
             match ended {
                 Ok(Ending::Replay(r)) => {
@@ -476,6 +486,44 @@ impl Connector {
         }
         topics.extend(self.cfg.errors.dead_letters().map(str::to_string));
         topics
+    }
+
+    /// Notes `position` (when some) as stored in the connector's checkpoint store.
+    fn saw_stored(&self, position: Option<SourcePosition>) {
+        if let Some(p) = position {
+            *self.stored.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        }
+    }
+
+    /// The checkpoint to resume from, given what the store holds (`loaded`): that, or, when
+    /// the store holds nothing although this process loaded or saw a checkpoint stored there
+    /// before (its Kafka topic deleted, its file removed while the connector ran), the last
+    /// such position, with a WARN. Starting at the configured start position instead would
+    /// skip every event written since that checkpoint. A split source transaction's
+    /// delivered rows (`skip`) are not known here: they would be delivered again, never lost.
+    fn known_if_lost(&self, loaded: Option<Checkpoint>) -> Option<Checkpoint> {
+        if let Some(c) = &loaded {
+            self.saw_stored(Some(c.position.clone()));
+            return loaded;
+        }
+        let known = self
+            .stored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        let store = match &self.cfg.checkpoint {
+            CheckpointConfig::File { path } => format!("file {}", path.display()),
+            CheckpointConfig::Kafka { topic, .. } => format!("Kafka topic {topic}"),
+        };
+        tracing::warn!(connector = %self.cfg.name, position = %known, "the checkpoint store ({store}) no longer holds the connector's checkpoint, which this process stored or read there (deleted while the connector ran?): resuming from the last checkpoint this process knows, {known}, not at the configured start position, which would skip what was written since; the next checkpoint is stored there again");
+        Some(Checkpoint {
+            connector: self.cfg.name.clone(),
+            position: known,
+            skip: 0,
+            updated_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        })
     }
 
     /// Creates the dead-letter topic when events go there (`errors.tolerance=all`).

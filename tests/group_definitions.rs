@@ -282,3 +282,43 @@ async fn connectors_some_members_lack_are_reported() {
     assert_eq!(b.stop(), Some(0));
     assert_eq!(a.stop(), Some(0));
 }
+
+/// Members of one group share its Kafka cluster (the group lives there), whatever list of
+/// addresses each one's files or environment name it by: another order, another broker of
+/// the same cluster, a host name instead of an address. Such members define a connector
+/// alike and stand by for each other. Before, the text of `bootstrap_servers` was compared
+/// and a member reaching the cluster through `127.0.0.1:9092,localhost:9092` was refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn members_reaching_the_cluster_by_other_addresses_are_alike() {
+    let db = MariaDb::new("gd_bootstrap").await;
+    let name = db.name().to_string();
+    let group = common::unique("gd_bootstrap_group");
+    let dir = test_dir(&name);
+    let file = member_file(&db, "c.toml");
+    let (mut a, _) = launch(&[&file], &group, dir.join("a.log"), &[]);
+    a.wait_ready(Duration::from_secs(60));
+    let bootstrap = common::kafka_bootstrap();
+    let port = bootstrap.rsplit(':').next().unwrap();
+    let other = format!("localhost:{port},{bootstrap}");
+    let (mut b, _) = launch(
+        &[&file],
+        &group,
+        dir.join("b.log"),
+        &[("OUTBOXD_KAFKA_BOOTSTRAP", other.as_str())],
+    );
+    let label = format!("connector=\"{name}\"");
+    wait_metric(
+        &a,
+        "outboxd_connector_standbys",
+        &label,
+        1.0,
+        Duration::from_secs(60),
+    );
+    assert!(
+        !b.log_text().contains("is defined differently"),
+        "log:\n{}",
+        b.log_text()
+    );
+    assert_eq!(b.stop(), Some(0));
+    assert_eq!(a.stop(), Some(0));
+}

@@ -266,6 +266,116 @@ async fn a_table_removed_from_the_publication_stops_before_the_slot_passes_it() 
     assert_eq!(relay.stop(), Some(0));
 }
 
+/// The outbox table made `UNLOGGED` while the relay streams, under a `FOR TABLES IN SCHEMA`
+/// publication (PostgreSQL refuses it for a table in a `FOR TABLE` publication, not there):
+/// its rows are no longer written to the WAL, so logical decoding never sees them. The
+/// relay stops (exit 1) naming the table and `ALTER TABLE ... SET LOGGED`, without
+/// confirming the slot past the change; `check` fails it and `run` refuses until it is
+/// logged again; the rows written meanwhile, re-inserted, are delivered. Before, the relay
+/// stayed `streaming` and confirmed the slot past them: lost without a word.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unlogged_outbox_table_stops_before_the_slot_passes_its_rows() {
+    let mut db = Postgres::new("pg_pub_unlogged").await;
+    db.exec(&format!(
+        "CREATE PUBLICATION {} FOR TABLES IN SCHEMA public WITH (publish = 'insert')",
+        db.publication
+    ))
+    .await;
+    db.autocreate = "disabled";
+    let (path, port) =
+        suite::write_config_with(&db, &db.outbox_table(), "", EXACTLY_ONCE, "unlogged.toml");
+    let (mut relay, e0) = edges::started_with_one_delivered(&db, &path, port).await;
+    db.exec("ALTER TABLE outbox_events SET UNLOGGED").await;
+    let changed = db.current_wal().await;
+    let lost = [event("Order", "gone-1", 1), event("Order", "gone-2", 2)];
+    db.insert(&lost[..1], false).await;
+    db.insert(&lost[1..], false).await;
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    for part in [
+        "outbox table public.outbox_events (or a partition of it) is UNLOGGED",
+        "ALTER TABLE \"public\".\"outbox_events\" SET LOGGED",
+    ] {
+        assert!(log.contains(part), "{part:?} in the log:\n{log}");
+    }
+    let at = confirmed(&db).await;
+    assert!(
+        at < changed,
+        "confirmed_flush_lsn {at} passed the ALTER ({changed}); log:\n{log}"
+    );
+    let (code, out) = check(&path);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "[FAIL] {}: publication {}: outbox table public.outbox_events (or a partition of \
+             it) is UNLOGGED",
+            db.name(),
+            db.publication
+        )),
+        "{out}"
+    );
+    relay.spawn();
+    let again = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(
+        again.matches("SET LOGGED").count() >= 2,
+        "run refuses; log:\n{again}"
+    );
+    db.exec("ALTER TABLE outbox_events SET LOGGED").await;
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    reinsert(&db, &lost).await;
+    let want = [e0, lost[0].clone(), lost[1].clone()];
+    delivered_exactly_once(&db, &want, &relay.log_text());
+    assert_eq!(relay.stop(), Some(0));
+}
+
+/// A row filter on the outbox table (`FOR TABLE outbox_events WHERE (...)`, PostgreSQL 15)
+/// publishes only the rows it matches: the others never come out of the slot. `check`
+/// warns with the filter, and `run` logs it when it starts; a filter changed while the
+/// relay streams is a new catalog entry, and stops it like a removal, saying so. Before,
+/// `check` said the publication covers the table and the rows it filtered out were lost
+/// without a word.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_filter_on_the_outbox_table_is_reported() {
+    let mut db = Postgres::new("pg_pub_filter").await;
+    db.exec(&format!(
+        "CREATE PUBLICATION {} FOR TABLE outbox_events WHERE (aggregate_type <> 'Secret') \
+         WITH (publish = 'insert')",
+        db.publication
+    ))
+    .await;
+    db.autocreate = "disabled";
+    let (path, port) =
+        suite::write_config_with(&db, &db.outbox_table(), "", EXACTLY_ONCE, "filter.toml");
+    let said = format!(
+        "publication \"{}\" carries only the rows of outbox table public.outbox_events that \
+         match its row filter WHERE ((aggregate_type)::text <> 'Secret'::text): outbox rows it \
+         filters out are never published, so never delivered",
+        db.publication
+    );
+    let (code, out) = check(&path);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "[warn] {}: publication {}: covers public.outbox_events",
+            db.name(),
+            db.publication
+        )) && out.contains(&said),
+        "{out}"
+    );
+    let (mut relay, _e0) = edges::started_with_one_delivered(&db, &path, port).await;
+    assert!(relay.log_text().contains(&said), "{}", relay.log_text());
+    db.exec(&format!(
+        "ALTER PUBLICATION {} SET TABLE outbox_events WHERE (aggregate_type <> 'Other')",
+        db.publication
+    ))
+    .await;
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(
+        log.contains("(or its row filter or column list there was changed"),
+        "log:\n{log}"
+    );
+}
+
 /// The outbox table removed from the publication and added back at once (`publication
 /// _autocreate = "filtered"`), a row written in between: no read of the catalog finds it
 /// missing, but it is another `pg_publication_rel` entry now, so the relay stops all the

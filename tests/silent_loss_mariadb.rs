@@ -145,6 +145,52 @@ async fn a_configured_table_that_does_not_exist_is_refused_by_run_as_by_check() 
     assert_eq!(relay.stop(), Some(0));
 }
 
+/// A view is no outbox table: the binlog logs the rows written through it as rows of its
+/// base table, never under the view's name. `check` fails one named in `tables` and `run`
+/// refuses it; an outbox table renamed away while streaming, a view put in its place, stops
+/// the connector as a drop does. Before, both streamed and moved the checkpoint past every
+/// row written through the view without a word.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_view_in_place_of_the_outbox_table_is_refused() {
+    let db = MariaDb::new("s25_view").await;
+    db.exec("CREATE VIEW outbox_view AS SELECT * FROM outbox_events")
+        .await;
+    let view = format!("{}.outbox_view", db.db);
+    let (path, port) = suite::write_config(&db, &view, "");
+    let cfg = path.to_str().unwrap();
+    let said = format!("outbox table {view} is a view");
+    let (code, out, _) = run_cli(&["check", "--config", cfg]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("[FAIL] {}: table {view}: {said}", db.name())),
+        "{out}"
+    );
+    let mut relay = Relay::launch_with_args(&[cfg], port, path.with_extension("log"));
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(log.contains(&said), "log:\n{log}");
+
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
+    let (mut relay, _e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    let rename = exec_gtid(&db, "RENAME TABLE outbox_events TO outbox_base").await;
+    db.exec("CREATE VIEW outbox_events AS SELECT * FROM outbox_base")
+        .await;
+    let e2 = event("Order", "o-1", 1);
+    db.insert(std::slice::from_ref(&e2), false).await;
+    let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+    assert!(
+        log.contains(&format!(
+            "outbox table {} was renamed to {}.outbox_base (DDL {rename}) and does not exist now",
+            db.outbox_table(),
+            db.db
+        )),
+        "log:\n{log}"
+    );
+    assert_eq!(
+        edges::stored_position(&path),
+        format!("mariadb_gtid:{rename}")
+    );
+}
+
 /// An outbox table swapped by `RENAME TABLE a TO old, new TO a` goes on streaming. One
 /// dropped while streaming stops the connector right after the DROP (checkpointed there,
 /// everything before delivered), naming the table; created again, its rows are delivered
@@ -219,7 +265,8 @@ async fn a_statement_logged_outbox_insert_stops_before_its_transaction() {
             "[warn] {}: binlog_format per session: accounts with SUPER or BINLOG ADMIN can \
              change their own session's binlog_format: ",
             db.name()
-        )) && out.contains("'outboxd_admin'@"),
+        )) && out.contains("'outboxd_admin'@")
+            && out.contains("sql_log_bin=0"),
         "{out}"
     );
     let (mut relay, e1) = edges::started_with_one_delivered(&db, &path, port).await;
@@ -326,6 +373,97 @@ async fn a_statement_logged_outbox_insert_stops_before_its_transaction() {
         )),
         "log:\n{log}"
     );
+}
+
+/// MariaDB logs `SET STATEMENT var = value FOR INSERT ...` and `ANALYZE INSERT ...` as
+/// written: statements that write the outbox as surely as a plain INSERT. Each stops the
+/// connector before its transaction like any statement-logged outbox write. Before, the
+/// statement's first word (`SET`, `ANALYZE`) hid the INSERT and its row was lost without a
+/// word.
+#[tokio::test(flavor = "multi_thread")]
+async fn statements_behind_set_statement_or_analyze_stop_like_any_statement_write() {
+    let db = MariaDb::new("s25_stmt_prefix").await;
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
+    let (mut relay, _e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    let row = |e: &OutboxEvent| {
+        format!(
+            "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload) \
+             VALUES ('{}', 'Order', 'o-1', 'Changed', '{}')",
+            e.id,
+            e.payload.as_deref().unwrap()
+        )
+    };
+    for (n, prefix) in ["SET STATEMENT max_statement_time = 100 FOR", "ANALYZE"]
+        .iter()
+        .enumerate()
+    {
+        let e = event("Order", "o-1", n + 1);
+        let g = exec_gtid(
+            &db,
+            &format!(
+                "SET SESSION binlog_format = 'STATEMENT'; {prefix} {}",
+                row(&e)
+            ),
+        )
+        .await;
+        let log = edges::expect_failed_exit(&mut relay, Duration::from_secs(60));
+        assert!(
+            log.contains(&format!(
+                "transaction {g} wrote outbox table {} with an INSERT logged as a statement",
+                db.outbox_table()
+            )) && log.contains(&format!("checkpointed (mariadb_gtid:{})", before(&g))),
+            "{prefix}: log:\n{log}"
+        );
+        // Step past it, as the stop proposes, for the next one.
+        let from = log.rfind(&format!("transaction {g} wrote")).unwrap();
+        let step = edges::proposed_step_past(&log[from..], "binlog_format was STATEMENT");
+        edges::checkpoint_set(&path, &step);
+        relay.spawn();
+        relay.wait_ready(Duration::from_secs(60));
+    }
+    assert_eq!(relay.stop(), Some(0));
+}
+
+/// Stored programs whose bodies write the outbox (a trigger, a procedure: the usual way to
+/// fill an outbox from other tables' changes) are logged as one QUERY event with `;`
+/// inside. Defining them writes nothing; what their bodies write when they run is logged
+/// as rows (ROW format), and delivered. Before, every statement of the body counted as
+/// written by the CREATE, so `CREATE TRIGGER ... BEGIN ...; INSERT INTO outbox_events ...;
+/// END` stopped a healthy connector as a "statement-logged outbox write", at every restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_program_whose_body_writes_the_outbox_does_not_stop_the_connector() {
+    let db = MariaDb::new("s25_trigger").await;
+    let (path, port) = write_config_full(&db, &db.outbox_table(), "", "", EXACTLY_ONCE, "c.toml");
+    let (mut relay, _e1) = edges::started_with_one_delivered(&db, &path, port).await;
+    db.exec(
+        "CREATE TRIGGER orders_outbox AFTER INSERT ON orders FOR EACH ROW BEGIN \
+           SET @last_order = NEW.id; \
+           INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload) \
+             VALUES ('Order', CONCAT('o-', NEW.id), 'Created', JSON_OBJECT('seq', 100)); \
+         END",
+    )
+    .await;
+    db.exec(
+        "CREATE PROCEDURE ship(IN o BIGINT) BEGIN \
+           UPDATE orders SET status = 'SHIPPED' WHERE id = o; \
+           INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload) \
+             VALUES ('Order', CONCAT('o-', o), 'Shipped', JSON_OBJECT('seq', 101)); \
+           DROP TABLE IF EXISTS no_such_table_here; \
+         END",
+    )
+    .await;
+    db.exec("INSERT INTO orders (customer_id, status) VALUES (7, 'NEW')")
+        .await;
+    db.exec("CALL ship(LAST_INSERT_ID())").await;
+    let got = read_topics(
+        &[topic(&db, "Order")],
+        3,
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    assert_eq!(got.len(), 3, "log:\n{}", relay.log_text());
+    assert_eq!(relay.wait_exit(Duration::ZERO), None, "still running");
+    assert_eq!(relay.stop(), Some(0));
 }
 
 /// XA on MariaDB: a prepared XA transaction's outbox rows are held until its `XA COMMIT`

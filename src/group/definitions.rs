@@ -10,8 +10,9 @@
 //!   connector reads (source kind, host, port, database, server id or slot and publication,
 //!   tables, column lists, message prefixes, where it starts), how they become records (every
 //!   EventRouter option, the error policy and dead-letter topic), where they go and with which
-//!   guarantee (bootstrap servers, `kafka.max_record_bytes`, the checkpoint store, topic,
-//!   delivery mode and transactional id), as `key = value` in the configuration's own terms.
+//!   guarantee (`kafka.max_record_bytes`, the checkpoint store, topic, delivery mode and
+//!   transactional id; not the bootstrap servers: members of one group share its cluster,
+//!   whatever addresses they name it by), as `key = value` in the configuration's own terms.
 //!   Never a secret, a credential (user names and passwords: two members may take them from
 //!   different environment variables), a file location (TLS material may sit elsewhere on each
 //!   host), nor a tuning knob (timeouts, intervals, batch sizes, producer properties). Only
@@ -182,10 +183,9 @@ impl Definition {
         {
             put(option, value);
         }
-        put(
-            "kafka.bootstrap_servers",
-            cfg.kafka.bootstrap_servers.clone(),
-        );
+        // Not `kafka.bootstrap_servers`: every member of a group reaches the group's cluster
+        // (the group lives there, and a member's connectors must use that cluster), whatever
+        // addresses its files or environment list for it, in whatever order.
         put(
             "kafka.max_record_bytes",
             cfg.kafka.max_record_bytes.to_string(),

@@ -145,8 +145,11 @@ async fn tables(
     };
     let mut present = Vec::new();
     for (t, facts) in found {
+        if let Some(fail) = server::unusable_table(name, &t, facts.as_ref(), src) {
+            out.push(fail);
+            continue;
+        }
         let Some(facts) = facts else {
-            out.push(server::table_not_found(name, &t, src));
             continue;
         };
         let names: Vec<&str> = facts.columns.iter().map(|c| c.name.as_str()).collect();

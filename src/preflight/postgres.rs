@@ -10,7 +10,7 @@
 use super::{step, CheckResult, Status, StoredCheckpoint};
 use crate::config::{ConnectorConfig, PostgresSourceConfig};
 use crate::position::SourcePosition;
-use crate::source::postgres::catalog::coverage::Coverage;
+use crate::source::postgres::catalog::coverage::{self, Coverage};
 use crate::source::postgres::catalog::{self, publication, slot};
 use crate::source::postgres::PgError;
 
@@ -264,20 +264,30 @@ async fn publication_check(
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            CheckResult::new(
-                name,
-                &label,
-                Status::Pass,
-                format!(
-                    "covers {covered} (publish = '{}'{})",
-                    ops.join(", "),
-                    if p.via_root {
-                        ", publish_via_partition_root"
-                    } else {
-                        ""
-                    }
-                ),
-            )
+            let mut detail = format!(
+                "covers {covered} (publish = '{}'{})",
+                ops.join(", "),
+                if p.via_root {
+                    ", publish_via_partition_root"
+                } else {
+                    ""
+                }
+            );
+            let filters = cov.row_filters();
+            for (t, filter) in &filters {
+                detail.push_str("; but ");
+                detail.push_str(&coverage::describe_row_filter(
+                    &src.publication_name,
+                    t,
+                    filter,
+                ));
+            }
+            let status = if filters.is_empty() {
+                Status::Pass
+            } else {
+                Status::Warn
+            };
+            CheckResult::new(name, &label, status, detail)
         }
         Ok(repairs) if may_create(client, cfg).await => CheckResult::new(
             name,

@@ -327,6 +327,13 @@ pub struct ColumnFacts {
 pub struct TableFacts {
     /// `TABLES.ENGINE` (empty for a view).
     pub engine: String,
+    /// `TABLES.TABLE_TYPE` is `VIEW` (or `SYSTEM VIEW`): rows written through it are logged
+    /// as rows of its base table, never under its name.
+    pub view: bool,
+    /// `TABLE_SCHEMA.TABLE_NAME` as the catalog spells it, which is how the binlog's
+    /// TABLE_MAP names it: with `lower_case_table_names` 1 the catalog finds
+    /// `Shop.Outbox` as `shop.outbox`.
+    pub name: TableName,
     /// Its columns, in table order.
     pub columns: Vec<ColumnFacts>,
 }
@@ -345,13 +352,17 @@ pub async fn outbox_tables(
         String,
         Option<String>,
         Option<String>,
+        String,
+        String,
+        String,
     );
     let mut out = Vec::new();
     for t in tables {
         let rows: Vec<ColumnRow> = conn
             .exec(
                 "SELECT c.column_name, t.engine, c.data_type, c.is_nullable, c.column_default, \
-                 c.extra FROM information_schema.columns c JOIN information_schema.tables t \
+                 c.extra, t.table_type, t.table_schema, t.table_name \
+                 FROM information_schema.columns c JOIN information_schema.tables t \
                  USING (table_schema, table_name) WHERE table_schema = ? AND table_name = ? \
                  ORDER BY c.ordinal_position",
                 (t.schema.clone(), t.name.clone()),
@@ -360,10 +371,12 @@ pub async fn outbox_tables(
             .map_err(|e| MysqlError::from_driver(e, cfg))?;
         let facts = (!rows.is_empty()).then(|| TableFacts {
             engine: rows[0].1.clone().unwrap_or_default(),
+            view: rows[0].6.to_ascii_uppercase().ends_with("VIEW"),
+            name: TableName::new(rows[0].7.clone(), rows[0].8.clone()),
             columns: rows
                 .into_iter()
                 .map(
-                    |(name, _, data_type, nullable, default, extra)| ColumnFacts {
+                    |(name, _, data_type, nullable, default, extra, ..)| ColumnFacts {
                         name,
                         data_type: data_type.to_ascii_lowercase(),
                         nullable: nullable.eq_ignore_ascii_case("YES"),
@@ -395,7 +408,47 @@ pub fn table_not_found(connector: &str, table: &TableName, src: &MysqlSourceConf
     )
 }
 
-/// Whether each of `tables` exists now, on a connection of its own: those that do not.
+/// The `table <name>` check of a configured outbox table that `run` cannot stream from
+/// (`facts` as [`outbox_tables`] read them): not there ([`table_not_found`]), a view, whose
+/// rows the binlog logs under its base table's name only, or a name the server found
+/// without regard to case (`lower_case_table_names` 1 or 2) that the binlog spells
+/// otherwise: the decoder compares names exactly. `None` for a table.
+pub fn unusable_table(
+    connector: &str,
+    table: &TableName,
+    facts: Option<&TableFacts>,
+    src: &MysqlSourceConfig,
+) -> Option<CheckResult> {
+    match facts {
+        None => Some(table_not_found(connector, table, src)),
+        Some(f) if f.view => Some(CheckResult::new(
+            connector,
+            &format!("table {table}"),
+            Status::Fail,
+            format!(
+                "outbox table {table} is a view: the binlog logs the rows written through it as \
+                 rows of its base table, never under the view's name, so none would be \
+                 delivered; name the base table in {}",
+                src.format.key("tables", "table.include.list")
+            ),
+        )),
+        Some(f) if f.name != *table => Some(CheckResult::new(
+            connector,
+            &format!("table {table}"),
+            Status::Fail,
+            format!(
+                "outbox table {table} is {} to the server (lower_case_table_names), and the \
+                 binlog names its rows so: write it that way in {}",
+                f.name,
+                src.format.key("tables", "table.include.list")
+            ),
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Whether each of `tables` exists now (as a table, not a view), on a connection of its
+/// own: those that do not.
 pub async fn missing_tables(
     cfg: &MysqlSourceConfig,
     tables: impl IntoIterator<Item = &TableName>,
@@ -405,7 +458,7 @@ pub async fn missing_tables(
     let _ = conn.disconnect().await;
     Ok(found?
         .into_iter()
-        .filter(|(_, facts)| facts.is_none())
+        .filter(|(_, facts)| facts.as_ref().is_none_or(|f| f.view))
         .map(|(t, _)| t)
         .collect())
 }
@@ -554,7 +607,10 @@ pub async fn binlog_format_changers(
         .is_ok();
     let stops = "a session of theirs that sets binlog_format=STATEMENT or MIXED writes \
                  outbox INSERTs as statements, which outboxd cannot decode: it stops before \
-                 such a transaction (see README, \"Events that cannot be delivered\")";
+                 such a transaction (see README, \"Events that cannot be delivered\"); one \
+                 that sets sql_log_bin=0 (the same privilege) keeps its writes out of the \
+                 binlog altogether: its outbox rows are lost without a trace, which no binlog \
+                 reader can notice";
     match listed {
         Ok(accounts) if all_visible && accounts.is_empty() => CheckResult::new(
             connector,
@@ -946,6 +1002,45 @@ pub(crate) async fn column_defaults(
 mod tests {
     use super::*;
 
+    fn mariadb_source() -> MysqlSourceConfig {
+        let text = "[[connectors]]\nname = \"shop\"\ntables = [\"shop.outbox\"]\n\
+                    [connectors.source]\nkind = \"mariadb\"\nhost = \"h\"\nuser = \"u\"\n\
+                    password = \"p\"\nserver_id = 7\n[connectors.kafka]\n\
+                    bootstrap_servers = \"k:9092\"\n";
+        let cfg =
+            crate::config::parse(text, std::path::Path::new("t.toml"), None, &|_| None).unwrap();
+        match &cfg.connectors[0].source {
+            crate::config::SourceConfig::Mysql(m) => m.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_a_table_spelled_as_the_binlog_spells_it_can_be_streamed() {
+        let src = mariadb_source();
+        let t = TableName::new("Shop", "Outbox");
+        let facts = |view: bool, name: TableName| TableFacts {
+            engine: "InnoDB".into(),
+            view,
+            name,
+            columns: Vec::new(),
+        };
+        let fail = |f: Option<&TableFacts>| unusable_table("shop", &t, f, &src).map(|r| r.detail);
+        assert!(fail(None)
+            .unwrap()
+            .contains("outbox table Shop.Outbox not found"));
+        assert!(fail(Some(&facts(true, t.clone())))
+            .unwrap()
+            .contains("outbox table Shop.Outbox is a view"));
+        let lower = fail(Some(&facts(false, TableName::new("shop", "outbox")))).unwrap();
+        assert!(
+            lower.contains("outbox table Shop.Outbox is shop.outbox to the server")
+                && lower.contains("write it that way in tables"),
+            "{lower}"
+        );
+        assert_eq!(fail(Some(&facts(false, t.clone()))), None);
+    }
+
     fn pos(s: &str) -> MariadbGtidPosition {
         s.parse().unwrap()
     }
@@ -1047,6 +1142,8 @@ mod tests {
         let t = TableName::new("shop", "outbox");
         let facts = TableFacts {
             engine: "InnoDB".into(),
+            view: false,
+            name: t.clone(),
             columns: vec![uuid_id, plain, payload.clone()],
         };
         let needed = ["id", "aggregate_id", "payload"];

@@ -110,10 +110,8 @@ impl MysqlSource {
         // A configured table that is not there would let the checkpoint move on past rows
         // written meanwhile to the table the application really uses: refuse, as `check` does.
         for (table, facts) in server::outbox_tables(&mut conn, cfg, &self.tables).await? {
-            if facts.is_none() {
-                return Err(
-                    MysqlError::from(server::table_not_found(&connector, &table, cfg)).into(),
-                );
+            if let Some(fail) = server::unusable_table(&connector, &table, facts.as_ref(), cfg) {
+                return Err(MysqlError::from(fail).into());
             }
         }
         let mode = server::tracking_mode(&info, cfg);

@@ -205,6 +205,9 @@ impl PgSource {
         let ensured =
             catalog::publication::ensure(&sql, cfg, &connector, &self.tables, info.version_num)
                 .await?;
+        for (table, filter) in ensured.coverage.row_filters() {
+            tracing::warn!(connector = %connector, "{}", catalog::coverage::describe_row_filter(&cfg.publication_name, table, filter));
+        }
         // With a position to resume at, a slot that cannot serve it (missing, confirmed past
         // it, WAL lost) is a definite error here, never a new slot past the gap.
         let slot =

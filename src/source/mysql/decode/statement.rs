@@ -22,7 +22,10 @@
 //! (a doubled backquote is one), `'...'` strings (backslash escapes unless
 //! `NO_BACKSLASH_ESCAPES`, a doubled quote is one), `"..."` strings or, under `ANSI_QUOTES`,
 //! names (read as a name wherever a name is expected, so both modes work), `X'..'` hex
-//! strings, and `;` between statements. Bytes are not assumed to be UTF-8. Nothing here
+//! strings, and `;` between statements (the server logs one statement per event; the text
+//! after a `CREATE` or `ALTER` is a stored program's body, which writes nothing when it is
+//! defined). MariaDB's `SET STATEMENT ... FOR <statement>` and `ANALYZE <statement>` are
+//! read as the statement they run. Bytes are not assumed to be UTF-8. Nothing here
 //! allocates in proportion to the statement except the names it returns, and nothing
 //! panics on any input.
 //!
@@ -447,17 +450,51 @@ const TOKENS_PER_STATEMENT: usize = 10_000;
 pub fn effects(text: &[u8], default_db: &str, mode: SqlMode) -> Vec<Effect> {
     let mut out = Vec::new();
     for toks in statements(text, mode, TOKENS_PER_STATEMENT) {
+        let defines_a_program = is_kw(toks.first(), "CREATE") || is_kw(toks.first(), "ALTER");
         let mut c = Cursor { toks, i: 0, mode };
         statement_effects(&mut c, default_db, &mut out);
+        if defines_a_program {
+            // The server logs each statement it runs in a QUERY event of its own; the only
+            // logged text with `;` inside is a stored program's definition (`CREATE
+            // TRIGGER ... BEGIN ...; INSERT INTO outbox ...; END`, `CREATE PROCEDURE`,
+            // `CREATE EVENT`, `ALTER EVENT ... DO BEGIN ... END`): its body runs later, and
+            // what it writes is logged then. Nothing after a CREATE or ALTER is a statement.
+            break;
+        }
     }
     out
 }
 
 fn statement_effects(c: &mut Cursor<'_>, db: &str, out: &mut Vec<Effect>) {
-    let Some(Tok::Word(first)) = c.bump() else {
-        return;
+    // Prefixes that run the statement after them, which the server logs as written.
+    let first = loop {
+        let Some(Tok::Word(word)) = c.bump() else {
+            return;
+        };
+        if word.eq_ignore_ascii_case(b"SET") && c.eat("STATEMENT") {
+            // MariaDB `SET STATEMENT var = value [, ...] FOR <statement>`: the statement
+            // after the first `FOR` outside parentheses.
+            let mut depth = 0usize;
+            loop {
+                match c.bump() {
+                    None => return,
+                    Some(Tok::Punct(b'(')) => depth += 1,
+                    Some(Tok::Punct(b')')) => depth = depth.saturating_sub(1),
+                    Some(Tok::Word(w)) if depth == 0 && w.eq_ignore_ascii_case(b"FOR") => break,
+                    Some(_) => {}
+                }
+            }
+        } else if word.eq_ignore_ascii_case(b"ANALYZE") {
+            // MariaDB `ANALYZE [FORMAT = JSON] <statement>` runs the statement; `ANALYZE
+            // TABLE` writes no rows.
+            if c.eat("FORMAT") {
+                c.eat_punct(b'=');
+                c.bump();
+            }
+        } else {
+            break word.to_ascii_uppercase();
+        }
     };
-    let first = first.to_ascii_uppercase();
     match first.as_slice() {
         b"INSERT" => {
             c.eat_any(&["LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"]);
@@ -791,6 +828,63 @@ mod tests {
         // `--x` is not a comment: `INSERT` is not the statement's first word.
         assert!(writes("SELECT 1 --x\nINSERT INTO outbox", "shop").is_empty());
         assert!(writes("/* unterminated INSERT INTO outbox", "shop").is_empty());
+    }
+
+    #[test]
+    fn statements_run_by_mariadb_prefixes_count() {
+        for sql in [
+            "SET STATEMENT max_statement_time = 100 FOR INSERT INTO outbox VALUES (1)",
+            "set statement sql_mode = '', x = (1) for insert outbox values (1)",
+            "SET STATEMENT a = 1 FOR SET STATEMENT b = 2 FOR INSERT INTO outbox VALUES (1)",
+            "ANALYZE INSERT INTO outbox SELECT 1",
+            "ANALYZE FORMAT = JSON INSERT INTO outbox SELECT 1",
+            "/* app */ ANALYZE FORMAT=JSON SET STATEMENT a = 1 FOR INSERT INTO outbox VALUES (1)",
+        ] {
+            assert_eq!(
+                writes(sql, "shop"),
+                vec![(t("shop", "outbox"), WriteVerb::Insert)],
+                "{sql}"
+            );
+        }
+        assert_eq!(
+            writes(
+                "SET STATEMENT a = 1 FOR REPLACE INTO outbox VALUES (1)",
+                "shop"
+            ),
+            vec![(t("shop", "outbox"), WriteVerb::Replace)]
+        );
+        for sql in [
+            "SET @a = 'INSERT INTO outbox'",
+            "SET STATEMENT a = 1",
+            "SET STATEMENT a = 1 FOR SELECT * FROM outbox",
+            "ANALYZE TABLE outbox",
+            "ANALYZE SELECT * FROM outbox",
+        ] {
+            assert!(writes(sql, "shop").is_empty(), "{sql}");
+        }
+        // A long run of prefixes is read without recursion.
+        let deep = format!("{}INSERT INTO outbox VALUES (1)", "ANALYZE ".repeat(5000));
+        assert_eq!(writes(&deep, "shop").len(), 1);
+    }
+
+    #[test]
+    fn a_stored_programs_body_writes_nothing_when_it_is_defined() {
+        let e = |sql: &str| effects(sql.as_bytes(), "shop", SqlMode::default());
+        for sql in [
+            "CREATE DEFINER=`app`@`%` TRIGGER orders_outbox AFTER INSERT ON orders FOR EACH ROW \
+             BEGIN SET @x = 1; INSERT INTO outbox (a) VALUES (NEW.id); END",
+            "CREATE DEFINER=`app`@`%` PROCEDURE p() BEGIN INSERT INTO orders VALUES (1); \
+             INSERT INTO outbox VALUES (1); DROP TABLE outbox; END",
+            "CREATE OR REPLACE DEFINER=`app`@`%` FUNCTION f() RETURNS INT BEGIN \
+             INSERT INTO outbox VALUES (1); RETURN 1; END",
+            "CREATE DEFINER=`app`@`%` EVENT e ON SCHEDULE EVERY 1 HOUR DO BEGIN \
+             INSERT INTO outbox VALUES (1); RENAME TABLE outbox TO x; END",
+            "ALTER DEFINER=`app`@`%` EVENT e DO BEGIN SET @a = 1; INSERT INTO outbox VALUES (1); END",
+            "/*!50003 CREATE*/ /*!50017 DEFINER=`app`@`%`*/ /*!50003 TRIGGER t AFTER INSERT ON \
+             orders FOR EACH ROW BEGIN SET @x = 1; INSERT INTO outbox VALUES (1); END */",
+        ] {
+            assert!(e(sql).is_empty(), "{sql}: {:?}", e(sql));
+        }
     }
 
     #[test]

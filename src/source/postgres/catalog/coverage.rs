@@ -90,6 +90,9 @@ pub struct Relation {
     pub partitioned: bool,
     /// Its partitions, at every level (`pg_partition_tree`), for a partitioned table.
     pub partitions: Vec<TableName>,
+    /// `UNLOGGED` (`relpersistence = 'u'`), or, partitioned, with an unlogged partition:
+    /// its rows are not written to the WAL, so logical decoding never sees them.
+    pub unlogged: bool,
 }
 
 /// An outbox table and how the publication includes it.
@@ -101,6 +104,10 @@ pub struct TableCoverage {
     pub relation: Option<Relation>,
     /// How the publication includes it.
     pub membership: Membership,
+    /// The `FOR TABLE ... WHERE (...)` row filter of its `pg_publication_rel` entry
+    /// (PostgreSQL 15+), as `pg_get_expr` shows it: rows it does not match are never
+    /// published.
+    pub row_filter: Option<String>,
 }
 
 /// Why the publication does not carry the rows of an outbox table now.
@@ -117,6 +124,10 @@ pub enum Uncovered {
     /// The table is partitioned and the publication publishes its partitions' rows under the
     /// partitions' names (`publish_via_partition_root` off).
     NotViaRoot(TableName),
+    /// The table (or a partition of it) is `UNLOGGED`: no publication carries its rows.
+    /// PostgreSQL refuses that for a table in a `FOR TABLE` publication, not under `FOR ALL
+    /// TABLES` or `FOR TABLES IN SCHEMA`.
+    Unlogged(TableName),
 }
 
 /// How the entries carrying an outbox table changed between two reads that both found it
@@ -161,7 +172,7 @@ WITH pub AS (
   SELECT oid, pubinsert, pubupdate, pubdelete, puballtables, pubviaroot
   FROM pg_publication WHERE pubname = $1
 ), t AS (
-  SELECT u.ord, c.oid AS reloid, c.relkind, c.relnamespace
+  SELECT u.ord, c.oid AS reloid, c.relkind, c.relnamespace, c.relpersistence
   FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(nsp, rel, ord)
   LEFT JOIN (pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace)
     ON n.nspname = u.nsp AND c.relname = u.rel AND c.relkind IN ('r', 'p')
@@ -173,6 +184,7 @@ SELECT pg_current_wal_insert_lsn()::text,
        (SELECT pr.oid FROM pg_publication_rel pr
          WHERE pr.prpubid = pub.oid AND pr.prrelid = t.reloid),
        {namespace},
+       {row_filter},
        CASE WHEN t.relkind = 'p' THEN ARRAY(
          SELECT pn.nspname::text FROM pg_partition_tree(t.reloid::regclass) pt
          JOIN pg_class pc ON pc.oid = pt.relid JOIN pg_namespace pn ON pn.oid = pc.relnamespace
@@ -180,12 +192,18 @@ SELECT pg_current_wal_insert_lsn()::text,
        CASE WHEN t.relkind = 'p' THEN ARRAY(
          SELECT pc.relname::text FROM pg_partition_tree(t.reloid::regclass) pt
          JOIN pg_class pc ON pc.oid = pt.relid
-         WHERE pt.relid <> t.reloid ORDER BY pt.relid) END
+         WHERE pt.relid <> t.reloid ORDER BY pt.relid) END,
+       t.relpersistence = 'u' OR (t.relkind = 'p' AND EXISTS (
+         SELECT 1 FROM pg_partition_tree(t.reloid::regclass) pt
+         JOIN pg_class pc ON pc.oid = pt.relid WHERE pc.relpersistence = 'u'))
 FROM t LEFT JOIN pub ON true
 ORDER BY t.ord";
 
 const NAMESPACE_15: &str = "(SELECT pns.oid FROM pg_publication_namespace pns \
      WHERE pns.pnpubid = pub.oid AND pns.pnnspid = t.relnamespace)";
+
+const ROW_FILTER_15: &str = "(SELECT pg_get_expr(pr.prqual, pr.prrelid) FROM pg_publication_rel \
+     pr WHERE pr.prpubid = pub.oid AND pr.prrelid = t.reloid)";
 
 impl Coverage {
     /// Reads publication `cfg.publication_name` and how it includes outbox `tables`, in one
@@ -198,12 +216,14 @@ impl Coverage {
         tables: &[TableName],
         version_num: i32,
     ) -> Result<Coverage, PgError> {
-        let namespace = if version_num >= 150_000 {
-            NAMESPACE_15
+        let (namespace, row_filter) = if version_num >= 150_000 {
+            (NAMESPACE_15, ROW_FILTER_15)
         } else {
-            "NULL::oid"
+            ("NULL::oid", "NULL::text")
         };
-        let sql = QUERY.replace("{namespace}", namespace);
+        let sql = QUERY
+            .replace("{namespace}", namespace)
+            .replace("{row_filter}", row_filter);
         let schemas: Vec<&str> = tables.iter().map(|t| t.schema.as_str()).collect();
         let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
         let rows = client
@@ -228,10 +248,11 @@ impl Coverage {
         for (table, row) in tables.iter().zip(&rows) {
             let relation = row.get::<_, Option<u32>>(8).map(|oid| {
                 let schemas: Vec<String> =
-                    row.get::<_, Option<Vec<String>>>(12).unwrap_or_default();
-                let names: Vec<String> = row.get::<_, Option<Vec<String>>>(13).unwrap_or_default();
+                    row.get::<_, Option<Vec<String>>>(13).unwrap_or_default();
+                let names: Vec<String> = row.get::<_, Option<Vec<String>>>(14).unwrap_or_default();
                 Relation {
                     oid,
+                    unlogged: row.get::<_, Option<bool>>(15).unwrap_or(false),
                     partitioned: row.get::<_, Option<bool>>(9).unwrap_or(false),
                     partitions: schemas
                         .into_iter()
@@ -253,6 +274,7 @@ impl Coverage {
                 table: table.clone(),
                 relation,
                 membership,
+                row_filter: row.get(12),
             });
         }
         Ok(Coverage {
@@ -279,6 +301,7 @@ impl Coverage {
                 Some(_) if !t.membership.included() => {
                     out.push(Uncovered::NotMember(t.table.clone()))
                 }
+                Some(r) if r.unlogged => out.push(Uncovered::Unlogged(t.table.clone())),
                 Some(r) if r.partitioned && !p.via_root => {
                     out.push(Uncovered::NotViaRoot(t.table.clone()))
                 }
@@ -317,6 +340,15 @@ impl Coverage {
         self.replaced_since(earlier).map(Lapse::Replaced)
     }
 
+    /// The outbox tables the publication carries only the rows of that match a row filter,
+    /// with the filter: the others are never published, so never delivered.
+    pub fn row_filters(&self) -> Vec<(&TableName, &str)> {
+        self.tables
+            .iter()
+            .filter_map(|t| Some((&t.table, t.row_filter.as_deref()?)))
+            .collect()
+    }
+
     /// The partitions of partitioned outbox tables, each with its outbox table.
     pub fn partitions(&self) -> HashMap<TableName, TableName> {
         let mut out = HashMap::new();
@@ -347,8 +379,22 @@ impl Uncovered {
                 "outbox table {t} is partitioned and publication {publication:?} has \
                  publish_via_partition_root off: its rows come out under the partitions' names"
             ),
+            Uncovered::Unlogged(t) => format!(
+                "outbox table {t} (or a partition of it) is UNLOGGED: its rows are not written \
+                 to the WAL, so no publication carries them"
+            ),
         }
     }
+}
+
+/// What a row filter on outbox `table` in `publication` means, in words.
+pub fn describe_row_filter(publication: &str, table: &TableName, filter: &str) -> String {
+    format!(
+        "publication {publication:?} carries only the rows of outbox table {table} that match \
+         its row filter WHERE {filter}: outbox rows it filters out are never published, so \
+         never delivered (drop the filter, `ALTER PUBLICATION ... SET TABLE` without WHERE, \
+         unless leaving those events out is what you want)"
+    )
 }
 
 impl Lapse {
@@ -360,7 +406,8 @@ impl Lapse {
                 format!("publication {publication:?} was dropped and created again")
             }
             Lapse::Replaced(Replaced::Member(t)) => format!(
-                "outbox table {t} was removed from publication {publication:?} and added back"
+                "outbox table {t} was removed from publication {publication:?} and added back \
+                 (or its row filter or column list there was changed, which does the same)"
             ),
             Lapse::Replaced(Replaced::Table(t)) => format!(
                 "outbox table {t} was dropped and created again, and added to publication \
@@ -421,6 +468,12 @@ impl Lapse {
                     "create it again (outboxd does when it starts, unless publication_autocreate \
                      is disabled); {step}"
                 ),
+            ),
+            Lapse::Uncovered(Uncovered::Unlogged(t)) => (
+                "outbox rows committed while it was unlogged are not in the WAL, so they never \
+                 come out of the replication slot"
+                    .to_string(),
+                format!("`ALTER TABLE {} SET LOGGED`", quote_table(t)),
             ),
             Lapse::Uncovered(Uncovered::NoInserts) => (
                 lost.to_string(),
@@ -539,8 +592,10 @@ mod tests {
                 oid: reloid,
                 partitioned,
                 partitions: vec![],
+                unlogged: false,
             }),
             membership,
+            row_filter: None,
         }
     }
 
@@ -625,6 +680,7 @@ mod tests {
                         table: outbox(),
                         relation: None,
                         membership: Membership::None,
+                        row_filter: None,
                     },
                 ),
                 Lapse::Uncovered(Uncovered::NoTable(outbox())),

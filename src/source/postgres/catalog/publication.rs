@@ -18,7 +18,7 @@
 
 use tokio_postgres::error::SqlState;
 
-use super::coverage::{Coverage, Membership};
+use super::coverage::{Coverage, Membership, Uncovered};
 use super::{quote_ident, quote_table};
 use crate::config::{PostgresSourceConfig, PublicationAutocreate};
 use crate::event::TableName;
@@ -169,6 +169,23 @@ pub fn coverage<'c>(
                  (publish = 'insert')",
                 cfg.publication_name,
                 quote_ident(&cfg.publication_name)
+            ),
+        ));
+    }
+    if let Some(t) = cov
+        .tables
+        .iter()
+        .find(|t| t.relation.as_ref().is_some_and(|r| r.unlogged))
+    {
+        return Err(CheckResult::new(
+            connector,
+            &label(cfg),
+            Status::Fail,
+            format!(
+                "{}; run `ALTER TABLE {} SET LOGGED` (a partitioned table: on its unlogged \
+                 partitions)",
+                Uncovered::Unlogged(t.table.clone()).describe(&cfg.publication_name),
+                quote_table(&t.table)
             ),
         ));
     }
@@ -333,8 +350,10 @@ mod tests {
                     oid: 10,
                     partitioned,
                     partitions: vec![],
+                    unlogged: false,
                 }),
                 membership,
+                row_filter: None,
             }],
             wal: Lsn(1),
             at: String::new(),
