@@ -294,9 +294,7 @@ impl ConfigArgs {
 
     /// The configuration with `--shadow` ignored, for commands that work on the connector
     /// itself (the Debezium import and export).
-    pub fn load_without_shadow(
-        &self,
-    ) -> Result<crate::config::Config, crate::config::ConfigError> {
+    pub fn load_without_shadow(&self) -> Result<crate::config::Config, crate::config::ConfigError> {
         let mut opts = self.options(false);
         opts.shadow = None;
         crate::config::load_all(&self.config, opts)

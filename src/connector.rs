@@ -366,7 +366,8 @@ impl Connector {
             let position = resume.as_ref().map(|c| c.position.clone());
             let mut feed = self.start_source(position, health, &shutdown);
             let events = feed.take_events();
-            let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone(), dedupe.as_ref());
+            let ctx =
+                self.loop_context(&sink, &feed.checkpointed, shutdown.clone(), dedupe.as_ref());
             let opts = PipelineOptions::default();
             let ended = pipeline::run(ctx, events, store, resume, plan, &opts).await;
             let ended = feed.stop(ended).await;
@@ -418,7 +419,8 @@ impl Connector {
             let position = resume.as_ref().map(|c| c.position.clone());
             let mut feed = self.start_source(position, health, &shutdown);
             let events = feed.take_events();
-            let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone(), dedupe.as_ref());
+            let ctx =
+                self.loop_context(&sink, &feed.checkpointed, shutdown.clone(), dedupe.as_ref());
             let ended = transactional::run(ctx, events, store, resume, plan, batch).await;
             let ended = feed.stop(ended).await;
             match ended {

@@ -60,7 +60,11 @@ impl Target {
             .position(|x| x.name == c.name)
             .expect("picked from the list");
         let name = args.debezium_name.clone().unwrap_or_else(|| c.name.clone());
-        let Some(prefix) = args.topic_prefix.clone().or_else(|| c.metrics_server.clone()) else {
+        let Some(prefix) = args
+            .topic_prefix
+            .clone()
+            .or_else(|| c.metrics_server.clone())
+        else {
             bail!(
                 "connector {} has no Debezium `topic.prefix` (a TOML connector): give the one \
                  Debezium ran with, --topic-prefix PREFIX (Connect keys the offsets by it)",
@@ -152,12 +156,15 @@ impl Target {
                 "Kafka Connect at {} does not run connector {name}",
                 rest.url()
             )),
-            Err(CutoverError::Unavailable { detail, .. }) if !self.rest_given => notes.push(
-                format!("Kafka Connect at {} does not answer ({detail}): stopped", rest.url()),
-            ),
-            Err(e @ CutoverError::Unavailable { .. }) => notes.push(format!(
-                "{e}: taken for a stopped worker"
-            )),
+            Err(CutoverError::Unavailable { detail, .. }) if !self.rest_given => {
+                notes.push(format!(
+                    "Kafka Connect at {} does not answer ({detail}): stopped",
+                    rest.url()
+                ))
+            }
+            Err(e @ CutoverError::Unavailable { .. }) => {
+                notes.push(format!("{e}: taken for a stopped worker"))
+            }
             Err(e) => return Err(e.into()),
         }
         Ok(())
@@ -261,7 +268,11 @@ fn include_query(args: &DebeziumArgs) -> bool {
             .map(|v| {
                 let c = v.get("config").unwrap_or(&v);
                 c.get("include.query")
-                    .map(|q| q.as_str().map_or(q.as_bool() == Some(true), |s| s.eq_ignore_ascii_case("true")))
+                    .map(|q| {
+                        q.as_str().map_or(q.as_bool() == Some(true), |s| {
+                            s.eq_ignore_ascii_case("true")
+                        })
+                    })
                     .unwrap_or(false)
             })
             .unwrap_or(false)
@@ -321,7 +332,9 @@ pub async fn import(
                 format!("Debezium's offset in {at} is malformed; nothing was changed")
             })?;
             let i = binlog::import(m, &c.tables, &o, include_query(&args)).await?;
-            let txn = i.txn.map(|(id, rows)| json!({"transaction": id, "outbox_rows": rows}));
+            let txn = i
+                .txn
+                .map(|(id, rows)| json!({"transaction": id, "outbox_rows": rows}));
             (i.position, i.skip, txn, o.ts_sec.map(|s| s * 1000))
         }
         SourceConfig::Postgres(p) => {
@@ -329,7 +342,9 @@ pub async fn import(
                 format!("Debezium's offset in {at} is malformed; nothing was changed")
             })?;
             let i = wal::import(p, &c.tables, &p.message_prefixes, &o).await?;
-            let txn = i.txn.map(|(xid, rows)| json!({"transaction": xid, "outbox_rows": rows}));
+            let txn = i
+                .txn
+                .map(|(xid, rows)| json!({"transaction": xid, "outbox_rows": rows}));
             (
                 SourcePosition::Lsn(i.position),
                 i.skip,
@@ -366,9 +381,8 @@ pub async fn import(
         let since = wanted.max(floor);
         let kafka = c.kafka.clone();
         let name = c.name.clone();
-        let back = tokio::task::block_in_place(|| {
-            dedupe::read_back(&kafka, &name, &topics, since)
-        })?;
+        let back =
+            tokio::task::block_in_place(|| dedupe::read_back(&kafka, &name, &topics, since))?;
         let report = json!({
             "topics": topics,
             "since": format_ms(since),
@@ -389,8 +403,8 @@ pub async fn import(
     // 5. Stored (the first change).
     ensure_topic(&c).await?;
     let mut store = open_store(&c);
-    let previous = tokio::task::block_in_place(|| store.load())
-        .map_err(|f| anyhow::anyhow!(f.to_string()))?;
+    let previous =
+        tokio::task::block_in_place(|| store.load()).map_err(|f| anyhow::anyhow!(f.to_string()))?;
     let new = Checkpoint {
         connector: c.name.clone(),
         position,
@@ -398,7 +412,8 @@ pub async fn import(
         updated_at_ms: now,
         cutover,
     };
-    tokio::task::block_in_place(|| store.store(&new)).map_err(|f| anyhow::anyhow!(f.to_string()))?;
+    tokio::task::block_in_place(|| store.store(&new))
+        .map_err(|f| anyhow::anyhow!(f.to_string()))?;
     tracing::info!(connector = %c.name, position = %new.position, skip = new.skip, from = %at, "imported Debezium's committed offset");
     println!(
         "{}",
@@ -425,8 +440,8 @@ pub async fn export(args: DebeziumArgs, to: Option<OffsetsAt>) -> anyhow::Result
     };
     let mut notes = Vec::new();
     let store = open_store(&c);
-    let Some(cp) = tokio::task::block_in_place(|| store.load())
-        .map_err(|f| anyhow::anyhow!(f.to_string()))?
+    let Some(cp) =
+        tokio::task::block_in_place(|| store.load()).map_err(|f| anyhow::anyhow!(f.to_string()))?
     else {
         bail!("connector {} has no checkpoint: nothing to export", c.name);
     };
@@ -454,11 +469,9 @@ pub async fn export(args: DebeziumArgs, to: Option<OffsetsAt>) -> anyhow::Result
     target.not_running_in_connect(&mut notes).await?;
     let annotate = include_query(&args);
     let value = match &c.source {
-        SourceConfig::Mysql(m) => {
-            binlog::export(m, &c.tables, &cp.position, cp.skip, annotate)
-                .await?
-                .to_json()
-        }
+        SourceConfig::Mysql(m) => binlog::export(m, &c.tables, &cp.position, cp.skip, annotate)
+            .await?
+            .to_json(),
         SourceConfig::Postgres(p) => {
             let SourcePosition::Lsn(lsn) = cp.position else {
                 bail!("checkpoint {} is not an LSN", cp.position);
@@ -505,7 +518,9 @@ pub async fn export(args: DebeziumArgs, to: Option<OffsetsAt>) -> anyhow::Result
                         .await?;
                     json!({"rest": rest.url(), "patched": body, "answer": answer})
                 }
-                _ => json!({"patch_body": body, "path": format!("/connectors/{}/offsets", key.connector)}),
+                _ => {
+                    json!({"patch_body": body, "path": format!("/connectors/{}/offsets", key.connector)})
+                }
             }
         }
     };

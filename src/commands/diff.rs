@@ -43,9 +43,14 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         } else {
             args.topics.clone()
         };
-        let mut oxd: Vec<String> = topics::matching(&kafka, &topics::pattern(&router, Some(&prefix)))?;
+        let mut oxd: Vec<String> =
+            topics::matching(&kafka, &topics::pattern(&router, Some(&prefix)))?;
         if !args.topics.is_empty() {
-            oxd.retain(|t| args.topics.iter().any(|d| t.strip_prefix(&prefix) == Some(d.as_str())));
+            oxd.retain(|t| {
+                args.topics
+                    .iter()
+                    .any(|d| t.strip_prefix(&prefix) == Some(d.as_str()))
+            });
         }
         // A topic only one side has is read on both (the other side is missing events).
         for t in &oxd {
@@ -77,12 +82,7 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         let differences: serde_json::Map<String, serde_json::Value> = r
             .differences
             .iter()
-            .map(|(kind, (n, ex))| {
-                (
-                    kind.clone(),
-                    json!({"events": n, "example": ex}),
-                )
-            })
+            .map(|(kind, (n, ex))| (kind.clone(), json!({"events": n, "example": ex})))
             .collect();
         println!(
             "{}",

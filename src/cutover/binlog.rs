@@ -34,9 +34,7 @@ use super::CutoverError;
 use crate::config::MysqlSourceConfig;
 use crate::error::Class;
 use crate::event::TableName;
-use crate::position::{
-    BinlogFilePosition, GtidSet, MariadbGtidPosition, SourcePosition,
-};
+use crate::position::{BinlogFilePosition, GtidSet, MariadbGtidPosition, SourcePosition};
 use crate::source::mysql::server::{self, TrackingMode};
 use crate::source::mysql::{BinlogDecoder, BinlogMessage, MissingColumnNames, MysqlError, TxnGtid};
 
@@ -141,7 +139,10 @@ pub(crate) async fn scan(
     with_outbox_rows: bool,
     annotate: bool,
 ) -> Result<Scan, CutoverError> {
-    let what = format!("reading the binlog of {}:{} from {start}", cfg.host, cfg.port);
+    let what = format!(
+        "reading the binlog of {}:{} from {start}",
+        cfg.host, cfg.port
+    );
     let mut conn = server::connect(cfg)
         .await
         .map_err(|e| from_mysql(&what, e))?;
@@ -185,8 +186,9 @@ pub(crate) async fn scan(
     }
     let mut stream = conn.get_binlog_stream(request).await.map_err(|e| {
         CutoverError::refused(format!(
-            "the server does not send its binlog from {start}: {} (the binlogs holding it \
-             were purged, or it is not this server's position)",
+            "the server no longer serves position {start}: {} (the binlogs holding it were \
+             purged, or it is not this server's position). To start anyway, accept the gap: \
+             `outboxd checkpoint reset`, then run (it starts at the current position)",
             MysqlError::from_driver(e, cfg)
         ))
     })?;
@@ -247,7 +249,10 @@ pub(crate) async fn scan(
                     began = true;
                     open = Some(Txn {
                         before: before.clone(),
-                        begin_at: BinlogFilePosition::new(decoder.position().file.clone(), begin_pos),
+                        begin_at: BinlogFilePosition::new(
+                            decoder.position().file.clone(),
+                            begin_pos,
+                        ),
                         gtid: gtid.clone(),
                         counted: Vec::new(),
                         counted_at: Vec::new(),
@@ -323,7 +328,10 @@ async fn add_annotations(
     let limit = txn.counted.len() * 2 + 4;
     let rows: Vec<mysql_async::Row> = conn
         .exec(
-            format!("SHOW BINLOG EVENTS IN ? FROM {} LIMIT {limit}", txn.begin_at.pos),
+            format!(
+                "SHOW BINLOG EVENTS IN ? FROM {} LIMIT {limit}",
+                txn.begin_at.pos
+            ),
             (txn.begin_at.file.clone(),),
         )
         .await
@@ -331,8 +339,8 @@ async fn add_annotations(
     let annotations: Vec<u64> = rows
         .iter()
         .filter_map(|r| {
-            let pos: u64 = r.get::<Option<u64>, _>(1).flatten()?;
-            let kind: String = r.get::<Option<String>, _>(2).flatten()?;
+            let pos: u64 = r.get_opt::<u64, _>(1)?.ok()?;
+            let kind: String = r.get_opt::<String, _>(2)?.ok()?;
             (kind.eq_ignore_ascii_case("Annotate_rows") && pos < end).then_some(pos)
         })
         .collect();
@@ -389,20 +397,22 @@ async fn offset_position(
         (TrackingMode::MariadbGtid, None) => {
             let what = "BINLOG_GTID_POS of Debezium's file:pos";
             let state: Option<String> = conn
-                .exec_first(
+                .exec_first::<Option<String>, _, _>(
                     "SELECT BINLOG_GTID_POS(?, ?)",
                     (offset.file.clone(), offset.pos),
                 )
                 .await
-                .map_err(|e| from_mysql(what, MysqlError::from_driver(e, cfg)))?;
+                .map_err(|e| from_mysql(what, MysqlError::from_driver(e, cfg)))?
+                .flatten();
             match state {
                 Some(s) => Ok(SourcePosition::MariadbGtid(s.parse().map_err(|e| {
                     CutoverError::refused(format!("{what} is {s:?}: {e}"))
                 })?)),
                 None => Err(CutoverError::refused(format!(
-                    "the server has no binlog position {} (BINLOG_GTID_POS is NULL): the \
-                     binlog was purged, or the offset is not this server's",
-                    file
+                    "Debezium's position is no longer served: the server has no binlog \
+                     position {file} (BINLOG_GTID_POS is NULL): the binlog was purged, or the \
+                     offset is not this server's. To start anyway, accept the gap: `outboxd \
+                     checkpoint reset`, then run (it starts at the current position)"
                 ))),
             }
         }
@@ -487,12 +497,16 @@ pub(crate) async fn import(
             "Debezium's offset is inside XA transaction {} ({} event(s) in); Debezium counts \
              XA groups differently from outboxd, which delivers them at their XA COMMIT: \
              let Debezium run until it is past it, then import",
-            txn.gtid.as_ref().map_or_else(String::new, |g| g.to_string()),
+            txn.gtid
+                .as_ref()
+                .map_or_else(String::new, |g| g.to_string()),
             offset.event
         )));
     }
     // With GTIDs the offset's file:pos names the same transaction's first event.
-    if offset.gtids.is_some() && mode != TrackingMode::File && txn.begin_at.file == offset.file
+    if offset.gtids.is_some()
+        && mode != TrackingMode::File
+        && txn.begin_at.file == offset.file
         && txn.begin_at.pos != offset.pos
     {
         return Err(CutoverError::refused(format!(
@@ -568,9 +582,13 @@ pub(crate) async fn export(
                 .map_err(|e| from_mysql(what, e))?;
             if info.mariadb {
                 let state: Option<String> = conn
-                    .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (fp.file.clone(), fp.pos))
+                    .exec_first::<Option<String>, _, _>(
+                        "SELECT BINLOG_GTID_POS(?, ?)",
+                        (fp.file.clone(), fp.pos),
+                    )
                     .await
-                    .map_err(|e| from_mysql(what, MysqlError::from_driver(e, cfg)))?;
+                    .map_err(|e| from_mysql(what, MysqlError::from_driver(e, cfg)))?
+                    .flatten();
                 state.filter(|s| !s.is_empty())
             } else {
                 None
@@ -618,7 +636,7 @@ pub(crate) async fn dump_threads(
     let mut conn = server::connect(cfg)
         .await
         .map_err(|e| from_mysql(what, e))?;
-    let rows: Vec<(u64, String, String, Option<u64>)> = conn
+    let rows: Vec<(Option<u64>, Option<String>, Option<String>, Option<u64>)> = conn
         .exec(
             "SELECT ID, USER, HOST, TIME FROM information_schema.PROCESSLIST \
              WHERE COMMAND LIKE 'Binlog Dump%' AND USER = ? AND ID <> CONNECTION_ID()",
@@ -629,9 +647,9 @@ pub(crate) async fn dump_threads(
     Ok(rows
         .into_iter()
         .map(|(id, user, host, time)| DumpThread {
-            id,
-            user,
-            host,
+            id: id.unwrap_or(0),
+            user: user.unwrap_or_default(),
+            host: host.unwrap_or_default(),
             time: time.unwrap_or(0),
         })
         .collect())
@@ -657,7 +675,7 @@ pub(crate) async fn registered(
         Err(e) => return Err(from_mysql(what, MysqlError::from_driver(e, cfg))),
     };
     Ok(Some(rows.iter().any(|r| {
-        r.get::<Option<u32>, _>(0).flatten() == Some(server_id)
+        r.get_opt::<u32, _>(0).and_then(Result::ok) == Some(server_id)
     })))
 }
 
@@ -705,7 +723,10 @@ mod tests {
 
     #[test]
     fn mariadb_gtids_keep_each_domains_highest() {
-        assert_eq!(mariadb_gtids("0-1-5,0-2-9,1-1-3").unwrap().to_string(), "0-2-9,1-1-3");
+        assert_eq!(
+            mariadb_gtids("0-1-5,0-2-9,1-1-3").unwrap().to_string(),
+            "0-2-9,1-1-3"
+        );
         assert_eq!(mariadb_gtids("").unwrap().to_string(), "");
         assert!(mariadb_gtids("x").is_err());
     }

@@ -108,7 +108,12 @@ pub fn read_back(
     }
     let starts = consumer
         .offsets_for_times(times, KAFKA_TIMEOUT)
-        .map_err(|e| unavailable("finding the offsets of the read-back's start time".into(), e))?;
+        .map_err(|e| {
+            unavailable(
+                "finding the offsets of the read-back's start time".into(),
+                e,
+            )
+        })?;
     let mut assign = TopicPartitionList::new();
     let mut ends: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for e in starts.elements() {
@@ -218,7 +223,11 @@ impl Dedupe {
     /// Reads the topics of `note` back ([`read_back`]) for `connector`.
     ///
     /// Errors as [`read_back`].
-    pub fn load(connector: &str, kafka: &KafkaConfig, note: &Cutover) -> Result<Self, CutoverError> {
+    pub fn load(
+        connector: &str,
+        kafka: &KafkaConfig,
+        note: &Cutover,
+    ) -> Result<Self, CutoverError> {
         let back = read_back(kafka, connector, &note.topics, note.since_ms)?;
         tracing::info!(
             connector,
@@ -239,7 +248,9 @@ impl Dedupe {
         metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => connector.to_string(), m::LABEL_REASON => "debezium").increment(0);
         Self {
             connector: connector.to_string(),
-            ends_after_ms: note.until_ms.saturating_add(UNTIL_MARGIN.as_millis() as i64),
+            ends_after_ms: note
+                .until_ms
+                .saturating_add(UNTIL_MARGIN.as_millis() as i64),
             note,
             ids,
             done: AtomicBool::new(false),
@@ -313,7 +324,10 @@ mod tests {
         let ids: HashSet<Vec<u8>> = [b"a".to_vec(), b"b".to_vec()].into();
         let d = Dedupe::new("c", note(), ids);
         assert!(d.consult(Some(b"a"), 5_000));
-        assert!(d.consult(Some(b"a"), 5_000), "a replay meets it again: skipped again");
+        assert!(
+            d.consult(Some(b"a"), 5_000),
+            "a replay meets it again: skipped again"
+        );
         assert!(!d.consult(Some(b"x"), 5_000));
         assert!(!d.consult(None, 5_000));
         assert_eq!(d.skipped(), 2);

@@ -70,8 +70,9 @@ pub fn read(
     to_ms: i64,
     strip: &str,
 ) -> Result<Vec<Rec>, CutoverError> {
-    let unavailable =
-        |what: String, e: rdkafka::error::KafkaError| CutoverError::unavailable(what, e.to_string());
+    let unavailable = |what: String, e: rdkafka::error::KafkaError| {
+        CutoverError::unavailable(what, e.to_string())
+    };
     let make = |isolation: &str| -> Result<BaseConsumer, CutoverError> {
         client::config(kafka)
             .set("group.id", "outboxd-diff")
@@ -224,12 +225,19 @@ fn show(b: Option<&[u8]>) -> String {
         None => "(null)".into(),
         Some(b) => match std::str::from_utf8(b) {
             Ok(s) if s.chars().count() > SHOW_MAX => {
-                format!("{}… ({} bytes)", s.chars().take(SHOW_MAX).collect::<String>(), b.len())
+                format!(
+                    "{}… ({} bytes)",
+                    s.chars().take(SHOW_MAX).collect::<String>(),
+                    b.len()
+                )
             }
             Ok(s) => s.to_string(),
             Err(_) => format!(
                 "hex:{}{}",
-                b.iter().take(SHOW_MAX / 2).map(|x| format!("{x:02x}")).collect::<String>(),
+                b.iter()
+                    .take(SHOW_MAX / 2)
+                    .map(|x| format!("{x:02x}"))
+                    .collect::<String>(),
                 if b.len() > SHOW_MAX / 2 { "…" } else { "" }
             ),
         },
@@ -250,10 +258,12 @@ fn group<'a>(
 ) -> Side<'a> {
     let mut side: Side<'a> = BTreeMap::new();
     for r in recs {
-        let rep = reports.entry(r.topic.clone()).or_insert_with(|| TopicReport {
-            topic: r.topic.clone(),
-            ..Default::default()
-        });
+        let rep = reports
+            .entry(r.topic.clone())
+            .or_insert_with(|| TopicReport {
+                topic: r.topic.clone(),
+                ..Default::default()
+            });
         match r.id() {
             Some(id) => side
                 .entry(r.topic.clone())
@@ -327,21 +337,27 @@ pub fn compare(dbz: &[Rec], oxd: &[Rec], from_ms: i64, to_ms: i64) -> Vec<TopicR
                 order_o.entry(b.partition).or_default().push((b.offset, id));
             }
             let mut differs = false;
-            let mut diff = |rep: &mut TopicReport, kind: String, x: Option<&[u8]>, y: Option<&[u8]>| {
-                differs = true;
-                note(
-                    rep,
-                    kind,
-                    Example {
-                        id: shown.clone(),
-                        debezium: show(x),
-                        outboxd: show(y),
-                    },
-                );
-            };
+            let mut diff =
+                |rep: &mut TopicReport, kind: String, x: Option<&[u8]>, y: Option<&[u8]>| {
+                    differs = true;
+                    note(
+                        rep,
+                        kind,
+                        Example {
+                            id: shown.clone(),
+                            debezium: show(x),
+                            outboxd: show(y),
+                        },
+                    );
+                };
             if a.key.is_some() && b.key.is_some() && a.partition != b.partition {
                 let (x, y) = (a.partition.to_string(), b.partition.to_string());
-                diff(rep, "partition".into(), Some(x.as_bytes()), Some(y.as_bytes()));
+                diff(
+                    rep,
+                    "partition".into(),
+                    Some(x.as_bytes()),
+                    Some(y.as_bytes()),
+                );
             }
             if a.key != b.key {
                 diff(rep, "key".into(), a.key.as_deref(), b.key.as_deref());
@@ -349,10 +365,21 @@ pub fn compare(dbz: &[Rec], oxd: &[Rec], from_ms: i64, to_ms: i64) -> Vec<TopicR
             if a.value != b.value {
                 diff(rep, "value".into(), a.value.as_deref(), b.value.as_deref());
             }
-            let names = |r: &Rec| r.headers.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(",");
+            let names = |r: &Rec| {
+                r.headers
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
             if names(a) != names(b) {
                 let (x, y) = (names(a), names(b));
-                diff(rep, "header names".into(), Some(x.as_bytes()), Some(y.as_bytes()));
+                diff(
+                    rep,
+                    "header names".into(),
+                    Some(x.as_bytes()),
+                    Some(y.as_bytes()),
+                );
             } else {
                 for ((k, x), (_, y)) in a.headers.iter().zip(&b.headers) {
                     if k != RUN_ID && x != y {
@@ -371,10 +398,21 @@ pub fn compare(dbz: &[Rec], oxd: &[Rec], from_ms: i64, to_ms: i64) -> Vec<TopicR
             let mut ol = order_o.remove(&p).unwrap_or_default();
             dl.sort();
             ol.sort();
-            let common: std::collections::HashSet<&Vec<u8>> =
-                dl.iter().map(|(_, i)| *i).filter(|i| ol.iter().any(|(_, j)| j == i)).collect();
-            let da: Vec<&Vec<u8>> = dl.iter().map(|(_, i)| *i).filter(|i| common.contains(i)).collect();
-            let oa: Vec<&Vec<u8>> = ol.iter().map(|(_, i)| *i).filter(|i| common.contains(i)).collect();
+            let common: std::collections::HashSet<&Vec<u8>> = dl
+                .iter()
+                .map(|(_, i)| *i)
+                .filter(|i| ol.iter().any(|(_, j)| j == i))
+                .collect();
+            let da: Vec<&Vec<u8>> = dl
+                .iter()
+                .map(|(_, i)| *i)
+                .filter(|i| common.contains(i))
+                .collect();
+            let oa: Vec<&Vec<u8>> = ol
+                .iter()
+                .map(|(_, i)| *i)
+                .filter(|i| common.contains(i))
+                .collect();
             if let Some(k) = da.iter().zip(&oa).position(|(x, y)| x != y) {
                 note(
                     rep,
@@ -433,14 +471,23 @@ mod tests {
         assert_eq!(t.missing_in_outboxd, (1, vec!["d".into()]));
         assert_eq!(t.missing_in_debezium, (1, vec!["e".into()]));
         let (n, ex) = &t.differences["value"];
-        assert_eq!((*n, ex.debezium.as_str(), ex.outboxd.as_str()), (1, "2", "two"));
+        assert_eq!(
+            (*n, ex.debezium.as_str(), ex.outboxd.as_str()),
+            (1, "2", "two")
+        );
         assert!(!t.matches());
     }
 
     #[test]
     fn run_ids_and_timestamps_do_not_count_but_order_does() {
-        let dbz = vec![rec("t", 0, 0, "a", "1", "r1"), rec("t", 0, 1, "b", "2", "r1")];
-        let mut oxd = vec![rec("t", 0, 5, "b", "2", "r2"), rec("t", 0, 6, "a", "1", "r2")];
+        let dbz = vec![
+            rec("t", 0, 0, "a", "1", "r1"),
+            rec("t", 0, 1, "b", "2", "r1"),
+        ];
+        let mut oxd = vec![
+            rec("t", 0, 5, "b", "2", "r2"),
+            rec("t", 0, 6, "a", "1", "r2"),
+        ];
         let r = compare(&dbz, &oxd, 0, 10_000);
         assert_eq!(r[0].identical, 2);
         assert!(r[0].differences.contains_key("order"), "{:?}", r[0]);
@@ -453,7 +500,10 @@ mod tests {
 
     #[test]
     fn out_of_window_events_are_not_compared() {
-        let dbz = vec![rec("t", 0, 0, "a", "1", "r"), rec("t", 0, 9_000, "z", "1", "r")];
+        let dbz = vec![
+            rec("t", 0, 0, "a", "1", "r"),
+            rec("t", 0, 9_000, "z", "1", "r"),
+        ];
         let oxd = vec![rec("t", 0, 0, "a", "1", "r")];
         let r = compare(&dbz, &oxd, 0, 5_000);
         assert!(r[0].matches(), "{:?}", r[0]);

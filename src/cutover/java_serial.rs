@@ -333,7 +333,10 @@ impl Reader<'_> {
                 found: if head.is_empty() {
                     "nothing (the file is empty)".into()
                 } else {
-                    head.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+                    head.iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 },
             });
         }
@@ -623,7 +626,10 @@ mod tests {
     #[test]
     fn never_panics_on_truncation_or_bit_flips() {
         let good = write(&[
-            (Some(b"[\"a\",{\"server\":\"b\"}]".to_vec()), Some(b"{}".to_vec())),
+            (
+                Some(b"[\"a\",{\"server\":\"b\"}]".to_vec()),
+                Some(b"{}".to_vec()),
+            ),
             (Some(b"[\"c\",{\"server\":\"d\"}]".to_vec()), None),
         ]);
         for n in 0..good.len() {

@@ -112,9 +112,17 @@ impl OffsetKey {
                     connector: name.clone(),
                     partition: partition.clone(),
                 }),
-                _ => Err(shape("the offset key", "[\"<connector>\", {partition}]", bytes)),
+                _ => Err(shape(
+                    "the offset key",
+                    "[\"<connector>\", {partition}]",
+                    bytes,
+                )),
             },
-            _ => Err(shape("the offset key", "[\"<connector>\", {partition}]", bytes)),
+            _ => Err(shape(
+                "the offset key",
+                "[\"<connector>\", {partition}]",
+                bytes,
+            )),
         }
     }
 
@@ -242,13 +250,12 @@ fn uint(m: &Map<String, Value>, field: &'static str) -> Result<Option<u64>, Offs
             field,
             problem: format!("is {n}, not a non-negative integer"),
         }),
-        Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s
-            .parse()
-            .map(Some)
-            .map_err(|_| OffsetError::Field {
+        Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            s.parse().map(Some).map_err(|_| OffsetError::Field {
                 field,
                 problem: format!("is {s:?}, too large"),
-            }),
+            })
+        }
         Some(other) => Err(OffsetError::Field {
             field,
             problem: format!("is {other}, not a non-negative integer"),
@@ -445,10 +452,16 @@ mod tests {
         assert_eq!(o.pos, 351_704_341);
         assert_eq!(o.gtids.as_deref(), Some("0-1-12622"));
         assert_eq!((o.event, o.row), (40004, 1));
-        assert_eq!(BinlogOffset::parse(o.to_json().to_string().as_bytes()).unwrap(), o);
+        assert_eq!(
+            BinlogOffset::parse(o.to_json().to_string().as_bytes()).unwrap(),
+            o
+        );
         let plain = BinlogOffset::parse(br#"{"file":"b.000001","pos":4}"#).unwrap();
         assert_eq!((plain.event, plain.row, plain.gtids.clone()), (0, 0, None));
-        assert_eq!(plain.to_json().to_string(), r#"{"file":"b.000001","pos":4}"#);
+        assert_eq!(
+            plain.to_json().to_string(),
+            r#"{"file":"b.000001","pos":4}"#
+        );
     }
 
     #[test]
@@ -458,7 +471,10 @@ mod tests {
             (b"{\"pos\":4}", "`file` is missing"),
             (b"{\"file\":\"f\",\"pos\":-4}", "`pos` is -4"),
             (b"{\"file\":\"f\",\"pos\":4,\"event\":\"x\"}", "`event`"),
-            (b"{\"file\":\"f\",\"pos\":4,\"snapshot\":\"INITIAL\"}", "snapshot"),
+            (
+                b"{\"file\":\"f\",\"pos\":4,\"snapshot\":\"INITIAL\"}",
+                "snapshot",
+            ),
             (b"{\"file\":", "not JSON"),
         ] {
             let e = BinlogOffset::parse(bytes).unwrap_err().to_string();
@@ -477,6 +493,9 @@ mod tests {
         assert_eq!(o.lsn_commit, Some(Lsn(656_162_048)));
         assert_eq!(o.processed(), Some(Lsn(656_162_800)));
         assert_eq!(o.message_type.as_deref(), Some("INSERT"));
-        assert_eq!(PgOffset::parse(o.to_json().to_string().as_bytes()).unwrap(), o);
+        assert_eq!(
+            PgOffset::parse(o.to_json().to_string().as_bytes()).unwrap(),
+            o
+        );
     }
 }

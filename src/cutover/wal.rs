@@ -165,7 +165,8 @@ pub(crate) fn transactions(
                 }
             }
             _ => {
-                let msg = pgoutput::decode(&Bytes::copy_from_slice(data)).map_err(|e| e.to_string())?;
+                let msg =
+                    pgoutput::decode(&Bytes::copy_from_slice(data)).map_err(|e| e.to_string())?;
                 let (oid, kind) = match &msg {
                     PgOutputMessage::Relation(rel) => {
                         let schema = if rel.namespace.is_empty() {
@@ -331,10 +332,7 @@ pub(crate) async fn import(
                     )));
                 }
             }
-            let skip = t
-                .outbox_changes()
-                .filter(|c| c.lsn <= processed)
-                .count() as u64;
+            let skip = t.outbox_changes().filter(|c| c.lsn <= processed).count() as u64;
             Imported {
                 // Without `lsn_commit` (no COMMIT since Debezium started streaming): the start
                 // of this transaction's commit record, which the adapter does not skip and
@@ -406,9 +404,7 @@ pub(crate) async fn export(
         lsn_commit: Some(position),
         tx_id: Some(i64::from(t.xid)),
         message_type: Some(last.kind.to_string()),
-        ts_usec: Some(
-            pgoutput::pg_micros_to_unix_ms(t.commit_ts).saturating_mul(1000),
-        ),
+        ts_usec: Some(pgoutput::pg_micros_to_unix_ms(t.commit_ts).saturating_mul(1000)),
     })
 }
 
@@ -499,7 +495,10 @@ mod tests {
     fn bad_messages_are_errors() {
         let tables = [TableName::new("public", "outbox")];
         for bad in [vec![], vec![b'B', 0], vec![b'C', 0, 0], vec![b'X', 1, 2]] {
-            assert!(transactions(&[(Lsn(1), bad.clone())], &tables, &[]).is_err(), "{bad:?}");
+            assert!(
+                transactions(&[(Lsn(1), bad.clone())], &tables, &[]).is_err(),
+                "{bad:?}"
+            );
         }
         assert!(transactions(&[(Lsn(1), commit(1, 2))], &tables, &[]).is_err());
     }

@@ -301,7 +301,12 @@ pub fn read_offsets_file(path: &Path, want: &OffsetKey) -> Result<Lookup, Cutove
     let mut lookup = Lookup::empty(format!("offsets file {}", path.display()));
     for (k, v) in &entries {
         if let Some(k) = k {
-            lookup.see(want, k, v.as_deref(), format!("offsets file {}", path.display()));
+            lookup.see(
+                want,
+                k,
+                v.as_deref(),
+                format!("offsets file {}", path.display()),
+            );
         }
     }
     Ok(lookup)
@@ -340,11 +345,14 @@ pub fn write_offsets_file(path: &Path, key: &OffsetKey, value: &[u8]) -> Result<
         .unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.outboxd-tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("offsets")
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("offsets")
     ));
     {
         let mut f = std::fs::File::create(&tmp).map_err(|e| io("cannot write beside", e))?;
-        f.write_all(&bytes).map_err(|e| io("cannot write beside", e))?;
+        f.write_all(&bytes)
+            .map_err(|e| io("cannot write beside", e))?;
         f.sync_all().map_err(|e| io("cannot write beside", e))?;
     }
     std::fs::rename(&tmp, path).map_err(|e| io("cannot replace", e))?;
@@ -454,7 +462,9 @@ impl ConnectRest {
                 .header(hyper::header::HOST, format!("{}:{}", self.host, self.port))
                 .header(hyper::header::CONTENT_TYPE, "application/json")
                 .header(hyper::header::ACCEPT, "application/json")
-                .body(Full::new(bytes::Bytes::from(body.unwrap_or_default().to_vec())))
+                .body(Full::new(bytes::Bytes::from(
+                    body.unwrap_or_default().to_vec(),
+                )))
                 .map_err(|e| unavailable(e.to_string()))?;
             let response = sender
                 .send_request(request)
@@ -513,7 +523,11 @@ impl ConnectRest {
     pub async fn offsets(&self, key: &OffsetKey) -> Result<Lookup, CutoverError> {
         let name = &key.connector;
         let (code, body) = self
-            .call("GET", &format!("/connectors/{}/offsets", encode(name)), None)
+            .call(
+                "GET",
+                &format!("/connectors/{}/offsets", encode(name)),
+                None,
+            )
             .await?;
         if code == 404 {
             return Err(CutoverError::refused(format!(
@@ -583,7 +597,10 @@ impl ConnectRest {
             return Err(CutoverError::refused(format!(
                 "Kafka Connect at {} answered {code} when asked for {what}: {}",
                 self.base,
-                String::from_utf8_lossy(body).chars().take(300).collect::<String>()
+                String::from_utf8_lossy(body)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
             )));
         }
         serde_json::from_slice(body).map_err(|e| {
@@ -650,7 +667,10 @@ mod tests {
     #[test]
     fn rest_urls() {
         let r = ConnectRest::new("http://connect:8083/").unwrap();
-        assert_eq!((r.host.as_str(), r.port, r.prefix.as_str()), ("connect", 8083, ""));
+        assert_eq!(
+            (r.host.as_str(), r.port, r.prefix.as_str()),
+            ("connect", 8083, "")
+        );
         let r = ConnectRest::new("http://h/api").unwrap();
         assert_eq!((r.port, r.prefix.as_str()), (80, "/api"));
         assert!(ConnectRest::new("https://h:8443").is_err());
@@ -663,7 +683,12 @@ mod tests {
         let want = OffsetKey::debezium("shop", "shop");
         let mut l = Lookup::empty("t".into());
         l.see(&want, &want.to_bytes(), Some(b"1"), "a".into());
-        l.see(&want, &OffsetKey::debezium("shop", "other").to_bytes(), Some(b"x"), "b".into());
+        l.see(
+            &want,
+            &OffsetKey::debezium("shop", "other").to_bytes(),
+            Some(b"x"),
+            "b".into(),
+        );
         l.see(&want, b"not json", Some(b"x"), "c".into());
         l.see(&want, &want.to_bytes(), Some(b"2"), "d".into());
         assert_eq!((l.value.as_deref(), l.at.as_str()), (Some(&b"2"[..]), "d"));
@@ -687,7 +712,9 @@ mod tests {
         assert_eq!(la.value.as_deref(), Some(&b"{\"pos\":3}"[..]));
         assert_eq!(la.others, vec![b.clone()]);
         std::fs::write(&path, b"hello").unwrap();
-        let e = write_offsets_file(&path, &a, b"{}").unwrap_err().to_string();
+        let e = write_offsets_file(&path, &a, b"{}")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a Kafka Connect offsets file"), "{e}");
         assert_eq!(std::fs::read(&path).unwrap(), b"hello", "left as it was");
         std::fs::remove_dir_all(&dir).unwrap();
