@@ -293,6 +293,9 @@ pub async fn import(
     let mut notes = Vec::new();
     // 1. Debezium must be stopped.
     target.not_running_in_connect(&mut notes).await?;
+    if let SourceConfig::Postgres(p) = &c.source {
+        wal::refuse_if_in_use(p, "Debezium").await?;
+    }
     if let SourceConfig::Mysql(m) = &c.source {
         let threads = binlog::dump_threads(m, &m.user).await?;
         if !threads.is_empty() && !debezium_stopped {

@@ -196,15 +196,14 @@ pub(crate) fn transactions(
     Ok((done, open.is_some()))
 }
 
-/// Peeks at slot `slot_name` (without consuming) until the first transaction that commits
-/// after `after` is complete; returns it (`None` when the slot holds none).
-async fn first_after(
+/// Peeks at the connector's slot (without consuming) until a complete transaction meets
+/// `wanted`; returns the first that does (`None` when the slot holds none).
+async fn find_txn(
     client: &tokio_postgres::Client,
     cfg: &PostgresSourceConfig,
     tables: &[TableName],
     prefixes: &[String],
-    after: Lsn,
-    with_outbox_changes: bool,
+    wanted: impl Fn(&Txn) -> bool,
 ) -> Result<Option<Txn>, CutoverError> {
     let what = format!("peeking at replication slot {:?}", cfg.slot_name);
     let mut n = FIRST_PEEK;
@@ -227,9 +226,7 @@ async fn first_after(
         }
         let (txns, _) = transactions(&peeked, tables, prefixes)
             .map_err(|m| CutoverError::refused(format!("{what}: cannot decode: {m}")))?;
-        if let Some(t) = txns.into_iter().find(|t| {
-            t.end_lsn > after && (!with_outbox_changes || t.outbox_changes().next().is_some())
-        }) {
+        if let Some(t) = txns.into_iter().find(|t| wanted(t)) {
             return Ok(Some(t));
         }
         if (rows.len() as i64) < n || n >= MAX_PEEK {
@@ -237,6 +234,72 @@ async fn first_after(
         }
         n *= 2;
     }
+}
+
+/// Where a Debezium offset is, as far as the offset alone tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Located {
+    /// At a transaction boundary: the checkpoint's position.
+    Boundary(Lsn),
+    /// Inside the first transaction that commits after `after` (`None`: no COMMIT processed
+    /// since Debezium started streaming; the transaction is the one holding `processed`),
+    /// its change at `processed` delivered.
+    Inside {
+        /// `lsn_commit`.
+        after: Option<Lsn>,
+        /// `lsn_proc` (else `lsn`).
+        processed: Lsn,
+    },
+}
+
+/// Where `offset` is. A COMMIT (or BEGIN) offset is at the boundary `lsn_commit`; a
+/// non-transactional message just after its record (where outboxd positions it); any change
+/// is inside the next transaction — even when `lsn_proc` equals `lsn_commit` (the change's
+/// record starts where the last commit's ends) or lies before it (the transaction began
+/// before the last one committed): Debezium counts that change as delivered.
+pub(crate) fn locate(offset: &PgOffset) -> Option<Located> {
+    let processed = offset.processed()?;
+    Some(match (offset.lsn_commit, offset.message_type.as_deref()) {
+        (Some(c), Some("MESSAGE")) if c == processed => {
+            Located::Boundary(Lsn(c.0.saturating_add(1)))
+        }
+        (Some(c), Some("COMMIT" | "BEGIN")) => Located::Boundary(c),
+        (after, _) => Located::Inside { after, processed },
+    })
+}
+
+/// The checkpoint for an offset [`Located::Inside`] transaction `t` (the first committing
+/// after `after`, holding the change at `processed`): the position before it, and its outbox
+/// changes up to and including `processed`. Errors when `t` does not hold that change or is
+/// another transaction than `tx_id`.
+pub(crate) fn inside(
+    t: &Txn,
+    after: Option<Lsn>,
+    processed: Lsn,
+    tx_id: Option<i64>,
+) -> Result<Imported, String> {
+    if !t.changes.iter().any(|c| c.lsn == processed) {
+        return Err(format!(
+            "transaction {} holds no change at LSN {processed}",
+            t.xid
+        ));
+    }
+    if let Some(x) = tx_id {
+        if (x as u64 & 0xFFFF_FFFF) != u64::from(t.xid) {
+            return Err(format!(
+                "Debezium's offset names transaction {x} at LSN {processed}, but the slot's \
+                 transaction there is {}",
+                t.xid
+            ));
+        }
+    }
+    Ok(Imported {
+        // Without `lsn_commit`: the start of this transaction's commit record, which the
+        // adapter does not skip and every earlier commit lies before.
+        position: after.unwrap_or(t.commit_lsn),
+        skip: t.outbox_changes().filter(|c| c.lsn <= processed).count() as u64,
+        txn: Some((t.xid, t.outbox_changes().count() as u64)),
+    })
 }
 
 /// A Debezium PostgreSQL offset as an outboxd checkpoint.
@@ -280,6 +343,19 @@ async fn usable_slot(
     Ok(info)
 }
 
+/// Refuses when the connector's slot is in use (`who` still streams from it) or gone.
+///
+/// Errors: definite with what to do; transient when the server cannot be reached.
+pub(crate) async fn refuse_if_in_use(
+    cfg: &PostgresSourceConfig,
+    who: &str,
+) -> Result<(), CutoverError> {
+    let client = catalog::connect(cfg)
+        .await
+        .map_err(|e| from_pg("connecting to PostgreSQL", e))?;
+    usable_slot(&client, cfg, who).await.map(|_| ())
+}
+
 /// Turns Debezium's offset into outboxd's checkpoint; refuses when the slot is gone, in use,
 /// or no longer serves the position.
 ///
@@ -294,53 +370,34 @@ pub(crate) async fn import(
         .await
         .map_err(|e| from_pg("connecting to PostgreSQL", e))?;
     let info = usable_slot(&client, cfg, "Debezium").await?;
-    let processed = offset.processed().expect("parse requires an LSN");
-    let kind = offset.message_type.as_deref().unwrap_or("");
-    let imported = match offset.lsn_commit {
-        // A non-transactional message: outboxd positions it just after its record.
-        Some(c) if kind == "MESSAGE" && c == processed => Imported {
-            position: Lsn(c.0.saturating_add(1)),
+    let Some(located) = locate(offset) else {
+        return Err(CutoverError::refused("Debezium's offset names no LSN"));
+    };
+    let imported = match located {
+        Located::Boundary(position) => Imported {
+            position,
             skip: 0,
             txn: None,
         },
-        Some(c) if c >= processed || kind == "COMMIT" || kind == "BEGIN" => Imported {
-            position: c,
-            skip: 0,
-            txn: None,
-        },
-        commit => {
-            let after = commit.unwrap_or(Lsn(0));
-            let t = first_after(&client, cfg, tables, prefixes, after, false)
-                .await?
-                .filter(|t| t.changes.iter().any(|c| c.lsn == processed))
-                .ok_or_else(|| {
-                    CutoverError::refused(format!(
-                        "Debezium's offset says it processed the change at LSN {processed} \
-                         (txId {}) of the transaction after LSN {after}, but replication slot \
-                         {:?} holds no such change: the offset is not this slot's, or the slot \
-                         was advanced past it",
-                        offset.tx_id.map_or_else(|| "?".into(), |x| x.to_string()),
-                        cfg.slot_name
-                    ))
-                })?;
-            if let Some(x) = offset.tx_id {
-                if (x as u64 & 0xFFFF_FFFF) != u64::from(t.xid) {
-                    return Err(CutoverError::refused(format!(
-                        "Debezium's offset names transaction {x} at LSN {processed}, but the \
-                         slot's transaction there is {}",
-                        t.xid
-                    )));
-                }
-            }
-            let skip = t.outbox_changes().filter(|c| c.lsn <= processed).count() as u64;
-            Imported {
-                // Without `lsn_commit` (no COMMIT since Debezium started streaming): the start
-                // of this transaction's commit record, which the adapter does not skip and
-                // every earlier commit lies before.
-                position: commit.unwrap_or(t.commit_lsn),
-                skip,
-                txn: Some((t.xid, t.outbox_changes().count() as u64)),
-            }
+        Located::Inside { after, processed } => {
+            let t = find_txn(&client, cfg, tables, prefixes, |t| match after {
+                Some(a) => t.end_lsn > a,
+                None => t.changes.iter().any(|c| c.lsn == processed),
+            })
+            .await?;
+            let refused = |why: String| {
+                CutoverError::refused(format!(
+                    "Debezium's offset says it delivered the change at LSN {processed} (txId \
+                     {}) of the transaction after LSN {}, but replication slot {:?} does not \
+                     hold it ({why}): the offset is not this slot's, or the slot was advanced \
+                     past it",
+                    offset.tx_id.map_or_else(|| "?".into(), |x| x.to_string()),
+                    after.map_or_else(|| "?".into(), |a| a.to_string()),
+                    cfg.slot_name
+                ))
+            };
+            let t = t.ok_or_else(|| refused("no such transaction".into()))?;
+            inside(&t, after, processed, offset.tx_id).map_err(refused)?
         }
     };
     if let Some(reason) = slot::checkpoint_gap(&cfg.slot_name, Some(&info), imported.position) {
@@ -386,16 +443,18 @@ pub(crate) async fn export(
             ts_usec: Some(now_us),
         });
     }
-    let t = first_after(&client, cfg, tables, prefixes, position, true)
-        .await?
-        .ok_or_else(|| {
-            CutoverError::refused(format!(
-                "outboxd's checkpoint skips {skip} outbox change(s) of the first transaction \
+    let t = find_txn(&client, cfg, tables, prefixes, |t| {
+        t.end_lsn > position && t.outbox_changes().next().is_some()
+    })
+    .await?
+    .ok_or_else(|| {
+        CutoverError::refused(format!(
+            "outboxd's checkpoint skips {skip} outbox change(s) of the first transaction \
                  with outbox changes after LSN {position}, but replication slot {:?} holds \
                  none",
-                cfg.slot_name
-            ))
-        })?;
+            cfg.slot_name
+        ))
+    })?;
     let outbox: Vec<&Change> = t.outbox_changes().collect();
     let last = outbox[(skip as usize).min(outbox.len()) - 1];
     Ok(PgOffset {
@@ -489,6 +548,83 @@ mod tests {
         let outbox: Vec<u64> = t.outbox_changes().map(|c| c.lsn.0).collect();
         assert_eq!(outbox, vec![100, 140, 150]);
         assert_eq!(t.changes.len(), 5);
+    }
+
+    fn offset(proc_: u64, commit: Option<u64>, kind: &str) -> PgOffset {
+        PgOffset {
+            lsn: Some(Lsn(proc_)),
+            lsn_proc: Some(Lsn(proc_)),
+            lsn_commit: commit.map(Lsn),
+            tx_id: Some(7),
+            message_type: Some(kind.into()),
+            ts_usec: None,
+        }
+    }
+
+    #[test]
+    fn debezium_offsets_located() {
+        use Located::*;
+        assert_eq!(
+            locate(&offset(500, Some(500), "COMMIT")),
+            Some(Boundary(Lsn(500)))
+        );
+        assert_eq!(
+            locate(&offset(90, Some(80), "BEGIN")),
+            Some(Boundary(Lsn(80)))
+        );
+        assert_eq!(
+            locate(&offset(70, Some(70), "MESSAGE")),
+            Some(Boundary(Lsn(71)))
+        );
+        // The change right where the last commit ended, and one before it: inside.
+        for (p, c) in [(100, 100), (90, 100), (120, 100)] {
+            assert_eq!(
+                locate(&offset(p, Some(c), "INSERT")),
+                Some(Inside {
+                    after: Some(Lsn(c)),
+                    processed: Lsn(p)
+                })
+            );
+        }
+        assert_eq!(
+            locate(&offset(120, None, "INSERT")),
+            Some(Inside {
+                after: None,
+                processed: Lsn(120)
+            })
+        );
+    }
+
+    #[test]
+    fn skip_counts_the_outbox_changes_up_to_the_processed_one() {
+        let t = Txn {
+            xid: 7,
+            commit_lsn: Lsn(300),
+            end_lsn: Lsn(320),
+            commit_ts: 0,
+            changes: [
+                (90, true),
+                (100, false),
+                (110, true),
+                (120, true),
+                (130, true),
+            ]
+            .into_iter()
+            .map(|(l, outbox)| Change {
+                lsn: Lsn(l),
+                outbox,
+                kind: "INSERT",
+            })
+            .collect(),
+        };
+        let i = inside(&t, Some(Lsn(100)), Lsn(110), Some(7)).unwrap();
+        assert_eq!((i.position, i.skip, i.txn), (Lsn(100), 2, Some((7, 4))));
+        // The first change delivered although it starts before the last commit's end.
+        assert_eq!(inside(&t, Some(Lsn(100)), Lsn(90), None).unwrap().skip, 1);
+        // Without lsn_commit: before the transaction's commit record.
+        assert_eq!(inside(&t, None, Lsn(130), None).unwrap().position, Lsn(300));
+        assert!(inside(&t, Some(Lsn(100)), Lsn(115), None).is_err());
+        assert!(inside(&t, Some(Lsn(100)), Lsn(110), Some(8)).is_err());
     }
 
     #[test]
