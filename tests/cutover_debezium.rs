@@ -250,7 +250,7 @@ impl Writer {
                 let rows: Vec<String> = events
                     .iter()
                     .map(|(id, agg, seq)| {
-                        let kind = if agg_index(agg) % 2 == 0 { "Order" } else { "Payment" };
+                        let kind = if agg_index(agg).is_multiple_of(2) { "Order" } else { "Payment" };
                         format!("('{id}', '{kind}', '{agg}', '{kind}Changed', '{{\"agg\":\"{agg}\",\"seq\":{seq}}}')")
                     })
                     .collect();

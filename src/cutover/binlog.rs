@@ -636,7 +636,8 @@ pub(crate) async fn dump_threads(
     let mut conn = server::connect(cfg)
         .await
         .map_err(|e| from_mysql(what, e))?;
-    let rows: Vec<(Option<u64>, Option<String>, Option<String>, Option<u64>)> = conn
+    type ProcessRow = (Option<u64>, Option<String>, Option<String>, Option<u64>);
+    let rows: Vec<ProcessRow> = conn
         .exec(
             "SELECT ID, USER, HOST, TIME FROM information_schema.PROCESSLIST \
              WHERE COMMAND LIKE 'Binlog Dump%' AND USER = ? AND ID <> CONNECTION_ID()",

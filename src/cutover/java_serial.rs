@@ -50,8 +50,14 @@ const TC_BLOCKDATALONG: u8 = 0x7A;
 const SC_WRITE_METHOD: u8 = 0x01;
 const SC_SERIALIZABLE: u8 = 0x02;
 
-/// Entries of a map: key and value bytes, either of them Java `null`.
-pub type Entries = Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>;
+/// One entry of a map: key and value bytes, either of them Java `null`.
+pub type Entry = (Option<Vec<u8>>, Option<Vec<u8>>);
+/// Entries of a map.
+pub type Entries = Vec<Entry>;
+
+/// A class descriptor as read: name, `serialVersionUID`, flags, primitive fields (type code,
+/// name).
+type ClassDesc = (String, i64, u8, Vec<(u8, String)>);
 
 /// Why bytes are not a Kafka Connect offsets file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -152,7 +158,7 @@ pub fn parse(bytes: &[u8]) -> Result<Entries, JavaSerialError> {
 /// Serializes `entries` as Kafka Connect's `FileOffsetBackingStore` does: a
 /// `java.util.HashMap<byte[], byte[]>` with `HashMap`'s default load factor and the table
 /// size `HashMap` would have for them.
-pub fn write(entries: &[(Option<Vec<u8>>, Option<Vec<u8>>)]) -> Vec<u8> {
+pub fn write(entries: &[Entry]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&STREAM_MAGIC.to_be_bytes());
     out.extend_from_slice(&STREAM_VERSION.to_be_bytes());
@@ -346,10 +352,7 @@ impl Reader<'_> {
 
     /// A new class descriptor (after its TC_CLASSDESC): name, serialVersionUID, flags,
     /// fields, annotation, superclass. Returns the name; the descriptor gets a handle.
-    fn class_desc_body(
-        &mut self,
-        handle: Handle,
-    ) -> Result<(String, i64, u8, Vec<(u8, String)>), JavaSerialError> {
+    fn class_desc_body(&mut self, handle: Handle) -> Result<ClassDesc, JavaSerialError> {
         let name = self.utf("a class name")?;
         let suid = self.i64("a serialVersionUID")?;
         self.handles.push(handle);

@@ -159,7 +159,7 @@ pub(crate) fn transactions(
                 if let (true, Some(t)) = (transactional, &mut open) {
                     t.changes.push(Change {
                         lsn: *lsn,
-                        outbox: prefixes.iter().any(|p| *p == prefix),
+                        outbox: prefixes.contains(&prefix),
                         kind: "MESSAGE",
                     });
                 }
