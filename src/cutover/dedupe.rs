@@ -245,7 +245,7 @@ impl Dedupe {
 
     /// A set of `ids` for `note`.
     pub fn new(connector: &str, note: Cutover, ids: HashSet<Vec<u8>>) -> Self {
-        metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => connector.to_string(), m::LABEL_REASON => "debezium").increment(0);
+        metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => connector.to_string(), m::LABEL_REASON => m::REASON_DEBEZIUM).increment(0);
         Self {
             connector: connector.to_string(),
             ends_after_ms: note
@@ -280,7 +280,7 @@ impl Dedupe {
         let Some(id) = id else { return false };
         if self.ids.contains(id) {
             self.skipped.fetch_add(1, Ordering::Relaxed);
-            metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => self.connector.clone(), m::LABEL_REASON => "debezium").increment(1);
+            metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => self.connector.clone(), m::LABEL_REASON => m::REASON_DEBEZIUM).increment(1);
             tracing::debug!(connector = %self.connector, event_id = %String::from_utf8_lossy(id), "skipped: Debezium delivered it before it stopped");
             return true;
         }
