@@ -158,7 +158,8 @@ impl Target {
             )),
             Err(CutoverError::Unavailable { detail, .. }) if !self.rest_given => {
                 notes.push(format!(
-                    "Kafka Connect at {} does not answer ({detail}): stopped",
+                    "Kafka Connect at {} (from the worker file) does not answer ({detail}): \
+                     taken for stopped (on another host than the worker, give --connect-url)",
                     rest.url()
                 ))
             }
