@@ -42,6 +42,10 @@ pub enum Command {
         #[command(subcommand)]
         command: CheckpointCommand,
     },
+    /// Compare Debezium's records with a shadow run's (`run --shadow NAME` on the same
+    /// connector files), paired by event id, over a time window: identical, different (one
+    /// example per kind of difference), missing, per topic. Exit 0 only when they match.
+    Diff(DiffArgs),
     /// Offline binlog tools.
     Binlog {
         /// Binlog subcommand.
@@ -89,6 +93,89 @@ pub struct ConfigArgs {
     /// The replica server id of a shadow run's MySQL/MariaDB connectors.
     #[arg(long, env = "OUTBOXD_SHADOW_SERVER_ID", value_name = "ID")]
     pub shadow_server_id: Option<u32>,
+}
+
+/// `outboxd diff`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// The connector files the shadow ran with (outboxd TOML or Debezium connector JSON).
+    #[arg(long = "config", short = 'c', required = true)]
+    pub config: Vec<PathBuf>,
+    /// Kafka bootstrap servers (HOST:PORT, comma-separated); overrides the config files.
+    #[arg(long, env = "OUTBOXD_KAFKA_BOOTSTRAP")]
+    pub kafka_bootstrap: Option<String>,
+    /// Kafka client settings as a Kafka Connect worker properties file (see `run`).
+    #[arg(long, env = "OUTBOXD_KAFKA_CONFIG")]
+    pub kafka_config: Option<PathBuf>,
+    /// The shadow run's name (`run --shadow NAME`): its topics are Debezium's prefixed `NAME.`.
+    #[arg(long, value_name = "NAME")]
+    pub shadow: String,
+    /// The connector (required when the files define several).
+    #[arg(long)]
+    pub connector: Option<String>,
+    /// Start of the window, as a duration before now (`15m`, `2h`).
+    #[arg(long, default_value = "15m", value_parser = duration_arg)]
+    pub since: std::time::Duration,
+    /// End of the window, as a duration before now (default 30s: both sides have had time
+    /// to deliver what was committed before it).
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    pub until: std::time::Duration,
+    /// Records up to this much outside the window are read too, so that an event whose
+    /// two records straddle an edge is paired (Debezium's record time is when it processed
+    /// the event, outboxd's the commit time).
+    #[arg(long, default_value = "5m", value_parser = duration_arg)]
+    pub slack: std::time::Duration,
+    /// Debezium's topics, comma-separated (default: every topic the connector's
+    /// `route.topic.replacement` can name).
+    #[arg(long, value_delimiter = ',')]
+    pub topics: Vec<String>,
+}
+
+/// A duration on the command line (`30s`, `15m`, `2h`, `500ms`).
+pub fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    crate::config::duration::parse_duration(text)
+}
+
+/// Where Kafka Connect keeps a connector's offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OffsetsAt {
+    /// A distributed worker's `offset.storage.topic`.
+    OffsetsTopic,
+    /// A standalone worker's `offset.storage.file.filename`.
+    OffsetsFile,
+    /// Kafka Connect's REST API: `GET` / `PATCH /connectors/<name>/offsets` (KIP-875).
+    Rest,
+}
+
+/// What `checkpoint import-debezium` and `export-debezium` share.
+#[derive(Debug, clap::Args)]
+pub struct DebeziumArgs {
+    /// The connector's config: the Debezium connector JSON (its `name`, `topic.prefix`,
+    /// `slot.name`, `database.*`), or outboxd TOML. `--kafka-config` is the Kafka Connect
+    /// worker's properties file: the offsets topic or file and the REST listener are read
+    /// from it.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The connector (required when the files define several).
+    #[arg(long)]
+    pub connector: Option<String>,
+    /// The Kafka Connect connector name (default: the connector's name).
+    #[arg(long)]
+    pub debezium_name: Option<String>,
+    /// Debezium's `topic.prefix` (default: the connector JSON's).
+    #[arg(long)]
+    pub topic_prefix: Option<String>,
+    /// The offsets topic (default: `offset.storage.topic` of the worker file).
+    #[arg(long)]
+    pub offsets_topic: Option<String>,
+    /// The standalone worker's offsets file (default: `offset.storage.file.filename` of the
+    /// worker file).
+    #[arg(long)]
+    pub offsets_file: Option<PathBuf>,
+    /// Kafka Connect's REST API (default: the worker file's `listeners` /
+    /// `rest.advertised.*`). Asked whether the connector still runs, and for `rest`.
+    #[arg(long, value_name = "URL")]
+    pub connect_url: Option<String>,
 }
 
 /// `outboxd binlog ...`
@@ -143,6 +230,47 @@ pub enum CheckpointCommand {
         #[arg(long)]
         connector: Option<String>,
     },
+    /// Take over a stopped Debezium connector's position: read its committed offsets (the
+    /// worker's offsets topic or file, or KIP-875 REST), map them onto the checkpoint
+    /// exactly (mid-transaction skips included; PostgreSQL keeps Debezium's slot), and note
+    /// that the events it wrote after that offset are to be skipped. Refused while Debezium
+    /// still runs, and for a position the source no longer serves.
+    ImportDebezium {
+        /// The connector and where Kafka Connect keeps its offsets.
+        #[command(flatten)]
+        args: DebeziumArgs,
+        /// Where to read the offsets (default: the worker file's offsets topic, else its
+        /// offsets file, else REST with --connect-url).
+        #[arg(long, value_enum)]
+        from: Option<OffsetsAt>,
+        /// How far back from now the routed topics are read for events Debezium wrote after
+        /// its committed offset (from the offset's time on, at most this far back); 0
+        /// turns the read-back off.
+        #[arg(long, default_value = "24h", value_parser = duration_arg)]
+        dedupe_window: std::time::Duration,
+        /// The routed topics to read back (comma-separated; default: every topic the
+        /// connector's `route.topic.replacement` can name).
+        #[arg(long, value_delimiter = ',')]
+        dedupe_topics: Vec<String>,
+        /// Debezium is stopped: do not refuse because of MySQL/MariaDB binlog dump threads
+        /// of its account (other readers that share the account). The REST and slot
+        /// checks still apply.
+        #[arg(long)]
+        debezium_stopped: bool,
+    },
+    /// The way back: write the connector's checkpoint as Debezium offsets, so that Debezium
+    /// resumes where outboxd stopped (outboxd must be stopped; PostgreSQL: the slot stays).
+    ExportDebezium {
+        /// The connector and where Kafka Connect keeps its offsets.
+        #[command(flatten)]
+        args: DebeziumArgs,
+        /// Where to write them: a record in the offsets topic (the partition Connect reads),
+        /// the standalone worker's offsets file, or `rest`: the body for `PATCH
+        /// /connectors/<name>/offsets`, printed, and sent when --connect-url is given (the
+        /// connector stopped). Default: the offsets topic, else the file, else the body.
+        #[arg(long, value_enum)]
+        to: Option<OffsetsAt>,
+    },
 }
 
 impl ConfigArgs {
@@ -161,17 +289,26 @@ impl ConfigArgs {
         &self,
         without_source_secrets: bool,
     ) -> Result<crate::config::Config, crate::config::ConfigError> {
-        crate::config::load_all(
-            &self.config,
-            crate::config::LoadOptions {
-                kafka_bootstrap: self.kafka_bootstrap.as_deref(),
-                kafka_config: self.kafka_config.as_deref(),
-                without_source_secrets,
-                shadow: self.shadow.as_deref().map(|name| crate::config::Shadow {
-                    name,
-                    server_id: self.shadow_server_id,
-                }),
-            },
-        )
+        crate::config::load_all(&self.config, self.options(without_source_secrets))
+    }
+
+    /// The configuration with `--shadow` ignored, for commands that work on the connector
+    /// itself (the Debezium import and export).
+    pub fn load_without_shadow(&self) -> Result<crate::config::Config, crate::config::ConfigError> {
+        let mut opts = self.options(false);
+        opts.shadow = None;
+        crate::config::load_all(&self.config, opts)
+    }
+
+    fn options(&self, without_source_secrets: bool) -> crate::config::LoadOptions<'_> {
+        crate::config::LoadOptions {
+            kafka_bootstrap: self.kafka_bootstrap.as_deref(),
+            kafka_config: self.kafka_config.as_deref(),
+            without_source_secrets,
+            shadow: self.shadow.as_deref().map(|name| crate::config::Shadow {
+                name,
+                server_id: self.shadow_server_id,
+            }),
+        }
     }
 }

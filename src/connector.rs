@@ -13,6 +13,7 @@ use crate::checkpoint::{
     KafkaCheckpointStore,
 };
 use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode};
+use crate::cutover::dedupe::Dedupe;
 use crate::error::{Class, Error};
 use crate::event::SourceEvent;
 use crate::health::{ConnectorState, Health};
@@ -353,6 +354,7 @@ impl Connector {
         let mut resume = self.known_if_lost(loaded);
         others.check(cfg, resume.as_ref()).await?;
         log_resume(cfg, &resume);
+        let dedupe = self.dedupe(resume.as_ref())?;
         let new_sink = || -> Result<KafkaSink, Error> {
             Ok(KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?
                 .with_shutdown(shutdown.clone())
@@ -372,7 +374,8 @@ impl Connector {
             let position = resume.as_ref().map(|c| c.position.clone());
             let mut feed = self.start_source(position, health, &shutdown);
             let events = feed.take_events();
-            let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone());
+            let ctx =
+                self.loop_context(&sink, &feed.checkpointed, shutdown.clone(), dedupe.as_ref());
             let opts = PipelineOptions::default();
             let ended = pipeline::run(ctx, events, store, resume, plan, &opts).await;
             self.saw_stored(feed.checkpointed.borrow().clone());
@@ -420,12 +423,14 @@ impl Connector {
         let t4 = Instant::now();
         tracing::debug!(connector = %cfg.name, init_ms = (t1 - t0).as_millis() as u64, topics_ms = (t2 - t1).as_millis() as u64, load_ms = (t3 - t2).as_millis() as u64, other_stores_ms = (t4 - t3).as_millis() as u64, "started the exactly-once producer and read the checkpoint");
         log_resume(cfg, &resume);
+        let dedupe = self.dedupe(resume.as_ref())?;
         let mut plan = Plan::default();
         loop {
             let position = resume.as_ref().map(|c| c.position.clone());
             let mut feed = self.start_source(position, health, &shutdown);
             let events = feed.take_events();
-            let ctx = self.loop_context(&sink, &feed.checkpointed, shutdown.clone());
+            let ctx =
+                self.loop_context(&sink, &feed.checkpointed, shutdown.clone(), dedupe.as_ref());
             let ended = transactional::run(ctx, events, store, resume, plan, batch).await;
             self.saw_stored(feed.checkpointed.borrow().clone());
             let ended = feed.stop(ended).await;
@@ -557,6 +562,7 @@ impl Connector {
         sink: &'a KafkaSink,
         checkpointed: &'a watch::Sender<Option<SourcePosition>>,
         shutdown: watch::Receiver<bool>,
+        dedupe: Option<&'a Dedupe>,
     ) -> LoopContext<'a> {
         LoopContext {
             connector: &self.cfg.name,
@@ -565,7 +571,22 @@ impl Connector {
             sink,
             checkpointed,
             shutdown,
+            dedupe,
         }
+    }
+
+    /// The events Debezium delivered before a switch that is still in progress (the
+    /// checkpoint carries its note: `outboxd checkpoint import-debezium`), read back from
+    /// the routed topics before the source starts.
+    fn dedupe(&self, resume: Option<&Checkpoint>) -> Result<Option<Dedupe>, Error> {
+        let Some(note) = resume.and_then(|c| c.cutover.as_ref()) else {
+            return Ok(None);
+        };
+        let name = &self.cfg.name;
+        let kafka = &self.cfg.kafka;
+        Ok(Some(tokio::task::block_in_place(|| {
+            Dedupe::load(name, kafka, note)
+        })?))
     }
 }
 

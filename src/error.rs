@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use crate::checkpoint::CheckpointError;
+use crate::cutover::CutoverError;
 use crate::pipeline::poison::{DeadLetterRefused, Poison};
 use crate::sink::SinkError;
 use crate::source::mysql::MysqlError;
@@ -54,6 +55,9 @@ pub enum Error {
     /// The checkpoint store.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// A switch from Debezium: reading back what it delivered.
+    #[error(transparent)]
+    Cutover(#[from] CutoverError),
     /// An outbox event that cannot be delivered (the router refuses it, or Kafka refuses its
     /// record for good), stopped at with `errors.tolerance=none`.
     #[error(transparent)]
@@ -116,6 +120,7 @@ impl Error {
             Error::Postgres(e) => e.class(),
             Error::Sink(e) => e.class(),
             Error::Checkpoint(e) => e.class(),
+            Error::Cutover(e) => e.class(),
             Error::Poison(_)
             | Error::DeadLetter(_)
             | Error::ReplayDiverged { .. }

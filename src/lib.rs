@@ -21,6 +21,7 @@ pub mod commands;
 pub mod config;
 pub mod connect;
 pub(crate) mod connector;
+pub mod cutover;
 pub(crate) mod error;
 pub mod event;
 pub(crate) mod group;

@@ -37,6 +37,7 @@ fn main() -> ExitCode {
             Command::Status(args) => commands::status::run(args).await,
             Command::Checkpoint { command } => commands::checkpoint::run(command).await,
             Command::Binlog { command } => commands::decode::run(command),
+            Command::Diff(args) => commands::diff::run(args).await,
         }
     });
     // A blocking Kafka call abandoned on shutdown (a commit while the brokers are

@@ -25,6 +25,9 @@ pub const LABEL_CONNECTOR: &str = "connector";
 pub const LABEL_KIND: &str = "kind";
 /// Label: why an outbox row change made no record (`delete`, `update`, ...).
 pub const LABEL_REASON: &str = "reason";
+/// `reason` of [`EVENTS_SKIPPED`] for an event Debezium had delivered before a switch to
+/// outboxd (`outboxd checkpoint import-debezium`).
+pub const REASON_DEBEZIUM: &str = "debezium";
 /// Label: an assignment change in a group, `assigned` or `revoked`.
 pub const LABEL_CHANGE: &str = "change";
 

@@ -332,6 +332,7 @@ mod tests {
             position: pos.parse::<SourcePosition>().unwrap(),
             skip: 0,
             updated_at_ms: at,
+            cutover: None,
         }
     }
 

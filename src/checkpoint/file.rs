@@ -119,6 +119,7 @@ mod tests {
                 position: SourcePosition::Lsn(Lsn(lsn)),
                 skip: 0,
                 updated_at_ms: 7,
+                cutover: None,
             };
             store.store(&c).unwrap();
             assert_eq!(store.load().unwrap(), Some(c));

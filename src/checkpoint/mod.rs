@@ -6,7 +6,8 @@
 //! {"connector":"shop","position":{"kind":"mariadb_gtid","value":"0-1-42"},"updated_at_ms":1764440000000}
 //! ```
 //! plus `"skip": N` when a huge source transaction was split across Kafka transactions and
-//! its first N outbox rows are already delivered.
+//! its first N outbox rows are already delivered, and `"cutover": {..}` while a switch from
+//! Debezium is in progress ([`Cutover`]).
 //! `position` is a [`SourcePosition`] in its serde form (see `crate::position`).
 
 pub(crate) mod claim;
@@ -39,6 +40,28 @@ pub struct Checkpoint {
     pub skip: u64,
     /// Wall-clock time the checkpoint was written, milliseconds since the Unix epoch.
     pub updated_at_ms: i64,
+    /// Set by `outboxd checkpoint import-debezium` and carried by every checkpoint after it
+    /// until the switch is complete: Debezium may have written events after the offset it
+    /// committed, which the connector reads back from the routed topics and skips.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutover: Option<Cutover>,
+}
+
+/// A switch from Debezium in progress (`outboxd checkpoint import-debezium`): at every start
+/// the connector reads the `id` headers of `topics` from `since_ms` on and skips the events
+/// among them (Debezium delivered them after the offset it committed), until the source's
+/// event times pass `until_ms` (Debezium was stopped before then: nothing later can be in
+/// Kafka already). See `crate::cutover::dedupe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cutover {
+    /// Where the position came from: `debezium`.
+    pub from: String,
+    /// The routed topics Debezium wrote (those existing at the import).
+    pub topics: Vec<String>,
+    /// Read the topics back from this record time on, ms since the epoch.
+    pub since_ms: i64,
+    /// When Debezium was known stopped (the import), ms since the epoch.
+    pub until_ms: i64,
 }
 
 /// A durable home for a connector's checkpoint.

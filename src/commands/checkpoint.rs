@@ -20,9 +20,20 @@ use crate::config::{CheckpointConfig, ConnectorConfig, SourceConfig, StartPositi
 use crate::connector::open_store;
 use crate::position::SourcePosition;
 
-/// Runs `checkpoint show` or `checkpoint set`.
+/// Runs `checkpoint show`, `set`, `reset`, `import-debezium` or `export-debezium`.
 pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
     match command {
+        CheckpointCommand::ImportDebezium {
+            args,
+            from,
+            dedupe_window,
+            dedupe_topics,
+            debezium_stopped,
+        } => {
+            super::debezium::import(args, from, dedupe_window, dedupe_topics, debezium_stopped)
+                .await
+        }
+        CheckpointCommand::ExportDebezium { args, to } => super::debezium::export(args, to).await,
         CheckpointCommand::Show(args) => {
             let cfg = args
                 .load_for_checkpoint()
@@ -116,6 +127,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
                 position,
                 skip,
                 updated_at_ms: now_ms(),
+                cutover: None,
             };
             tokio::task::block_in_place(|| store.store(&new))
                 .map_err(|f| anyhow::anyhow!(f.to_string()))?;
@@ -129,7 +141,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// Creates the connector's checkpoint topic if it has a Kafka store and the topic is missing.
-async fn ensure_topic(c: &ConnectorConfig) -> anyhow::Result<()> {
+pub(super) async fn ensure_topic(c: &ConnectorConfig) -> anyhow::Result<()> {
     if let CheckpointConfig::Kafka { topic, .. } = &c.checkpoint {
         KafkaCheckpointStore::new(&c.kafka, topic, &c.name)
             .ensure_topic()
@@ -139,7 +151,7 @@ async fn ensure_topic(c: &ConnectorConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn pick<'a>(
+pub(super) fn pick<'a>(
     connectors: &'a [ConnectorConfig],
     name: Option<&str>,
 ) -> anyhow::Result<&'a ConnectorConfig> {

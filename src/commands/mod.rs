@@ -2,7 +2,9 @@
 
 pub mod check;
 pub mod checkpoint;
+pub mod debezium;
 pub mod decode;
+pub mod diff;
 pub mod run;
 pub mod status;
 
@@ -37,6 +39,12 @@ impl Setup {
                     | CheckpointCommand::Set { config: a, .. }
                     | CheckpointCommand::Reset { config: a, .. },
             } => a.load().ok(),
+            Command::Checkpoint {
+                command:
+                    CheckpointCommand::ImportDebezium { args, .. }
+                    | CheckpointCommand::ExportDebezium { args, .. },
+            } => args.config.load_without_shadow().ok(),
+            Command::Diff(_) => None,
             Command::Binlog {
                 command: BinlogCommand::Decode { config, .. },
             } => config.as_deref().and_then(|p| config::load_offline(p).ok()),
@@ -57,6 +65,8 @@ impl Setup {
                 }
             },
             Command::Checkpoint { .. } | Command::Binlog { .. } => 1,
+            // The Kafka reads block their thread; the Connect REST client needs another.
+            Command::Diff(_) => 2,
         };
         Self {
             log_format,

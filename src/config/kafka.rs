@@ -536,6 +536,16 @@ pub(crate) fn from_worker_file(
     env: &dyn Fn(&str) -> Option<String>,
     is_librdkafka: &dyn Fn(&str, &str) -> bool,
 ) -> Result<KafkaClientSettings, KeyError> {
+    from_keys(worker_properties(path, env)?, is_librdkafka)
+}
+
+/// Every key of a Kafka Connect worker properties file, values resolved through the config
+/// providers: for the settings that are not Kafka client settings (the offsets storage, the
+/// REST listeners) that `outboxd checkpoint import-debezium` / `export-debezium` read.
+pub(crate) fn worker_properties(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, KeyError> {
     let file = std::fs::File::open(path)
         .map_err(|e| ("file".to_string(), format!("cannot read it: {e}")))?;
     let raw = java_properties::read(std::io::BufReader::new(file)).map_err(|e| {
@@ -549,7 +559,7 @@ pub(crate) fn from_worker_file(
         let v = super::debezium::substitute_providers(&v, env).map_err(|m| (k.clone(), m))?;
         keys.insert(k, v);
     }
-    from_keys(keys, is_librdkafka)
+    Ok(keys)
 }
 
 /// The process-wide settings from flat keys (worker file or flattened TOML `[kafka]`):

@@ -25,6 +25,7 @@ use self::stage::Stage;
 use self::txn_buffer::{Admitted, Pending, SourceTxn};
 use crate::checkpoint::{now_ms, Checkpoint, CheckpointStore};
 use crate::config::ErrorPolicy;
+use crate::cutover::dedupe::Dedupe;
 use crate::error::Error;
 use crate::event::SourceEvent;
 use crate::metrics as m;
@@ -54,6 +55,9 @@ pub struct LoopContext<'a> {
     pub checkpointed: &'a watch::Sender<Option<SourcePosition>>,
     /// Turns true on shutdown: the loop drains and writes its final checkpoint.
     pub shutdown: watch::Receiver<bool>,
+    /// A switch from Debezium in progress: the events it delivered already, skipped; the
+    /// checkpoints carry its note until it is done.
+    pub dedupe: Option<&'a Dedupe>,
 }
 
 /// Tuning of the delivery loop.
@@ -90,6 +94,7 @@ struct Marker {
 /// Checkpoint bookkeeping: what Kafka acknowledged versus what is durably stored.
 struct Progress<'a> {
     connector: &'a str,
+    dedupe: Option<&'a Dedupe>,
     store: &'a mut dyn CheckpointStore,
     checkpointed: &'a watch::Sender<Option<SourcePosition>>,
     /// The last position (and skip) whose past is acknowledged, and its marker's `after`.
@@ -120,6 +125,7 @@ impl Progress<'_> {
             position: position.clone(),
             skip: *skip,
             updated_at_ms: now_ms(),
+            cutover: self.dedupe.and_then(Dedupe::note),
         };
         self.store.store(&checkpoint)?;
         self.checkpointed
@@ -319,7 +325,11 @@ pub async fn run(
         sink,
         checkpointed,
         mut shutdown,
+        dedupe,
     } = ctx;
+    if let Some(d) = dedupe {
+        d.rearm(resume.as_ref().is_some_and(|c| c.cutover.is_some()));
+    }
     let resumed_from = resume.as_ref().map(|c| c.position.clone());
     checkpointed.send_replace(resumed_from.clone());
     let mut events = inbox::Inbox::new(events);
@@ -330,7 +340,8 @@ pub async fn run(
         sink,
         deliveries,
         counters: m::EventCounters::new(connector),
-        stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan),
+        stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan)
+            .with_dedupe(dedupe),
         markers: VecDeque::new(),
         txn: SourceTxn::new(resume.as_ref(), opts.max_in_flight / 2, 4 * 1024 * 1024),
         base_seq: deliveries.sent(),
@@ -341,6 +352,7 @@ pub async fn run(
     let mut counted = deliveries.acked();
     let mut progress = Progress {
         connector,
+        dedupe,
         store,
         checkpointed,
         acked: resume.as_ref().map(|c| (c.position.clone(), c.skip)),

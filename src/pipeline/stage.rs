@@ -5,6 +5,7 @@
 use super::dead_letter::{self, Contents, Origin};
 use super::poison::{Action, Cause, Plan, Poison};
 use crate::config::ErrorPolicy;
+use crate::cutover::dedupe::Dedupe;
 use crate::error::Error;
 use crate::event::{RowChange, Undecodable};
 use crate::metrics as m;
@@ -49,6 +50,8 @@ pub struct Stage<'a> {
     policy: &'a ErrorPolicy,
     max_record_bytes: usize,
     plan: Plan,
+    /// The events Debezium delivered before a switch, skipped ([`Dedupe`]).
+    dedupe: Option<&'a Dedupe>,
 }
 
 impl<'a> Stage<'a> {
@@ -67,7 +70,15 @@ impl<'a> Stage<'a> {
             policy,
             max_record_bytes,
             plan,
+            dedupe: None,
         }
+    }
+
+    /// Skips the records of events `dedupe` says Debezium delivered already (a switch from
+    /// Debezium in progress): they become [`Step::Skipped`].
+    pub fn with_dedupe(mut self, dedupe: Option<&'a Dedupe>) -> Self {
+        self.dedupe = dedupe;
+        self
     }
 
     /// The error policy.
@@ -96,7 +107,19 @@ impl<'a> Stage<'a> {
                 metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => self.connector.to_string(), m::LABEL_REASON => reason.label()).increment(1);
                 return Ok(Step::Skipped);
             }
-            Ok(Routed::Record(record)) => record,
+            Ok(Routed::Record(record)) => {
+                if let Some(d) = self.dedupe {
+                    let id = record
+                        .headers
+                        .iter()
+                        .find(|(k, _)| k == "id")
+                        .and_then(|(_, v)| v.as_deref());
+                    if d.consult(id, change.source_ts_ms) {
+                        return Ok(Step::Skipped);
+                    }
+                }
+                record
+            }
             Err(e) => {
                 let id = self.router.event_id(change);
                 let cause = Cause::Route(e);

@@ -25,6 +25,7 @@ use super::stage::Stage;
 use super::txn_buffer::{Pending, SourceTxn};
 use super::{Interrupt, LoopContext, SHUTDOWN_GRACE};
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
+use crate::cutover::dedupe::Dedupe;
 use crate::error::Error;
 use crate::event::{RowChange, SourceEvent};
 use crate::metrics as m;
@@ -160,6 +161,8 @@ struct BatchStats {
 /// The exactly-once loop's state.
 struct Eos<'a> {
     connector: &'a str,
+    /// A switch from Debezium in progress ([`Dedupe`]).
+    dedupe: Option<&'a Dedupe>,
     label: String,
     sink: &'a KafkaSink,
     deliveries: &'a DeliveryTracker,
@@ -213,6 +216,7 @@ impl Eos<'_> {
             position,
             skip: self.txn.settled(),
             updated_at_ms: now_ms(),
+            cutover: self.dedupe.and_then(Dedupe::note),
         })
     }
 
@@ -457,6 +461,7 @@ impl Eos<'_> {
                 position,
                 skip,
                 updated_at_ms: now_ms(),
+                cutover: self.dedupe.and_then(Dedupe::note),
             };
             if self.open || self.moved(Some(&checkpoint)) {
                 if let Err(f) = self
@@ -523,13 +528,18 @@ pub async fn run(
         sink,
         checkpointed,
         mut shutdown,
+        dedupe,
     } = ctx;
+    if let Some(d) = dedupe {
+        d.rearm(resume.as_ref().is_some_and(|c| c.cutover.is_some()));
+    }
     let mut events = super::inbox::Inbox::new(events);
     let deliveries = sink.deliveries();
     // Reports of an earlier run on this producer (an aborted transaction) are done with.
     deliveries.rebase();
     let mut eos = Eos {
         connector,
+        dedupe,
         label: connector.to_string(),
         sink,
         deliveries,
@@ -538,7 +548,8 @@ pub async fn run(
         signal: shutdown.clone(),
         opts,
         counters: m::EventCounters::new(connector),
-        stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan),
+        stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan)
+            .with_dedupe(dedupe),
         txn: SourceTxn::new(
             resume.as_ref(),
             opts.max_unacked_records / 2,

@@ -269,6 +269,7 @@ mod tests {
             position: SourcePosition::Lsn(Lsn(0x10)),
             skip: 3,
             updated_at_ms: 0,
+            cutover: None,
         };
         let mut txn = SourceTxn::new(Some(&resume), 10, 1 << 20);
         assert!(txn.spilled);

@@ -2,9 +2,11 @@
 //! classpath `scripts/connect.sh resolve` puts under `.state/connect/` (PostgreSQL: Debezium
 //! 3.6.1, `libs`; MariaDB: Debezium 3.5.0, `libs-mariadb`), driven through its REST API.
 //!
-//! Tests that need it call [`ConnectWorker::start`], which returns `None` (after printing
+//! Tests that need it call [`ConnectWorker::start`] (standalone, offsets in a file) or
+//! [`ConnectWorker::start_distributed`] (offsets, configs and statuses in Kafka topics of
+//! the test's own, a worker group of the test's own), which return `None` (after printing
 //! why) when the classpath is not there, so a checkout without it skips them; `.ci/run`
-//! resolves it first.
+//! resolves it first. Every worker process dies with its value (`Drop` kills it).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -33,9 +35,13 @@ impl Plugin {
     }
 }
 
-/// A Kafka Connect standalone worker process.
+/// A Kafka Connect worker process (standalone or distributed).
 pub struct ConnectWorker {
     child: Option<Child>,
+    /// Its classpath.
+    libs: PathBuf,
+    /// `ConnectStandalone` or `ConnectDistributed`.
+    class: &'static str,
     /// REST port on 127.0.0.1.
     pub port: u16,
     /// The worker properties file (also usable as outboxd's `--kafka-config`).
@@ -44,6 +50,8 @@ pub struct ConnectWorker {
     pub log: PathBuf,
     /// Its directory (offsets file, schema histories).
     pub dir: PathBuf,
+    /// A distributed worker's offsets topic (`offset.storage.topic`).
+    pub offsets_topic: Option<String>,
 }
 
 impl ConnectWorker {
@@ -51,6 +59,50 @@ impl ConnectWorker {
     /// with schemas for keys and values) plus `extra` worker properties, and waits for its
     /// REST API. `None` when the classpath is missing (the reason is printed).
     pub fn start(plugin: Plugin, name: &str, extra: &[(&str, &str)]) -> Option<ConnectWorker> {
+        let dir = test_dir(name);
+        let offsets = dir.join("connect.offsets").display().to_string();
+        let mut props = vec![("offset.storage.file.filename", offsets.as_str())];
+        props.extend_from_slice(extra);
+        Self::launch(plugin, name, "ConnectStandalone", &props)
+    }
+
+    /// Starts a distributed worker for `plugin` in a worker group of its own
+    /// (`<name>-group`; offsets, configs and statuses in topics `<name>-offsets` (Connect's
+    /// default 25 partitions), `-configs`, `-status`, replication factor 1), with the
+    /// stock converters plus `extra`, and waits for its REST API. `None` when the classpath
+    /// is missing.
+    pub fn start_distributed(
+        plugin: Plugin,
+        name: &str,
+        extra: &[(&str, &str)],
+    ) -> Option<ConnectWorker> {
+        let group = format!("{name}-group");
+        let offsets = format!("{name}-offsets");
+        let configs = format!("{name}-configs");
+        let status = format!("{name}-status");
+        let mut props = vec![
+            ("group.id", group.as_str()),
+            ("offset.storage.topic", offsets.as_str()),
+            ("config.storage.topic", configs.as_str()),
+            ("status.storage.topic", status.as_str()),
+            ("offset.storage.replication.factor", "1"),
+            ("config.storage.replication.factor", "1"),
+            ("status.storage.replication.factor", "1"),
+            // A restarted worker rejoins quickly, and a dead one leaves the group soon.
+            ("scheduled.rebalance.max.delay.ms", "0"),
+        ];
+        props.extend_from_slice(extra);
+        let mut w = Self::launch(plugin, name, "ConnectDistributed", &props)?;
+        w.offsets_topic = Some(offsets);
+        Some(w)
+    }
+
+    fn launch(
+        plugin: Plugin,
+        name: &str,
+        class: &'static str,
+        extra: &[(&str, &str)],
+    ) -> Option<ConnectWorker> {
         let libs = plugin.libs();
         if !libs.join("connect-runtime-4.1.1.jar").exists() {
             eprintln!(
@@ -74,10 +126,6 @@ impl ConnectWorker {
             ),
             ("key.converter.schemas.enable".into(), "true".into()),
             ("value.converter.schemas.enable".into(), "true".into()),
-            (
-                "offset.storage.file.filename".into(),
-                dir.join("connect.offsets").display().to_string(),
-            ),
             ("offset.flush.interval.ms".into(), "10000".into()),
             ("listeners".into(), format!("http://127.0.0.1:{port}")),
             ("plugin.discovery".into(), "service_load".into()),
@@ -88,46 +136,70 @@ impl ConnectWorker {
         }
         let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         std::fs::write(&worker_file, text).unwrap();
-        let log = dir.join("connect.log");
-        let log_file = std::fs::File::create(&log).unwrap();
+        let mut w = ConnectWorker {
+            child: None,
+            libs,
+            class,
+            port,
+            worker_file,
+            log: dir.join("connect.log"),
+            dir,
+            offsets_topic: None,
+        };
+        w.spawn();
+        Some(w)
+    }
+
+    /// Starts the worker process (again, after [`stop`](Self::stop) or
+    /// [`kill9`](Self::kill9)) with the same worker file, and waits for its REST API.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    fn spawn(&mut self) {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
         let log4j = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peers/log4j2.properties");
         let child = Command::new("java")
             .args(["-Xms128M", "-Xmx768M", "-XX:+UseSerialGC"])
             .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
             .arg("-cp")
-            .arg(format!("{}/*", libs.display()))
-            .arg("org.apache.kafka.connect.cli.ConnectStandalone")
-            .arg(&worker_file)
+            .arg(format!("{}/*", self.libs.display()))
+            .arg(format!("org.apache.kafka.connect.cli.{}", self.class))
+            .arg(&self.worker_file)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file)
             .spawn()
             .expect("start java (Kafka Connect)");
-        let mut w = ConnectWorker {
-            child: Some(child),
-            port,
-            worker_file,
-            log,
-            dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(180);
         loop {
-            if let Some((200, _)) = w.rest("GET", "/", None) {
-                return Some(w);
+            if let Some((200, _)) = self.rest("GET", "/", None) {
+                return;
             }
-            if let Some(Ok(Some(status))) = w.child.as_mut().map(|c| c.try_wait()) {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 panic!(
                     "Kafka Connect exited ({status}) before its REST API answered:\n{}",
-                    w.log_text()
+                    self.log_text()
                 );
             }
             assert!(
                 Instant::now() < deadline,
-                "Kafka Connect's REST API did not answer within 120 s:\n{}",
-                w.log_text()
+                "Kafka Connect's REST API did not answer within 180 s:\n{}",
+                self.log_text()
             );
             std::thread::sleep(Duration::from_millis(300));
         }
+    }
+
+    /// The worker's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
     }
 
     /// One REST call; `None` when nothing answers.
@@ -175,6 +247,56 @@ impl ConnectWorker {
             assert!(
                 Instant::now() < deadline,
                 "connector {name} has no RUNNING/FAILED task after {timeout:?}:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// Creates connector `name` in the STOPPED state (KIP-980 `initial_state`): it starts
+    /// nothing until [`resume_connector`](Self::resume_connector); its offsets can be set
+    /// (KIP-875 `PATCH`) meanwhile.
+    pub fn create_stopped(&self, name: &str, config: &serde_json::Map<String, serde_json::Value>) {
+        let body = serde_json::json!({"name": name, "config": config, "initial_state": "STOPPED"})
+            .to_string();
+        match self.rest("POST", "/connectors", Some(&body)) {
+            Some((201, _)) => {}
+            other => panic!("creating connector {name} stopped: {other:?}"),
+        }
+    }
+
+    /// `PUT /connectors/<name>/stop` (KIP-875: tasks shut down, offsets kept), and waits
+    /// until the connector reports STOPPED.
+    pub fn stop_connector(&self, name: &str) {
+        match self.rest("PUT", &format!("/connectors/{name}/stop"), None) {
+            Some((code, _)) if (200..300).contains(&code) => {}
+            other => panic!("stopping connector {name}: {other:?}"),
+        }
+        self.wait_connector_state(name, "STOPPED", Duration::from_secs(60));
+    }
+
+    /// `PUT /connectors/<name>/resume`.
+    pub fn resume_connector(&self, name: &str) {
+        match self.rest("PUT", &format!("/connectors/{name}/resume"), None) {
+            Some((code, _)) if (200..300).contains(&code) => {}
+            other => panic!("resuming connector {name}: {other:?}"),
+        }
+    }
+
+    /// Waits until the connector's own state is `state`.
+    pub fn wait_connector_state(&self, name: &str, state: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some((200, body)) = self.rest("GET", &format!("/connectors/{name}/status"), None)
+            {
+                let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                if v["connector"]["state"] == state {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "connector {name} not {state} after {timeout:?}:\n{}",
                 self.log_text()
             );
             std::thread::sleep(Duration::from_millis(300));
