@@ -525,6 +525,7 @@ impl Connector {
             connector: self.cfg.name.clone(),
             position: known,
             skip: 0,
+            cutover: None,
             updated_at_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
