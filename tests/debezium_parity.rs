@@ -940,8 +940,15 @@ async fn run_case(
             Db::Pg(_) => ",NULL".repeat(PG_RICH_COLS.len() - 3) + ",DEFAULT,DEFAULT,NULL",
             Db::Maria(_) => ",NULL".repeat(MARIA_RICH_COLS.len() - 3) + ",DEFAULT,DEFAULT,NULL",
         };
-        let row = warm_row.replace("%ID%", &id).replace("%RICHNULLS%", &nulls);
-        db.exec(&format!("INSERT INTO {table} VALUES {row}")).await;
+        if message {
+            db.exec(&format!(
+                "SELECT pg_logical_emit_message(true, '{message_prefix}', '{{\"id\":\"w{n}\",\"aggregatetype\":\"Warmup\",\"aggregateid\":\"w\",\"type\":\"WarmupCreated\",\"payload\":{{}},\"n\":0,\"f\":0}}')"
+            ))
+            .await;
+        } else {
+            let row = warm_row.replace("%ID%", &id).replace("%RICHNULLS%", &nulls);
+            db.exec(&format!("INSERT INTO {table} VALUES {row}")).await;
+        }
         let got = read_topics(&warm_topics, 2, Duration::from_secs(3), Duration::ZERO);
         let dbz = got.iter().any(|r| r.topic == warm_topics[0]);
         let oxd = got.iter().any(|r| r.topic == warm_topics[1]);
