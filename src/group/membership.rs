@@ -153,6 +153,8 @@ impl GroupContext {
 }
 
 impl ClientContext for GroupContext {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
         client_log::log_via(&self.link, level, fac, message);
     }
@@ -164,6 +166,15 @@ impl ClientContext for GroupContext {
 
     fn stats_raw(&self, statistics: &[u8]) {
         self.link.on_statistics(statistics);
+    }
+
+    /// OAUTHBEARER tokens outboxd makes itself (AWS MSK IAM, a token file); OIDC clients
+    /// never ask (librdkafka refreshes their tokens itself).
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        crate::sink::oauth::generate(oauthbearer_config)
     }
 }
 

@@ -27,9 +27,21 @@ pub fn config(kafka: &KafkaConfig) -> ClientConfig {
     cc.set("bootstrap.servers", &kafka.bootstrap_servers)
         .set("reconnect.backoff.max.ms", RECONNECT_BACKOFF_MAX_MS);
     for (k, v) in kafka.client.expose() {
-        cc.set(k, v);
+        cc.set(k, value_for(&kafka.bootstrap_servers, k, v));
     }
     cc
+}
+
+/// The value librdkafka gets for client setting `key`: `value`, except that an AWS MSK IAM
+/// token source without a region (`sasl.oauthbearer.config`) gets the one its bootstrap
+/// host names say (`*.kafka.<region>.amazonaws.com`), as aws-msk-iam-auth reads it.
+pub fn value_for<'a>(bootstrap: &str, key: &str, value: &'a str) -> std::borrow::Cow<'a, str> {
+    if key == "sasl.oauthbearer.config" {
+        if let Some(filled) = super::oauth::with_region_from(bootstrap, value) {
+            return filled.into();
+        }
+    }
+    value.into()
 }
 
 /// Whether librdkafka knows a configuration property by this name (librdkafka
@@ -77,11 +89,51 @@ pub fn describe_protocol(props: &ClientProperties) -> String {
         .unwrap_or("plaintext")
         .to_ascii_lowercase();
     let mut words = format!("security.protocol={protocol}");
-    if let Some(m) = props.get("sasl.mechanisms") {
-        let user = props.get("sasl.username").unwrap_or("(none)");
-        words.push_str(&format!(", SASL {m} as {user}"));
+    match props.get("sasl.mechanisms") {
+        Some(m) if m.eq_ignore_ascii_case("OAUTHBEARER") => {
+            words.push_str(&format!(
+                ", SASL OAUTHBEARER with {}",
+                describe_token(props)
+            ));
+        }
+        Some(m) => {
+            let user = props.get("sasl.username").unwrap_or("(none)");
+            words.push_str(&format!(", SASL {m} as {user}"));
+        }
+        None => {}
     }
     words
+}
+
+/// Where an OAUTHBEARER client's tokens come from, in words (never a secret): OIDC's grant,
+/// client id and token endpoint, or outboxd's own token source.
+fn describe_token(props: &ClientProperties) -> String {
+    if props.get("sasl.oauthbearer.method") == Some("oidc") {
+        let endpoint = props
+            .get("sasl.oauthbearer.token.endpoint.url")
+            .unwrap_or("(no token endpoint)");
+        let scope = props
+            .get("sasl.oauthbearer.scope")
+            .map(|s| format!(", scope {s}"))
+            .unwrap_or_default();
+        return match props.get("sasl.oauthbearer.grant.type") {
+            Some(crate::config::kafka_oauth::JWT_BEARER_GRANT) => {
+                format!("OIDC tokens (JWT bearer grant{scope}) from {endpoint}, refreshed by librdkafka")
+            }
+            _ => format!(
+                "OIDC tokens (client credentials of client {}{scope}) from {endpoint}, refreshed by librdkafka",
+                props.get("sasl.oauthbearer.client.id").unwrap_or("(none)")
+            ),
+        };
+    }
+    let source = props
+        .get_secret("sasl.oauthbearer.config")
+        .and_then(|c| crate::config::kafka_oauth::TokenSource::parse(c.expose()));
+    match source {
+        Some(Ok(source)) => format!("tokens from {}", source.describe()),
+        Some(Err(why)) => why,
+        None => "no token source (set sasl.oauthbearer.token.endpoint.url or AWS MSK IAM)".into(),
+    }
 }
 
 /// The security client settings `props` ask for, in words for `check`: `security.protocol`,

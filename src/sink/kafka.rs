@@ -175,7 +175,7 @@ impl KafkaSink {
             cc.set(k, v);
         }
         for (k, v) in cfg.producer_secrets.expose() {
-            cc.set(k, v);
+            cc.set(k, super::client::value_for(&cfg.bootstrap_servers, k, v));
         }
         for (k, v) in FIXED_PROPERTIES {
             cc.set(*k, *v);
