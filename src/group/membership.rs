@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use super::topics;
 use crate::config::KafkaConfig;
 use crate::lease::Lease;
+use crate::sink::client::CreateClient;
 use crate::sink::client_log;
 use crate::sink::{client, KafkaLink};
 
@@ -341,7 +342,7 @@ fn member_loop(
             "statistics.interval.ms",
             crate::sink::link::STATISTICS_INTERVAL_MS.to_string(),
         )
-        .create_with_context(context)
+        .create_client(context)
         .map_err(|e| format!("cannot create the group's Kafka consumer: {e}"))?;
     let subscribed: Vec<String> = settings
         .connectors
