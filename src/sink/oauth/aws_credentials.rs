@@ -56,7 +56,7 @@ impl CredentialCache {
     /// ([`still_fresh`]). `region` is the cluster's (the default STS region).
     pub async fn get(&mut self, msk: &MskIam, region: &str) -> Result<Credentials, String> {
         let key = format!(
-            "{:?}|{:?}|{:?}|{:?}|{:?}",
+            "{region}|{:?}|{:?}|{:?}|{:?}|{:?}",
             msk.profile, msk.role_arn, msk.role_session_name, msk.role_external_id, msk.sts_region
         );
         let now = SystemTime::now();
