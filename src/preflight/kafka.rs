@@ -19,7 +19,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     // What the record producer connects with (the probe below is made with it).
-    let producer = cfg.kafka.producer_client();
+    let producer =
+        client::as_clients_get_them(&cfg.kafka.producer_client(), &cfg.kafka.bootstrap_servers);
     let verification = client::verification(&producer);
     let probed = match verification {
         None => None,

@@ -44,6 +44,17 @@ pub fn value_for<'a>(bootstrap: &str, key: &str, value: &'a str) -> std::borrow:
     value.into()
 }
 
+/// `props` as the clients get them from [`config`]: an MSK IAM token source's region filled
+/// in from `bootstrap` ([`value_for`]), for `check` to describe.
+pub fn as_clients_get_them(props: &ClientProperties, bootstrap: &str) -> ClientProperties {
+    let mut out = props.clone();
+    if let Some(config) = props.get_secret("sasl.oauthbearer.config") {
+        let filled = value_for(bootstrap, "sasl.oauthbearer.config", config.expose());
+        out.set("sasl.oauthbearer.config", filled.into_owned());
+    }
+    out
+}
+
 /// A Kafka client of any kind whose librdkafka handle outboxd can reach.
 pub trait Handle {
     /// The client's `rd_kafka_t`.

@@ -636,7 +636,7 @@ fn token_trouble(reason: &str, oidc_status: Option<i32>) -> TokenTrouble {
         return TokenTrouble::Retried;
     }
     match oidc_status {
-        Some(s) if s < 400 || s >= 500 || s == 429 => TokenTrouble::Retried,
+        Some(s) if !(400..500).contains(&s) || s == 429 => TokenTrouble::Retried,
         _ => TokenTrouble::Refused,
     }
 }
