@@ -382,7 +382,7 @@ async fn refused_tokens_stop_the_relay_naming_the_setting() {
 }
 
 /// A principal denied the transactional APIs (ACL: DENY WRITE and DESCRIBE on every
-/// transactional id starting `outboxd-`): `check` fails `kafka transactions` saying to choose
+/// transactional id starting `outboxd-<connector>`): `check` fails `kafka transactions` saying to choose
 /// at_least_once; `run` with exactly-once stops at once with that message (exit 1, not a
 /// retry loop); `run` with at_least_once delivers every event.
 #[tokio::test(flavor = "multi_thread")]
@@ -391,6 +391,9 @@ async fn a_cluster_without_transactions_refuses_exactly_once_and_says_what_to_ch
     let db = MariaDb::new("oauth_notxn").await;
     let dir = test_dir(db.name());
     let client = "relay-notxn";
+    // Only this connector's transactional ids: an ACL on a resource ends the broker's
+    // allow-everyone default for it, for every principal (the other tests run beside).
+    let prefix = format!("outboxd-{}", db.name());
     suite::services(&[
         "kafka-tool",
         "AclCommand",
@@ -404,7 +407,7 @@ async fn a_cluster_without_transactions_refuses_exactly_once_and_says_what_to_ch
         "--operation",
         "Describe",
         "--transactional-id",
-        "outboxd-",
+        &prefix,
         "--resource-pattern-type",
         "prefixed",
     ]);
