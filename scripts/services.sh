@@ -16,7 +16,7 @@
 # Usage: scripts/services.sh COMMAND [SERVICE...]     (no SERVICE = all five)
 #
 #   install          install what is missing (apt packages, Kafka jars, and the build's
-#                    libssl-dev + pkg-config); idempotent
+#                    libssl-dev, libcurl4-openssl-dev + pkg-config); idempotent
 #   up               install if needed, start what is not running, wait until ready,
 #                    print the connection settings as `export VAR=...` lines (stdout);
 #                    reserves the ports from the kernel's ephemeral range
@@ -377,6 +377,9 @@ cmd_install() {
   # Building outboxd itself: librdkafka (rdkafka's `ssl` feature) and mysql_async's TLS link
   # Debian's OpenSSL, found through pkg-config (README, "Kafka security").
   deb_installed libssl-dev || debs+=(libssl-dev)
+  # librdkafka's built-in OIDC (OAUTHBEARER token endpoint) fetches tokens with Debian's
+  # libcurl (rdkafka's `curl` feature; README, "TLS and SASL").
+  deb_installed libcurl4-openssl-dev || debs+=(libcurl4-openssl-dev)
   command -v pkg-config >/dev/null || debs+=(pkg-config)
   for s in "${svcs[@]}"; do
     case "$s" in

@@ -60,7 +60,7 @@ enum Delivery {
 
 /// The connector's `transactional.id`: `checkpoint.transactional_id`, default
 /// `outboxd-<connector>`.
-fn transactional_id(cfg: &ConnectorConfig) -> String {
+pub(crate) fn transactional_id(cfg: &ConnectorConfig) -> String {
     match &cfg.checkpoint {
         CheckpointConfig::Kafka {
             transactional_id: Some(id),

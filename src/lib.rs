@@ -41,3 +41,15 @@ pub mod value;
 
 /// Process-wide TLS set-up, first thing in `main` (see `tls::init_process`).
 pub use tls::init_process;
+
+/// The OAUTHBEARER token outboxd's Kafka clients get for `sasl.oauthbearer.config` text of
+/// outboxd's own token sources (AWS MSK IAM, a token file), as (token, principal, expiry in
+/// ms since the epoch): what every client context's token refresh callback returns. For the
+/// integration tests of MSK IAM's credential chain (`tests/msk_iam.rs`), which need a
+/// process of their own to set the AWS environment.
+#[doc(hidden)]
+pub fn oauth_token(config: &str) -> Result<(String, String, i64), String> {
+    sink::oauth::generate(Some(config))
+        .map(|t| (t.token, t.principal_name, t.lifetime_ms))
+        .map_err(|e| e.to_string())
+}

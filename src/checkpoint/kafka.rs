@@ -23,6 +23,7 @@ use super::claim::{Claims, FileClaim, KafkaClaim};
 use super::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::config::KafkaConfig;
 use crate::error::Class;
+use crate::sink::client::CreateClient;
 use crate::sink::client_log::ClientLog;
 use crate::sink::{client, KafkaLink, KafkaRecord};
 
@@ -106,7 +107,7 @@ impl KafkaCheckpointStore {
     /// (e.g. no ACL): then create it by hand with `cleanup.policy=compact`.
     pub async fn ensure_topic(&self) -> Result<(), CheckpointError> {
         let admin: AdminClient<ClientLog> = client::config(&self.kafka)
-            .create_with_context(ClientLog::new(self.link.clone()))
+            .create_client(ClientLog::new(self.link.clone()))
             .map_err(|source| CheckpointError::Client {
                 client: "admin client",
                 source,
@@ -231,7 +232,7 @@ impl KafkaCheckpointStore {
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "false")
-            .create_with_context(ClientLog::new(self.link.clone()))
+            .create_client(ClientLog::new(self.link.clone()))
             .map_err(consumer_error)?;
         let md = self.topic_metadata(&consumer)?;
         let partitions: Vec<i32> = md
@@ -250,7 +251,7 @@ impl KafkaCheckpointStore {
                 format!("outboxd-checkpoint-reader-{}", self.connector),
             )
             .set("isolation.level", "read_uncommitted")
-            .create_with_context(ClientLog::new(self.link.clone()))
+            .create_client(ClientLog::new(self.link.clone()))
             .map_err(consumer_error)?;
         let mut tpl = TopicPartitionList::new();
         let mut ends = Vec::new();
@@ -349,7 +350,7 @@ impl KafkaCheckpointStore {
                 .set("enable.idempotence", "true")
                 .set("acks", "all")
                 .set("linger.ms", "0")
-                .create_with_context(ClientLog::new(self.link.clone()))
+                .create_client(ClientLog::new(self.link.clone()))
                 .map_err(|source| CheckpointError::Client {
                     client: "producer",
                     source,

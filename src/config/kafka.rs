@@ -70,6 +70,8 @@ pub fn is_secret_key(key: &str) -> bool {
         || k == "ssl.key.pem"
         || k == "ssl_key"
         || k == "ssl.keystore.key"
+        || k.contains("passphrase")
+        || k.ends_with("private.key.pem")
         || k.ends_with("sasl.oauthbearer.config")
 }
 
@@ -94,6 +96,12 @@ impl ClientProperties {
     /// Whether `key` is set (secret or not).
     pub fn contains(&self, key: &str) -> bool {
         self.plain.contains_key(key) || self.secret.contains_key(key)
+    }
+
+    /// The value of a secret property, to read settings outboxd itself acts on (never to
+    /// show it).
+    pub(crate) fn get_secret(&self, key: &str) -> Option<&Secret> {
+        self.secret.get(key)
     }
 
     /// The non-secret properties.
@@ -309,16 +317,21 @@ pub(crate) fn translate(
             keys.remove("sasl.mechanisms")
                 .map(|m| ("sasl.mechanisms", m))
         });
+    let mut jaas = keys.remove("sasl.jaas.config");
+    let mut token_login = false;
     if let Some((k, m)) = mechanism {
         let v = m.trim().to_ascii_uppercase();
         match v.as_str() {
             "PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512" => out.props.set("sasl.mechanisms", v),
-            "GSSAPI" => return Err(err(k, "GSSAPI (Kerberos) is not supported: outboxd's librdkafka is built without Cyrus SASL; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into())),
-            "OAUTHBEARER" => return Err(err(k, "OAUTHBEARER is not supported yet; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into())),
-            _ => return Err(err(k, format!("{m:?} is not a SASL mechanism outboxd supports (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))),
+            "GSSAPI" => return Err(err(k, "GSSAPI (Kerberos) is not supported: outboxd's librdkafka is built without Cyrus SASL; use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM".into())),
+            "OAUTHBEARER" | "AWS_MSK_IAM" => {
+                super::kafka_oauth::translate(k, &v, jaas.take(), &mut keys, &mut out)?;
+                token_login = true;
+            }
+            _ => return Err(err(k, format!("{m:?} is not a SASL mechanism outboxd supports (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM)"))),
         }
     }
-    if let Some(jaas) = keys.remove("sasl.jaas.config") {
+    if let Some(jaas) = jaas {
         let (user, password) = parse_jaas(&jaas).map_err(|m| err("sasl.jaas.config", m))?;
         if keys.contains_key("sasl.username") || keys.contains_key("sasl.password") {
             return Err(err(
@@ -415,7 +428,7 @@ pub(crate) fn translate(
             ));
         }
     }
-    if let Some(m) = out.props.get("sasl.mechanisms") {
+    if let Some(m) = out.props.get("sasl.mechanisms").filter(|_| !token_login) {
         let m = m.to_string();
         if !out.props.contains("sasl.username") {
             return Err(err(
@@ -457,28 +470,43 @@ fn keystore_kind(path: &Path, kind: Option<StoreKind>) -> Result<StoreKind, Stri
     })
 }
 
-/// The username and password of a JAAS `PlainLoginModule` or `ScramLoginModule` entry
-/// (`<class> required username="..." password="...";`). Errors never contain the values.
-fn parse_jaas(text: &str) -> Result<(String, String), String> {
+/// One JAAS login module entry as Kafka's `sasl.jaas.config` holds it:
+/// `<LoginModule class> <control flag> [option=value ...];` (Java's `ConfigFile` syntax:
+/// values quoted with `"` and `\` escapes, or bare words).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct JaasEntry {
+    /// The login module's class name.
+    pub(crate) class: String,
+    /// The options, by name (values may be secrets: never shown).
+    pub(crate) options: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for JaasEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&String> = self.options.keys().collect();
+        write!(
+            f,
+            "JaasEntry {{ class: {:?}, options: {names:?} }}",
+            self.class
+        )
+    }
+}
+
+/// Parses a JAAS entry (`<class> required name="value" ...;`). Errors never contain the
+/// values.
+pub(crate) fn parse_jaas_entry(text: &str) -> Result<JaasEntry, String> {
     let text = text.trim();
     let (class, rest) = text
         .split_once(char::is_whitespace)
-        .ok_or("expected `<LoginModule class> required username=\"...\" password=\"...\";`")?;
-    let known = [
-        "org.apache.kafka.common.security.plain.PlainLoginModule",
-        "org.apache.kafka.common.security.scram.ScramLoginModule",
-    ];
-    if !known.contains(&class) {
-        return Err(format!(
-            "login module {class} is not supported; outboxd reads PlainLoginModule and ScramLoginModule (username and password)"
-        ));
-    }
+        .ok_or("expected `<LoginModule class> required option=\"value\" ...;`")?;
+    let class = class.to_string();
     let rest = rest.trim_start();
     let (flag, mut rest) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let flag = flag.trim_end_matches(';');
     if !matches!(flag, "required" | "requisite" | "sufficient" | "optional") {
         return Err(format!("expected a control flag (required) after {class}"));
     }
-    let mut opts: BTreeMap<String, String> = BTreeMap::new();
+    let mut options: BTreeMap<String, String> = BTreeMap::new();
     loop {
         rest = rest.trim_start();
         if rest.is_empty() || rest.starts_with(';') {
@@ -516,10 +544,30 @@ fn parse_jaas(text: &str) -> Result<(String, String), String> {
                 .unwrap_or(after.len());
             (after[..end].to_string(), &after[end..])
         };
-        opts.insert(name, value);
+        options.insert(name, value);
         rest = tail;
     }
-    match (opts.remove("username"), opts.remove("password")) {
+    Ok(JaasEntry { class, options })
+}
+
+/// The username and password of a JAAS `PlainLoginModule` or `ScramLoginModule` entry
+/// (`<class> required username="..." password="...";`). Errors never contain the values.
+fn parse_jaas(text: &str) -> Result<(String, String), String> {
+    let mut entry = parse_jaas_entry(text)?;
+    let class = entry.class.as_str();
+    let known = [
+        "org.apache.kafka.common.security.plain.PlainLoginModule",
+        "org.apache.kafka.common.security.scram.ScramLoginModule",
+    ];
+    if !known.contains(&class) {
+        return Err(format!(
+            "login module {class} is not supported with this sasl.mechanism; outboxd reads PlainLoginModule and ScramLoginModule (username and password) for PLAIN and SCRAM, OAuthBearerLoginModule for OAUTHBEARER, IAMLoginModule for AWS_MSK_IAM"
+        ));
+    }
+    match (
+        entry.options.remove("username"),
+        entry.options.remove("password"),
+    ) {
         (Some(u), Some(p)) => Ok((u, p)),
         _ => Err(format!(
             "{class} needs both username=\"...\" and password=\"...\""

@@ -40,6 +40,7 @@ pub(crate) mod duration;
 mod error;
 mod hint;
 pub(crate) mod kafka;
+pub(crate) mod kafka_oauth;
 mod load;
 mod native;
 mod secret;

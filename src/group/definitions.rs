@@ -55,6 +55,7 @@ use crate::config::{
     PublicationAutocreate, SourceConfig, StartPosition,
 };
 use crate::sink::client;
+use crate::sink::client::CreateClient;
 use crate::sink::client_log::ClientLog;
 use crate::sink::KafkaLink;
 
@@ -593,7 +594,7 @@ impl Registry {
         let producer: FutureProducer<ClientLog> = client::config(kafka)
             .set("enable.idempotence", "true")
             .set("linger.ms", "0")
-            .create_with_context(ClientLog::new(link.clone()))
+            .create_client(ClientLog::new(link.clone()))
             .map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
         let reader = open_reader(kafka, group, link)?;
         Ok(Self {
@@ -684,7 +685,7 @@ fn open_reader(kafka: &KafkaConfig, group: &str, link: Arc<KafkaLink>) -> Result
         )
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
-        .create_with_context(ClientLog::new(link))
+        .create_client(ClientLog::new(link))
         .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
     let topic = definitions_topic(group);
     let mut tpl = TopicPartitionList::new();

@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use super::topics;
 use crate::config::KafkaConfig;
 use crate::lease::Lease;
+use crate::sink::client::CreateClient;
 use crate::sink::client_log;
 use crate::sink::{client, KafkaLink};
 
@@ -153,6 +154,8 @@ impl GroupContext {
 }
 
 impl ClientContext for GroupContext {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
         client_log::log_via(&self.link, level, fac, message);
     }
@@ -164,6 +167,15 @@ impl ClientContext for GroupContext {
 
     fn stats_raw(&self, statistics: &[u8]) {
         self.link.on_statistics(statistics);
+    }
+
+    /// OAUTHBEARER tokens outboxd makes itself (AWS MSK IAM, a token file); OIDC clients
+    /// never ask (librdkafka refreshes their tokens itself).
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        crate::sink::oauth::generate(oauthbearer_config)
     }
 }
 
@@ -330,7 +342,7 @@ fn member_loop(
             "statistics.interval.ms",
             crate::sink::link::STATISTICS_INTERVAL_MS.to_string(),
         )
-        .create_with_context(context)
+        .create_client(context)
         .map_err(|e| format!("cannot create the group's Kafka consumer: {e}"))?;
     let subscribed: Vec<String> = settings
         .connectors

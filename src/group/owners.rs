@@ -30,6 +30,7 @@ use super::topics::{coordination_topic, group_id, host_name};
 use crate::checkpoint::now_ms;
 use crate::config::KafkaConfig;
 use crate::sink::client;
+use crate::sink::client::CreateClient;
 use crate::sink::client_log::ClientLog;
 use crate::sink::KafkaLink;
 
@@ -134,7 +135,7 @@ impl OwnerLog {
         let producer: FutureProducer<ClientLog> = client::config(kafka)
             .set("enable.idempotence", "true")
             .set("linger.ms", "0")
-            .create_with_context(ClientLog::new(link))
+            .create_client(ClientLog::new(link))
             .map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
         let (notes, rx) = mpsc::unbounded_channel();
         let writer = Writer {
@@ -263,7 +264,7 @@ pub fn read_record(
         .set("group.id", format!("{}.status", group_id(group)))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
-        .create_with_context(ClientLog::new(link))
+        .create_client(ClientLog::new(link))
         .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
     let topic = coordination_topic(group, connector);
     let (low, high) = consumer
@@ -308,7 +309,7 @@ impl MemberList {
     pub fn new(kafka: &KafkaConfig, group: &str, link: Arc<KafkaLink>) -> Result<Self, String> {
         let consumer = client::config(kafka)
             .set("group.id", format!("{}.status", group_id(group)))
-            .create_with_context(ClientLog::new(link))
+            .create_client(ClientLog::new(link))
             .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
         Ok(Self {
             consumer,

@@ -17,6 +17,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use crate::config::KafkaConfig;
 use crate::error::Class;
 use crate::sink::client;
+use crate::sink::client::CreateClient;
 use crate::sink::client_log::ClientLog;
 use crate::sink::{KafkaLink, LinkFailure};
 
@@ -75,7 +76,7 @@ pub async fn ensure(
 ) -> Result<(), TopicsError> {
     let fail = |m: String| TopicsError::Kafka(m);
     let admin: AdminClient<ClientLog> = client::config(kafka)
-        .create_with_context(ClientLog::new(link.clone()))
+        .create_client(ClientLog::new(link.clone()))
         .map_err(|e| fail(format!("cannot create a Kafka admin client: {e}")))?;
     let names: Vec<String> = connectors
         .iter()

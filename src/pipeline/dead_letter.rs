@@ -49,6 +49,7 @@ use super::poison::Cause;
 use crate::config::{ErrorPolicy, KafkaConfig};
 use crate::event::TableName;
 use crate::position::SourcePosition;
+use crate::sink::client::CreateClient;
 use crate::sink::client_log::ClientLog;
 use crate::sink::{client, KafkaRecord, Refusal, SinkError};
 
@@ -289,7 +290,7 @@ pub fn admin(
     link: std::sync::Arc<crate::sink::KafkaLink>,
 ) -> Result<AdminClient<ClientLog>, SinkError> {
     client::config(kafka)
-        .create_with_context(ClientLog::new(link))
+        .create_client(ClientLog::new(link))
         .map_err(|e| SinkError::Client {
             source: Box::new(e),
         })

@@ -19,7 +19,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     let name = cfg.name.as_str();
     // What the record producer connects with (the probe below is made with it).
-    let producer = cfg.kafka.producer_client();
+    let producer =
+        client::as_clients_get_them(&cfg.kafka.producer_client(), &cfg.kafka.bootstrap_servers);
     let verification = client::verification(&producer);
     let probed = match verification {
         None => None,
@@ -100,11 +101,76 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     });
     if answered {
         out.push(routed_topics(cfg, &sink).await);
+        if let Some(line) = transactions(cfg).await {
+            out.push(line);
+        }
     }
     if let (Some(topic), true) = (cfg.errors.dead_letters(), answered) {
         out.push(dead_letter_topic(cfg, topic, link).await);
     }
     out
+}
+
+/// The suffix of the `transactional.id` `check` tries transactions with: the connector's
+/// own would fence a running relay (`init_transactions` bumps its epoch).
+pub const PROBE_SUFFIX: &str = ".outboxd-check";
+
+/// How long `check` waits for `init_transactions`.
+const TXN_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `kafka transactions` check of an exactly-once connector: `init_transactions` with
+/// `<transactional.id>.outboxd-check` ([`PROBE_SUFFIX`]). A cluster without the
+/// transactional APIs (Azure Event Hubs standard) or a principal without permission on the
+/// transactional id fails it, with the choice to make (`delivery = "at_least_once"`);
+/// `None` for at-least-once connectors.
+async fn transactions(cfg: &ConnectorConfig) -> Option<CheckResult> {
+    use crate::config::{CheckpointConfig, DeliveryMode};
+    if !matches!(
+        cfg.checkpoint,
+        CheckpointConfig::Kafka {
+            delivery: DeliveryMode::ExactlyOnce,
+            ..
+        }
+    ) {
+        return None;
+    }
+    let name = cfg.name.as_str();
+    let id = format!("{}{PROBE_SUFFIX}", crate::connector::transactional_id(cfg));
+    let link = KafkaLink::quiet(name, &cfg.kafka.bootstrap_servers);
+    let result = match KafkaSink::new_transactional(&cfg.kafka, name, &id, link) {
+        Err(e) => Err(e),
+        Ok(sink) => match tokio::time::timeout(TXN_PROBE_TIMEOUT, sink.init_transactions()).await {
+            Ok(r) => r,
+            Err(_) => {
+                return Some(CheckResult::new(
+                    name,
+                    "kafka transactions",
+                    Status::Warn,
+                    format!(
+                        "init_transactions (transactional.id={id}) did not complete within {}s: the transaction coordinator may still be starting; exactly-once delivery needs it",
+                        TXN_PROBE_TIMEOUT.as_secs()
+                    ),
+                ))
+            }
+        },
+    };
+    Some(match result {
+        Ok(()) => CheckResult::new(
+            name,
+            "kafka transactions",
+            Status::Pass,
+            format!("init_transactions works (transactional.id={id}, beside the connector's own so that a running relay is not fenced): exactly-once delivery can start"),
+        ),
+        Err(e @ SinkError::TransactionsUnavailable { .. }) => {
+            CheckResult::new(name, "kafka transactions", Status::Fail, e.to_string())
+        }
+        Err(e) => CheckResult::new(
+            name,
+            "kafka transactions",
+            Status::Warn,
+            format!("init_transactions (transactional.id={id}) failed: {e}"),
+        ),
+    })
 }
 
 /// The `kafka topics` check: whether the cluster creates a topic events are routed to when

@@ -6,7 +6,7 @@
 //! made in one place and applies to all of them alike. (Group membership, which belongs to
 //! no connector, builds its clients from a connector's settings too.)
 
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::types::RDKafkaConfRes;
 use rdkafka::ClientConfig;
 
@@ -27,9 +27,158 @@ pub fn config(kafka: &KafkaConfig) -> ClientConfig {
     cc.set("bootstrap.servers", &kafka.bootstrap_servers)
         .set("reconnect.backoff.max.ms", RECONNECT_BACKOFF_MAX_MS);
     for (k, v) in kafka.client.expose() {
-        cc.set(k, v);
+        cc.set(k, value_for(&kafka.bootstrap_servers, k, v));
     }
     cc
+}
+
+/// The value librdkafka gets for client setting `key`: `value`, except that an AWS MSK IAM
+/// token source without a region (`sasl.oauthbearer.config`) gets the one its bootstrap
+/// host names say (`*.kafka.<region>.amazonaws.com`), as aws-msk-iam-auth reads it.
+pub fn value_for<'a>(bootstrap: &str, key: &str, value: &'a str) -> std::borrow::Cow<'a, str> {
+    if key == "sasl.oauthbearer.config" {
+        if let Some(filled) = super::oauth::with_region_from(bootstrap, value) {
+            return filled.into();
+        }
+    }
+    value.into()
+}
+
+/// `props` as the clients get them from [`config`]: an MSK IAM token source's region filled
+/// in from `bootstrap` ([`value_for`]), for `check` to describe.
+pub fn as_clients_get_them(props: &ClientProperties, bootstrap: &str) -> ClientProperties {
+    let mut out = props.clone();
+    if let Some(config) = props.get_secret("sasl.oauthbearer.config") {
+        let filled = value_for(bootstrap, "sasl.oauthbearer.config", config.expose());
+        out.set("sasl.oauthbearer.config", filled.into_owned());
+    }
+    out
+}
+
+/// A Kafka client of any kind whose librdkafka handle outboxd can reach.
+pub trait Handle {
+    /// The client's `rd_kafka_t`.
+    fn handle(&self) -> *mut rdkafka::types::RDKafka;
+}
+
+impl<C: rdkafka::ClientContext> Handle for rdkafka::admin::AdminClient<C> {
+    fn handle(&self) -> *mut rdkafka::types::RDKafka {
+        self.inner().native_ptr()
+    }
+}
+
+impl<C: rdkafka::consumer::ConsumerContext> Handle for rdkafka::consumer::BaseConsumer<C> {
+    fn handle(&self) -> *mut rdkafka::types::RDKafka {
+        rdkafka::consumer::Consumer::client(self).native_ptr()
+    }
+}
+
+impl<C: rdkafka::producer::ProducerContext> Handle for rdkafka::producer::BaseProducer<C> {
+    fn handle(&self) -> *mut rdkafka::types::RDKafka {
+        rdkafka::producer::Producer::client(self).native_ptr()
+    }
+}
+
+impl<C: rdkafka::producer::ProducerContext + 'static> Handle
+    for rdkafka::producer::ThreadedProducer<C>
+{
+    fn handle(&self) -> *mut rdkafka::types::RDKafka {
+        rdkafka::producer::Producer::client(self).native_ptr()
+    }
+}
+
+impl<C: rdkafka::ClientContext + 'static> Handle for rdkafka::producer::FutureProducer<C> {
+    fn handle(&self) -> *mut rdkafka::types::RDKafka {
+        rdkafka::producer::Producer::client(self).native_ptr()
+    }
+}
+
+/// Makes a client of any kind from `settings` and `context` — how every Kafka client of the
+/// process is made — and, when outboxd makes its OAUTHBEARER tokens itself (AWS MSK IAM, a
+/// token file: `sasl.oauthbearer.config`), sets its first token at once.
+///
+/// librdkafka asks for a token through the client's main queue, which rdkafka serves only
+/// while the client is polled: a consumer before its first `poll` (watermarks, metadata),
+/// an admin client or a bare `BaseProducer` would otherwise never log in. Later refreshes
+/// (at 80 % of the token's lifetime) come through [`super::oauth::generate`] for the
+/// clients that are polled; the others live for a request or two. With OIDC librdkafka
+/// fetches every token itself, on its background thread.
+pub fn create<T, C>(settings: &ClientConfig, context: C) -> KafkaResult<T>
+where
+    T: rdkafka::config::FromClientConfigAndContext<C> + Handle,
+    C: rdkafka::ClientContext,
+{
+    let client = T::from_config_and_context(settings, context)?;
+    if let Some(config) = settings
+        .get("sasl.oauthbearer.config")
+        .filter(|c| crate::config::kafka_oauth::TokenSource::parse(c).is_some())
+    {
+        set_first_token(client.handle(), config);
+    }
+    Ok(client)
+}
+
+/// [`create`] as a method of a client configuration, for the builder chains that make
+/// clients (`client::config(kafka).set(..).create_client(context)`).
+pub trait CreateClient {
+    /// See [`create`].
+    fn create_client<T, C>(&self, context: C) -> KafkaResult<T>
+    where
+        T: rdkafka::config::FromClientConfigAndContext<C> + Handle,
+        C: rdkafka::ClientContext;
+}
+
+impl CreateClient for ClientConfig {
+    fn create_client<T, C>(&self, context: C) -> KafkaResult<T>
+    where
+        T: rdkafka::config::FromClientConfigAndContext<C> + Handle,
+        C: rdkafka::ClientContext,
+    {
+        create(self, context)
+    }
+}
+
+/// Sets a token from [`super::oauth::generate`] on `rk`, or tells librdkafka why there is
+/// none (its error callback then reports it, as for a failed refresh).
+fn set_first_token(rk: *mut rdkafka::types::RDKafka, config: &str) {
+    use std::ffi::CString;
+    let reason = match super::oauth::generate(Some(config)) {
+        Ok(token) => {
+            let (Ok(value), Ok(principal)) = (
+                CString::new(token.token),
+                CString::new(token.principal_name),
+            ) else {
+                return;
+            };
+            let mut errstr = [0 as std::os::raw::c_char; 512];
+            // SAFETY: `rk` is a live client handle (the caller owns the client); the strings
+            // and the error buffer outlive the call, which copies them.
+            let err = unsafe {
+                rdkafka::bindings::rd_kafka_oauthbearer_set_token(
+                    rk,
+                    value.as_ptr(),
+                    token.lifetime_ms,
+                    principal.as_ptr(),
+                    std::ptr::null_mut(),
+                    0,
+                    errstr.as_mut_ptr(),
+                    errstr.len(),
+                )
+            };
+            if err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return;
+            }
+            // SAFETY: librdkafka wrote a NUL-terminated message into the buffer.
+            unsafe { std::ffi::CStr::from_ptr(errstr.as_ptr()) }
+                .to_string_lossy()
+                .into_owned()
+        }
+        Err(e) => e.to_string(),
+    };
+    if let Ok(reason) = CString::new(reason) {
+        // SAFETY: as above; librdkafka copies the message.
+        unsafe { rdkafka::bindings::rd_kafka_oauthbearer_set_token_failure(rk, reason.as_ptr()) };
+    }
 }
 
 /// Whether librdkafka knows a configuration property by this name (librdkafka
@@ -77,11 +226,51 @@ pub fn describe_protocol(props: &ClientProperties) -> String {
         .unwrap_or("plaintext")
         .to_ascii_lowercase();
     let mut words = format!("security.protocol={protocol}");
-    if let Some(m) = props.get("sasl.mechanisms") {
-        let user = props.get("sasl.username").unwrap_or("(none)");
-        words.push_str(&format!(", SASL {m} as {user}"));
+    match props.get("sasl.mechanisms") {
+        Some(m) if m.eq_ignore_ascii_case("OAUTHBEARER") => {
+            words.push_str(&format!(
+                ", SASL OAUTHBEARER with {}",
+                describe_token(props)
+            ));
+        }
+        Some(m) => {
+            let user = props.get("sasl.username").unwrap_or("(none)");
+            words.push_str(&format!(", SASL {m} as {user}"));
+        }
+        None => {}
     }
     words
+}
+
+/// Where an OAUTHBEARER client's tokens come from, in words (never a secret): OIDC's grant,
+/// client id and token endpoint, or outboxd's own token source.
+fn describe_token(props: &ClientProperties) -> String {
+    if props.get("sasl.oauthbearer.method") == Some("oidc") {
+        let endpoint = props
+            .get("sasl.oauthbearer.token.endpoint.url")
+            .unwrap_or("(no token endpoint)");
+        let scope = props
+            .get("sasl.oauthbearer.scope")
+            .map(|s| format!(", scope {s}"))
+            .unwrap_or_default();
+        return match props.get("sasl.oauthbearer.grant.type") {
+            Some(crate::config::kafka_oauth::JWT_BEARER_GRANT) => {
+                format!("OIDC tokens (JWT bearer grant{scope}) from {endpoint}, refreshed by librdkafka")
+            }
+            _ => format!(
+                "OIDC tokens (client credentials of client {}{scope}) from {endpoint}, refreshed by librdkafka",
+                props.get("sasl.oauthbearer.client.id").unwrap_or("(none)")
+            ),
+        };
+    }
+    let source = props
+        .get_secret("sasl.oauthbearer.config")
+        .and_then(|c| crate::config::kafka_oauth::TokenSource::parse(c.expose()));
+    match source {
+        Some(Ok(source)) => format!("tokens from {}", source.describe()),
+        Some(Err(why)) => why,
+        None => "no token source (set sasl.oauthbearer.token.endpoint.url or AWS MSK IAM)".into(),
+    }
 }
 
 /// The security client settings `props` ask for, in words for `check`: `security.protocol`,

@@ -120,6 +120,8 @@ pub fn log_via(link: &KafkaLink, level: RDKafkaLogLevel, fac: &str, message: &st
 }
 
 impl ClientContext for ClientLog {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
         log_via(&self.link, level, fac, message);
     }
@@ -130,6 +132,15 @@ impl ClientContext for ClientLog {
 
     fn stats_raw(&self, statistics: &[u8]) {
         self.link.on_statistics(statistics);
+    }
+
+    /// OAUTHBEARER tokens outboxd makes itself (AWS MSK IAM, a token file); OIDC clients
+    /// never ask (librdkafka refreshes their tokens itself).
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        super::oauth::generate(oauthbearer_config)
     }
 }
 

@@ -204,6 +204,27 @@ pub enum SinkError {
         /// librdkafka's description.
         reason: String,
     },
+    /// The cluster gives this connector no transactions: `init_transactions` was refused
+    /// for want of permission (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`,
+    /// `CLUSTER_AUTHORIZATION_FAILED`) or because the brokers do not offer the transactional
+    /// APIs (librdkafka's `_UNSUPPORTED_FEATURE`: Azure Event Hubs' standard tier, proxies).
+    /// A restart meets the same answer: definite, with the choice to make.
+    #[error(
+        "Kafka transactions are not available to this connector: init_transactions with \
+         transactional.id={transactional_id} failed: {reason}. Exactly-once delivery needs \
+         them (records and checkpoint in one Kafka transaction), and so do a group's \
+         fenced checkpoints. Either set [connectors.checkpoint] delivery = \"at_least_once\" \
+         (outside a group: every event delivered at least once; after a crash the last \
+         events may be delivered again), or give the principal WRITE and DESCRIBE on \
+         TransactionalId {transactional_id} (a cluster without transactions at all, e.g. \
+         Azure Event Hubs standard, has no such choice)"
+    )]
+    TransactionsUnavailable {
+        /// The `transactional.id` tried.
+        transactional_id: String,
+        /// librdkafka's description.
+        reason: String,
+    },
     /// Another instance with the same `transactional.id` took over (Kafka's zombie fencing).
     #[error(
         "{what}: this instance was fenced: another outboxd instance with the same \
@@ -366,6 +387,7 @@ pub fn restart_cures(code: Option<RDKafkaErrorCode>) -> bool {
         Some(
             C::TransactionalIdAuthorizationFailed
                 | C::ClusterAuthorizationFailed
+                | C::UnsupportedFeature
                 | C::TopicAuthorizationFailed
                 | C::UnsupportedVersion
                 | C::UnsupportedForMessageFormat
@@ -414,6 +436,7 @@ impl SinkError {
             | SinkError::RefusedOnSend { .. }
             | SinkError::Refused { .. }
             | SinkError::Fenced { .. }
+            | SinkError::TransactionsUnavailable { .. }
             | SinkError::Link(_)
             | SinkError::DeadLetterTopic { definite: true, .. }
             | SinkError::DeadLetterTopicTooSmall { .. } => Class::Definite,
@@ -451,6 +474,31 @@ impl SinkError {
             what,
             fatal,
             source: Box::new(e.clone()),
+        }
+    }
+
+    /// This error of `init_transactions` as [`SinkError::TransactionsUnavailable`] when it
+    /// says the cluster gives `transactional_id` no transactions (see there); else as it is.
+    pub fn of_init_transactions(self, transactional_id: &str) -> Self {
+        use RDKafkaErrorCode as C;
+        match self {
+            SinkError::Transaction { source, .. }
+                if matches!(
+                    source.rdkafka_error_code(),
+                    Some(
+                        C::TransactionalIdAuthorizationFailed
+                            | C::ClusterAuthorizationFailed
+                            | C::UnsupportedFeature
+                            | C::UnsupportedVersion
+                    )
+                ) =>
+            {
+                SinkError::TransactionsUnavailable {
+                    transactional_id: transactional_id.to_string(),
+                    reason: source.to_string(),
+                }
+            }
+            other => other,
         }
     }
 

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
@@ -175,7 +174,7 @@ impl KafkaSink {
             cc.set(k, v);
         }
         for (k, v) in cfg.producer_secrets.expose() {
-            cc.set(k, v);
+            cc.set(k, super::client::value_for(&cfg.bootstrap_servers, k, v));
         }
         for (k, v) in FIXED_PROPERTIES {
             cc.set(*k, *v);
@@ -194,7 +193,7 @@ impl KafkaSink {
             }
         }
         let producer =
-            TrackedProducer::from_config_and_context(&cc, DeliveryTracker::new(link.clone()))
+            super::client::create::<TrackedProducer, _>(&cc, DeliveryTracker::new(link.clone()))
                 .map_err(|e| SinkError::Client {
                     source: Box::new(e),
                 })?;
@@ -480,11 +479,20 @@ impl KafkaSink {
     /// same id (its open transaction is aborted) — Kafka's zombie fencing. Waits up to 60 s
     /// for the transaction coordinator (transient error after that); runs on tokio's
     /// blocking pool, so a caller may stop awaiting it (on shutdown) at any time.
+    ///
+    /// A cluster that gives this producer no transactions (refused permission, no
+    /// transactional APIs) is [`SinkError::TransactionsUnavailable`]: definite.
     pub async fn init_transactions(&self) -> Result<(), SinkError> {
+        let id = self
+            .settings
+            .get("transactional.id")
+            .unwrap_or_default()
+            .to_string();
         self.off_thread("initialising transactions", |p| {
             p.init_transactions(TXN_TIMEOUT)
         })
         .await
+        .map_err(|e| e.of_init_transactions(&id))
     }
 
     /// Runs one of librdkafka's blocking transactional calls on tokio's blocking pool: they

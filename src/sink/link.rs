@@ -64,6 +64,20 @@ pub enum LinkFailure {
         /// librdkafka's description (e.g. `certificate verify failed`).
         reason: String,
     },
+    /// No OAUTHBEARER token could be had (the token endpoint refused the client, outboxd's
+    /// own token source failed for good), or the brokers refused the token (expired,
+    /// unsigned, another audience or issuer): see [`token_trouble`].
+    #[error(
+        "the OAUTHBEARER login at Kafka {bootstrap} failed: {reason}; check {}",
+        token_settings(reason)
+    )]
+    Token {
+        /// The bootstrap servers.
+        bootstrap: String,
+        /// librdkafka's description, or outboxd's token source's (never a token or secret:
+        /// librdkafka's names the endpoint and the provider's answer).
+        reason: String,
+    },
     /// The broker closed the connection during the TLS handshake: `security.protocol` asks
     /// for TLS (`SSL`, `SASL_SSL`) of a listener that does not speak it.
     #[error("Kafka at {bootstrap} closed the connection during the TLS handshake: the listener there does not speak TLS (a PLAINTEXT or SASL_PLAINTEXT listener?) ({reason}); check security.protocol (SSL and SASL_SSL ask for TLS) and that bootstrap.servers names the brokers' TLS listener")]
@@ -150,6 +164,9 @@ struct State {
     /// The last broker connection failures in a row that looked like one
     /// `security.protocol` mismatch, and how many (before any broker was up).
     mismatch: Option<(Mismatch, u32)>,
+    /// The HTTP status of librdkafka's last failed OIDC token request (-1: no answer), from
+    /// its `OIDC`/`JWT` log line ([`oidc_status`]).
+    oidc_status: Option<i32>,
 }
 
 /// What waits for the cluster, as (records, bytes) not yet acknowledged: asked when a WARN
@@ -293,6 +310,21 @@ impl KafkaLink {
     pub(crate) fn on_error(&self, error: &KafkaError, reason: &str) {
         let code = error.rdkafka_error_code();
         match code {
+            Some(RDKafkaErrorCode::Authentication) if is_token_reason(reason) => {
+                let status = self.state().oidc_status;
+                match token_trouble(reason, status) {
+                    TokenTrouble::Retried => {
+                        if self.logs {
+                            tracing::warn!(connector = %self.owner, "no OAUTHBEARER token yet, librdkafka asks again in 10 s: {reason}");
+                        }
+                        self.state().last_error = Some(reason.to_string());
+                    }
+                    TokenTrouble::Refused => self.definite(LinkFailure::Token {
+                        bootstrap: self.bootstrap.clone(),
+                        reason: reason.to_string(),
+                    }),
+                }
+            }
             Some(RDKafkaErrorCode::Authentication) => self.definite(LinkFailure::Authentication {
                 bootstrap: self.bootstrap.clone(),
                 reason: reason.to_string(),
@@ -516,6 +548,9 @@ impl KafkaLink {
     /// mismatch ([`mismatch_in`]) are a definite failure.
     pub(crate) fn covers_log_line(&self, fac: &str, message: &str) -> bool {
         let mut st = self.state();
+        if let Some(status) = oidc_status(fac, message) {
+            st.oidc_status = Some(status);
+        }
         let down = st.unreachable_since.is_some();
         let failed = st.definite.is_some();
         if fac == "FAIL" {
@@ -565,6 +600,70 @@ impl KafkaLink {
             || (down && message.contains("brokers are down"))
             || (failed && (message.contains("SASL") || message.contains("SSL")))
             || (!self.logs && (down || failed || !st.seen_up))
+    }
+}
+
+// ---- OAUTHBEARER tokens (issue 31): librdkafka's words for a token it could not get or
+// the brokers refused, and what a retry may cure. ----
+
+/// Whether an `_AUTHENTICATION` error is about an OAUTHBEARER token: librdkafka could not
+/// get one ("Failed to acquire SASL OAUTHBEARER token: ...", rdkafka_sasl_oauthbearer.c;
+/// "OAUTHBEARER cannot log in because there is no token available; last error: ...") or the
+/// broker refused it (its SASL error names the mechanism or the token).
+fn is_token_reason(reason: &str) -> bool {
+    reason.contains("OAUTHBEARER") || reason.contains("invalid_token")
+}
+
+/// What an OAUTHBEARER token failure means for the connector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokenTrouble {
+    /// Refused: the same settings meet the same answer (a definite failure).
+    Refused,
+    /// Not reachable right now (the token endpoint did not answer, answered 5xx or 429;
+    /// outboxd's token source said it retries): librdkafka asks again 10 s later.
+    Retried,
+}
+
+/// Classifies a token failure `reason`, `oidc_status` being the HTTP status of librdkafka's
+/// last failed OIDC token request (its log line comes before the error).
+fn token_trouble(reason: &str, oidc_status: Option<i32>) -> TokenTrouble {
+    let acquiring = reason.contains("Failed to acquire SASL OAUTHBEARER token")
+        || reason.contains("no token available");
+    if !acquiring {
+        return TokenTrouble::Refused;
+    }
+    if reason.contains(super::oauth::RETRIED) {
+        return TokenTrouble::Retried;
+    }
+    match oidc_status {
+        Some(s) if !(400..500).contains(&s) || s == 429 => TokenTrouble::Retried,
+        _ => TokenTrouble::Refused,
+    }
+}
+
+/// The HTTP status of librdkafka's log line about a failed OIDC token request (`OIDC` /
+/// `JWT`: `Failed to retrieve OIDC token from "<url>": <answer> (<status>)`, -1 when the
+/// endpoint did not answer).
+fn oidc_status(fac: &str, message: &str) -> Option<i32> {
+    if fac != "OIDC" && fac != "JWT" || !message.contains("Failed to retrieve") {
+        return None;
+    }
+    let open = message.rfind('(')?;
+    message[open + 1..]
+        .trim_end()
+        .trim_end_matches(')')
+        .parse()
+        .ok()
+}
+
+/// The settings to look at for a failed OAUTHBEARER login described by `reason`.
+fn token_settings(reason: &str) -> &'static str {
+    if reason.contains("MSK IAM") {
+        "the AWS credentials and region of MSK IAM (sasl.jaas.config awsRegion, awsProfileName, awsRoleArn; AWS_* environment) and the principal's kafka-cluster:Connect permission"
+    } else if reason.contains("token file") {
+        "sasl.oauthbearer.token.endpoint.url (file:) and whatever keeps that file current"
+    } else {
+        "sasl.oauthbearer.token.endpoint.url, the client id and secret (sasl.jaas.config clientId/clientSecret, sasl.oauthbearer.client.credentials.*), sasl.oauthbearer.scope and extensions, and that the provider's tokens carry the audience and issuer the brokers expect"
     }
 }
 
@@ -641,6 +740,61 @@ fn describe_brokers(brokers: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_failures_a_retry_may_cure_are_not_definite() {
+        let line = r#"[thrd:background]: Failed to retrieve OIDC token from "http://idp/token": {"error":"invalid_client"} (401)"#;
+        assert_eq!(oidc_status("OIDC", line), Some(401));
+        assert_eq!(
+            oidc_status(
+                "OIDC",
+                r#"Failed to retrieve OIDC token from "u": Couldn't connect to server (-1)"#
+            ),
+            Some(-1)
+        );
+        assert_eq!(oidc_status("FAIL", line), None);
+        let acquire = r#"Failed to acquire SASL OAUTHBEARER token: {"error":"invalid_client"}"#;
+        assert!(is_token_reason(acquire));
+        assert_eq!(token_trouble(acquire, Some(401)), TokenTrouble::Refused);
+        assert_eq!(token_trouble(acquire, Some(503)), TokenTrouble::Retried);
+        assert_eq!(token_trouble(acquire, Some(-1)), TokenTrouble::Retried);
+        let ours = format!(
+            "Failed to acquire SASL OAUTHBEARER token: no AWS credentials for MSK IAM ... {}",
+            crate::sink::oauth::RETRIED
+        );
+        assert_eq!(token_trouble(&ours, None), TokenTrouble::Retried);
+        let expired =
+            "Failed to acquire SASL OAUTHBEARER token: Must supply an unexpired token: now 2 > 1";
+        assert_eq!(token_trouble(expired, None), TokenTrouble::Refused);
+        let broker = "SASL authentication error: {\"status\":\"invalid_token\"} (after 1ms in state AUTH_REQ)";
+        assert_eq!(token_trouble(broker, None), TokenTrouble::Refused);
+        let link = KafkaLink::quiet("shop", "k:9092");
+        link.covers_log_line(
+            "OIDC",
+            r#"Failed to retrieve OIDC token from "u": <html>502</html> (502)"#,
+        );
+        link.on_error(
+            &KafkaError::Global(RDKafkaErrorCode::Authentication),
+            "Failed to acquire SASL OAUTHBEARER token: <html>502</html>",
+        );
+        assert_eq!(link.definite_failure(), None, "a 502 is retried");
+        link.covers_log_line(
+            "OIDC",
+            r#"Failed to retrieve OIDC token from "u": denied (401)"#,
+        );
+        link.on_error(
+            &KafkaError::Global(RDKafkaErrorCode::Authentication),
+            "Failed to acquire SASL OAUTHBEARER token: denied",
+        );
+        let f = link
+            .definite_failure()
+            .expect("a 401 is definite")
+            .to_string();
+        assert!(
+            f.contains("OAUTHBEARER login") && f.contains("sasl.oauthbearer.token.endpoint.url"),
+            "{f}"
+        );
+    }
 
     /// The log lines `run` writes (at INFO and above), as text.
     fn logged(run: impl FnOnce()) -> Vec<String> {

@@ -27,11 +27,11 @@
 //! checkpoint before its records. Both on, or the broker's setting unreadable, it stays a
 //! transient failure — but one that names the topic.
 
+use crate::sink::client::CreateClient;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
-use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientConfig;
@@ -150,7 +150,7 @@ pub fn confirm_missing(settings: &ClientConfig, topics: &[String]) -> Vec<String
     let settings = lookup_settings(settings);
     let bootstrap = settings.get("bootstrap.servers").unwrap_or_default();
     let context = DeliveryTracker::new(KafkaLink::quiet("topic lookup", bootstrap));
-    let Ok(client) = BaseProducer::from_config_and_context(&settings, context) else {
+    let Ok(client) = super::client::create::<BaseProducer<_>, _>(&settings, context) else {
         return Vec::new();
     };
     let Some(first) = unknown_now(&client, topics) else {
@@ -190,7 +190,7 @@ async fn broker_settings(settings: &ClientConfig) -> Result<Vec<(i32, String)>, 
         .to_string();
     let admin: Arc<AdminClient<ClientLog>> = Arc::new(
         settings
-            .create_with_context(ClientLog::new(KafkaLink::quiet("topic lookup", &bootstrap)))
+            .create_client(ClientLog::new(KafkaLink::quiet("topic lookup", &bootstrap)))
             .map_err(|e| format!("cannot create a Kafka admin client: {e}"))?,
     );
     let lookup = admin.clone();

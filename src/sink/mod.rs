@@ -6,6 +6,7 @@ mod error;
 pub mod kafka;
 pub mod link;
 pub mod missing_topic;
+pub mod oauth;
 pub mod record;
 mod stall;
 pub mod tracker;

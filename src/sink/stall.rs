@@ -23,7 +23,6 @@
 use std::sync::Weak;
 use std::time::{Duration, Instant, SystemTime};
 
-use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::ClientConfig;
 
@@ -59,7 +58,7 @@ pub(super) fn probe_settings(settings: &ClientConfig) -> ClientConfig {
 fn cluster_answers(settings: &ClientConfig) -> bool {
     let bootstrap = settings.get("bootstrap.servers").unwrap_or_default();
     let context = DeliveryTracker::new(KafkaLink::quiet("stall probe", bootstrap));
-    match BaseProducer::from_config_and_context(settings, context) {
+    match super::client::create::<BaseProducer<_>, _>(settings, context) {
         Ok(client) => client
             .client()
             .fetch_metadata(None, METADATA_TIMEOUT)

@@ -543,6 +543,8 @@ impl DeliveryTracker {
 }
 
 impl ClientContext for DeliveryTracker {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
         if let Some(refusal) = TxnRefusal::from_log(fac, message) {
             let mut topics = self.txn_refusals.lock().unwrap_or_else(|e| e.into_inner());
@@ -559,6 +561,15 @@ impl ClientContext for DeliveryTracker {
 
     fn stats_raw(&self, statistics: &[u8]) {
         self.link.on_statistics(statistics);
+    }
+
+    /// OAUTHBEARER tokens outboxd makes itself (AWS MSK IAM, a token file); OIDC clients
+    /// never ask (librdkafka refreshes their tokens itself).
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        super::oauth::generate(oauthbearer_config)
     }
 }
 
