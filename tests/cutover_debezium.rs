@@ -1177,10 +1177,25 @@ async fn bad_input_and_unserved_positions_are_refused_changing_nothing() {
         &name,
         &json!({"file": "mariadb-bin.000001", "pos": 4, "gtids": "0-1-5,77-7-100"}),
     );
+    // Served by no binlog of this server: refused as purged (when binlogs were purged past
+    // 0-1-5) or as another server's position (domain 77 was never in this binlog).
+    let (code, out, err) = import(&["--offsets-file", f]);
+    assert_eq!(code, 1, "unserved GTID position:\n{out}\n{err}");
+    assert!(
+        err.contains("no longer served")
+            || err.contains("77-7-100 is in domain 77, which this server's binlog never had"),
+        "{err}"
+    );
+    // A sequence number ahead of the server's binlog.
+    write_offsets_file(
+        &file,
+        &name,
+        &json!({"file": "mariadb-bin.000001", "pos": 4, "gtids": format!("0-1-{}", u32::MAX)}),
+    );
     refused(
-        "unserved GTID position",
+        "GTID ahead of the server",
         &["--offsets-file", f],
-        "no longer serve",
+        "is beyond this server's last GTID",
     );
     write_offsets_file(
         &file,

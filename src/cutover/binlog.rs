@@ -444,6 +444,33 @@ fn mariadb_gtids(text: &str) -> Result<MariadbGtidPosition, String> {
     Ok(pos)
 }
 
+/// Why a MariaDB GTID position `offset` is not a position of the server whose
+/// `@@gtid_binlog_pos` is `server`: a domain the server's binlog never had, or a sequence
+/// number beyond the server's last one in its domain. `None` when every domain is known and
+/// not ahead. (MariaDB's non-strict replication accepts such a start and waits for
+/// transactions that never come; a cutover must not.)
+pub(crate) fn foreign_mariadb_gtids(
+    offset: &MariadbGtidPosition,
+    server: &MariadbGtidPosition,
+) -> Option<String> {
+    let found: Vec<String> = offset
+        .iter()
+        .filter_map(|g| match server.get(g.domain) {
+            None => Some(format!(
+                "GTID {g} is in domain {}, which this server's binlog never had \
+                 (gtid_binlog_pos is {server})",
+                g.domain
+            )),
+            Some(last) if last.seq < g.seq => Some(format!(
+                "GTID {g} is beyond this server's last GTID {last} in domain {}",
+                g.domain
+            )),
+            Some(_) => None,
+        })
+        .collect();
+    (!found.is_empty()).then(|| found.join("; "))
+}
+
 /// Turns Debezium's offset into outboxd's checkpoint, reading the transaction it is in
 /// from the server; refuses a position the server no longer serves.
 ///
@@ -474,6 +501,24 @@ pub(crate) async fn import(
              there either; to start outboxd anyway, accept the gap: run outboxd without \
              importing (it starts at the current position) after `outboxd checkpoint reset`"
         )));
+    }
+    if let SourcePosition::MariadbGtid(pos) = &position {
+        let current: String = conn
+            .query_first("SELECT @@GLOBAL.gtid_binlog_pos")
+            .await
+            .map_err(|e| from_mysql("reading gtid_binlog_pos", MysqlError::from_driver(e, cfg)))?
+            .unwrap_or_default();
+        let current: MariadbGtidPosition = current.parse().map_err(|e| {
+            CutoverError::refused(format!("the server's gtid_binlog_pos {current:?}: {e}"))
+        })?;
+        if let Some(reason) = foreign_mariadb_gtids(pos, &current) {
+            return Err(CutoverError::refused(format!(
+                "Debezium's position is not served by this server: {reason}. Is the connector \
+                 JSON's database.hostname the server Debezium read? To start anyway, accept \
+                 the gap: run outboxd without importing (it starts at the current position) \
+                 after `outboxd checkpoint reset`"
+            )));
+        }
     }
     drop(conn);
     // The reading also proves the server still sends its binlog from there.
@@ -694,6 +739,30 @@ mod tests {
             xa: false,
             ts_ms: 0,
         }
+    }
+
+    #[test]
+    fn gtids_of_another_server_are_named() {
+        let server: MariadbGtidPosition = "0-1-50,3-2-7".parse().unwrap();
+        let at = |s: &str| foreign_mariadb_gtids(&s.parse().unwrap(), &server);
+        assert_eq!(at("0-1-50"), None);
+        assert_eq!(at("0-1-5,3-9-7"), None);
+        assert_eq!(at(""), None);
+        let unknown = at("0-1-5,77-7-100").unwrap();
+        assert!(
+            unknown.contains("77-7-100") && unknown.contains("never had"),
+            "{unknown}"
+        );
+        let ahead = at("0-1-51").unwrap();
+        assert!(
+            ahead.contains("beyond") && ahead.contains("0-1-50"),
+            "{ahead}"
+        );
+        assert_eq!(
+            foreign_mariadb_gtids(&"0-1-1".parse().unwrap(), &MariadbGtidPosition::new())
+                .map(|r| r.contains("never had")),
+            Some(true)
+        );
     }
 
     #[test]
