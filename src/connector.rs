@@ -23,10 +23,10 @@ use crate::pipeline::poison::{Action, Ending, Plan, Replay};
 use crate::pipeline::transactional::{self, BatchOptions};
 use crate::pipeline::{self, LoopContext, PipelineOptions};
 use crate::position::SourcePosition;
+use crate::retry::{sleep_before_retry, Retry};
 use crate::router::{EventRouter, RouterConfigError};
 use crate::sink::{KafkaLink, KafkaSink};
 use crate::source;
-use crate::source::supervise::{sleep_before_retry, Retry};
 
 /// Longest wait between restarts after transient failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);

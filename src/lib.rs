@@ -32,6 +32,7 @@ pub(crate) mod metrics;
 pub(crate) mod pipeline;
 pub mod position;
 pub(crate) mod preflight;
+pub(crate) mod retry;
 pub mod router;
 pub(crate) mod sink;
 pub mod source;

@@ -10,9 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::AdminClient;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -25,6 +24,7 @@ use crate::config::KafkaConfig;
 use crate::error::Class;
 use crate::sink::client::CreateClient;
 use crate::sink::client_log::ClientLog;
+use crate::sink::topics::{self, CreateTopicError, TopicSpec};
 use crate::sink::{client, KafkaLink, KafkaRecord};
 
 /// How long one metadata / watermark / produce round trip may take.
@@ -112,44 +112,26 @@ impl KafkaCheckpointStore {
                 client: "admin client",
                 source,
             })?;
-        let topic = NewTopic::new(&self.topic, 1, TopicReplication::Fixed(-1))
-            .set("cleanup.policy", "compact");
-        let opts = AdminOptions::new().operation_timeout(Some(KAFKA_TIMEOUT));
-        let created = tokio::time::timeout(KAFKA_TIMEOUT, admin.create_topics([&topic], &opts));
-        // A refused login or failed TLS verification ends the wait at once.
-        let results = tokio::select! {
-            r = created => r,
-            f = self.link.wait_definite() => return Err(CheckpointError::Link(f)),
-        };
-        let results = results
-            .map_err(|_| {
-                CheckpointError::kafka("Kafka did not answer a CreateTopics request", None)
-            })?
-            .map_err(|e| {
-                CheckpointError::kafka(format!("creating checkpoint topic {}", self.topic), Some(e))
+        let spec = [TopicSpec::compacted(&self.topic)];
+        topics::ensure_topics(&admin, &spec, KAFKA_TIMEOUT, &self.link)
+            .await
+            .map_err(|e| match e {
+                CreateTopicError::Refused { topic, code } => {
+                    CheckpointError::TopicRefused { topic, code }
+                }
+                CreateTopicError::Link(f) => CheckpointError::Link(f),
+                CreateTopicError::Request { source, .. } => CheckpointError::kafka(
+                    format!("creating checkpoint topic {}", self.topic),
+                    Some(source),
+                ),
+                CreateTopicError::Failed { topic, code } => CheckpointError::kafka(
+                    format!("creating checkpoint topic {topic}"),
+                    Some(rdkafka::error::KafkaError::AdminOp(code)),
+                ),
+                e @ CreateTopicError::Unanswered { .. } => {
+                    CheckpointError::kafka(e.to_string(), None)
+                }
             })?;
-        for r in results {
-            match r {
-                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((t, code))
-                    if matches!(
-                        code,
-                        RDKafkaErrorCode::TopicAuthorizationFailed
-                            | RDKafkaErrorCode::ClusterAuthorizationFailed
-                            | RDKafkaErrorCode::PolicyViolation
-                            | RDKafkaErrorCode::InvalidConfig
-                    ) =>
-                {
-                    return Err(CheckpointError::TopicRefused { topic: t, code })
-                }
-                Err((t, code)) => {
-                    return Err(CheckpointError::kafka(
-                        format!("creating checkpoint topic {t}"),
-                        Some(rdkafka::error::KafkaError::AdminOp(code)),
-                    ))
-                }
-            }
-        }
         Ok(())
     }
 

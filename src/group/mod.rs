@@ -57,8 +57,8 @@ use crate::error::Error;
 use crate::health::{ConnectorState, Health};
 use crate::lease::Lease;
 use crate::metrics as m;
+use crate::retry::{sleep_before_retry, Retry};
 use crate::sink::KafkaLink;
-use crate::source::supervise::{sleep_before_retry, Retry};
 
 /// How often the member count is read from the group coordinator.
 const MEMBERS_EVERY: Duration = Duration::from_secs(5);

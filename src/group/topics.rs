@@ -11,14 +11,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::admin::AdminClient;
 
 use crate::config::KafkaConfig;
 use crate::error::Class;
 use crate::sink::client;
 use crate::sink::client::CreateClient;
 use crate::sink::client_log::ClientLog;
+use crate::sink::topics::{self, CreateTopicError, TopicSpec};
 use crate::sink::{KafkaLink, LinkFailure};
 
 /// How long one request to the cluster may take.
@@ -83,28 +83,17 @@ pub async fn ensure(
         .map(|c| coordination_topic(group, c))
         .chain([super::definitions::definitions_topic(group)])
         .collect();
-    let topics: Vec<NewTopic<'_>> = names
-        .iter()
-        .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact"))
-        .collect();
-    let opts = AdminOptions::new().operation_timeout(Some(KAFKA_TIMEOUT));
-    let created = tokio::time::timeout(KAFKA_TIMEOUT, admin.create_topics(&topics, &opts));
-    let results = tokio::select! {
-        r = created => r.map_err(|_| fail("Kafka did not answer a CreateTopics request for the group's topics".into()))?,
-        f = link.wait_definite() => return Err(f.into()),
-    }
-    .map_err(|e| fail(format!("creating the group's coordination topics: {e}")))?;
-    for r in results {
-        match r {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((t, code)) => {
-                return Err(fail(format!(
-                    "Kafka refused to create the group's topic {t} ({code}); create it with one \
-                     partition and cleanup.policy=compact, or grant CREATE on it"
-                )))
-            }
-        }
-    }
+    let specs: Vec<TopicSpec> = names.into_iter().map(TopicSpec::compacted).collect();
+    topics::ensure_topics(&admin, &specs, KAFKA_TIMEOUT, link)
+        .await
+        .map_err(|e| match e {
+            CreateTopicError::Link(f) => TopicsError::Link(f),
+            CreateTopicError::Refused { topic, code } => fail(format!(
+                "Kafka refused to create the group's topic {topic} ({code}); create it with one \
+                 partition and cleanup.policy=compact, or grant CREATE on it"
+            )),
+            e => fail(format!("creating the group's coordination topics: {e}")),
+        })?;
     Ok(())
 }
 

@@ -42,15 +42,17 @@
 
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::error::RDKafkaErrorCode;
 
 use super::poison::Cause;
 use crate::config::{ErrorPolicy, KafkaConfig};
+use crate::error::Class;
 use crate::event::TableName;
 use crate::position::SourcePosition;
 use crate::sink::client::CreateClient;
 use crate::sink::client_log::ClientLog;
+use crate::sink::topics::{self, CreateTopicError, TopicSpec};
 use crate::sink::{client, KafkaRecord, Refusal, SinkError};
 
 /// Kafka Connect's header with the topic the failed record was for.
@@ -235,40 +237,18 @@ pub async fn ensure_topic(
     link: std::sync::Arc<crate::sink::KafkaLink>,
 ) -> Result<(), SinkError> {
     let (required, _) = crate::sink::kafka::producer_sizes(kafka)?;
-    let admin = admin(kafka, link)?;
-    let required_text = required.to_string();
-    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
-        .set("max.message.bytes", &required_text);
-    let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
-    let unanswered = |detail: String| SinkError::DeadLetterTopic {
-        topic: topic.to_string(),
-        detail,
-        definite: false,
-    };
-    let results = tokio::time::timeout(ADMIN_TIMEOUT, admin.create_topics([&new], &opts))
+    let admin = admin(kafka, link.clone())?;
+    let spec = [TopicSpec::new(topic).with("max.message.bytes", required.to_string())];
+    topics::ensure_topics(&admin, &spec, ADMIN_TIMEOUT, &link)
         .await
-        .map_err(|_| unanswered("Kafka did not answer the CreateTopics request".into()))?
-        .map_err(|e| unanswered(e.to_string()))?;
-    for r in results {
-        match r {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((t, code)) => {
-                let definite = matches!(
-                    code,
-                    RDKafkaErrorCode::TopicAuthorizationFailed
-                        | RDKafkaErrorCode::ClusterAuthorizationFailed
-                        | RDKafkaErrorCode::PolicyViolation
-                        | RDKafkaErrorCode::InvalidConfig
-                        | RDKafkaErrorCode::InvalidTopic
-                );
-                return Err(SinkError::DeadLetterTopic {
-                    topic: t,
-                    detail: code.to_string(),
-                    definite,
-                });
-            }
-        }
-    }
+        .map_err(|e| match e {
+            CreateTopicError::Link(f) => SinkError::Link(f),
+            e => SinkError::DeadLetterTopic {
+                topic: topic.to_string(),
+                definite: e.class() == Class::Definite,
+                detail: e.to_string(),
+            },
+        })?;
     match topic_limit(&admin, topic).await? {
         Limit::Bytes(limit) => too_small(kafka, topic, limit).map_or(Ok(()), Err),
         Limit::Missing => Ok(()),

@@ -9,6 +9,7 @@ pub mod missing_topic;
 pub mod oauth;
 pub mod record;
 mod stall;
+pub(crate) mod topics;
 pub mod tracker;
 
 pub use error::{Refusal, SinkError};
