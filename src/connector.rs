@@ -14,19 +14,21 @@ use crate::checkpoint::{
 };
 use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode};
 use crate::cutover::dedupe::Dedupe;
-use crate::error::{Class, Error};
+use crate::error::Class;
 use crate::event::SourceEvent;
 use crate::health::{ConnectorState, Health};
-use crate::lease::Lease;
+use crate::lease::{Lease, NotOwner};
 use crate::metrics as m;
 use crate::pipeline::poison::{Action, Ending, Plan, Replay};
 use crate::pipeline::transactional::{self, BatchOptions};
+use crate::pipeline::Error;
 use crate::pipeline::{self, LoopContext, PipelineOptions};
 use crate::position::SourcePosition;
 use crate::retry::{sleep_before_retry, Retry};
 use crate::router::{EventRouter, RouterConfigError};
 use crate::sink::{KafkaLink, KafkaSink};
 use crate::source;
+use crate::source::SourceError;
 
 /// Longest wait between restarts after transient failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -317,9 +319,10 @@ impl Connector {
         if self.lease.held() {
             Ok(())
         } else {
-            Err(Error::NotOwner {
+            Err(NotOwner {
                 connector: self.cfg.name.clone(),
-            })
+            }
+            .into())
         }
     }
 
@@ -593,7 +596,7 @@ impl Connector {
 
 /// A running source, as a delivery loop sees it.
 struct SourceFeed {
-    events: Option<mpsc::Receiver<Result<SourceEvent, Error>>>,
+    events: Option<mpsc::Receiver<Result<SourceEvent, SourceError>>>,
     checkpointed: watch::Sender<Option<SourcePosition>>,
     task: tokio::task::JoinHandle<()>,
     retry: source::RetryState,
@@ -601,7 +604,7 @@ struct SourceFeed {
 
 impl SourceFeed {
     /// The source's events (once).
-    fn take_events(&mut self) -> mpsc::Receiver<Result<SourceEvent, Error>> {
+    fn take_events(&mut self) -> mpsc::Receiver<Result<SourceEvent, SourceError>> {
         self.events.take().expect("events are taken once")
     }
 
@@ -615,7 +618,7 @@ impl SourceFeed {
         match (delivered, self.retry.pending()) {
             (Ok(Ending::Done), Some((backoff, cause))) => Err(Error::StoppedDuringRetry {
                 backoff,
-                cause: Box::new(cause),
+                cause: Box::new(cause.into()),
             }),
             (result, _) => result,
         }

@@ -22,6 +22,17 @@ use std::sync::Arc;
 
 use crate::metrics as m;
 
+/// The group took connector `connector` away from this member (revoked, or its session found
+/// lost) while the connector was failing or about to restart or reconnect: it stops here
+/// without restarting, and the member that owns it now resumes from the last committed
+/// checkpoint. Definite for this member; not a failure of the connector.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("connector {connector} is no longer this member's (the group coordinator gave it to another member); it stops here without restarting")]
+pub struct NotOwner {
+    /// The connector.
+    pub connector: String,
+}
+
 /// One process's right to run one connector (cheap to clone: the clones share it).
 #[derive(Debug, Clone)]
 pub struct Lease(Arc<State>);

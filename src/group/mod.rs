@@ -53,10 +53,10 @@ use self::owners::{MemberList, OwnerLog, RELEASE_WAIT};
 use self::topics::TopicsError;
 use crate::config::{Config, ConnectorConfig, KafkaConfig};
 use crate::connector::{Connector, RunningConnector};
-use crate::error::Error;
 use crate::health::{ConnectorState, Health};
 use crate::lease::Lease;
 use crate::metrics as m;
+use crate::pipeline::Error;
 use crate::retry::{sleep_before_retry, Retry};
 use crate::sink::KafkaLink;
 

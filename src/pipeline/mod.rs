@@ -26,12 +26,12 @@ use self::txn_buffer::{Admitted, Pending, SourceTxn};
 use crate::checkpoint::{now_ms, Checkpoint, CheckpointStore};
 use crate::config::ErrorPolicy;
 use crate::cutover::dedupe::Dedupe;
-use crate::error::Error;
 use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
 use crate::router::EventRouter;
 use crate::sink::{DeliveryTracker, KafkaRecord, KafkaSink, Refused, SinkError};
+use crate::source::SourceError;
 
 /// Longest a shutdown waits for Kafka to acknowledge (and, exactly-once, commit) what was
 /// read, counted from the signal: fits common stop timeouts (Kubernetes' 30 s). Past it the
@@ -312,7 +312,7 @@ const STOP_DRAIN: Duration = Duration::from_secs(60);
 /// before them ([`poison`]).
 pub async fn run(
     ctx: LoopContext<'_>,
-    events: mpsc::Receiver<Result<SourceEvent, Error>>,
+    events: mpsc::Receiver<Result<SourceEvent, SourceError>>,
     store: &mut dyn CheckpointStore,
     resume: Option<Checkpoint>,
     plan: Plan,
@@ -386,7 +386,7 @@ pub async fn run(
                         source_open = false;
                         Ok(())
                     }
-                    Some(Err(f)) => Err(Interrupt::Failed(f)),
+                    Some(Err(f)) => Err(Interrupt::Failed(f.into())),
                     Some(Ok(ev)) => alo.on_event(ev).await,
                 }
             }
@@ -538,7 +538,7 @@ async fn stop_at(
     poison: Box<Poison>,
     alo: &mut Alo<'_>,
     progress: &mut Progress<'_>,
-    events: &mut Inbox<Result<SourceEvent, Error>>,
+    events: &mut Inbox<Result<SourceEvent, SourceError>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<Ending, Error> {
     let skip = alo.txn.stop_at(poison.row);
@@ -579,6 +579,8 @@ async fn stop_at(
 }
 
 pub mod dead_letter;
+mod error;
+pub use error::Error;
 pub mod inbox;
 pub mod poison;
 pub mod stage;

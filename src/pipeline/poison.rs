@@ -34,11 +34,12 @@ use tokio::time::Instant;
 
 use super::inbox::Inbox;
 use crate::checkpoint::Checkpoint;
-use crate::error::Error;
 use crate::event::{SourceEvent, TableName, UndecodableMessage};
+use crate::pipeline::Error;
 use crate::position::SourcePosition;
 use crate::router::RouteError;
 use crate::sink::{Refused, SinkError};
+use crate::source::SourceError;
 
 /// Why an outbox event cannot be delivered.
 #[derive(Debug, Clone)]
@@ -351,7 +352,7 @@ const READ_ON: Duration = Duration::from_secs(30);
 /// ([`read_to_commit`]), and the position after it noted in the error (or why it is unknown).
 pub async fn stopped(
     mut poison: Box<Poison>,
-    events: &mut Inbox<Result<SourceEvent, Error>>,
+    events: &mut Inbox<Result<SourceEvent, SourceError>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Error {
     match read_to_commit(events, shutdown).await {
@@ -365,7 +366,7 @@ pub async fn stopped(
 /// rows: the position after it, or why it could not be had (the source ended or failed,
 /// shutdown, nothing within [`READ_ON`]).
 async fn read_to_commit(
-    events: &mut Inbox<Result<SourceEvent, Error>>,
+    events: &mut Inbox<Result<SourceEvent, SourceError>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<SourcePosition, String> {
     let deadline = Instant::now() + READ_ON;

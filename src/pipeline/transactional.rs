@@ -26,11 +26,12 @@ use super::txn_buffer::{Pending, SourceTxn};
 use super::{Interrupt, LoopContext, SHUTDOWN_GRACE};
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::cutover::dedupe::Dedupe;
-use crate::error::Error;
 use crate::event::{RowChange, SourceEvent};
 use crate::metrics as m;
+use crate::pipeline::Error;
 use crate::position::SourcePosition;
 use crate::sink::{DeliveryTracker, KafkaSink, Refused, SinkError};
+use crate::source::SourceError;
 
 /// Awaits `fut` (the open transaction's acknowledgements, or its commit) while watching for
 /// shutdown: once it is signalled (`stop_by` is then set to the signal time plus
@@ -451,7 +452,7 @@ impl Eos<'_> {
     async fn stop_at(
         &mut self,
         poison: Box<Poison>,
-        events: &mut Inbox<Result<SourceEvent, Error>>,
+        events: &mut Inbox<Result<SourceEvent, SourceError>>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<Ending, Error> {
         let skip = self.txn.stop_at(poison.row);
@@ -478,7 +479,7 @@ impl Eos<'_> {
     async fn interrupted(
         &mut self,
         interrupt: Interrupt,
-        events: &mut Inbox<Result<SourceEvent, Error>>,
+        events: &mut Inbox<Result<SourceEvent, SourceError>>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<Ending, Error> {
         match interrupt {
@@ -515,7 +516,7 @@ impl Eos<'_> {
 /// end the loop with [`Ending::Replay`] ([`super::poison`]).
 pub async fn run(
     ctx: LoopContext<'_>,
-    events: mpsc::Receiver<Result<SourceEvent, Error>>,
+    events: mpsc::Receiver<Result<SourceEvent, SourceError>>,
     store: &KafkaCheckpointStore,
     resume: Option<Checkpoint>,
     plan: Plan,
@@ -614,7 +615,7 @@ pub async fn run(
                         stopping = true;
                         Ok(())
                     }
-                    Some(Err(f)) => Err(Interrupt::Failed(f)),
+                    Some(Err(f)) => Err(Interrupt::Failed(f.into())),
                     Some(Ok(SourceEvent::Change(change))) => {
                         arrived = true;
                         eos.on_change(change).await

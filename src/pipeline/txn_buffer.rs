@@ -12,8 +12,8 @@
 use super::poison::Poison;
 use super::stage::{At, Stage, Step};
 use crate::checkpoint::Checkpoint;
-use crate::error::Error;
 use crate::event::RowChange;
+use crate::pipeline::Error;
 use crate::position::SourcePosition;
 use crate::sink::KafkaRecord;
 

@@ -13,6 +13,7 @@
 //! connector's delivery loop. Data flows one way: decoder → adapter → outlet → delivery loop;
 //! the only thing flowing back is the durably checkpointed position, on a watch channel.
 
+mod error;
 pub mod mysql;
 pub mod postgres;
 pub(crate) mod supervise;
@@ -24,12 +25,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{ConnectorConfig, SourceConfig};
-use crate::error::Error;
 use crate::event::SourceEvent;
 use crate::health::{ConnectorState, Health};
 use crate::lease::Lease;
 use crate::metrics as m;
 use crate::position::SourcePosition;
+
+pub use error::SourceError;
 
 /// Filtered source transactions (none of whose rows are outbox rows) between two
 /// [`SourceEvent::Progress`] reports, at most, on every source: a busy server with a quiet
@@ -53,7 +55,7 @@ pub(crate) enum Stop<E> {
     Failed(E),
 }
 
-impl<E: Into<Error>> From<E> for Stop<E> {
+impl<E: Into<SourceError>> From<E> for Stop<E> {
     fn from(e: E) -> Self {
         Stop::Failed(e)
     }
@@ -65,10 +67,10 @@ impl<E> From<Closed> for Stop<E> {
     }
 }
 
-impl<E: Into<Error>> Stop<E> {
+impl<E: Into<SourceError>> Stop<E> {
     /// A stream's end as [`Source::session`] reports it: the delivery loop no longer
     /// receiving is a quiet end.
-    pub(crate) fn session(ended: Result<(), Self>) -> Result<(), Error> {
+    pub(crate) fn session(ended: Result<(), Self>) -> Result<(), SourceError> {
         match ended {
             Ok(()) | Err(Stop::Closed) => Ok(()),
             Err(Stop::Failed(e)) => Err(e.into()),
@@ -84,7 +86,7 @@ impl<E: Into<Error>> Stop<E> {
 /// connector must restart from its checkpoint instead).
 #[derive(Debug)]
 pub(crate) struct Outlet {
-    tx: mpsc::Sender<Result<SourceEvent, Error>>,
+    tx: mpsc::Sender<Result<SourceEvent, SourceError>>,
     resume: Option<SourcePosition>,
     mid_transaction: bool,
     streamed: bool,
@@ -99,7 +101,7 @@ impl Outlet {
     /// `None` without one).
     pub fn new(
         connector: &str,
-        tx: mpsc::Sender<Result<SourceEvent, Error>>,
+        tx: mpsc::Sender<Result<SourceEvent, SourceError>>,
         resume: Option<SourcePosition>,
     ) -> Self {
         let stats = m::StreamingStats::of(connector);
@@ -144,7 +146,7 @@ impl Outlet {
 
     /// Hands a failure on: the delivery loop stops with it (and the connector restarts from
     /// its checkpoint, or stops, as the failure's class says).
-    pub async fn fail(&self, error: Error) {
+    pub async fn fail(&self, error: SourceError) {
         let _ = self.tx.send(Err(error)).await;
     }
 
@@ -157,7 +159,7 @@ impl Outlet {
 
 /// Room for one event in the channel; see [`Outlet::reserve`].
 pub(crate) struct Permit<'a> {
-    permit: mpsc::Permit<'a, Result<SourceEvent, Error>>,
+    permit: mpsc::Permit<'a, Result<SourceEvent, SourceError>>,
     resume: &'a mut Option<SourcePosition>,
     mid_transaction: &'a mut bool,
     streamed: &'a mut bool,
@@ -191,15 +193,15 @@ impl Permit<'_> {
 /// failure until the source streams again. The connector reads it when it stops: a shutdown
 /// during such a wait is not a clean stop (the source never caught up), and exits 1.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RetryState(Arc<Mutex<Option<(Duration, Error)>>>);
+pub(crate) struct RetryState(Arc<Mutex<Option<(Duration, SourceError)>>>);
 
 impl RetryState {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Duration, Error)>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Duration, SourceError)>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The source waits `wait` to retry after `error`.
-    pub(crate) fn retrying(&self, wait: Duration, error: Error) {
+    pub(crate) fn retrying(&self, wait: Duration, error: SourceError) {
         *self.slot() = Some((wait, error));
     }
 
@@ -209,7 +211,7 @@ impl RetryState {
     }
 
     /// What the source was waiting to retry when asked, if anything.
-    pub(crate) fn pending(&self) -> Option<(Duration, Error)> {
+    pub(crate) fn pending(&self) -> Option<(Duration, SourceError)> {
         self.slot().clone()
     }
 }
@@ -310,7 +312,7 @@ pub(crate) trait Source: Send {
     fn session(
         &mut self,
         ctx: &mut SourceContext,
-    ) -> impl Future<Output = Result<(), Error>> + Send;
+    ) -> impl Future<Output = Result<(), SourceError>> + Send;
 
     /// Longest wait between reconnection attempts.
     fn reconnect_backoff_max(&self) -> std::time::Duration {
@@ -320,7 +322,7 @@ pub(crate) trait Source: Send {
     /// A session's failure as the supervisor should treat it; the default is as it is. A
     /// source that learns from repeated failures (MySQL: several replicas fighting over one
     /// `server_id`) makes a transient failure definite here.
-    fn escalate(&mut self, error: Error) -> Error {
+    fn escalate(&mut self, error: SourceError) -> SourceError {
         error
     }
 }
@@ -328,7 +330,7 @@ pub(crate) trait Source: Send {
 /// A started source, as [`spawn`] returns it.
 pub(crate) struct Started {
     /// The source's events, for the delivery loop.
-    pub events: mpsc::Receiver<Result<SourceEvent, Error>>,
+    pub events: mpsc::Receiver<Result<SourceEvent, SourceError>>,
     /// Where the delivery loop publishes what it durably checkpointed (sources that confirm
     /// positions to the server read it).
     pub checkpointed: watch::Sender<Option<SourcePosition>>,

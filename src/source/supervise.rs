@@ -13,8 +13,9 @@
 use std::time::{Duration, Instant};
 
 use super::{Source, SourceContext};
-use crate::error::{Class, Error};
+use crate::error::Class;
 use crate::health::ConnectorState;
+use crate::lease::NotOwner;
 use crate::metrics as m;
 use crate::retry::{sleep_before_retry, Retry};
 
@@ -89,9 +90,12 @@ pub(crate) async fn run<S: Source>(mut source: S, mut ctx: SourceContext) {
             // Another member owns the connector now: reconnecting could take the source away
             // from it (the same server_id, the slot), and what failed here is no news.
             ctx.out
-                .fail(Error::NotOwner {
-                    connector: ctx.connector.clone(),
-                })
+                .fail(
+                    NotOwner {
+                        connector: ctx.connector.clone(),
+                    }
+                    .into(),
+                )
                 .await;
             return;
         }

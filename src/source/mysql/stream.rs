@@ -29,10 +29,10 @@ use super::error::{MysqlError, StatementLogged, TablesGone, XaTooLarge};
 use super::server::{self, TrackingMode};
 use super::stall::StallWatch;
 use crate::config::{MysqlSourceConfig, StartPosition};
-use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::SourcePosition;
 use crate::preflight;
+use crate::source::SourceError;
 use crate::source::{Source, SourceContext, Stop, STOP_CHECKPOINT_WAIT};
 
 /// That many [`MysqlError::SameServerId`] failures in a row make it definite: two replicas
@@ -70,9 +70,9 @@ impl Source for MysqlSource {
         self.cfg.reconnect_backoff_max
     }
 
-    fn escalate(&mut self, error: Error) -> Error {
+    fn escalate(&mut self, error: SourceError) -> SourceError {
         match error {
-            Error::Mysql(MysqlError::SameServerId { message }) => {
+            SourceError::Mysql(MysqlError::SameServerId { message }) => {
                 self.same_id_failures += 1;
                 if self.same_id_failures >= SAME_SERVER_ID_LIMIT {
                     MysqlError::SameServerIdRepeated {
@@ -93,7 +93,7 @@ impl Source for MysqlSource {
         }
     }
 
-    async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), Error> {
+    async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), SourceError> {
         Stop::session(self.stream(ctx).await)
     }
 }

@@ -93,10 +93,10 @@ use super::catalog::coverage::{Coverage, Watch};
 use super::error::{where_, PgError};
 use super::pgoutput;
 use crate::config::PostgresSourceConfig;
-use crate::error::Error;
 use crate::event::{SourceEvent, TableName};
 use crate::position::{Lsn, SourcePosition};
 use crate::preflight;
+use crate::source::SourceError;
 use crate::source::{Source, SourceContext, Stop};
 
 /// Events buffered between the replication worker and the session.
@@ -131,7 +131,7 @@ impl Source for PgSource {
         "PostgreSQL replication"
     }
 
-    async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), Error> {
+    async fn session(&mut self, ctx: &mut SourceContext) -> Result<(), SourceError> {
         Stop::session(self.stream(ctx).await)
     }
 }
