@@ -60,18 +60,6 @@ enum Delivery {
     },
 }
 
-/// The connector's `transactional.id`: `checkpoint.transactional_id`, default
-/// `outboxd-<connector>`.
-pub(crate) fn transactional_id(cfg: &ConnectorConfig) -> String {
-    match &cfg.checkpoint {
-        CheckpointConfig::Kafka {
-            transactional_id: Some(id),
-            ..
-        } => id.clone(),
-        _ => format!("outboxd-{}", cfg.name),
-    }
-}
-
 /// How `cfg` delivers. At-least-once in a group (`grouped`) writes its checkpoints fenced by
 /// the connector's `transactional.id` ([`FencedCheckpointStore`]), so a member that lost the
 /// connector without knowing cannot move the stored checkpoint back after its successor read
@@ -94,7 +82,7 @@ fn delivery(
             store: Box::new(
                 KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name).with_link(link.clone()),
             ),
-            transactional_id: transactional_id(cfg),
+            transactional_id: cfg.transactional_id(),
             batch: BatchOptions {
                 max_events: *batch_max_events,
                 max_bytes: *batch_max_bytes,
@@ -110,7 +98,7 @@ fn delivery(
                 &cfg.kafka,
                 topic,
                 &cfg.name,
-                &transactional_id(cfg),
+                &cfg.transactional_id(),
                 link.clone(),
             )
             .with_shutdown(shutdown.clone()),

@@ -17,6 +17,7 @@
 
 pub(crate) mod checkpoint;
 pub mod cli;
+pub(crate) mod clock;
 pub mod commands;
 pub mod config;
 pub mod connect;
@@ -32,8 +33,11 @@ pub(crate) mod metrics;
 pub(crate) mod pipeline;
 pub mod position;
 pub(crate) mod preflight;
+pub(crate) mod record;
+pub(crate) mod requirement;
 pub(crate) mod retry;
 pub mod router;
+pub(crate) mod secret;
 pub(crate) mod sink;
 pub mod source;
 pub(crate) mod tls;

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::checkpoint::now_ms;
+use crate::clock::now_ms;
 use crate::health::Health;
 
 /// Label: the connector's name.

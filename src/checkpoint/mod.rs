@@ -100,10 +100,4 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// Current wall-clock time in milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub use crate::clock::now_ms;

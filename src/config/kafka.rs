@@ -657,6 +657,22 @@ pub(crate) fn from_keys(
     Ok(settings)
 }
 
+/// Whether librdkafka knows a configuration property by this name (librdkafka
+/// `CONFIGURATION.md`, global and topic properties): asked of librdkafka itself, by setting
+/// it to `value` on a fresh configuration. A known name with a value librdkafka refuses
+/// counts as known: creating the client then fails with librdkafka's own message.
+pub fn knows_property(name: &str, value: &str) -> bool {
+    !matches!(
+        rdkafka::ClientConfig::new()
+            .set(name, value)
+            .create_native_config(),
+        Err(rdkafka::error::KafkaError::ClientConfig(
+            rdkafka::types::RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN,
+            ..
+        ))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -752,5 +768,14 @@ mod tests {
         assert!(!p.describe().contains("hunter2"));
         let exposed: BTreeMap<&str, &str> = p.expose().collect();
         assert_eq!(exposed["sasl.password"], "hunter2");
+    }
+
+    #[test]
+    fn librdkafka_knows_its_own_names_only() {
+        assert!(knows_property("ssl.ca.pem", "x"));
+        assert!(knows_property("sasl.username", "u"));
+        assert!(knows_property("linger.ms", "not a number"));
+        assert!(!knows_property("key.converter", "x"));
+        assert!(!knows_property("ssl.keymanager.algorithm", "SunX509"));
     }
 }

@@ -140,7 +140,7 @@ pub fn load_all_with_env<P: AsRef<Path>>(
         }
     }
     if let Some(worker) = opts.kafka_config {
-        let w = kafka::from_worker_file(worker, env, &crate::sink::client::knows_property)
+        let w = kafka::from_worker_file(worker, env, &crate::config::kafka::knows_property)
             .map_err(|(key, message)| ConfigError::Invalid {
                 path: worker.to_path_buf(),
                 context: format!("--kafka-config: {key}"),

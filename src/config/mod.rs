@@ -43,7 +43,6 @@ pub(crate) mod kafka;
 pub(crate) mod kafka_oauth;
 mod load;
 mod native;
-mod secret;
 pub(crate) mod tls;
 
 use std::collections::BTreeMap;
@@ -60,6 +59,7 @@ pub use crate::router::{
     MissingFieldBehavior, Placement, RouterConfig, UnknownOption, DEFAULT_ROUTE_TOPIC_REGEX,
     DEFAULT_ROUTE_TOPIC_REPLACEMENT,
 };
+pub use crate::secret::Secret;
 pub use error::ConfigError;
 pub use kafka::{ClientProperties, KafkaClientSettings};
 pub(crate) use load::LoadCtx;
@@ -67,7 +67,6 @@ pub use load::{
     load, load_all, load_all_with_env, load_many, load_many_with_env, load_offline,
     log_ignored_keys, parse, LoadOptions, Shadow,
 };
-pub use secret::Secret;
 pub use tls::{MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, RootCert, StoreFile};
 
 /// Environment variable overriding every connector's Kafka bootstrap servers (below the CLI flag).
@@ -203,6 +202,18 @@ pub struct ConnectorConfig {
 }
 
 impl ConnectorConfig {
+    /// The connector's `transactional.id`: `checkpoint.transactional_id`, default
+    /// `outboxd-<connector>`.
+    pub(crate) fn transactional_id(&self) -> String {
+        match &self.checkpoint {
+            CheckpointConfig::Kafka {
+                transactional_id: Some(id),
+                ..
+            } => id.clone(),
+            _ => format!("outboxd-{}", self.name),
+        }
+    }
+
     /// The `name` label of the connector's Debezium series: [`metrics_server`](Self::metrics_server)
     /// or the connector name.
     pub fn debezium_server(&self) -> &str {

@@ -723,7 +723,7 @@ pub(super) fn kafka_section(
     };
     let mut keys = BTreeMap::new();
     flatten_kafka("", &kafka, env, &mut keys).map_err(|(k, m)| invalid(format!("kafka.{k}"), m))?;
-    let settings = super::kafka::from_keys(keys, &crate::sink::client::knows_property)
+    let settings = super::kafka::from_keys(keys, &crate::config::kafka::knows_property)
         .map_err(|(k, m)| invalid(format!("kafka.{k:?}"), m))?;
     if let Some((k, why)) = settings.ignored_keys.first() {
         return Err(invalid(

@@ -133,7 +133,7 @@ pub fn record(
         .dead_letter_topic
         .clone()
         .unwrap_or_else(|| "(no dead-letter topic)".into());
-    let original = crate::sink::record::approx_size(
+    let original = crate::record::approx_size(
         contents.topic.as_deref().unwrap_or_default(),
         contents.key.as_deref(),
         contents.value.as_deref(),

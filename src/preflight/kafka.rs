@@ -135,7 +135,7 @@ async fn transactions(cfg: &ConnectorConfig) -> Option<CheckResult> {
         return None;
     }
     let name = cfg.name.as_str();
-    let id = format!("{}{PROBE_SUFFIX}", crate::connector::transactional_id(cfg));
+    let id = format!("{}{PROBE_SUFFIX}", cfg.transactional_id());
     let link = KafkaLink::quiet(name, &cfg.kafka.bootstrap_servers);
     let result = match KafkaSink::new_transactional(&cfg.kafka, name, &id, link) {
         Err(e) => Err(e),

@@ -58,7 +58,7 @@ use std::borrow::Cow;
 
 use crate::connect::{Converters, Schema, Type, Value};
 use crate::event::{Op, RowChange, TableName};
-use crate::sink::KafkaRecord;
+use crate::record::KafkaRecord;
 use crate::typemap::{self, ColumnType};
 use crate::value::ColumnValue;
 

@@ -6,8 +6,7 @@
 //! made in one place and applies to all of them alike. (Group membership, which belongs to
 //! no connector, builds its clients from a connector's settings too.)
 
-use rdkafka::error::{KafkaError, KafkaResult};
-use rdkafka::types::RDKafkaConfRes;
+use rdkafka::error::KafkaResult;
 use rdkafka::ClientConfig;
 
 use crate::config::{ClientProperties, KafkaConfig};
@@ -181,20 +180,6 @@ fn set_first_token(rk: *mut rdkafka::types::RDKafka, config: &str) {
     }
 }
 
-/// Whether librdkafka knows a configuration property by this name (librdkafka
-/// `CONFIGURATION.md`, global and topic properties): asked of librdkafka itself, by setting
-/// it to `value` on a fresh configuration. A known name with a value librdkafka refuses
-/// counts as known: creating the client then fails with librdkafka's own message.
-pub fn knows_property(name: &str, value: &str) -> bool {
-    !matches!(
-        ClientConfig::new().set(name, value).create_native_config(),
-        Err(KafkaError::ClientConfig(
-            RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN,
-            ..
-        ))
-    )
-}
-
 /// How far a client with settings `props` verifies the brokers: `None` when it does not
 /// encrypt.
 pub fn verification(props: &ClientProperties) -> Option<Verification> {
@@ -339,14 +324,5 @@ mod tests {
              server certificate verified against the CA (host name not checked)"
         );
         assert_eq!(verification(&kafka.client), None);
-    }
-
-    #[test]
-    fn librdkafka_knows_its_own_names_only() {
-        assert!(knows_property("ssl.ca.pem", "x"));
-        assert!(knows_property("sasl.username", "u"));
-        assert!(knows_property("linger.ms", "not a number"));
-        assert!(!knows_property("key.converter", "x"));
-        assert!(!knows_property("ssl.keymanager.algorithm", "SunX509"));
     }
 }

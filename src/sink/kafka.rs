@@ -15,9 +15,9 @@ use tokio::sync::watch;
 
 use super::error::SinkError;
 use super::link::KafkaLink;
-use super::record::KafkaRecord;
 use super::tracker::{self, DeliveryTracker};
 use crate::config::KafkaConfig;
+use crate::record::KafkaRecord;
 
 /// The producer: librdkafka's, with a polling thread that feeds delivery reports to the
 /// [`DeliveryTracker`].

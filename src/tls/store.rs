@@ -12,7 +12,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::TlsError;
-use crate::config::Secret;
+use crate::secret::Secret;
 
 /// The format of a truststore or keystore file (Java's `ssl.truststore.type` /
 /// `ssl.keystore.type`, Debezium's `database.ssl.truststore.type`).

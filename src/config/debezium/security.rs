@@ -107,7 +107,7 @@ pub(super) fn producer_security(keys: &mut Keys) -> Result<ClientProperties, (St
             java.insert(k[PREFIX.len()..].to_string(), v);
         }
     }
-    let t = crate::config::kafka::translate(java, &crate::sink::client::knows_property)
+    let t = crate::config::kafka::translate(java, &crate::config::kafka::knows_property)
         .map_err(|(k, m)| (format!("{PREFIX}{k}"), m))?;
     for (k, why) in t.ignored {
         keys.ignore(&format!("{PREFIX}{k}"), why);

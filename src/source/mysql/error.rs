@@ -360,9 +360,9 @@ pub struct XaTooLarge {
     pub before: SourcePosition,
 }
 
-impl From<crate::preflight::CheckResult> for MysqlError {
-    /// A failed requirement check, for `run` to stop with ([`crate::preflight::enforce`]).
-    fn from(check: crate::preflight::CheckResult) -> Self {
+impl From<crate::requirement::CheckResult> for MysqlError {
+    /// A failed requirement check, for `run` to stop with ([`crate::requirement::enforce`]).
+    fn from(check: crate::requirement::CheckResult) -> Self {
         MysqlError::Requirement {
             check: check.name,
             detail: check.detail,

@@ -9,7 +9,7 @@ use crate::config::tls::MysqlTlsNames;
 use crate::config::{MysqlFlavor, MysqlSourceConfig, MysqlSslMode, PositionMode};
 use crate::event::TableName;
 use crate::position::{BinlogFilePosition, GtidSet, MariadbGtidPosition, SourcePosition};
-use crate::preflight::{CheckResult, Status};
+use crate::requirement::{CheckResult, Status};
 
 /// How positions are tracked for a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

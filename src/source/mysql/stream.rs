@@ -31,7 +31,7 @@ use super::stall::StallWatch;
 use crate::config::{MysqlSourceConfig, StartPosition};
 use crate::event::{SourceEvent, TableName};
 use crate::position::SourcePosition;
-use crate::preflight;
+use crate::requirement;
 use crate::source::SourceError;
 use crate::source::{Source, SourceContext, Stop, STOP_CHECKPOINT_WAIT};
 
@@ -105,7 +105,7 @@ impl MysqlSource {
         let driver = |e| MysqlError::from_driver(e, cfg);
         let mut conn = server::connect(cfg).await?;
         let info = server::server_info(&mut conn, cfg).await?;
-        preflight::enforce(server::requirements(&info, &connector, &self.tables, cfg))
+        requirement::enforce(server::requirements(&info, &connector, &self.tables, cfg))
             .map_err(MysqlError::from)?;
         // A configured table that is not there would let the checkpoint move on past rows
         // written meanwhile to the table the application really uses: refuse, as `check` does.

@@ -326,9 +326,9 @@ pub struct CoverageLoss {
     pub since: String,
 }
 
-impl From<crate::preflight::CheckResult> for PgError {
-    /// A failed requirement check, for `run` to stop with ([`crate::preflight::enforce`]).
-    fn from(check: crate::preflight::CheckResult) -> Self {
+impl From<crate::requirement::CheckResult> for PgError {
+    /// A failed requirement check, for `run` to stop with ([`crate::requirement::enforce`]).
+    fn from(check: crate::requirement::CheckResult) -> Self {
         PgError::Requirement {
             check: check.name,
             detail: check.detail,

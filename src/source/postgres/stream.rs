@@ -95,7 +95,7 @@ use super::pgoutput;
 use crate::config::PostgresSourceConfig;
 use crate::event::{SourceEvent, TableName};
 use crate::position::{Lsn, SourcePosition};
-use crate::preflight;
+use crate::requirement;
 use crate::source::SourceError;
 use crate::source::{Source, SourceContext, Stop};
 
@@ -201,7 +201,7 @@ impl PgSource {
             let columns = catalog::table_columns(&sql, cfg, t).await?;
             checks.push(catalog::table_check(&connector, cfg, t, &columns, None));
         }
-        preflight::enforce(checks).map_err(PgError::from)?;
+        requirement::enforce(checks).map_err(PgError::from)?;
         let ensured =
             catalog::publication::ensure(&sql, cfg, &connector, &self.tables, info.version_num)
                 .await?;

@@ -1,6 +1,6 @@
 //! The SQL side of a PostgreSQL source: connecting, the server facts the relay depends on,
 //! and the requirement checks `run` and `check` share, as [`CheckResult`] lists (`check`
-//! prints them, `run` applies them with [`crate::preflight::enforce`]): the server settings
+//! prints them, `run` applies them with [`crate::requirement::enforce`]): the server settings
 //! and the role ([`requirements`]), the outbox tables ([`table_check`]), the publication
 //! ([`publication`]; whether it carries the outbox rows, also while streaming:
 //! [`coverage`]) and the replication slot ([`slot`], which also reads what `outboxd status`
@@ -18,7 +18,7 @@ use crate::config::tls::PgTlsNames;
 use crate::config::PostgresSourceConfig;
 use crate::event::TableName;
 use crate::position::Lsn;
-use crate::preflight::{CheckResult, Status};
+use crate::requirement::{CheckResult, Status};
 use crate::router::RouterConfig;
 
 /// What the server told us about itself and our role.

@@ -23,7 +23,7 @@ use super::{quote_ident, quote_table};
 use crate::config::{PostgresSourceConfig, PublicationAutocreate};
 use crate::event::TableName;
 use crate::position::Lsn;
-use crate::preflight::{CheckResult, Status};
+use crate::requirement::{CheckResult, Status};
 use crate::source::postgres::error::PgError;
 
 /// The statement that creates the publication for `tables` (`filtered`) or all tables.

@@ -11,7 +11,7 @@ use super::{parse_lsn, ServerInfo};
 use crate::config::PostgresSourceConfig;
 use crate::lease::Lease;
 use crate::position::{Lsn, SourcePosition};
-use crate::preflight::{self, CheckResult, Status};
+use crate::requirement::{self, CheckResult, Status};
 use crate::source::postgres::error::PgError;
 
 /// How long a slot held by another process is waited for before that is a definite error
@@ -164,7 +164,7 @@ pub async fn ensure_slot(
             });
         }
     }
-    preflight::enforce(vec![slot_check(
+    requirement::enforce(vec![slot_check(
         connector,
         cfg,
         found.as_ref(),
@@ -175,7 +175,7 @@ pub async fn ensure_slot(
         None => {
             let created = create_slot(client, cfg, info).await?;
             // Created by someone else meanwhile (DUPLICATE_OBJECT): it must fit as well.
-            preflight::enforce(vec![slot_check(connector, cfg, Some(&created), false)])?;
+            requirement::enforce(vec![slot_check(connector, cfg, Some(&created), false)])?;
             created
         }
     };

@@ -1,4 +1,5 @@
-//! The Kafka record a routed outbox event (or a checkpoint) becomes.
+//! The Kafka record a routed outbox event (or a checkpoint) becomes: what the router makes
+//! and a sink delivers, below both.
 
 /// A record ready for the Kafka producer.
 #[derive(Debug, Clone, PartialEq, Eq)]
