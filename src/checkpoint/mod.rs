@@ -15,6 +15,8 @@ mod error;
 pub mod fenced;
 pub mod file;
 pub mod kafka;
+#[cfg(any(test, feature = "test-sinks"))]
+pub(crate) mod memory;
 
 use serde::{Deserialize, Serialize};
 

@@ -30,7 +30,7 @@ use crate::event::SourceEvent;
 use crate::metrics as m;
 use crate::position::SourcePosition;
 use crate::router::EventRouter;
-use crate::sink::{DeliveryTracker, KafkaRecord, KafkaSink, Refused, SinkError};
+use crate::sink::{DeliveryTracker, KafkaRecord, KafkaSink, RecordSink, Refused, SinkError};
 use crate::source::SourceError;
 
 /// Longest a shutdown waits for Kafka to acknowledge (and, exactly-once, commit) what was
@@ -41,15 +41,16 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// What a delivery loop delivers with: the connector's router and producer, where durably
 /// stored positions are published, and the shutdown signal.
-pub struct LoopContext<'a> {
+pub struct LoopContext<'a, S = KafkaSink> {
     /// The connector's name (logs, metrics labels).
     pub connector: &'a str,
     /// Turns row changes into records.
     pub router: &'a EventRouter,
     /// What happens to events that cannot be delivered.
     pub policy: &'a ErrorPolicy,
-    /// The connector's producer (transactional for the exactly-once loop).
-    pub sink: &'a KafkaSink,
+    /// The connector's sink: Kafka's producer (transactional for the exactly-once loop), or
+    /// any [`RecordSink`] for the at-least-once loop.
+    pub sink: &'a S,
     /// Every position durably stored is published here: how a PostgreSQL source learns what
     /// it may confirm to the server as flushed.
     pub checkpointed: &'a watch::Sender<Option<SourcePosition>>,
@@ -176,8 +177,8 @@ impl Interrupt {
 
 /// The at-least-once loop's reading side: routing, the held-back transaction, sending,
 /// markers.
-struct Alo<'a> {
-    sink: &'a KafkaSink,
+struct Alo<'a, S> {
+    sink: &'a S,
     deliveries: &'a DeliveryTracker,
     counters: m::EventCounters,
     stage: Stage<'a>,
@@ -191,7 +192,7 @@ struct Alo<'a> {
     signal: watch::Receiver<bool>,
 }
 
-impl Alo<'_> {
+impl<S: RecordSink> Alo<'_, S> {
     async fn send_all(
         &mut self,
         pending: Vec<Pending>,
@@ -280,8 +281,8 @@ fn admitted(admitted: Result<Admitted, Error>) -> Result<Vec<Pending>, Interrupt
 
 /// Sends `pending` (a dead letter gets its transaction's `commit` position when known):
 /// the record's number, its size, and whether it is a dead letter.
-async fn send_pending(
-    sink: &KafkaSink,
+async fn send_pending<S: RecordSink>(
+    sink: &S,
     policy: &ErrorPolicy,
     pending: Pending,
     commit: Option<&SourcePosition>,
@@ -310,8 +311,8 @@ const STOP_DRAIN: Duration = Duration::from_secs(60);
 /// source's or the sink's failure; a failed delivery never lets a later position be stored.
 /// Records Kafka refused end the loop with [`Ending::Replay`] from the checkpoint stored
 /// before them ([`poison`]).
-pub async fn run(
-    ctx: LoopContext<'_>,
+pub async fn run<S: RecordSink>(
+    ctx: LoopContext<'_, S>,
     events: mpsc::Receiver<Result<SourceEvent, SourceError>>,
     store: &mut dyn CheckpointStore,
     resume: Option<Checkpoint>,
@@ -461,7 +462,7 @@ pub async fn run(
 }
 
 /// Pops every marker whose records are all acknowledged into `progress`; true if one was.
-fn reach_markers(alo: &mut Alo<'_>, progress: &mut Progress<'_>) -> bool {
+fn reach_markers<S: RecordSink>(alo: &mut Alo<'_, S>, progress: &mut Progress<'_>) -> bool {
     let acked_below = alo.deliveries.acked_below();
     let mut reached = false;
     while alo
@@ -482,8 +483,8 @@ fn reach_markers(alo: &mut Alo<'_>, progress: &mut Progress<'_>) -> bool {
 /// ([`KafkaSink::missing_topics`]). When every failure is a refusal for good, the loop is replayed from the checkpoint stored once the
 /// records before them are acknowledged, with a plan to dead-letter them (or stop at the
 /// first): [`poison`]. Otherwise the failure that best tells the cause.
-async fn refused(
-    alo: &mut Alo<'_>,
+async fn refused<S: RecordSink>(
+    alo: &mut Alo<'_, S>,
     progress: &mut Progress<'_>,
     on_send: Option<Refused>,
 ) -> Result<Ending, Error> {
@@ -534,9 +535,9 @@ async fn refused(
 /// Stops at `poison`: waits until every record sent before it is acknowledged, checkpoints
 /// up to its source transaction (or, for a split one, up to the event), reads on to the
 /// transaction's end, and returns the poison.
-async fn stop_at(
+async fn stop_at<S: RecordSink>(
     poison: Box<Poison>,
-    alo: &mut Alo<'_>,
+    alo: &mut Alo<'_, S>,
     progress: &mut Progress<'_>,
     events: &mut Inbox<Result<SourceEvent, SourceError>>,
     shutdown: &mut watch::Receiver<bool>,
@@ -586,3 +587,6 @@ pub mod poison;
 pub mod stage;
 pub mod transactional;
 pub mod txn_buffer;
+
+#[cfg(test)]
+mod loop_tests;

@@ -5,8 +5,11 @@ pub mod client_log;
 mod error;
 pub mod kafka;
 pub mod link;
+#[cfg(any(test, feature = "test-sinks"))]
+pub(crate) mod memory;
 pub mod missing_topic;
 pub mod oauth;
+mod record_sink;
 mod stall;
 pub(crate) mod topics;
 pub mod tracker;
@@ -15,4 +18,5 @@ pub use crate::record::KafkaRecord;
 pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
 pub use link::{KafkaLink, LinkFailure};
+pub(crate) use record_sink::RecordSink;
 pub use tracker::{DeliveryTracker, Refused};

@@ -264,6 +264,32 @@ impl DeliveryTracker {
         self.sent.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// For a sink that is not librdkafka's producer (another broker's client, the delivery
+    /// loops' in-memory sink): counts a record of `counted` bytes ([`counted_size`]) to
+    /// `topic` as enqueued and returns its number, which its [`report`](Self::report) names.
+    #[cfg(any(test, feature = "test-sinks"))]
+    pub(crate) fn enqueue(&self, topic: &str, counted: u64) -> u64 {
+        let seq = self.sent();
+        self.enqueued(counted);
+        self.sent_to(topic, seq);
+        seq
+    }
+
+    /// For a sink that is not librdkafka's producer: the broker's answer for record `seq`
+    /// of `counted` bytes, as [`enqueue`](Self::enqueue) numbered it: acknowledged, or
+    /// failed with `outcome`'s error (a refusal when [`SinkError::refusal`] says so).
+    #[cfg(any(test, feature = "test-sinks"))]
+    pub(crate) fn report(&self, seq: u64, counted: u64, outcome: Result<(), SinkError>) {
+        self.reports.fetch_add(1, Ordering::AcqRel);
+        match outcome {
+            Ok(()) => {
+                self.link.answered();
+                self.on_delivered(seq & ((1 << SEQ_BITS) - 1), counted);
+            }
+            Err(e) => self.on_failed(seq, e, counted),
+        }
+    }
+
     /// Notes that record number `seq` went to `topic`. Called by the sender right after
     /// librdkafka accepted it; a lookup among the few topics a connector writes to.
     pub(super) fn sent_to(&self, topic: &str, seq: u64) {

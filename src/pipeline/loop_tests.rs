@@ -1,0 +1,444 @@
+//! The at-least-once delivery loop ([`super::run`]) on the in-memory sink and store: order,
+//! the checkpoint never past an unacknowledged record, failed deliveries, refusals,
+//! events that cannot be routed, store failures and the drain at shutdown — without a
+//! broker.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::sync::{mpsc, watch};
+
+use super::poison::{Ending, Plan};
+use super::{run, Error, LoopContext, PipelineOptions};
+use crate::checkpoint::memory::MemoryStore;
+use crate::checkpoint::Checkpoint;
+use crate::config::ErrorPolicy;
+use crate::error::Class;
+use crate::event::{Op, Row, RowChange, SourceEvent, TableName};
+use crate::position::{Lsn, SourcePosition};
+use crate::router::{EventRouter, RouterConfig};
+use crate::sink::memory::{MemorySink, OnSend};
+use crate::sink::RecordSink;
+use crate::source::SourceError;
+use crate::value::ColumnValue;
+
+/// An outbox row: event `id` of aggregate `aggregate`.
+fn row(id: &str, aggregate: &str) -> SourceEvent {
+    row_with(
+        &["id", "aggregate_type", "aggregate_id", "payload"],
+        &[id, "order", aggregate, "{}"],
+    )
+}
+
+/// An outbox row with these columns and values.
+fn row_with(columns: &[&str], values: &[&str]) -> SourceEvent {
+    let names: Arc<[Arc<str>]> = columns.iter().map(|c| Arc::from(*c)).collect();
+    let values = values
+        .iter()
+        .map(|v| ColumnValue::Text((*v).into()))
+        .collect();
+    SourceEvent::Change(RowChange {
+        table: TableName::new("shop", "outbox_events"),
+        op: Op::Insert,
+        row: Row::new(names, values),
+        source_ts_ms: 1,
+        undecodable: None,
+    })
+}
+
+fn lsn(n: u64) -> SourcePosition {
+    SourcePosition::Lsn(Lsn(n))
+}
+
+fn commit(n: u64) -> SourceEvent {
+    SourceEvent::Commit {
+        position: lsn(n),
+        commit_ts_ms: 1,
+    }
+}
+
+/// Waits until `cond` holds (a bound for a failing test, not a timing assertion).
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+/// Lets the loop take every turn it can now.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+fn stored(store: &MemoryStore) -> Option<SourcePosition> {
+    store.last().map(|c| c.position)
+}
+
+/// The loop over `sink` and `store`, fed by the script `script(events, shutdown)` (the
+/// source's channel, the shutdown signal); returns
+/// the loop's result once both ended.
+async fn drive<F, Fut>(
+    sink: &MemorySink,
+    store: &MemoryStore,
+    policy: ErrorPolicy,
+    resume: Option<Checkpoint>,
+    script: F,
+) -> Result<Ending, Error>
+where
+    F: FnOnce(mpsc::Sender<Result<SourceEvent, SourceError>>, Arc<watch::Sender<bool>>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let router = EventRouter::new(&RouterConfig::default()).unwrap();
+    let (checkpointed, _) = watch::channel(None);
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    // Held here too: a dropped sender reads as a shutdown.
+    let shutdown_tx = Arc::new(shutdown_tx);
+    let (tx, rx) = mpsc::channel(64);
+    let ctx = LoopContext {
+        connector: "shop",
+        router: &router,
+        policy: &policy,
+        sink,
+        checkpointed: &checkpointed,
+        shutdown,
+        dedupe: None,
+    };
+    let opts = PipelineOptions {
+        max_in_flight: 100,
+        checkpoint_interval: Duration::from_millis(1),
+    };
+    let mut loop_store = store.clone();
+    let (ended, scripted) = tokio::join!(
+        run(ctx, rx, &mut loop_store, resume, Plan::default(), &opts),
+        std::panic::AssertUnwindSafe(script(tx, shutdown_tx.clone())).catch_unwind()
+    );
+    if let Err(panic) = scripted {
+        // The loop's end tells why the script failed (a loop that ended early).
+        eprintln!("the loop ended with {ended:?}");
+        std::panic::resume_unwind(panic);
+    }
+    ended
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checkpoint_waits_for_every_record_before_it_and_order_is_kept() {
+    let sink = &MemorySink::new(1 << 20, false);
+    let store = &MemoryStore::default();
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        None,
+        |tx, _| async move {
+            for e in [
+                row("e1", "a-1"),
+                row("e2", "a-2"),
+                commit(10),
+                row("e3", "a-1"),
+                commit(20),
+                row("e4", "a-1"),
+                commit(30),
+            ] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+            until("four records sent", || sink.unanswered().len() == 4).await;
+            // The first transaction's records and the third's, not the second's.
+            sink.answer(0, Ok(()));
+            sink.answer(1, Ok(()));
+            sink.answer(3, Ok(()));
+            until("the first transaction stored", || {
+                stored(store) == Some(lsn(10))
+            })
+            .await;
+            settle().await;
+            assert_eq!(
+                stored(store),
+                Some(lsn(10)),
+                "nothing past an unacknowledged record"
+            );
+            sink.answer(2, Ok(()));
+            until("the third transaction stored", || {
+                stored(store) == Some(lsn(30))
+            })
+            .await;
+            drop(tx);
+        },
+    )
+    .await;
+    assert!(matches!(ended, Ok(Ending::Done)), "{ended:?}");
+    let ids: Vec<String> = sink.records().iter().map(|r| r.event_id()).collect();
+    assert_eq!(ids, ["e1", "e2", "e3", "e4"], "source order");
+    let keys: Vec<Option<Vec<u8>>> = sink.records().into_iter().map(|r| r.key).collect();
+    assert_eq!(keys[0].as_deref(), Some(&b"a-1"[..]));
+    let positions: Vec<SourcePosition> = store.log().into_iter().map(|c| c.position).collect();
+    assert!(
+        positions
+            .windows(2)
+            .all(|w| w[0].is_at_or_before(&w[1]) == Some(true)),
+        "never backward: {positions:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delivery_ends_the_loop_before_its_transaction() {
+    let sink = &MemorySink::new(1 << 20, false);
+    let store = &MemoryStore::default();
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        None,
+        |tx, _| async move {
+            for e in [
+                row("e1", "a"),
+                commit(10),
+                row("e2", "a"),
+                commit(20),
+                row("e3", "a"),
+                commit(30),
+            ] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+            until("three records sent", || sink.unanswered().len() == 3).await;
+            sink.answer(0, Ok(()));
+            until("the first transaction stored", || {
+                stored(store) == Some(lsn(10))
+            })
+            .await;
+            let second = sink.record(1);
+            sink.answer(1, Err(MemorySink::timed_out(&second)));
+            sink.answer(2, Ok(()));
+        },
+    )
+    .await;
+    let e = ended.expect_err("a failed delivery fails the loop");
+    assert_eq!(e.class(), Class::Transient, "{e}");
+    assert!(e.to_string().contains("e2"), "{e}");
+    assert_eq!(stored(store), Some(lsn(10)), "{:?}", store.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_record_replays_from_the_checkpoint_before_it() {
+    let sink = &MemorySink::new(1 << 20, false);
+    let store = &MemoryStore::default();
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        None,
+        |tx, _| async move {
+            for e in [
+                row("e1", "a"),
+                commit(10),
+                row("e2", "a"),
+                row("e3", "a"),
+                commit(20),
+            ] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+            until("three records sent", || sink.unanswered().len() == 3).await;
+            sink.answer(0, Ok(()));
+            let refused = sink.record(2);
+            sink.answer(1, Ok(()));
+            sink.answer(2, Err(MemorySink::refused(&refused)));
+        },
+    )
+    .await;
+    let Ok(Ending::Replay(replay)) = ended else {
+        panic!("a replay: {ended:?}")
+    };
+    assert_eq!(
+        replay.from.position,
+        lsn(10),
+        "the checkpoint before the refused record"
+    );
+    assert_eq!(stored(store), Some(lsn(10)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_that_cannot_be_routed_stops_after_everything_ahead_is_delivered() {
+    let sink = &MemorySink::new(1 << 20, true);
+    let store = &MemoryStore::default();
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        None,
+        |tx, _| async move {
+            tx.send(Ok(row("e1", "a"))).await.unwrap();
+            tx.send(Ok(commit(10))).await.unwrap();
+            tx.send(Ok(row("e2", "a"))).await.unwrap();
+            // No aggregate_type column: the router cannot route it.
+            tx.send(Ok(row_with(
+                &["id", "aggregate_id", "payload"],
+                &["e3", "a", "{}"],
+            )))
+            .await
+            .unwrap();
+            tx.send(Ok(commit(20))).await.unwrap();
+        },
+    )
+    .await;
+    let e = ended.expect_err("a stop");
+    assert!(matches!(e, Error::Poison(_)), "{e}");
+    assert_eq!(e.class(), Class::Definite);
+    assert!(e.to_string().contains("e3"), "{e}");
+    let ids: Vec<String> = sink.records().iter().map(|r| r.event_id()).collect();
+    assert_eq!(ids, ["e1"], "nothing of the poison's transaction is sent");
+    assert_eq!(stored(store), Some(lsn(10)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_too_large_stops_before_its_transaction_and_a_failing_send_ends_the_loop() {
+    // Larger than the sink takes: met when routed, a stop with everything ahead delivered.
+    let sink = &MemorySink::new(300, true);
+    let store = &MemoryStore::default();
+    let big = "x".repeat(400);
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        None,
+        |tx, _| async move {
+            for e in [
+                row("e1", "a"),
+                commit(10),
+                row_with(
+                    &["id", "aggregate_type", "aggregate_id", "payload"],
+                    &["e2", "order", "a", &big],
+                ),
+                commit(20),
+            ] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+        },
+    )
+    .await;
+    let e = ended.expect_err("a stop");
+    assert!(matches!(e, Error::Poison(_)), "{e}");
+    assert!(e.to_string().contains("kafka.max_record_bytes=300"), "{e}");
+    assert_eq!(stored(store), Some(lsn(10)));
+
+    // A send that fails otherwise ends the loop with that failure.
+    let sink = &MemorySink::new(1 << 20, true);
+    let store = &MemoryStore::default();
+    sink.on_next_send(OnSend::Keep);
+    let record = crate::sink::KafkaRecord {
+        topic: "outbox.event.order".into(),
+        key: None,
+        value: None,
+        headers: vec![("id".into(), Some(b"e2".to_vec()))],
+        timestamp_ms: None,
+        partition: None,
+    };
+    sink.on_next_send(OnSend::Fail(MemorySink::timed_out(&record)));
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        None,
+        |tx, _| async move {
+            for e in [row("e1", "a"), commit(10), row("e2", "a"), commit(20)] {
+                let _ = tx.send(Ok(e)).await;
+            }
+        },
+    )
+    .await;
+    let e = ended.expect_err("the send's failure");
+    assert_eq!(e.class(), Class::Transient, "{e}");
+    assert_eq!(stored(store), Some(lsn(10)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_fails_stops_the_loop_and_nothing_later_is_claimed() {
+    let sink = &MemorySink::new(1 << 20, true);
+    let store = &MemoryStore::default();
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        None,
+        |tx, _| async move {
+            tx.send(Ok(row("e1", "a"))).await.unwrap();
+            tx.send(Ok(commit(10))).await.unwrap();
+            until("the first checkpoint", || stored(store) == Some(lsn(10))).await;
+            store.fail_next_writes(u32::MAX);
+            tx.send(Ok(row("e2", "a"))).await.unwrap();
+            tx.send(Ok(commit(20))).await.unwrap();
+            settle().await;
+        },
+    )
+    .await;
+    let e = ended.expect_err("the store's failure");
+    assert!(matches!(e, Error::Checkpoint(_)), "{e}");
+    assert_eq!(stored(store), Some(lsn(10)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_drains_what_was_read_and_writes_the_final_checkpoint() {
+    let sink = &MemorySink::new(1 << 20, false);
+    let store = &MemoryStore::default();
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        None,
+        |tx, shutdown| async move {
+            for e in [row("e1", "a"), commit(10), row("e2", "a"), commit(20)] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+            until("two records sent", || sink.unanswered().len() == 2).await;
+            shutdown.send(true).unwrap();
+            settle().await;
+            assert_eq!(stored(store), None, "nothing acknowledged yet");
+            sink.ack_all();
+            // The source is not closed by the script: the loop stops reading on its own.
+            let _keep = tx;
+            until("the final checkpoint", || stored(store) == Some(lsn(20))).await;
+        },
+    )
+    .await;
+    assert!(matches!(ended, Ok(Ending::Done)), "{ended:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_split_transaction_skips_the_rows_already_delivered() {
+    let sink = &MemorySink::new(1 << 20, true);
+    let store = &MemoryStore::default();
+    let resume = Checkpoint {
+        connector: "shop".into(),
+        position: lsn(10),
+        skip: 2,
+        updated_at_ms: 0,
+        cutover: None,
+    };
+    let ended = drive(
+        sink,
+        store,
+        ErrorPolicy::default(),
+        Some(resume),
+        |tx, _| async move {
+            for e in [row("e1", "a"), row("e2", "a"), row("e3", "a"), commit(20)] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+        },
+    )
+    .await;
+    assert!(matches!(ended, Ok(Ending::Done)), "{ended:?}");
+    let ids: Vec<String> = sink.records().iter().map(|r| r.event_id()).collect();
+    assert_eq!(
+        ids,
+        ["e3"],
+        "the two rows of the checkpoint's skip are not sent again"
+    );
+    assert_eq!(
+        store.last().map(|c| (c.position, c.skip)),
+        Some((lsn(20), 0))
+    );
+    let _ = sink.deliveries().sent();
+}

@@ -1,0 +1,53 @@
+//! The seam between the delivery loops and a broker: what the at-least-once loop
+//! (`pipeline::run`) needs of a sink, so the loop runs on Kafka's producer
+//! ([`super::KafkaSink`]) and on any other implementation — another broker's client, or the
+//! loop's in-memory sink with fault injection in its unit tests — alike.
+//!
+//! Delivery accounting is one piece for every sink: a [`DeliveryTracker`] numbers the
+//! records in send order and keeps the acknowledged prefix, the first failure and the
+//! refusals; a sink reports each record's outcome into it (librdkafka's delivery callback
+//! for Kafka, [`DeliveryTracker::report`] for others). The loop checkpoints a position only
+//! once the tracker's acknowledged prefix covers every record sent before it.
+
+use std::future::Future;
+
+use super::{DeliveryTracker, KafkaRecord, KafkaSink, SinkError};
+
+/// A sink the at-least-once delivery loop sends records to.
+pub(crate) trait RecordSink: Sync {
+    /// The delivery accounting of this sink's records.
+    fn deliveries(&self) -> &DeliveryTracker;
+
+    /// The largest record, in bytes (`KafkaRecord::approx_size`), the sink takes; a larger
+    /// one is refused when sent (and dead-lettered without its value under a dead-letter
+    /// policy).
+    fn max_record_bytes(&self) -> usize;
+
+    /// Sends `record`: on `Ok` it is numbered [`DeliveryTracker::sent`] (as it was before
+    /// the call) and its outcome comes later through the tracker. Waits while the sink's
+    /// queue is full (backpressure). Errors: a refusal known at once (too large, unknown
+    /// partition: [`SinkError::refusal`]), or a failure to enqueue.
+    fn send(&self, record: &KafkaRecord) -> impl Future<Output = Result<(), SinkError>> + Send;
+
+    /// When a delivery failed with `cause` and the records concerned went to destinations
+    /// that do not exist: the definite error naming them; `None` otherwise.
+    fn missing_topics(&self, cause: &SinkError) -> impl Future<Output = Option<SinkError>> + Send;
+}
+
+impl RecordSink for KafkaSink {
+    fn deliveries(&self) -> &DeliveryTracker {
+        KafkaSink::deliveries(self)
+    }
+
+    fn max_record_bytes(&self) -> usize {
+        KafkaSink::max_record_bytes(self)
+    }
+
+    fn send(&self, record: &KafkaRecord) -> impl Future<Output = Result<(), SinkError>> + Send {
+        KafkaSink::send(self, record)
+    }
+
+    fn missing_topics(&self, cause: &SinkError) -> impl Future<Output = Option<SinkError>> + Send {
+        KafkaSink::missing_topics(self, cause)
+    }
+}
