@@ -66,6 +66,25 @@ pub struct Cutover {
     pub until_ms: i64,
 }
 
+/// How a checkpoint travels inside a sink transaction (the exactly-once loop): the record
+/// that stores it, sent in the same transaction as the records it covers.
+pub(crate) trait CheckpointRecords: Sync {
+    /// The record storing `checkpoint`. Errors: it cannot be serialised.
+    fn record(
+        &self,
+        checkpoint: &Checkpoint,
+    ) -> Result<crate::record::KafkaRecord, CheckpointError>;
+}
+
+impl CheckpointRecords for KafkaCheckpointStore {
+    fn record(
+        &self,
+        checkpoint: &Checkpoint,
+    ) -> Result<crate::record::KafkaRecord, CheckpointError> {
+        KafkaCheckpointStore::record(self, checkpoint)
+    }
+}
+
 /// A durable home for a connector's checkpoint.
 pub trait CheckpointStore: Send {
     /// Reads the last stored checkpoint; `Ok(None)` when there is none yet.

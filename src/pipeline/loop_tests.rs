@@ -20,7 +20,7 @@ use crate::event::{Op, Row, RowChange, SourceEvent, TableName};
 use crate::position::{Lsn, SourcePosition};
 use crate::router::{EventRouter, RouterConfig};
 use crate::sink::memory::{MemorySink, OnSend};
-use crate::sink::RecordSink;
+use crate::sink::{RecordSink, SinkError};
 use crate::source::SourceError;
 use crate::value::ColumnValue;
 
@@ -441,4 +441,211 @@ async fn a_resumed_split_transaction_skips_the_rows_already_delivered() {
         Some((lsn(20), 0))
     );
     let _ = sink.deliveries().sent();
+}
+
+/// The exactly-once loop ([`super::transactional::run`]) on the in-memory sink: records and
+/// checkpoint visible together or not at all.
+mod exactly_once {
+    use super::*;
+    use crate::checkpoint::{CheckpointError, CheckpointRecords};
+    use crate::pipeline::transactional::{self, BatchOptions};
+    use crate::record::KafkaRecord;
+
+    /// Checkpoint records as the Kafka store makes them, to a topic of their own.
+    struct Records;
+
+    const CHECKPOINTS: &str = "outboxd.checkpoints";
+
+    impl CheckpointRecords for Records {
+        fn record(&self, c: &Checkpoint) -> Result<KafkaRecord, CheckpointError> {
+            Ok(KafkaRecord {
+                topic: CHECKPOINTS.into(),
+                key: Some(c.connector.clone().into_bytes()),
+                value: Some(serde_json::to_vec(c).unwrap()),
+                headers: Vec::new(),
+                timestamp_ms: None,
+                partition: None,
+            })
+        }
+    }
+
+    /// What committed transactions made visible: the events' ids, and the checkpoints'
+    /// positions, in order.
+    fn visible(sink: &MemorySink) -> (Vec<String>, Vec<SourcePosition>) {
+        let (mut ids, mut checkpoints) = (Vec::new(), Vec::new());
+        for r in sink.committed() {
+            if r.topic == CHECKPOINTS {
+                let c: Checkpoint = serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
+                checkpoints.push(c.position);
+            } else {
+                ids.push(r.event_id());
+            }
+        }
+        (ids, checkpoints)
+    }
+
+    async fn drive_eos<F, Fut>(
+        sink: &MemorySink,
+        resume: Option<Checkpoint>,
+        script: F,
+    ) -> (
+        Result<Ending, Error>,
+        watch::Receiver<Option<SourcePosition>>,
+    )
+    where
+        F: FnOnce(mpsc::Sender<Result<SourceEvent, SourceError>>, Arc<watch::Sender<bool>>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let router = EventRouter::new(&RouterConfig::default()).unwrap();
+        let policy = ErrorPolicy::default();
+        let (checkpointed, published) = watch::channel(None);
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let shutdown_tx = Arc::new(shutdown_tx);
+        let (tx, rx) = mpsc::channel(64);
+        let ctx = LoopContext {
+            connector: "shop",
+            router: &router,
+            policy: &policy,
+            sink,
+            checkpointed: &checkpointed,
+            shutdown,
+            dedupe: None,
+        };
+        let opts = BatchOptions {
+            max_wait: Duration::from_millis(20),
+            ..BatchOptions::default()
+        };
+        let (ended, scripted) = tokio::join!(
+            transactional::run(ctx, rx, &Records, resume, Plan::default(), &opts),
+            std::panic::AssertUnwindSafe(script(tx, shutdown_tx.clone())).catch_unwind()
+        );
+        if let Err(panic) = scripted {
+            eprintln!("the loop ended with {ended:?}");
+            std::panic::resume_unwind(panic);
+        }
+        (ended, published)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_and_their_checkpoint_become_visible_together() {
+        let sink = &MemorySink::new(1 << 20, true);
+        let (ended, published) = drive_eos(sink, None, |tx, _| async move {
+            for e in [
+                row("e1", "a"),
+                row("e2", "b"),
+                commit(10),
+                row("e3", "a"),
+                commit(20),
+            ] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+            until("committed through the second transaction", || {
+                visible(sink).1.last() == Some(&lsn(20))
+            })
+            .await;
+        })
+        .await;
+        assert!(matches!(ended, Ok(Ending::Done)), "{ended:?}");
+        let (ids, checkpoints) = visible(sink);
+        assert_eq!(ids, ["e1", "e2", "e3"]);
+        assert!(checkpoints.contains(&lsn(20)), "{checkpoints:?}");
+        assert_eq!(*published.borrow(), Some(lsn(20)));
+        // Every checkpoint is the last record of its transaction: nothing visible is past it.
+        let committed = sink.committed();
+        assert_eq!(
+            committed.last().map(|r| r.topic.as_str()),
+            Some(CHECKPOINTS)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_commit_shows_nothing_of_its_batch() {
+        let sink = &MemorySink::new(1 << 20, true);
+        sink.fail_next_commit(MemorySink::coordinator_timed_out(
+            "committing a transaction",
+        ));
+        let (ended, published) = drive_eos(sink, None, |tx, _| async move {
+            for e in [row("e1", "a"), commit(10)] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+            settle().await;
+        })
+        .await;
+        let e = ended.expect_err("the commit's failure");
+        assert_eq!(e.class(), Class::Transient, "{e}");
+        assert_eq!(visible(sink), (vec![], vec![]), "nothing of the batch");
+        assert_eq!(sink.aborts(), 1, "the open transaction is aborted");
+        assert_eq!(*published.borrow(), None, "no checkpoint published");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_event_that_cannot_be_routed_commits_what_is_ahead_and_stops() {
+        let sink = &MemorySink::new(1 << 20, true);
+        let (ended, published) = drive_eos(sink, None, |tx, _| async move {
+            for e in [
+                row("e1", "a"),
+                commit(10),
+                row("e2", "a"),
+                row_with(&["id", "aggregate_id", "payload"], &["e3", "a", "{}"]),
+                commit(20),
+            ] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+        })
+        .await;
+        let e = ended.expect_err("a stop");
+        assert!(matches!(e, Error::Poison(_)), "{e}");
+        assert!(e.to_string().contains("e3"), "{e}");
+        let (ids, checkpoints) = visible(sink);
+        assert_eq!(ids, ["e1"], "nothing of the poison's transaction");
+        assert_eq!(checkpoints.last(), Some(&lsn(10)));
+        assert_eq!(*published.borrow(), Some(lsn(10)));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fenced_producer_stops_without_an_abort() {
+        let sink = &MemorySink::new(1 << 20, false);
+        let (ended, _) = drive_eos(sink, None, |tx, _| async move {
+            for e in [row("e1", "a"), commit(10)] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+            until("e1 sent", || sink.unanswered().len() == 1).await;
+            sink.set_fatal(SinkError::Fenced {
+                what: "committing a transaction",
+                detail: "another instance".into(),
+            });
+            let r = sink.record(0);
+            sink.answer(0, Err(MemorySink::timed_out(&r)));
+        })
+        .await;
+        let e = ended.expect_err("fenced");
+        assert!(e.is_fenced(), "{e}");
+        assert_eq!(sink.aborts(), 0, "a fenced producer sends nothing more");
+        assert_eq!(visible(sink), (vec![], vec![]));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_commits_the_open_batch() {
+        let sink = &MemorySink::new(1 << 20, true);
+        let (ended, published) = drive_eos(sink, None, |tx, shutdown| async move {
+            for e in [row("e1", "a"), commit(10), row("e2", "a"), commit(20)] {
+                tx.send(Ok(e)).await.unwrap();
+            }
+            // Everything read (e2 sent) before the signal: a shutdown stops the reading.
+            until("e2 sent", || {
+                sink.records().iter().any(|r| r.event_id() == "e2")
+            })
+            .await;
+            shutdown.send(true).unwrap();
+            let _keep = tx;
+            until("the final commit", || {
+                visible(sink).1.last() == Some(&lsn(20))
+            })
+            .await;
+        })
+        .await;
+        assert!(matches!(ended, Ok(Ending::Done)), "{ended:?}");
+        assert_eq!(visible(sink).0, ["e1", "e2"]);
+        assert_eq!(*published.borrow(), Some(lsn(20)));
+    }
 }

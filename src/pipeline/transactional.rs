@@ -24,13 +24,13 @@ use super::poison::{self, Ending, Plan, Poison, Replay};
 use super::stage::Stage;
 use super::txn_buffer::{Pending, SourceTxn};
 use super::{Interrupt, LoopContext, SHUTDOWN_GRACE};
-use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
+use crate::checkpoint::{now_ms, Checkpoint, CheckpointRecords};
 use crate::cutover::dedupe::Dedupe;
 use crate::event::{RowChange, SourceEvent};
 use crate::metrics as m;
 use crate::pipeline::Error;
 use crate::position::SourcePosition;
-use crate::sink::{DeliveryTracker, KafkaSink, Refused, SinkError};
+use crate::sink::{DeliveryTracker, Refused, SinkError, TransactionalSink};
 use crate::source::SourceError;
 
 /// Awaits `fut` (the open transaction's acknowledgements, or its commit) while watching for
@@ -160,14 +160,14 @@ struct BatchStats {
 }
 
 /// The exactly-once loop's state.
-struct Eos<'a> {
+struct Eos<'a, S, C> {
     connector: &'a str,
     /// A switch from Debezium in progress ([`Dedupe`]).
     dedupe: Option<&'a Dedupe>,
     label: String,
-    sink: &'a KafkaSink,
+    sink: &'a S,
     deliveries: &'a DeliveryTracker,
-    store: &'a KafkaCheckpointStore,
+    store: &'a C,
     checkpointed: &'a watch::Sender<Option<SourcePosition>>,
     /// Turns true on shutdown (read, never awaited, here).
     signal: watch::Receiver<bool>,
@@ -201,7 +201,7 @@ struct Eos<'a> {
     stop_by: Option<Instant>,
 }
 
-impl Eos<'_> {
+impl<S: TransactionalSink, C: CheckpointRecords> Eos<'_, S, C> {
     /// Past the unacknowledged bounds (`factor` 1), or still above half of them (2).
     fn over_bounds(&self, factor: usize) -> bool {
         let (records, bytes) = self.deliveries.unacked();
@@ -514,10 +514,10 @@ impl Eos<'_> {
 /// shutdown the open batch is committed first. Failures abort the open transaction: nothing
 /// of it becomes visible and the checkpoint stays at the last commit. Records Kafka refused
 /// end the loop with [`Ending::Replay`] ([`super::poison`]).
-pub async fn run(
-    ctx: LoopContext<'_>,
+pub async fn run<S: TransactionalSink, C: CheckpointRecords>(
+    ctx: LoopContext<'_, S>,
     events: mpsc::Receiver<Result<SourceEvent, SourceError>>,
-    store: &KafkaCheckpointStore,
+    store: &C,
     resume: Option<Checkpoint>,
     plan: Plan,
     opts: &BatchOptions,

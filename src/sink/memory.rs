@@ -1,15 +1,20 @@
 //! An in-memory [`RecordSink`] with fault injection, for the delivery loops' unit tests
 //! (built with `cfg(test)` or the `test-sinks` feature): it keeps every record sent, in
 //! order, and answers each one when the test says so — acknowledged, failed (transient) or
-//! refused for good — or at once (`auto_ack`). Sends can be made to fail, and to wait
-//! (a stalled broker).
+//! refused for good — or at once (`auto_ack`). Sends can be made to fail. As a
+//! [`TransactionalSink`] it keeps transactions: records become visible
+//! ([`MemorySink::committed`]) at commit, an abort purges what is unanswered, and commits
+//! can be made to fail or the producer fatal (fenced).
 
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use super::tracker::counted_size;
-use super::{DeliveryTracker, KafkaLink, KafkaRecord, RecordSink, Refusal, SinkError};
+use super::{
+    DeliveryTracker, KafkaLink, KafkaRecord, RecordSink, Refusal, SinkError, TransactionalSink,
+};
 
 /// What the memory sink does with the next record sent.
 #[derive(Debug, Clone)]
@@ -29,6 +34,16 @@ struct State {
     unanswered: Vec<u64>,
     /// What the next sends do, first first; empty: keep.
     next: std::collections::VecDeque<OnSend>,
+    /// Where the open transaction's records start in `sent`, while one is open.
+    txn_from: Option<usize>,
+    /// Records of committed transactions, in order.
+    committed: Vec<KafkaRecord>,
+    /// What the next commits fail with, first first.
+    failing_commits: std::collections::VecDeque<SinkError>,
+    /// The producer's fatal error (fenced), once set.
+    fatal: Option<SinkError>,
+    /// Transactions aborted.
+    aborts: u32,
 }
 
 /// An in-memory sink; see the module docs.
@@ -125,6 +140,37 @@ impl MemorySink {
         }
     }
 
+    /// The records of committed transactions, in order (checkpoint records among them).
+    pub(crate) fn committed(&self) -> Vec<KafkaRecord> {
+        self.state().committed.clone()
+    }
+
+    /// How many transactions were aborted.
+    pub(crate) fn aborts(&self) -> u32 {
+        self.state().aborts
+    }
+
+    /// The next commit fails with `error`.
+    pub(crate) fn fail_next_commit(&self, error: SinkError) {
+        self.state().failing_commits.push_back(error);
+    }
+
+    /// The producer becomes fatally failed with `error` (fenced by another instance).
+    pub(crate) fn set_fatal(&self, error: SinkError) {
+        self.state().fatal = Some(error);
+    }
+
+    /// A transient failure of a transaction step `what` (the coordinator did not answer).
+    pub(crate) fn coordinator_timed_out(what: &'static str) -> SinkError {
+        SinkError::Transaction {
+            what,
+            fatal: false,
+            source: Box::new(KafkaError::MessageProduction(
+                RDKafkaErrorCode::RequestTimedOut,
+            )),
+        }
+    }
+
     /// Record number `seq` as sent.
     pub(crate) fn record(&self, seq: u64) -> KafkaRecord {
         self.state()
@@ -175,5 +221,70 @@ impl RecordSink for MemorySink {
 
     async fn missing_topics(&self, _cause: &SinkError) -> Option<SinkError> {
         None
+    }
+}
+
+impl TransactionalSink for MemorySink {
+    fn begin(&self) -> Result<(), SinkError> {
+        let mut st = self.state();
+        if let Some(f) = &st.fatal {
+            return Err(f.clone());
+        }
+        assert!(st.txn_from.is_none(), "begin with a transaction open");
+        st.txn_from = Some(st.sent.len());
+        Ok(())
+    }
+
+    fn kick(&self) {}
+
+    async fn flush_now(&self, timeout: Duration) -> Result<(), SinkError> {
+        let until = Instant::now() + timeout;
+        while !self.state().unanswered.is_empty() {
+            if Instant::now() >= until {
+                return Err(SinkError::Flush {
+                    source: Box::new(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut)),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(())
+    }
+
+    async fn commit(&self) -> Result<(), SinkError> {
+        let mut st = self.state();
+        if let Some(f) = &st.fatal {
+            return Err(f.clone());
+        }
+        if let Some(e) = st.failing_commits.pop_front() {
+            return Err(e);
+        }
+        let from = st.txn_from.take().expect("commit with a transaction open");
+        let records: Vec<KafkaRecord> = st.sent[from..].iter().map(|(_, _, r)| r.clone()).collect();
+        st.committed.extend(records);
+        Ok(())
+    }
+
+    fn fatal(&self) -> Option<SinkError> {
+        self.state().fatal.clone()
+    }
+
+    fn abort(&self) {
+        let unanswered = {
+            let mut st = self.state();
+            st.txn_from = None;
+            st.aborts += 1;
+            st.unanswered.clone()
+        };
+        for seq in unanswered {
+            let record = self.record(seq);
+            self.answer(
+                seq,
+                Err(SinkError::Delivery {
+                    id: record.event_id(),
+                    topic: record.topic.clone(),
+                    source: Box::new(KafkaError::MessageProduction(RDKafkaErrorCode::PurgeQueue)),
+                }),
+            );
+        }
     }
 }

@@ -18,5 +18,5 @@ pub use crate::record::KafkaRecord;
 pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
 pub use link::{KafkaLink, LinkFailure};
-pub(crate) use record_sink::RecordSink;
+pub(crate) use record_sink::{RecordSink, TransactionalSink};
 pub use tracker::{DeliveryTracker, Refused};

@@ -8,8 +8,13 @@
 //! refusals; a sink reports each record's outcome into it (librdkafka's delivery callback
 //! for Kafka, [`DeliveryTracker::report`] for others). The loop checkpoints a position only
 //! once the tracker's acknowledged prefix covers every record sent before it.
+//!
+//! [`TransactionalSink`] adds what the exactly-once loop (`pipeline::transactional::run`)
+//! needs: transactions whose records (and the checkpoint record among them) become visible
+//! together at commit, or not at all.
 
 use std::future::Future;
+use std::time::Duration;
 
 use super::{DeliveryTracker, KafkaRecord, KafkaSink, SinkError};
 
@@ -49,5 +54,60 @@ impl RecordSink for KafkaSink {
 
     fn missing_topics(&self, cause: &SinkError) -> impl Future<Output = Option<SinkError>> + Send {
         KafkaSink::missing_topics(self, cause)
+    }
+}
+
+/// A sink with transactions: what the exactly-once delivery loop needs (Kafka's
+/// transactional producer, KIP-98; `init_transactions` done before the loop starts).
+pub(crate) trait TransactionalSink: RecordSink {
+    /// Opens a transaction. Errors: the producer cannot (fenced, fatal, or a transaction
+    /// already open).
+    fn begin(&self) -> Result<(), SinkError>;
+
+    /// Starts sending what is queued without lingering, returning at once (the loop waits
+    /// for acknowledgements at its in-flight bound).
+    fn kick(&self);
+
+    /// Sends everything queued now and waits, at most `timeout`, until all is answered;
+    /// `Err` (transient) when records are still unanswered at the timeout.
+    fn flush_now(&self, timeout: Duration) -> impl Future<Output = Result<(), SinkError>> + Send;
+
+    /// Commits the open transaction: its records become visible to `read_committed`
+    /// readers, all together. Errors: transient (the coordinator did not answer; the
+    /// transaction is aborted by the broker at its timeout) or definite (fenced, fatal).
+    fn commit(&self) -> impl Future<Output = Result<(), SinkError>> + Send;
+
+    /// The producer's fatal error, if it has one (fenced by a newer instance): then nothing
+    /// more may be sent, not even an abort.
+    fn fatal(&self) -> Option<SinkError>;
+
+    /// Aborts the open transaction: nothing of it becomes visible; what is still queued is
+    /// purged (its delivery reports fail).
+    fn abort(&self);
+}
+
+impl TransactionalSink for KafkaSink {
+    fn begin(&self) -> Result<(), SinkError> {
+        KafkaSink::begin(self)
+    }
+
+    fn kick(&self) {
+        KafkaSink::kick(self)
+    }
+
+    fn flush_now(&self, timeout: Duration) -> impl Future<Output = Result<(), SinkError>> + Send {
+        KafkaSink::flush_now(self, timeout)
+    }
+
+    fn commit(&self) -> impl Future<Output = Result<(), SinkError>> + Send {
+        KafkaSink::commit(self)
+    }
+
+    fn fatal(&self) -> Option<SinkError> {
+        KafkaSink::fatal(self)
+    }
+
+    fn abort(&self) {
+        KafkaSink::abort(self)
     }
 }
