@@ -145,6 +145,42 @@ async fn a_configured_table_that_does_not_exist_is_refused_by_run_as_by_check() 
     assert_eq!(relay.stop(), Some(0));
 }
 
+/// On a first start (no checkpoint yet) a configured table that does not exist is refused
+/// after the start position is checkpointed: a row written to the real table meanwhile is
+/// delivered once the configuration is fixed. Before, the fixed relay started at the then
+/// current position and the row was never delivered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_first_start_with_a_missing_table_keeps_what_is_written_meanwhile() {
+    let db = MariaDb::new("s25_first").await;
+    let typo = format!("{}.outbx", db.db);
+    let (typo_path, typo_port) = suite::write_config(&db, &typo, "");
+    let mut typo_relay = Relay::launch_with_args(
+        &[typo_path.to_str().unwrap()],
+        typo_port,
+        typo_path.with_extension("log"),
+    );
+    let log = edges::expect_failed_exit(&mut typo_relay, Duration::from_secs(60));
+    assert!(
+        log.contains(&format!("outbox table {typo} not found")),
+        "log:\n{log}"
+    );
+    let start = edges::stored_position(&typo_path);
+    assert!(start.starts_with("mariadb_gtid:"), "{start}");
+    let e1 = event("Order", "o-1", 1);
+    db.insert(std::slice::from_ref(&e1), false).await;
+
+    let (path, port) = suite::write_config(&db, &db.outbox_table(), "");
+    let mut relay = Relay::start(path, port);
+    let got = read_topics(
+        &[topic(&db, "Order")],
+        1,
+        Duration::from_secs(60),
+        Duration::from_secs(3),
+    );
+    suite::assert_exactly_once(&[e1], &got, &relay.log_text());
+    assert_eq!(relay.stop(), Some(0));
+}
+
 /// A view is no outbox table: the binlog logs the rows written through it as rows of its
 /// base table, never under the view's name. `check` fails one named in `tables` and `run`
 /// refuses it; an outbox table renamed away while streaming, a view put in its place, stops

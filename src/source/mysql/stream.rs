@@ -107,13 +107,6 @@ impl MysqlSource {
         let info = server::server_info(&mut conn, cfg).await?;
         requirement::enforce(server::requirements(&info, &connector, &self.tables, cfg))
             .map_err(MysqlError::from)?;
-        // A configured table that is not there would let the checkpoint move on past rows
-        // written meanwhile to the table the application really uses: refuse, as `check` does.
-        for (table, facts) in server::outbox_tables(&mut conn, cfg, &self.tables).await? {
-            if let Some(fail) = server::unusable_table(&connector, &table, facts.as_ref(), cfg) {
-                return Err(MysqlError::from(fail).into());
-            }
-        }
         let mode = server::tracking_mode(&info, cfg);
         // Where to ask the server to start; `from_file` when starting at the earliest binlog.
         let resume = ctx.out.resume_position().cloned();
@@ -166,6 +159,16 @@ impl MysqlSource {
                     after: INITIAL_CHECKPOINT_WAIT,
                 }
                 .into());
+            }
+        }
+        // A configured table that is not there would let the checkpoint move on past rows
+        // written meanwhile to the table the application really uses: refuse, as `check`
+        // does. On a first start this comes after the start position is checkpointed, so
+        // that rows written from now on are delivered once the configuration is fixed
+        // (without a checkpoint the next start would begin at a later current position).
+        for (table, facts) in server::outbox_tables(&mut conn, cfg, &self.tables).await? {
+            if let Some(fail) = server::unusable_table(&connector, &table, facts.as_ref(), cfg) {
+                return Err(MysqlError::from(fail).into());
             }
         }
         tracing::info!(connector = %connector, server = %info.version, position = %start, "requesting the binlog");
