@@ -59,6 +59,16 @@ fn commit(n: u64) -> SourceEvent {
     }
 }
 
+/// Sends `events` into the loop's channel, in order.
+async fn feed(
+    tx: &mpsc::Sender<Result<SourceEvent, SourceError>>,
+    events: impl IntoIterator<Item = SourceEvent>,
+) {
+    for e in events {
+        tx.send(Ok(e)).await.unwrap();
+    }
+}
+
 /// Waits until `cond` holds (a bound for a failing test, not a timing assertion).
 async fn until(what: &str, cond: impl Fn() -> bool) {
     for _ in 0..1000 {
@@ -79,13 +89,69 @@ fn stored(store: &MemoryStore) -> Option<SourcePosition> {
     store.last().map(|c| c.position)
 }
 
-/// The loop over `sink` and `store`, fed by the script `script(events, shutdown)` (the
-/// source's channel, the shutdown signal); returns
-/// the loop's result once both ended.
+/// What both loops run with in these tests: the default router and error policy, where
+/// stored positions are published, and the shutdown signal (held here too: a dropped
+/// sender reads as a shutdown).
+struct Fixture {
+    router: EventRouter,
+    policy: ErrorPolicy,
+    checkpointed: watch::Sender<Option<SourcePosition>>,
+    shutdown: Arc<watch::Sender<bool>>,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self {
+            router: EventRouter::new(&RouterConfig::default()).unwrap(),
+            policy: ErrorPolicy::default(),
+            checkpointed: watch::channel(None).0,
+            shutdown: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// A loop context over `sink`, the source channel's receiving end for the loop and its
+    /// sending end for the script.
+    #[allow(clippy::type_complexity)]
+    fn context<'a>(
+        &'a self,
+        sink: &'a MemorySink,
+    ) -> (
+        LoopContext<'a, MemorySink>,
+        mpsc::Receiver<Result<SourceEvent, SourceError>>,
+        mpsc::Sender<Result<SourceEvent, SourceError>>,
+    ) {
+        let (tx, rx) = mpsc::channel(64);
+        let ctx = LoopContext {
+            connector: "shop",
+            router: &self.router,
+            policy: &self.policy,
+            sink,
+            checkpointed: &self.checkpointed,
+            shutdown: self.shutdown.subscribe(),
+            dedupe: None,
+        };
+        (ctx, rx, tx)
+    }
+}
+
+/// The loop's result once the script ended; a failed script fails the test, showing how the
+/// loop ended (a loop that ended early is the usual cause).
+fn ended(
+    result: Result<Ending, Error>,
+    scripted: std::thread::Result<()>,
+) -> Result<Ending, Error> {
+    if let Err(panic) = scripted {
+        eprintln!("the loop ended with {result:?}");
+        std::panic::resume_unwind(panic);
+    }
+    result
+}
+
+/// The at-least-once loop over `sink` and `store` (resuming at `resume`), beside
+/// `script(events, shutdown)`; returns the loop's result once both ended.
 async fn drive<F, Fut>(
     sink: &MemorySink,
     store: &MemoryStore,
-    policy: ErrorPolicy,
     resume: Option<Checkpoint>,
     script: F,
 ) -> Result<Ending, Error>
@@ -93,49 +159,28 @@ where
     F: FnOnce(mpsc::Sender<Result<SourceEvent, SourceError>>, Arc<watch::Sender<bool>>) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let router = EventRouter::new(&RouterConfig::default()).unwrap();
-    let (checkpointed, _) = watch::channel(None);
-    let (shutdown_tx, shutdown) = watch::channel(false);
-    // Held here too: a dropped sender reads as a shutdown.
-    let shutdown_tx = Arc::new(shutdown_tx);
-    let (tx, rx) = mpsc::channel(64);
-    let ctx = LoopContext {
-        connector: "shop",
-        router: &router,
-        policy: &policy,
-        sink,
-        checkpointed: &checkpointed,
-        shutdown,
-        dedupe: None,
-    };
+    let fixture = Fixture::new();
+    let (ctx, rx, tx) = fixture.context(sink);
     let opts = PipelineOptions {
         max_in_flight: 100,
         checkpoint_interval: Duration::from_millis(1),
     };
     let mut loop_store = store.clone();
-    let (ended, scripted) = tokio::join!(
+    let (result, scripted) = tokio::join!(
         run(ctx, rx, &mut loop_store, resume, Plan::default(), &opts),
-        std::panic::AssertUnwindSafe(script(tx, shutdown_tx.clone())).catch_unwind()
+        std::panic::AssertUnwindSafe(script(tx, fixture.shutdown.clone())).catch_unwind()
     );
-    if let Err(panic) = scripted {
-        // The loop's end tells why the script failed (a loop that ended early).
-        eprintln!("the loop ended with {ended:?}");
-        std::panic::resume_unwind(panic);
-    }
-    ended
+    ended(result, scripted)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checkpoint_waits_for_every_record_before_it_and_order_is_kept() {
     let sink = &MemorySink::new(1 << 20, false);
     let store = &MemoryStore::default();
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        None,
-        |tx, _| async move {
-            for e in [
+    let ended = drive(sink, store, None, |tx, _| async move {
+        feed(
+            &tx,
+            [
                 row("e1", "a-1"),
                 row("e2", "a-2"),
                 commit(10),
@@ -143,32 +188,31 @@ async fn the_checkpoint_waits_for_every_record_before_it_and_order_is_kept() {
                 commit(20),
                 row("e4", "a-1"),
                 commit(30),
-            ] {
-                tx.send(Ok(e)).await.unwrap();
-            }
-            until("four records sent", || sink.unanswered().len() == 4).await;
-            // The first transaction's records and the third's, not the second's.
-            sink.answer(0, Ok(()));
-            sink.answer(1, Ok(()));
-            sink.answer(3, Ok(()));
-            until("the first transaction stored", || {
-                stored(store) == Some(lsn(10))
-            })
-            .await;
-            settle().await;
-            assert_eq!(
-                stored(store),
-                Some(lsn(10)),
-                "nothing past an unacknowledged record"
-            );
-            sink.answer(2, Ok(()));
-            until("the third transaction stored", || {
-                stored(store) == Some(lsn(30))
-            })
-            .await;
-            drop(tx);
-        },
-    )
+            ],
+        )
+        .await;
+        until("four records sent", || sink.unanswered().len() == 4).await;
+        // The first transaction's records and the third's, not the second's.
+        sink.answer(0, Ok(()));
+        sink.answer(1, Ok(()));
+        sink.answer(3, Ok(()));
+        until("the first transaction stored", || {
+            stored(store) == Some(lsn(10))
+        })
+        .await;
+        settle().await;
+        assert_eq!(
+            stored(store),
+            Some(lsn(10)),
+            "nothing past an unacknowledged record"
+        );
+        sink.answer(2, Ok(()));
+        until("the third transaction stored", || {
+            stored(store) == Some(lsn(30))
+        })
+        .await;
+        drop(tx);
+    })
     .await;
     assert!(matches!(ended, Ok(Ending::Done)), "{ended:?}");
     let ids: Vec<String> = sink.records().iter().map(|r| r.event_id()).collect();
@@ -188,33 +232,29 @@ async fn the_checkpoint_waits_for_every_record_before_it_and_order_is_kept() {
 async fn a_failed_delivery_ends_the_loop_before_its_transaction() {
     let sink = &MemorySink::new(1 << 20, false);
     let store = &MemoryStore::default();
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        None,
-        |tx, _| async move {
-            for e in [
+    let ended = drive(sink, store, None, |tx, _| async move {
+        feed(
+            &tx,
+            [
                 row("e1", "a"),
                 commit(10),
                 row("e2", "a"),
                 commit(20),
                 row("e3", "a"),
                 commit(30),
-            ] {
-                tx.send(Ok(e)).await.unwrap();
-            }
-            until("three records sent", || sink.unanswered().len() == 3).await;
-            sink.answer(0, Ok(()));
-            until("the first transaction stored", || {
-                stored(store) == Some(lsn(10))
-            })
-            .await;
-            let second = sink.record(1);
-            sink.answer(1, Err(MemorySink::timed_out(&second)));
-            sink.answer(2, Ok(()));
-        },
-    )
+            ],
+        )
+        .await;
+        until("three records sent", || sink.unanswered().len() == 3).await;
+        sink.answer(0, Ok(()));
+        until("the first transaction stored", || {
+            stored(store) == Some(lsn(10))
+        })
+        .await;
+        let second = sink.record(1);
+        sink.answer(1, Err(MemorySink::timed_out(&second)));
+        sink.answer(2, Ok(()));
+    })
     .await;
     let e = ended.expect_err("a failed delivery fails the loop");
     assert_eq!(e.class(), Class::Transient, "{e}");
@@ -226,28 +266,24 @@ async fn a_failed_delivery_ends_the_loop_before_its_transaction() {
 async fn a_refused_record_replays_from_the_checkpoint_before_it() {
     let sink = &MemorySink::new(1 << 20, false);
     let store = &MemoryStore::default();
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        None,
-        |tx, _| async move {
-            for e in [
+    let ended = drive(sink, store, None, |tx, _| async move {
+        feed(
+            &tx,
+            [
                 row("e1", "a"),
                 commit(10),
                 row("e2", "a"),
                 row("e3", "a"),
                 commit(20),
-            ] {
-                tx.send(Ok(e)).await.unwrap();
-            }
-            until("three records sent", || sink.unanswered().len() == 3).await;
-            sink.answer(0, Ok(()));
-            let refused = sink.record(2);
-            sink.answer(1, Ok(()));
-            sink.answer(2, Err(MemorySink::refused(&refused)));
-        },
-    )
+            ],
+        )
+        .await;
+        until("three records sent", || sink.unanswered().len() == 3).await;
+        sink.answer(0, Ok(()));
+        let refused = sink.record(2);
+        sink.answer(1, Ok(()));
+        sink.answer(2, Err(MemorySink::refused(&refused)));
+    })
     .await;
     let Ok(Ending::Replay(replay)) = ended else {
         panic!("a replay: {ended:?}")
@@ -264,25 +300,19 @@ async fn a_refused_record_replays_from_the_checkpoint_before_it() {
 async fn an_event_that_cannot_be_routed_stops_after_everything_ahead_is_delivered() {
     let sink = &MemorySink::new(1 << 20, true);
     let store = &MemoryStore::default();
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        None,
-        |tx, _| async move {
-            tx.send(Ok(row("e1", "a"))).await.unwrap();
-            tx.send(Ok(commit(10))).await.unwrap();
-            tx.send(Ok(row("e2", "a"))).await.unwrap();
-            // No aggregate_type column: the router cannot route it.
-            tx.send(Ok(row_with(
-                &["id", "aggregate_id", "payload"],
-                &["e3", "a", "{}"],
-            )))
-            .await
-            .unwrap();
-            tx.send(Ok(commit(20))).await.unwrap();
-        },
-    )
+    let ended = drive(sink, store, None, |tx, _| async move {
+        tx.send(Ok(row("e1", "a"))).await.unwrap();
+        tx.send(Ok(commit(10))).await.unwrap();
+        tx.send(Ok(row("e2", "a"))).await.unwrap();
+        // No aggregate_type column: the router cannot route it.
+        tx.send(Ok(row_with(
+            &["id", "aggregate_id", "payload"],
+            &["e3", "a", "{}"],
+        )))
+        .await
+        .unwrap();
+        tx.send(Ok(commit(20))).await.unwrap();
+    })
     .await;
     let e = ended.expect_err("a stop");
     assert!(matches!(e, Error::Poison(_)), "{e}");
@@ -299,13 +329,10 @@ async fn a_record_too_large_stops_before_its_transaction_and_a_failing_send_ends
     let sink = &MemorySink::new(300, true);
     let store = &MemoryStore::default();
     let big = "x".repeat(400);
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        None,
-        |tx, _| async move {
-            for e in [
+    let ended = drive(sink, store, None, |tx, _| async move {
+        feed(
+            &tx,
+            [
                 row("e1", "a"),
                 commit(10),
                 row_with(
@@ -313,11 +340,10 @@ async fn a_record_too_large_stops_before_its_transaction_and_a_failing_send_ends
                     &["e2", "order", "a", &big],
                 ),
                 commit(20),
-            ] {
-                tx.send(Ok(e)).await.unwrap();
-            }
-        },
-    )
+            ],
+        )
+        .await;
+    })
     .await;
     let e = ended.expect_err("a stop");
     assert!(matches!(e, Error::Poison(_)), "{e}");
@@ -337,17 +363,11 @@ async fn a_record_too_large_stops_before_its_transaction_and_a_failing_send_ends
         partition: None,
     };
     sink.on_next_send(OnSend::Fail(MemorySink::timed_out(&record)));
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        None,
-        |tx, _| async move {
-            for e in [row("e1", "a"), commit(10), row("e2", "a"), commit(20)] {
-                let _ = tx.send(Ok(e)).await;
-            }
-        },
-    )
+    let ended = drive(sink, store, None, |tx, _| async move {
+        for e in [row("e1", "a"), commit(10), row("e2", "a"), commit(20)] {
+            let _ = tx.send(Ok(e)).await;
+        }
+    })
     .await;
     let e = ended.expect_err("the send's failure");
     assert_eq!(e.class(), Class::Transient, "{e}");
@@ -358,21 +378,15 @@ async fn a_record_too_large_stops_before_its_transaction_and_a_failing_send_ends
 async fn a_store_that_fails_stops_the_loop_and_nothing_later_is_claimed() {
     let sink = &MemorySink::new(1 << 20, true);
     let store = &MemoryStore::default();
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        None,
-        |tx, _| async move {
-            tx.send(Ok(row("e1", "a"))).await.unwrap();
-            tx.send(Ok(commit(10))).await.unwrap();
-            until("the first checkpoint", || stored(store) == Some(lsn(10))).await;
-            store.fail_next_writes(u32::MAX);
-            tx.send(Ok(row("e2", "a"))).await.unwrap();
-            tx.send(Ok(commit(20))).await.unwrap();
-            settle().await;
-        },
-    )
+    let ended = drive(sink, store, None, |tx, _| async move {
+        tx.send(Ok(row("e1", "a"))).await.unwrap();
+        tx.send(Ok(commit(10))).await.unwrap();
+        until("the first checkpoint", || stored(store) == Some(lsn(10))).await;
+        store.fail_next_writes(u32::MAX);
+        tx.send(Ok(row("e2", "a"))).await.unwrap();
+        tx.send(Ok(commit(20))).await.unwrap();
+        settle().await;
+    })
     .await;
     let e = ended.expect_err("the store's failure");
     assert!(matches!(e, Error::Checkpoint(_)), "{e}");
@@ -383,25 +397,21 @@ async fn a_store_that_fails_stops_the_loop_and_nothing_later_is_claimed() {
 async fn shutdown_drains_what_was_read_and_writes_the_final_checkpoint() {
     let sink = &MemorySink::new(1 << 20, false);
     let store = &MemoryStore::default();
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        None,
-        |tx, shutdown| async move {
-            for e in [row("e1", "a"), commit(10), row("e2", "a"), commit(20)] {
-                tx.send(Ok(e)).await.unwrap();
-            }
-            until("two records sent", || sink.unanswered().len() == 2).await;
-            shutdown.send(true).unwrap();
-            settle().await;
-            assert_eq!(stored(store), None, "nothing acknowledged yet");
-            sink.ack_all();
-            // The source is not closed by the script: the loop stops reading on its own.
-            let _keep = tx;
-            until("the final checkpoint", || stored(store) == Some(lsn(20))).await;
-        },
-    )
+    let ended = drive(sink, store, None, |tx, shutdown| async move {
+        feed(
+            &tx,
+            [row("e1", "a"), commit(10), row("e2", "a"), commit(20)],
+        )
+        .await;
+        until("two records sent", || sink.unanswered().len() == 2).await;
+        shutdown.send(true).unwrap();
+        settle().await;
+        assert_eq!(stored(store), None, "nothing acknowledged yet");
+        sink.ack_all();
+        // The source is not closed by the script: the loop stops reading on its own.
+        let _keep = tx;
+        until("the final checkpoint", || stored(store) == Some(lsn(20))).await;
+    })
     .await;
     assert!(matches!(ended, Ok(Ending::Done)), "{ended:?}");
 }
@@ -417,17 +427,13 @@ async fn a_resumed_split_transaction_skips_the_rows_already_delivered() {
         updated_at_ms: 0,
         cutover: None,
     };
-    let ended = drive(
-        sink,
-        store,
-        ErrorPolicy::default(),
-        Some(resume),
-        |tx, _| async move {
-            for e in [row("e1", "a"), row("e2", "a"), row("e3", "a"), commit(20)] {
-                tx.send(Ok(e)).await.unwrap();
-            }
-        },
-    )
+    let ended = drive(sink, store, Some(resume), |tx, _| async move {
+        feed(
+            &tx,
+            [row("e1", "a"), row("e2", "a"), row("e3", "a"), commit(20)],
+        )
+        .await;
+    })
     .await;
     assert!(matches!(ended, Ok(Ending::Done)), "{ended:?}");
     let ids: Vec<String> = sink.records().iter().map(|r| r.event_id()).collect();
@@ -496,49 +502,35 @@ mod exactly_once {
         F: FnOnce(mpsc::Sender<Result<SourceEvent, SourceError>>, Arc<watch::Sender<bool>>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let router = EventRouter::new(&RouterConfig::default()).unwrap();
-        let policy = ErrorPolicy::default();
-        let (checkpointed, published) = watch::channel(None);
-        let (shutdown_tx, shutdown) = watch::channel(false);
-        let shutdown_tx = Arc::new(shutdown_tx);
-        let (tx, rx) = mpsc::channel(64);
-        let ctx = LoopContext {
-            connector: "shop",
-            router: &router,
-            policy: &policy,
-            sink,
-            checkpointed: &checkpointed,
-            shutdown,
-            dedupe: None,
-        };
+        let fixture = Fixture::new();
+        let published = fixture.checkpointed.subscribe();
+        let (ctx, rx, tx) = fixture.context(sink);
         let opts = BatchOptions {
             max_wait: Duration::from_millis(20),
             ..BatchOptions::default()
         };
-        let (ended, scripted) = tokio::join!(
+        let (result, scripted) = tokio::join!(
             transactional::run(ctx, rx, &Records, resume, Plan::default(), &opts),
-            std::panic::AssertUnwindSafe(script(tx, shutdown_tx.clone())).catch_unwind()
+            std::panic::AssertUnwindSafe(script(tx, fixture.shutdown.clone())).catch_unwind()
         );
-        if let Err(panic) = scripted {
-            eprintln!("the loop ended with {ended:?}");
-            std::panic::resume_unwind(panic);
-        }
-        (ended, published)
+        (ended(result, scripted), published)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn records_and_their_checkpoint_become_visible_together() {
         let sink = &MemorySink::new(1 << 20, true);
         let (ended, published) = drive_eos(sink, None, |tx, _| async move {
-            for e in [
-                row("e1", "a"),
-                row("e2", "b"),
-                commit(10),
-                row("e3", "a"),
-                commit(20),
-            ] {
-                tx.send(Ok(e)).await.unwrap();
-            }
+            feed(
+                &tx,
+                [
+                    row("e1", "a"),
+                    row("e2", "b"),
+                    commit(10),
+                    row("e3", "a"),
+                    commit(20),
+                ],
+            )
+            .await;
             until("committed through the second transaction", || {
                 visible(sink).1.last() == Some(&lsn(20))
             })
@@ -565,9 +557,7 @@ mod exactly_once {
             "committing a transaction",
         ));
         let (ended, published) = drive_eos(sink, None, |tx, _| async move {
-            for e in [row("e1", "a"), commit(10)] {
-                tx.send(Ok(e)).await.unwrap();
-            }
+            feed(&tx, [row("e1", "a"), commit(10)]).await;
             settle().await;
         })
         .await;
@@ -582,15 +572,17 @@ mod exactly_once {
     async fn an_event_that_cannot_be_routed_commits_what_is_ahead_and_stops() {
         let sink = &MemorySink::new(1 << 20, true);
         let (ended, published) = drive_eos(sink, None, |tx, _| async move {
-            for e in [
-                row("e1", "a"),
-                commit(10),
-                row("e2", "a"),
-                row_with(&["id", "aggregate_id", "payload"], &["e3", "a", "{}"]),
-                commit(20),
-            ] {
-                tx.send(Ok(e)).await.unwrap();
-            }
+            feed(
+                &tx,
+                [
+                    row("e1", "a"),
+                    commit(10),
+                    row("e2", "a"),
+                    row_with(&["id", "aggregate_id", "payload"], &["e3", "a", "{}"]),
+                    commit(20),
+                ],
+            )
+            .await;
         })
         .await;
         let e = ended.expect_err("a stop");
@@ -606,9 +598,7 @@ mod exactly_once {
     async fn a_fenced_producer_stops_without_an_abort() {
         let sink = &MemorySink::new(1 << 20, false);
         let (ended, _) = drive_eos(sink, None, |tx, _| async move {
-            for e in [row("e1", "a"), commit(10)] {
-                tx.send(Ok(e)).await.unwrap();
-            }
+            feed(&tx, [row("e1", "a"), commit(10)]).await;
             until("e1 sent", || sink.unanswered().len() == 1).await;
             sink.set_fatal(SinkError::Fenced {
                 what: "committing a transaction",
@@ -628,9 +618,11 @@ mod exactly_once {
     async fn shutdown_commits_the_open_batch() {
         let sink = &MemorySink::new(1 << 20, true);
         let (ended, published) = drive_eos(sink, None, |tx, shutdown| async move {
-            for e in [row("e1", "a"), commit(10), row("e2", "a"), commit(20)] {
-                tx.send(Ok(e)).await.unwrap();
-            }
+            feed(
+                &tx,
+                [row("e1", "a"), commit(10), row("e2", "a"), commit(20)],
+            )
+            .await;
             // Everything read (e2 sent) before the signal: a shutdown stops the reading.
             until("e2 sent", || {
                 sink.records().iter().any(|r| r.event_id() == "e2")
