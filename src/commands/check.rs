@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::ConfigArgs;
-use crate::config::SourceConfig;
 use crate::connector::open_store;
 use crate::preflight::{self, CheckResult, Status};
+use crate::source::Driver;
 
 /// Prints one line per check; exits 0 only when no check failed.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
@@ -41,14 +41,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         // The stored checkpoint, to tell whether the source can still serve it: read by the
         // source's checks after the source's state (see StoredCheckpoint).
         let stored = preflight::StoredCheckpoint::new(open_store(c));
-        match &c.source {
-            SourceConfig::Mysql(src) => {
-                results.extend(preflight::mysql::check(c, src, &stored).await)
-            }
-            SourceConfig::Postgres(src) => {
-                results.extend(preflight::postgres::check(c, src, &stored).await)
-            }
-        }
+        results.extend(Driver::of(c).check(c, &stored).await);
         if let Err(why) = stored.get() {
             results.push(CheckResult::new(
                 &c.name,

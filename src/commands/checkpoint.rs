@@ -16,9 +16,10 @@ use anyhow::{bail, Context};
 
 use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
 use crate::cli::CheckpointCommand;
-use crate::config::{CheckpointConfig, ConnectorConfig, SourceConfig, StartPosition};
+use crate::config::{CheckpointConfig, ConnectorConfig};
 use crate::connector::open_store;
 use crate::position::SourcePosition;
+use crate::source::Driver;
 
 /// Runs `checkpoint show`, `set`, `reset`, `import-debezium` or `export-debezium`.
 pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
@@ -63,16 +64,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
                 .map_err(|f| anyhow::anyhow!(f.to_string()))?;
             tokio::task::block_in_place(|| store.clear())
                 .map_err(|f| anyhow::anyhow!(f.to_string()))?;
-            let fresh = match &c.source {
-                SourceConfig::Mysql(src) if src.start == StartPosition::Earliest => {
-                    "the oldest binlog the server has"
-                }
-                SourceConfig::Mysql(_) => "the server's current binlog position",
-                SourceConfig::Postgres(_) => {
-                    "the slot's confirmed_flush_lsn (or, if the slot is missing, the WAL position \
-                     where the connector creates it)"
-                }
-            };
+            let fresh = Driver::of(c).fresh_start();
             let note = match &old {
                 Some(cp) => format!(
                     "checkpoint {} removed: the next start begins at {fresh}; events after {} \
@@ -101,17 +93,7 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             let position = SourcePosition::from_str(&position).with_context(|| {
                 format!("--position {position:?} is not a position (e.g. mariadb_gtid:0-1-42)")
             })?;
-            let fits = matches!(
-                (&c.source, &position),
-                (SourceConfig::Postgres(_), SourcePosition::Lsn(_))
-                    | (
-                        SourceConfig::Mysql(_),
-                        SourcePosition::MariadbGtid(_)
-                            | SourcePosition::MysqlGtidSet(_)
-                            | SourcePosition::BinlogFile(_)
-                            | SourcePosition::XaPending(_)
-                    )
-            );
+            let fits = Driver::of(c).accepts(&position);
             if !fits {
                 bail!(
                     "position {position} does not fit connector {}'s source",

@@ -13,6 +13,8 @@
 //! connector's delivery loop. Data flows one way: decoder → adapter → outlet → delivery loop;
 //! the only thing flowing back is the durably checkpointed position, on a watch channel.
 
+pub(crate) mod check;
+mod driver;
 mod error;
 pub mod mysql;
 pub mod postgres;
@@ -31,6 +33,7 @@ use crate::lease::Lease;
 use crate::metrics as m;
 use crate::position::SourcePosition;
 
+pub(crate) use driver::Driver;
 pub use error::SourceError;
 
 /// Filtered source transactions (none of whose rows are outbox rows) between two

@@ -12,6 +12,7 @@
 //! * `error`: the source's failures and their classification.
 
 pub(crate) mod adapter;
+pub(crate) mod check;
 pub mod decode;
 pub(crate) mod error;
 pub mod framing;

@@ -16,6 +16,7 @@
 
 pub(crate) mod adapter;
 pub(crate) mod catalog;
+pub(crate) mod check;
 pub(crate) mod error;
 pub mod pgoutput;
 pub(crate) mod stream;

@@ -2,8 +2,9 @@
 
 use mysql_async::prelude::*;
 
-use super::{step, CheckResult, Status, StoredCheckpoint};
 use crate::config::{ConnectorConfig, MysqlSourceConfig, StartPosition};
+use crate::requirement::{CheckResult, Status};
+use crate::source::check::{step, StoredCheckpoint};
 use crate::source::mysql::server::{self, ServerInfo};
 
 /// Runs every MySQL/MariaDB check for connector `cfg` with source `src`; the `stored`
@@ -27,7 +28,7 @@ pub async fn check(
     match crate::source::mysql::tls::facts(&mut conn, &src.tls).await {
         Ok(facts) => {
             let names = crate::config::tls::MysqlTlsNames::of(src.format);
-            out.push(super::tls_result(
+            out.push(crate::source::check::tls_result(
                 name,
                 &facts,
                 names.mode,
@@ -64,7 +65,9 @@ pub async fn check(
         StartPosition::Current => "starts at the server's current binlog position",
         StartPosition::Earliest => "starts at the oldest binlog the server has",
     };
-    out.extend(super::checkpoint_result(name, checkpoint, gap, fresh));
+    out.extend(crate::source::check::checkpoint_result(
+        name, checkpoint, gap, fresh,
+    ));
     out.extend(privileges(name, &mut conn, &info, src).await);
     out.push(server::binlog_format_changers(&mut conn, name, &info).await);
     tables(name, &mut conn, cfg, src, &info, &mut out).await;

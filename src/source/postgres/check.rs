@@ -7,9 +7,10 @@
 //! Checks only read: a missing publication or slot that the connector would create is a
 //! pass or warning that says so (with whether the role may create it), not a failure.
 
-use super::{step, CheckResult, Status, StoredCheckpoint};
 use crate::config::{ConnectorConfig, PostgresSourceConfig};
 use crate::position::SourcePosition;
+use crate::requirement::{CheckResult, Status};
+use crate::source::check::{step, StoredCheckpoint};
 use crate::source::postgres::catalog::coverage::{self, Coverage};
 use crate::source::postgres::catalog::{self, publication, slot};
 use crate::source::postgres::PgError;
@@ -38,7 +39,7 @@ pub async fn check(
         format!("{}:{}/{} as {}", src.host, src.port, src.dbname, src.user),
     ));
     let names = crate::config::tls::PgTlsNames::of(src.format);
-    out.push(super::tls_result(
+    out.push(crate::source::check::tls_result(
         name,
         &negotiated.facts,
         names.mode,
@@ -66,7 +67,7 @@ pub async fn check(
         Ok(s) => s.gap(&cp.position),
         Err(f) => Some(format!("could not read the slot: {f}")),
     });
-    out.extend(super::checkpoint_result(
+    out.extend(crate::source::check::checkpoint_result(
         name,
         checkpoint,
         gap,
