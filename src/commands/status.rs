@@ -13,11 +13,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cli::ConfigArgs;
-use crate::config::SourceConfig;
 use crate::connector::open_store;
 use crate::position::SourcePosition;
-use crate::source::mysql::server;
-use crate::source::postgres::catalog::slot;
+use crate::source::Driver;
 
 /// Prints one JSON object per connector:
 /// `{"connector":..,"checkpoint":..,"checkpoint_updated_at_ms":..,"source":..,"behind":..,
@@ -31,7 +29,7 @@ use crate::source::postgres::catalog::slot;
 /// connector (`null` when none does, with `"owner_note"` saying why: never run, released, or
 /// its member left the group), and `"members"`: which members of the group define it as
 /// these files do (`same`), otherwise (`different`), or not at all (`lacking`). The source is
-/// read before the checkpoint (see `Serving`).
+/// read before the checkpoint (see `source::driver::Serving`).
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = args.load().context("loading the configuration")?;
     let plan = crate::group::GroupPlan::for_config(&cfg, args.group.as_deref())?;
@@ -65,8 +63,8 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     };
     let mut ok = true;
     for c in &cfg.connectors {
-        // The source first, the checkpoint after it (see `Serving`).
-        let (current, fields, serving) = match source_status(c).await {
+        // The source first, the checkpoint after it (see `source::driver::Serving`).
+        let (current, fields, serving) = match Driver::of(c).status(c).await {
             Ok(r) => r,
             Err(e) => {
                 ok = false;
@@ -161,65 +159,6 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// What a source still has of its change stream, read before the checkpoint: a relay that
-/// runs meanwhile only moves its checkpoint forward, and confirms to a PostgreSQL slot only
-/// what it has stored, so a checkpoint read after this is never behind what this shows
-/// unless the source really lost what follows it.
-enum Serving {
-    /// The binlogs a MySQL/MariaDB server still has.
-    Mysql(server::Retained),
-    /// The PostgreSQL slot, and why the publication does not carry the outbox rows (if so).
-    Postgres(slot::SlotState, Option<String>),
-}
-
-impl Serving {
-    /// Why the source cannot serve a checkpoint at `checkpoint`, if it cannot.
-    fn gap(&self, checkpoint: &SourcePosition) -> Option<String> {
-        match self {
-            Serving::Mysql(retained) => retained.gap(checkpoint),
-            Serving::Postgres(slot, _) => slot.gap(checkpoint),
-        }
-    }
-
-    /// Why the source does not carry the outbox rows now, if it does not.
-    fn uncovered(&self) -> Option<&str> {
-        match self {
-            Serving::Mysql(_) => None,
-            Serving::Postgres(_, uncovered) => uncovered.as_deref(),
-        }
-    }
-}
-
-/// What `status` reads of connector `c`'s source: its current position, the fields the
-/// source adds to the line (PostgreSQL: `slot`, `publication`) and what it still has of its
-/// change stream.
-async fn source_status(
-    c: &crate::config::ConnectorConfig,
-) -> Result<
-    (
-        SourcePosition,
-        serde_json::Map<String, serde_json::Value>,
-        Serving,
-    ),
-    String,
-> {
-    match &c.source {
-        SourceConfig::Mysql(src) => server::status(src)
-            .await
-            .map(|r| (r.current, Default::default(), Serving::Mysql(r.retained)))
-            .map_err(|e| e.to_string()),
-        SourceConfig::Postgres(src) => slot::status(src, &c.tables)
-            .await
-            .map(|r| {
-                let mut fields = serde_json::Map::new();
-                fields.insert("slot".into(), r.figures);
-                fields.insert("publication".into(), r.publication);
-                (r.current, fields, Serving::Postgres(r.slot, r.uncovered))
-            })
-            .map_err(|e| e.to_string()),
-    }
 }
 
 /// The running relay's `/health` at `addr` (2 s at most), or why it could not be read.

@@ -1,6 +1,6 @@
 //! One face per source for what the commands ask of a connector's database, whatever it
-//! is: `check`'s requirement checks, where a connector without checkpoint starts, and which
-//! positions are its own. Commands orchestrate through it instead of matching on the source
+//! is: `check`'s requirement checks, `status`'s read, where a connector without checkpoint
+//! starts, and which positions are its own. Commands orchestrate through it instead of matching on the source
 //! configuration; a new source adds an arm here and its own `check` module.
 
 use super::check::StoredCheckpoint;
@@ -42,6 +42,37 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// What `status` reads of connector `c`'s source: its current position, the fields the
+    /// source adds to the line (PostgreSQL: `slot`, `publication`) and what it still has of
+    /// its change stream. Errors: the source could not be read (the text says why).
+    pub(crate) async fn status(
+        self,
+        c: &ConnectorConfig,
+    ) -> Result<
+        (
+            SourcePosition,
+            serde_json::Map<String, serde_json::Value>,
+            Serving,
+        ),
+        String,
+    > {
+        match self {
+            Driver::Mysql(src) => super::mysql::server::status(src)
+                .await
+                .map(|r| (r.current, Default::default(), Serving::Mysql(r.retained)))
+                .map_err(|e| e.to_string()),
+            Driver::Postgres(src) => super::postgres::catalog::slot::status(src, &c.tables)
+                .await
+                .map(|r| {
+                    let mut fields = serde_json::Map::new();
+                    fields.insert("slot".into(), r.figures);
+                    fields.insert("publication".into(), r.publication);
+                    (r.current, fields, Serving::Postgres(r.slot, r.uncovered))
+                })
+                .map_err(|e| e.to_string()),
+        }
+    }
+
     /// Where a connector without checkpoint starts, in words (for `checkpoint reset`).
     pub(crate) fn fresh_start(self) -> &'static str {
         match self {
@@ -61,6 +92,35 @@ impl<'a> Driver<'a> {
     /// PostgreSQL.
     pub(crate) fn accepts(self, position: &SourcePosition) -> bool {
         fits(matches!(self, Driver::Mysql(_)), position)
+    }
+}
+
+/// What a source still has of its change stream, read before the checkpoint: a relay that
+/// runs meanwhile only moves its checkpoint forward, and confirms to a PostgreSQL slot only
+/// what it has stored, so a checkpoint read after this is never behind what this shows
+/// unless the source really lost what follows it.
+pub(crate) enum Serving {
+    /// The binlogs a MySQL/MariaDB server still has.
+    Mysql(super::mysql::server::Retained),
+    /// The PostgreSQL slot, and why the publication does not carry the outbox rows (if so).
+    Postgres(super::postgres::catalog::slot::SlotState, Option<String>),
+}
+
+impl Serving {
+    /// Why the source cannot serve a checkpoint at `checkpoint`, if it cannot.
+    pub(crate) fn gap(&self, checkpoint: &SourcePosition) -> Option<String> {
+        match self {
+            Serving::Mysql(retained) => retained.gap(checkpoint),
+            Serving::Postgres(slot, _) => slot.gap(checkpoint),
+        }
+    }
+
+    /// Why the source does not carry the outbox rows now, if it does not.
+    pub(crate) fn uncovered(&self) -> Option<&str> {
+        match self {
+            Serving::Mysql(_) => None,
+            Serving::Postgres(_, uncovered) => uncovered.as_deref(),
+        }
     }
 }
 
