@@ -778,8 +778,9 @@ mod tests {
         );
         assert_eq!(token_trouble(&ours, None), TokenTrouble::Retried);
         // An expired token in a token file: definite (README: exit 1), not retried.
-        let file = "Failed to acquire SASL OAUTHBEARER token: the token in /t (sasl.oauthbearer.token.endpoint.url) expired at 2026-12-03T06:33:30Z (exp claim): whatever writes the file is not keeping it current; it must replace the token before it expires";
+        let file = "Failed to acquire SASL OAUTHBEARER token: the token in the token file /t (sasl.oauthbearer.token.endpoint.url) expired at 2026-12-03T06:33:30Z (exp claim): whatever writes the file is not keeping it current; it must replace the token before it expires";
         assert_eq!(token_trouble(file, None), TokenTrouble::Refused);
+        assert!(token_settings(file).contains("whatever keeps that file current"));
         let expired =
             "Failed to acquire SASL OAUTHBEARER token: Must supply an unexpired token: now 2 > 1";
         assert_eq!(token_trouble(expired, None), TokenTrouble::Refused);

@@ -41,7 +41,7 @@ pub fn read(path: &Path, now: SystemTime) -> Result<OAuthToken, String> {
     };
     let claims = claims(&token).map_err(|why| {
         format!(
-            "the token in {} ({setting}) is not a JWT: {why}",
+            "the token in the token file {} ({setting}) is not a JWT: {why}",
             path.display()
         )
     })?;
@@ -50,7 +50,7 @@ pub fn read(path: &Path, now: SystemTime) -> Result<OAuthToken, String> {
         .and_then(serde_json::Value::as_f64)
         .ok_or_else(|| {
             format!(
-                "the token in {} ({setting}) has no exp claim",
+                "the token in the token file {} ({setting}) has no exp claim",
                 path.display()
             )
         })?;
@@ -60,7 +60,7 @@ pub fn read(path: &Path, now: SystemTime) -> Result<OAuthToken, String> {
         .filter(|s| !s.is_empty())
         .ok_or_else(|| {
             format!(
-                "the token in {} ({setting}) has no sub claim",
+                "the token in the token file {} ({setting}) has no sub claim",
                 path.display()
             )
         })?;
@@ -70,7 +70,7 @@ pub fn read(path: &Path, now: SystemTime) -> Result<OAuthToken, String> {
     // "TLS and SASL": "a token already expired ... stops the connector at startup").
     if lifetime_ms <= super::millis_since_epoch(now) {
         return Err(format!(
-            "the token in {} ({setting}) expired at {} (exp claim): whatever writes the file is not keeping it current; it must replace the token before it expires",
+            "the token in the token file {} ({setting}) expired at {} (exp claim): whatever writes the file is not keeping it current; it must replace the token before it expires",
             path.display(),
             crate::value::utc_seconds(exp as i64),
         ));
