@@ -253,8 +253,10 @@ pub enum CheckpointCommand {
         #[arg(long, value_delimiter = ',')]
         dedupe_topics: Vec<String>,
         /// Debezium is stopped: do not refuse because of MySQL/MariaDB binlog dump threads
-        /// of its account (other readers that share the account). The REST and slot
-        /// checks still apply.
+        /// of its account (other readers that share the account), nor because Kafka
+        /// Connect's REST API cannot be asked (a name that does not resolve, no answer,
+        /// credentials). A Connect that answers the connector runs, and the slot check,
+        /// still refuse.
         #[arg(long)]
         debezium_stopped: bool,
     },
@@ -270,6 +272,11 @@ pub enum CheckpointCommand {
         /// connector stopped). Default: the offsets topic, else the file, else the body.
         #[arg(long, value_enum)]
         to: Option<OffsetsAt>,
+        /// Debezium (and a standalone worker writing the offsets file) is stopped: do not
+        /// refuse because Kafka Connect's REST API cannot be asked (a name that does not
+        /// resolve, no answer, credentials). A Connect that answers still refuses.
+        #[arg(long)]
+        debezium_stopped: bool,
     },
 }
 

@@ -1077,6 +1077,106 @@ async fn postgres_mid_transaction_offset_resumes_at_the_right_row() {
     mid_transaction(Db::pg("cut_pm").await).await;
 }
 
+/// A PostgreSQL offset with `lsn` alone (a new connector's heartbeat offset, written before
+/// any change: no `lsn_proc`, no `lsn_commit`) is where Debezium started streaming, not a
+/// change it delivered: Debezium resumes from it passing every transaction the server sends
+/// from there. Here `lsn` is the LSN of the next transaction's first change (the constructed
+/// case of break27's finding 1: it was read as "that change delivered", `skip=1`, and one of
+/// the 3 rows was lost). The slot's own start (the heartbeat's usual `lsn`) imports too; an
+/// `lsn` behind the slot is refused with the `checkpoint reset` hint.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_lsn_only_offset_delivers_the_whole_next_transaction() {
+    let db = Db::pg("cut_pl").await;
+    let Db::Pg(p) = &db else { unreachable!() };
+    let name = db.name().to_string();
+    let dir = common::relay::test_dir(&name);
+    let slot = format!("{name}_oxd");
+    let ours = topics(&name).await;
+    let created: i64 = p
+        .client
+        .query_one(
+            "SELECT (lsn - '0/0'::pg_lsn)::int8 FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&slot],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let ids: Vec<String> = (0..3).map(|_| common::new_uuid()).collect();
+    p.exec("BEGIN").await;
+    let xid: i64 = p
+        .client
+        .query_one("SELECT txid_current()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    for (i, id) in ids.iter().enumerate() {
+        p.exec(&format!(
+            "INSERT INTO ob VALUES ('{id}', 'Order', 'a0', 'OrderChanged', '{{\"seq\":{}}}')",
+            i + 1
+        ))
+        .await;
+    }
+    p.exec("COMMIT").await;
+    let first: i64 = p
+        .client
+        .query_one(
+            "SELECT (lsn - '0/0'::pg_lsn)::int8 FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, \
+             'proto_version', '1', 'publication_names', $2) WHERE substr(data, 1, 1) = 'I' LIMIT 1",
+            &[&slot, &p.publication],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let config = db.connector_config(&name, &name, &slot, &dir);
+    let json = write_json(&dir, &name, &config);
+    let offsets = dir.join("connect.offsets");
+    let import = |lsn: i64| {
+        write_offsets_file(
+            &offsets,
+            &name,
+            &json!({"lsn": lsn, "txId": xid, "ts_usec": 1_000_000}),
+        );
+        cli(&[
+            "checkpoint",
+            "import-debezium",
+            "--config",
+            json.to_str().unwrap(),
+            "--offsets-file",
+            offsets.to_str().unwrap(),
+            "--debezium-stopped",
+            "--dedupe-window",
+            "0",
+        ])
+    };
+    // Behind the slot: not served, with what to do.
+    let (code, out, err) = import(created - 1);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("checkpoint reset"), "{err}");
+    // The slot's start, then the first change's LSN: boundaries, nothing skipped.
+    for lsn in [created, first] {
+        let (code, out, err) = import(lsn);
+        assert_eq!(code, 0, "import of lsn {lsn}:\n{out}\n{err}");
+        let imported = last_json(&out);
+        // `skip` 0 is left out of the JSON.
+        assert_eq!(imported["checkpoint"]["skip"], Value::Null, "{imported}");
+        assert_eq!(
+            imported["checkpoint"]["position"]["value"],
+            format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF),
+            "{imported}"
+        );
+    }
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut relay = Relay::start_with_args(
+        &[json.to_str().unwrap(), "--metrics-listen", &listen],
+        port,
+        dir.join("lsn_only.outboxd.log"),
+    );
+    let delivered = ids_on(&ours, 3);
+    relay.stop();
+    assert_eq!(delivered, ids, "all 3 rows\n{}", relay.log_text());
+}
+
 /// Bad input, and positions the source no longer serves, are refused with what was found,
 /// and change nothing.
 #[tokio::test(flavor = "multi_thread")]

@@ -379,6 +379,69 @@ async fn refused_tokens_stop_the_relay_naming_the_setting() {
         broker.idp.refused("relay-wrong") >= 1,
         "the provider refused the wrong secret"
     );
+    // A token file holding an expired token: its writer is not keeping it current; a
+    // definite stop (exit 1) naming the file setting, not a retry loop.
+    let token_path = dir.join("expired.jwt");
+    let expired = broker.idp.token_for("relay-file", -60);
+    std::fs::write(&token_path, &expired).unwrap();
+    let kafka = format!(
+        "bootstrap_servers = \"{}\"\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.token.endpoint.url\" = \"file:{}\"\n\"sasl.jaas.config\" = \"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\"",
+        broker.oauth,
+        token_path.display()
+    );
+    let (config, port) = connector_config(&db, &kafka, suite::EXACTLY_ONCE, "expired-file.toml");
+    let mut relay = Relay::launch_with_env(
+        &[config.to_str().unwrap()],
+        port,
+        dir.join("expired-file.log"),
+        &NO_BOOTSTRAP,
+    );
+    let code = relay.wait_exit(Duration::from_secs(90));
+    let log = relay.log_text();
+    assert_eq!(code, Some(1), "expired token file: exit 1; log:\n{log}");
+    for e in ["expired at", "whatever keeps that file current"] {
+        assert!(
+            log.contains(e),
+            "expired token file: the log says {e:?}:\n{log}"
+        );
+    }
+    assert_no_token_or_secret("the relay's log", &log, &expired);
+
+    // A token endpoint that refuses connections: `check` names it, not only the bootstrap
+    // servers (no broker is asked before there is a token).
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let endpoint = format!("http://127.0.0.1:{closed}/token");
+    let worker = oidc_worker_file(&dir, broker, "relay-down", "x");
+    let text = std::fs::read_to_string(&worker)
+        .unwrap()
+        .replace(&broker.idp.url("/token"), &endpoint);
+    std::fs::write(&worker, text).unwrap();
+    let (config, _) = connector_config(&db, "", suite::EXACTLY_ONCE, "check-idp-down.toml");
+    let (code, out, err) = common::relay::run_cli_with_env(
+        &[
+            "check",
+            "--kafka-config",
+            worker.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &NO_BOOTSTRAP,
+    );
+    let line = out
+        .lines()
+        .chain(err.lines())
+        .find(|l| l.starts_with("[FAIL]") && l.contains(": kafka: "))
+        .unwrap_or_else(|| panic!("a failed kafka line:\n{out}\n{err}"))
+        .to_string();
+    eprintln!("[token endpoint down] {line}");
+    assert_ne!(code, 0);
+    assert!(
+        line.contains(&endpoint) && line.contains("no OAUTHBEARER token"),
+        "{line}"
+    );
 }
 
 /// A principal denied the transactional APIs (ACL: DENY WRITE and DESCRIBE on every

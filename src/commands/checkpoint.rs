@@ -34,7 +34,11 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             super::debezium::import(args, from, dedupe_window, dedupe_topics, debezium_stopped)
                 .await
         }
-        CheckpointCommand::ExportDebezium { args, to } => super::debezium::export(args, to).await,
+        CheckpointCommand::ExportDebezium {
+            args,
+            to,
+            debezium_stopped,
+        } => super::debezium::export(args, to, debezium_stopped).await,
         CheckpointCommand::Show(args) => {
             let cfg = args
                 .load_for_checkpoint()

@@ -25,8 +25,8 @@ use crate::config::{ConnectorConfig, SourceConfig};
 use crate::connector::open_store;
 use crate::cutover::dedupe::{self, format_ms};
 use crate::cutover::offsets::{BinlogOffset, OffsetKey, PgOffset};
-use crate::cutover::worker::{self, ConnectRest, Lookup, WorkerFile};
-use crate::cutover::{binlog, topics, wal, CutoverError};
+use crate::cutover::worker::{self, ConnectRest, Liveness, Lookup, WorkerFile};
+use crate::cutover::{binlog, topics, wal};
 use crate::position::{Lsn, SourcePosition};
 
 /// What both directions work with: the connector, its Debezium key, the worker's storage.
@@ -121,9 +121,15 @@ impl Target {
         })
     }
 
-    /// Whether Kafka Connect runs the connector: refused when it does; a worker that does
-    /// not answer is a stopped one (noted).
-    async fn not_running_in_connect(&self, notes: &mut Vec<String>) -> anyhow::Result<()> {
+    /// Whether Kafka Connect runs the connector: refused when it does, and when its REST API
+    /// cannot tell (a host name that does not resolve, no answer, a 404 that is not
+    /// Connect's, 401/403) unless `debezium_stopped` (the operator stopped it). Only Connect's
+    /// own "not found" and a refused connection (nothing listens there) count as stopped.
+    async fn not_running_in_connect(
+        &self,
+        notes: &mut Vec<String>,
+        debezium_stopped: bool,
+    ) -> anyhow::Result<()> {
         let Some(rest) = &self.rest else {
             notes.push(
                 "no Kafka Connect REST URL known (--connect-url, or `listeners` in the worker \
@@ -133,8 +139,8 @@ impl Target {
             return Ok(());
         };
         let name = &self.key.connector;
-        match rest.status(name).await {
-            Ok(Some(s)) if s.running() => bail!(
+        match rest.liveness(name).await {
+            Ok(Liveness::Known(s)) if s.running() => bail!(
                 "Kafka Connect at {} still runs connector {name} (connector {}, tasks {:?}{}): \
                  stop it first, keeping its offsets: `curl -X PUT {}/connectors/{name}/stop` \
                  (KIP-875), or stop the worker",
@@ -147,25 +153,27 @@ impl Target {
                     .unwrap_or_default(),
                 rest.url()
             ),
-            Ok(Some(s)) => notes.push(format!(
+            Ok(Liveness::Known(s)) => notes.push(format!(
                 "Kafka Connect at {} has connector {name} in state {}",
                 rest.url(),
                 s.state
             )),
-            Ok(None) => notes.push(format!(
+            Ok(Liveness::Unknown) => notes.push(format!(
                 "Kafka Connect at {} does not run connector {name}",
                 rest.url()
             )),
-            Err(CutoverError::Unavailable { detail, .. }) if !self.rest_given => {
-                notes.push(format!(
-                    "Kafka Connect at {} (from the worker file) does not answer ({detail}): \
-                     taken for stopped (on another host than the worker, give --connect-url)",
-                    rest.url()
-                ))
-            }
-            Err(e @ CutoverError::Unavailable { .. }) => {
-                notes.push(format!("{e}: taken for a stopped worker"))
-            }
+            Ok(Liveness::NotListening(detail)) => notes.push(format!(
+                "nothing listens at {}{} ({detail}): taken for a stopped worker",
+                rest.url(),
+                if self.rest_given {
+                    ""
+                } else {
+                    " (from the worker file; on another host than the worker, give --connect-url)"
+                }
+            )),
+            Err(e) if debezium_stopped => notes.push(format!(
+                "{e} — --debezium-stopped: taken as stopped by the operator"
+            )),
             Err(e) => return Err(e.into()),
         }
         Ok(())
@@ -250,6 +258,15 @@ async fn read_offset(
                         .join(", ")
                 )
             };
+            if !lookup.written_otherwise.is_empty() {
+                hint.push_str(&format!(
+                    " Records with this connector's key written with other bytes were \
+                     found: {}. Kafka Connect matches offset keys byte for byte (`{}`), so \
+                     Debezium does not read them either.",
+                    lookup.written_otherwise.join(", "),
+                    String::from_utf8_lossy(&key.to_bytes())
+                ));
+            }
             bail!(
                 "{} holds no offsets for {key} (connector name and topic.prefix); it holds \
                  {others}.{hint} Nothing was changed",
@@ -293,7 +310,9 @@ pub async fn import(
     let place = target.place(&args, from)?;
     let mut notes = Vec::new();
     // 1. Debezium must be stopped.
-    target.not_running_in_connect(&mut notes).await?;
+    target
+        .not_running_in_connect(&mut notes, debezium_stopped)
+        .await?;
     if let SourceConfig::Postgres(p) = &c.source {
         wal::refuse_if_in_use(p, "Debezium").await?;
     }
@@ -360,7 +379,7 @@ pub async fn import(
     // 4. What Debezium wrote after its offset, read back.
     let now = now_ms();
     let (cutover, dedupe_report) = if dedupe_window.is_zero() {
-        notes.push("--dedupe-window 0: the routed topics are not read back; events Debezium wrote after its committed offset are delivered again".into());
+        notes.push("--dedupe-window 0: the routed topics are not read back; events Debezium wrote after its committed offset are delivered again, and so are outboxd's own deliveries after that offset when outboxd ran since Debezium stopped (its checkpoint is set back to Debezium's)".into());
         (None, json!(null))
     } else {
         let topics = if dedupe_topics.is_empty() {
@@ -416,6 +435,10 @@ pub async fn import(
         updated_at_ms: now,
         cutover,
     };
+    if let Some(note) = rewinds(previous.as_ref(), &new, offset_ms, dedupe_window.is_zero()) {
+        tracing::warn!(connector = %c.name, "{note}");
+        notes.push(note);
+    }
     tokio::task::block_in_place(|| store.store(&new))
         .map_err(|f| anyhow::anyhow!(f.to_string()))?;
     tracing::info!(connector = %c.name, position = %new.position, skip = new.skip, from = %at, "imported Debezium's committed offset");
@@ -434,8 +457,52 @@ pub async fn import(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The warning when the import sets back a checkpoint outboxd wrote after Debezium's offset
+/// (outboxd ran since Debezium stopped): its deliveries since that offset come again unless
+/// the dedupe read-back covers them. `None` when there was no checkpoint, it is the same
+/// position, or it is older than the offset (Debezium ran on after outboxd).
+fn rewinds(
+    previous: Option<&Checkpoint>,
+    new: &Checkpoint,
+    offset_ms: Option<i64>,
+    no_read_back: bool,
+) -> Option<String> {
+    let p = previous?;
+    if p.position == new.position && p.skip == new.skip {
+        return None;
+    }
+    let behind = match (&p.position, &new.position) {
+        (SourcePosition::Lsn(a), SourcePosition::Lsn(b)) => a.0 > b.0,
+        _ => offset_ms.is_some_and(|o| p.updated_at_ms > o),
+    };
+    if !behind {
+        return None;
+    }
+    let then = if no_read_back {
+        "with --dedupe-window 0 they are delivered again (duplicates): import with a \
+         --dedupe-window that reaches back to Debezium's offset to skip them"
+    } else {
+        "the read-back of the routed topics (--dedupe-window) skips those it finds; any \
+         older than the window are delivered again"
+    };
+    Some(format!(
+        "outboxd's checkpoint ({} skip {}, written {}) is ahead of Debezium's offset: outboxd \
+         ran after Debezium stopped, and this import sets its checkpoint back to {} skip {}. \
+         The events outboxd delivered since that offset are read again: {then}",
+        p.position,
+        p.skip,
+        format_ms(p.updated_at_ms),
+        new.position,
+        new.skip
+    ))
+}
+
 /// `outboxd checkpoint export-debezium`.
-pub async fn export(args: DebeziumArgs, to: Option<OffsetsAt>) -> anyhow::Result<ExitCode> {
+pub async fn export(
+    args: DebeziumArgs,
+    to: Option<OffsetsAt>,
+    debezium_stopped: bool,
+) -> anyhow::Result<ExitCode> {
     let target = Target::load(&args)?;
     let c = target.connector().clone();
     let place = match to {
@@ -470,7 +537,9 @@ pub async fn export(args: DebeziumArgs, to: Option<OffsetsAt>) -> anyhow::Result
             )),
         }
     }
-    target.not_running_in_connect(&mut notes).await?;
+    target
+        .not_running_in_connect(&mut notes, debezium_stopped)
+        .await?;
     let annotate = include_query(&args);
     let value = match &c.source {
         SourceConfig::Mysql(m) => binlog::export(m, &c.tables, &cp.position, cp.skip, annotate)
@@ -501,13 +570,19 @@ pub async fn export(args: DebeziumArgs, to: Option<OffsetsAt>) -> anyhow::Result
                 bail!("--to offsets-file: name the file (--offsets-file, or offset.storage.file.filename in the worker file given with --kafka-config)");
             };
             if let Some(rest) = &target.rest {
-                if rest.status(&key.connector).await.is_ok() {
-                    bail!(
+                // Only a refused connection says no worker runs there.
+                match rest.liveness(&key.connector).await {
+                    Ok(Liveness::NotListening(_)) => {}
+                    Ok(_) => bail!(
                         "the Kafka Connect worker at {} answers: a running standalone worker \
                          rewrites its offsets file from memory. Stop the worker first (or \
                          use --to rest with the connector stopped)",
                         rest.url()
-                    );
+                    ),
+                    Err(e) if debezium_stopped => notes.push(format!(
+                        "{e} — --debezium-stopped: the worker taken as stopped by the operator"
+                    )),
+                    Err(e) => return Err(e.into()),
                 }
             }
             worker::write_offsets_file(&file, key, &bytes)?;
@@ -543,4 +618,41 @@ pub async fn export(args: DebeziumArgs, to: Option<OffsetsAt>) -> anyhow::Result
         })
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cp(lsn: u64, skip: u64, at: i64) -> Checkpoint {
+        Checkpoint {
+            connector: "c".into(),
+            position: SourcePosition::Lsn(Lsn(lsn)),
+            skip,
+            updated_at_ms: at,
+            cutover: None,
+        }
+    }
+
+    #[test]
+    fn an_import_that_sets_outboxd_back_says_so() {
+        let new = cp(100, 0, 5_000);
+        assert_eq!(rewinds(None, &new, Some(1_000), false), None);
+        assert_eq!(
+            rewinds(Some(&cp(100, 0, 2_000)), &new, Some(1_000), true),
+            None
+        );
+        // Debezium ran on after outboxd: moving forward.
+        assert_eq!(
+            rewinds(Some(&cp(50, 0, 500)), &new, Some(1_000), true),
+            None
+        );
+        let w = rewinds(Some(&cp(300, 0, 2_000)), &new, Some(1_000), true).unwrap();
+        assert!(
+            w.contains("ahead of Debezium's offset") && w.contains("--dedupe-window 0"),
+            "{w}"
+        );
+        let w = rewinds(Some(&cp(300, 0, 2_000)), &new, Some(1_000), false).unwrap();
+        assert!(w.contains("read-back"), "{w}");
+    }
 }

@@ -37,7 +37,8 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     }
     let slack = args.slack.as_millis() as i64;
     let router = c.router.clone();
-    let (dbz_topics, oxd_topics) = tokio::task::block_in_place(|| {
+    let (dbz_topics, oxd_topics, absent) = tokio::task::block_in_place(|| {
+        let existing = topics::matching(&kafka, &regex::Regex::new("").expect("a pattern"))?;
         let mut dbz = if args.topics.is_empty() {
             topics::matching(&kafka, &topics::pattern(&router, None))?
         } else {
@@ -62,7 +63,14 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         }
         let oxd_all: Vec<String> = dbz.iter().map(|d| format!("{prefix}{d}")).collect();
         dbz.sort();
-        Ok::<_, crate::cutover::CutoverError>((dbz, oxd_all))
+        // Topics read that the cluster does not have (read as empty).
+        let absent: Vec<String> = dbz
+            .iter()
+            .chain(&oxd_all)
+            .filter(|t| !existing.contains(t))
+            .cloned()
+            .collect();
+        Ok::<_, crate::cutover::CutoverError>((dbz, oxd_all, absent))
     })?;
     let (dbz, oxd) = tokio::task::block_in_place(|| {
         let d = diff::read(&kafka, &dbz_topics, from - slack, to + slack, "")?;
@@ -115,7 +123,8 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
                 "missing_in_debezium": totals.3,
                 "debezium_duplicates": totals.4,
                 "match": all_match && totals.0 + totals.1 > 0,
-                "note": if totals.0 + totals.1 == 0 { "no event in the window has records on both sides: nothing was compared (widen --since, or write events while both run)" } else { "" },
+                "missing_topics": absent,
+                "note": missing_note(&absent, &oxd_topics, &dbz_topics, &args.shadow, totals.0 + totals.1 == 0),
             }
         })
     );
@@ -125,4 +134,59 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The summary's note: topics that do not exist (all shadow topics: the wrong --shadow
+/// name, or the shadow run wrote nothing yet), and a window with nothing compared.
+fn missing_note(
+    absent: &[String],
+    shadow: &[String],
+    debezium: &[String],
+    name: &str,
+    nothing_compared: bool,
+) -> String {
+    let mut notes = Vec::new();
+    if !shadow.is_empty() && shadow.iter().all(|t| absent.contains(t)) {
+        notes.push(format!(
+            "none of the shadow topics exists ({}): is --shadow {name:?} the name the shadow \
+             run was started with (`outboxd run --shadow NAME` writes to NAME.<topic>), and \
+             has it delivered anything?",
+            shadow.join(", ")
+        ));
+    } else if !absent.is_empty() {
+        notes.push(format!(
+            "these topics do not exist and were read as empty: {}",
+            absent.join(", ")
+        ));
+    }
+    if debezium.is_empty() {
+        notes.push(
+            "no topic of the connector's router (route.topic.replacement) exists: nothing to \
+             compare"
+                .into(),
+        );
+    }
+    if nothing_compared {
+        notes.push("no event in the window has records on both sides: nothing was compared (widen --since, or write events while both run)".into());
+    }
+    notes.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_topics_are_named() {
+        let shadow = vec!["nonexist.o.Order".to_string()];
+        let dbz = vec!["o.Order".to_string()];
+        let n = missing_note(&shadow, &shadow, &dbz, "nonexist", false);
+        assert!(n.contains("none of the shadow topics exists"), "{n}");
+        let n = missing_note(&dbz, &shadow, &dbz, "s", false);
+        assert!(
+            n.contains("do not exist and were read as empty: o.Order"),
+            "{n}"
+        );
+        assert_eq!(missing_note(&[], &shadow, &dbz, "s", false), "");
+    }
 }

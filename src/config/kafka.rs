@@ -471,8 +471,8 @@ fn keystore_kind(path: &Path, kind: Option<StoreKind>) -> Result<StoreKind, Stri
 }
 
 /// One JAAS login module entry as Kafka's `sasl.jaas.config` holds it:
-/// `<LoginModule class> <control flag> [option=value ...];` (Java's `ConfigFile` syntax:
-/// values quoted with `"` and `\` escapes, or bare words).
+/// `<LoginModule class> <control flag> [option=value ...];` (Kafka's `JaasConfig` syntax:
+/// values quoted with `"` or `'` and `\` escapes, or bare words).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct JaasEntry {
     /// The login module's class name.
@@ -517,7 +517,11 @@ pub(crate) fn parse_jaas_entry(text: &str) -> Result<JaasEntry, String> {
             .ok_or("expected option=value pairs after the control flag")?;
         let name = name.trim().to_string();
         let after = after.trim_start();
-        let (value, tail) = if let Some(q) = after.strip_prefix('"') {
+        // Kafka's `JaasConfig` reads the entry with Java's `StreamTokenizer`, whose quote
+        // characters are both `"` and `'`: `clientId='relay'` is `relay`.
+        let quote = after.chars().next().filter(|c| *c == '"' || *c == '\'');
+        let (value, tail) = if let Some(quote) = quote {
+            let q = &after[1..];
             let mut value = String::new();
             let mut chars = q.char_indices();
             let mut end = None;
@@ -528,7 +532,7 @@ pub(crate) fn parse_jaas_entry(text: &str) -> Result<JaasEntry, String> {
                             value.push(n);
                         }
                     }
-                    '"' => {
+                    c if c == quote => {
                         end = Some(i + 1);
                         break;
                     }
@@ -688,6 +692,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!((u.as_str(), p.as_str()), ("alice", "s3\"cret"));
+        // Single quotes, as Kafka's JaasConfig (Java's StreamTokenizer) reads them.
+        let (u, p) = parse_jaas(
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username='relay' password='S3cr"t\'x';"#,
+        )
+        .unwrap();
+        assert_eq!((u.as_str(), p.as_str()), ("relay", "S3cr\"t'x"));
+        let e = parse_jaas_entry(r#"M required a='x;"#).unwrap_err();
+        assert!(e.contains("no closing quote"), "{e}");
         let e = parse_jaas(
             r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientSecret="x";"#,
         )

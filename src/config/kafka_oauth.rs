@@ -760,6 +760,30 @@ mod tests {
     }
 
     #[test]
+    fn single_quoted_jaas_values_as_java_reads_them() {
+        // Kafka's JaasConfig (Java's StreamTokenizer) strips single quotes too: the provider
+        // must get `relay` / `S3cr3tX`, not the quotes.
+        let t = translate_all(&[
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.login.callback.handler.class", OIDC_HANDLER),
+            ("sasl.oauthbearer.token.endpoint.url", "https://idp.example/t"),
+            (
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId='relay' clientSecret='S3cr3tX' scope=\"kafka\";",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(t.props.get("sasl.oauthbearer.client.id"), Some("relay"));
+        assert_eq!(
+            t.props
+                .get_secret("sasl.oauthbearer.client.secret")
+                .map(|s| s.expose()),
+            Some("S3cr3tX")
+        );
+        assert_eq!(t.props.get("sasl.oauthbearer.scope"), Some("kafka"));
+    }
+
+    #[test]
     fn oidc_from_kafka_41_keys_and_the_older_handler() {
         let t = translate_all(&[
             ("sasl.mechanism", "OAUTHBEARER"),

@@ -95,6 +95,20 @@ impl Txn {
         }
         let full: u64 = self.counted[..event as usize].iter().sum();
         let partial = match self.counted.get(event as usize) {
+            // An outbox rows event: `row` counts its rows, so it cannot exceed them (the
+            // offset names another transaction, or was edited by hand). Other events' rows
+            // are not counted here.
+            Some(rows) if *rows > 0 && row > *rows => {
+                return Err(format!(
+                    "Debezium's offset skips {row} row(s) of event {} of transaction {}, \
+                     which holds only {rows} row(s): the offset is inconsistent (another \
+                     transaction's, or edited by hand)",
+                    event + 1,
+                    self.gtid
+                        .as_ref()
+                        .map_or_else(|| self.begin_at.to_string(), |g| g.to_string())
+                ));
+            }
             Some(rows) => row.min(*rows),
             None => 0,
         };
@@ -780,8 +794,9 @@ mod tests {
         assert_eq!(t.skipped(9, 0), Ok(6));
         assert!(t.skipped(9, 1).is_err());
         assert!(t.skipped(12, 0).is_err());
-        // A row count beyond the event is capped at its rows.
-        assert_eq!(t.skipped(4, 9), Ok(2));
+        // A row count beyond an outbox rows event's rows: inconsistent, refused.
+        assert!(t.skipped(4, 9).unwrap_err().contains("holds only 2 row(s)"));
+        assert!(t.skipped(6, 99).is_err());
         for skip in 1..=6 {
             let (e, r) = t.counts_for(skip);
             assert_eq!(t.skipped(e, r), Ok(skip), "skip {skip} -> {e}/{r}");

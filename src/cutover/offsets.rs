@@ -10,7 +10,7 @@
 //! | connector | keys (Debezium `BinlogOffsetContext`, `PostgresOffsetContext`) |
 //! |---|---|
 //! | MySQL / MariaDB | `file`, `pos` (where the transaction being read starts, or the position after the last one), `gtids` (the GTID set / MariaDB GTID position of the transactions completed), `event` (events of the current transaction to skip, its `BEGIN`/GTID event counted), `row` (rows of the next event to skip), `server_id`, `ts_sec`, `snapshot` |
-//! | PostgreSQL | `lsn` (the last event processed), `lsn_proc` (the last LSN whose events were all processed), `lsn_commit` (the end of the last transaction committed), `txId`, `messageType` (`INSERT`, `COMMIT`, ...), `ts_usec`, `snapshot` |
+//! | PostgreSQL | `lsn` (the last event processed; alone, without `lsn_proc` and `lsn_commit`, where a new connector started streaming: nothing processed yet), `lsn_proc` (the last LSN whose events were all processed), `lsn_commit` (the end of the last transaction committed), `txId`, `messageType` (`INSERT`, `COMMIT`, ...), `ts_usec`, `snapshot` |
 //!
 //! LSNs are decimal integers here. [`OffsetKey::to_bytes`] writes the key exactly as Kafka
 //! Connect does (Jackson's compact JSON, which `serde_json` writes alike), since Connect
@@ -288,8 +288,20 @@ fn string(m: &Map<String, Value>, field: &'static str) -> Result<Option<String>,
     }
 }
 
-/// Refuses an offset written during a snapshot (`snapshot` present and not false).
+/// Refuses an offset written during a snapshot (`snapshot` present and not false), unless
+/// it says the snapshot finished: `snapshot_completed` true (Debezium's
+/// `CommonOffsetContext`: a snapshot runs while `snapshot` is set and `snapshot_completed`
+/// is not) or, PostgreSQL, `last_snapshot_record` true (its offset context then counts the
+/// snapshot complete). Debezium streams from such an offset's position, and so does outboxd.
 fn no_snapshot(m: &Map<String, Value>) -> Result<(), OffsetError> {
+    let yes = |k: &str| match m.get(k) {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+        _ => false,
+    };
+    if yes("snapshot_completed") || yes("last_snapshot_record") {
+        return Ok(());
+    }
     match m.get("snapshot") {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(()),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(()),
@@ -485,6 +497,30 @@ mod tests {
             .to_string()
             .contains("lsn"));
         assert!(PgOffset::parse(b"{\"lsn\":\"16/AB\"}").is_err());
+    }
+
+    #[test]
+    fn finished_snapshots_are_streaming_positions() {
+        // Debezium streams from these (its snapshot is complete).
+        let o = BinlogOffset::parse(
+            br#"{"file":"b.000001","pos":4,"gtids":"0-1-534","snapshot":true,"snapshot_completed":true}"#,
+        )
+        .unwrap();
+        assert_eq!(o.gtids.as_deref(), Some("0-1-534"));
+        for bytes in [
+            &br#"{"last_snapshot_record":true,"lsn":100,"snapshot":true,"txId":5}"#[..],
+            br#"{"snapshot":true,"snapshot_completed":true,"lsn":100}"#,
+        ] {
+            assert_eq!(PgOffset::parse(bytes).unwrap().lsn, Some(Lsn(100)));
+        }
+        // A snapshot still running is refused.
+        for bytes in [
+            &br#"{"last_snapshot_record":false,"lsn":100,"snapshot":true}"#[..],
+            br#"{"snapshot":true,"snapshot_completed":false,"lsn":100}"#,
+        ] {
+            let e = PgOffset::parse(bytes).unwrap_err().to_string();
+            assert!(e.contains("initial snapshot"), "{e}");
+        }
     }
 
     #[test]

@@ -252,12 +252,21 @@ pub(crate) enum Located {
     },
 }
 
-/// Where `offset` is. A COMMIT (or BEGIN) offset is at the boundary `lsn_commit`; a
-/// non-transactional message just after its record (where outboxd positions it); any change
-/// is inside the next transaction — even when `lsn_proc` equals `lsn_commit` (the change's
-/// record starts where the last commit's ends) or lies before it (the transaction began
-/// before the last one committed): Debezium counts that change as delivered.
+/// Where `offset` is. An offset with `lsn` alone (neither `lsn_proc` nor `lsn_commit`) is
+/// the position Debezium took when it started streaming, before it processed any change (a
+/// new connector's heartbeat offset): it names no delivered change. Debezium resumes from it
+/// by streaming from `lsn` and, with no `lsn_commit` to look for (`WalPositionLocator`: "last
+/// commit LSN null" resumes at the first LSN received), passes every transaction the server
+/// sends from there, whole: the boundary `lsn`, nothing skipped. A COMMIT (or BEGIN) offset
+/// is at the boundary `lsn_commit`; a non-transactional message just after its record (where
+/// outboxd positions it); any change is inside the next transaction — even when `lsn_proc`
+/// equals `lsn_commit` (the change's record starts where the last commit's ends) or lies
+/// before it (the transaction began before the last one committed): Debezium counts that
+/// change as delivered.
 pub(crate) fn locate(offset: &PgOffset) -> Option<Located> {
+    if let (Some(start), None, None) = (offset.lsn, offset.lsn_proc, offset.lsn_commit) {
+        return Some(Located::Boundary(start));
+    }
     let processed = offset.processed()?;
     Some(match (offset.lsn_commit, offset.message_type.as_deref()) {
         (Some(c), Some("MESSAGE")) if c == processed => {
@@ -334,13 +343,33 @@ async fn usable_slot(
     };
     if let Some(pid) = info.active_pid {
         let holder = slot::describe_pid(client, pid).await;
-        return Err(CutoverError::refused(format!(
-            "replication slot {:?} is in use by {holder}: {who} still streams from it. Stop \
-             it first (Kafka Connect: PUT /connectors/<name>/stop, or stop the worker)",
-            cfg.slot_name
-        )));
+        return Err(CutoverError::refused(in_use(&cfg.slot_name, &holder, who)));
     }
     Ok(info)
+}
+
+/// The refusal for a slot in use by `holder` (`pid N (application_name "...", ...)`), when
+/// `who` was expected to have stopped: the holder named by its application name (Debezium's
+/// walsender says `Debezium Streaming`, outboxd's `outboxd <connector>`), else `who` or
+/// another client.
+fn in_use(slot: &str, holder: &str, who: &str) -> String {
+    let (what, stop) = if holder.contains("application_name \"Debezium") {
+        (
+            "Debezium still streams from it",
+            "Stop it first (Kafka Connect: PUT /connectors/<name>/stop, or stop the worker)",
+        )
+    } else if holder.contains("application_name \"outboxd") {
+        (
+            "outboxd still streams from it",
+            "Stop it first (SIGTERM: it writes its final checkpoint)",
+        )
+    } else {
+        return format!(
+            "replication slot {slot:?} is in use by {holder}: {who}, or another client of the \
+             slot, still streams from it. Stop it first"
+        );
+    };
+    format!("replication slot {slot:?} is in use by {holder}: {what}. {stop}")
 }
 
 /// Refuses when the connector's slot is in use (`who` still streams from it) or gone.
@@ -385,12 +414,21 @@ pub(crate) async fn import(
                 None => t.changes.iter().any(|c| c.lsn == processed),
             })
             .await?;
+            if let Some(reason) =
+                after.and_then(|a| slot::checkpoint_gap(&cfg.slot_name, Some(&info), a))
+            {
+                return Err(CutoverError::refused(format!(
+                    "Debezium's position is no longer served: {reason}. To start anyway, \
+                     accept the gap: `outboxd checkpoint reset`, then run"
+                )));
+            }
             let refused = |why: String| {
                 CutoverError::refused(format!(
                     "Debezium's offset says it delivered the change at LSN {processed} (txId \
                      {}) of the transaction after LSN {}, but replication slot {:?} does not \
                      hold it ({why}): the offset is not this slot's, or the slot was advanced \
-                     past it",
+                     past it. If the slot was advanced, the changes in between are gone: to \
+                     start anyway, accept the gap: `outboxd checkpoint reset`, then run",
                     offset.tx_id.map_or_else(|| "?".into(), |x| x.to_string()),
                     after.map_or_else(|| "?".into(), |a| a.to_string()),
                     cfg.slot_name
@@ -429,7 +467,10 @@ pub(crate) async fn export(
     let info = usable_slot(&client, cfg, "outboxd").await?;
     if let Some(reason) = slot::checkpoint_gap(&cfg.slot_name, Some(&info), position) {
         return Err(CutoverError::refused(format!(
-            "outboxd's checkpoint is no longer served: {reason}"
+            "outboxd's checkpoint is no longer served: {reason}. If Debezium ran from this \
+             slot after outboxd stopped, its own offset is the current one: keep it (or \
+             switch to outboxd again with `outboxd checkpoint import-debezium`) instead of \
+             exporting"
         )));
     }
     let now_us = crate::checkpoint::now_ms() * 1000;
@@ -593,6 +634,17 @@ mod tests {
                 processed: Lsn(120)
             })
         );
+        // `lsn` alone (a heartbeat before any change): where streaming starts, nothing
+        // delivered — even when it is the LSN of the next transaction's first change.
+        let heartbeat = PgOffset {
+            lsn: Some(Lsn(100)),
+            lsn_proc: None,
+            lsn_commit: None,
+            tx_id: Some(2664),
+            message_type: None,
+            ts_usec: Some(1),
+        };
+        assert_eq!(locate(&heartbeat), Some(Boundary(Lsn(100))));
     }
 
     #[test]
@@ -625,6 +677,31 @@ mod tests {
         assert_eq!(inside(&t, None, Lsn(130), None).unwrap().position, Lsn(300));
         assert!(inside(&t, Some(Lsn(100)), Lsn(115), None).is_err());
         assert!(inside(&t, Some(Lsn(100)), Lsn(110), Some(8)).is_err());
+    }
+
+    #[test]
+    fn a_slot_in_use_names_its_holder() {
+        let dbz = in_use(
+            "s",
+            r#"pid 6859 (application_name "Debezium Streaming", client local, user u)"#,
+            "outboxd",
+        );
+        assert!(
+            dbz.contains("Debezium still streams") && !dbz.contains("outboxd"),
+            "{dbz}"
+        );
+        let ours = in_use(
+            "s",
+            r#"pid 7 (application_name "outboxd shop", client local, user u)"#,
+            "Debezium",
+        );
+        assert!(ours.contains("outboxd still streams"), "{ours}");
+        let other = in_use(
+            "s",
+            r#"pid 7 (application_name "psql", client local, user u)"#,
+            "outboxd",
+        );
+        assert!(other.contains("outboxd, or another client"), "{other}");
     }
 
     #[test]

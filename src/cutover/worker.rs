@@ -121,6 +121,10 @@ pub struct Lookup {
     /// The other keys present (connector and partition), to name in an error when the
     /// key asked for is not there.
     pub others: Vec<OffsetKey>,
+    /// Records whose key is the one asked for written with other bytes (spaces, another
+    /// key order: hand-written), and where: not used, as Kafka Connect matches keys byte
+    /// for byte (its offset stores are maps of the raw key bytes).
+    pub written_otherwise: Vec<String>,
 }
 
 impl Lookup {
@@ -130,16 +134,25 @@ impl Lookup {
             reset: false,
             at,
             others: Vec::new(),
+            written_otherwise: Vec::new(),
         }
     }
 
-    /// Notes the key `key` with `value` (in storage order: later ones win).
+    /// Notes the key `key` with `value` (in storage order: later ones win). Only the exact
+    /// bytes Kafka Connect writes for `want` are its key, as for Connect.
     fn see(&mut self, want: &OffsetKey, key: &[u8], value: Option<&[u8]>, at: String) {
+        if key == want.to_bytes().as_slice() {
+            self.value = value.map(<[u8]>::to_vec);
+            self.reset = value.is_none();
+            self.at = at;
+            return;
+        }
         match OffsetKey::parse(key) {
             Ok(k) if k == *want => {
-                self.value = value.map(<[u8]>::to_vec);
-                self.reset = value.is_none();
-                self.at = at;
+                if self.written_otherwise.len() < 10 {
+                    self.written_otherwise
+                        .push(format!("{} ({at})", String::from_utf8_lossy(key)));
+                }
             }
             Ok(k) => {
                 if !self.others.contains(&k) && self.others.len() < 50 {
@@ -382,13 +395,81 @@ impl ConnectorStatus {
     }
 }
 
-/// Kafka Connect's REST API at a base URL (`http://host:port`).
-#[derive(Debug, Clone)]
+/// Kafka Connect's REST API at a base URL (`http://[user:password@]host:port`).
+#[derive(Clone)]
 pub struct ConnectRest {
+    /// The URL as shown: its password replaced by `***`.
     base: String,
     host: String,
     port: u16,
     prefix: String,
+    /// `Basic ...`: the URL's `user:password`, sent as HTTP Basic credentials.
+    authorization: Option<String>,
+}
+
+impl std::fmt::Debug for ConnectRest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectRest")
+            .field("url", &self.base)
+            .field("credentials", &self.authorization.is_some())
+            .finish()
+    }
+}
+
+/// Whether Kafka Connect runs a connector, as far as its REST API tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    /// Connect knows the connector: its status.
+    Known(ConnectorStatus),
+    /// Connect answered its own 404 (`{"error_code":404,"message":"Connector ... not
+    /// found"}`): it does not run the connector.
+    Unknown,
+    /// Nothing listens at the URL's port (connection refused): no worker runs there.
+    NotListening(String),
+}
+
+/// A REST call that got no answer: whether the connection was refused (nothing listens:
+/// no worker there) or something else failed (a name that does not resolve, no answer).
+struct NoAnswer {
+    connection_refused: bool,
+    detail: String,
+}
+
+/// `url` with the password of its `user:password@` part replaced by `***` (for messages).
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, hostport)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            let hidden = if userinfo.contains(':') { ":***" } else { "" };
+            format!("{scheme}://{user}{hidden}@{hostport}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// Percent-decodes a URL's user or password.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// What a REST call answered: the status code and the body.
@@ -400,8 +481,9 @@ impl ConnectRest {
     /// Errors for another scheme (`https` is not supported here: use the offsets topic or
     /// file) or a URL without host.
     pub fn new(url: &str) -> Result<Self, CutoverError> {
-        let base = url.trim().trim_end_matches('/').to_string();
-        let Some(rest) = base.strip_prefix("http://") else {
+        let given = url.trim().trim_end_matches('/').to_string();
+        let base = redact_url(&given);
+        let Some(rest) = given.strip_prefix("http://") else {
             return Err(CutoverError::refused(format!(
                 "Kafka Connect REST URL {base:?}: only http:// URLs are supported (for an \
                  https worker, read the offsets topic or file instead)"
@@ -410,6 +492,21 @@ impl ConnectRest {
         let (authority, prefix) = match rest.split_once('/') {
             Some((a, p)) => (a, format!("/{p}")),
             None => (rest, String::new()),
+        };
+        let (authorization, authority) = match authority.rsplit_once('@') {
+            Some((userinfo, hostport)) => {
+                use base64::Engine;
+                let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+                let pair = format!("{}:{}", percent_decode(user), percent_decode(password));
+                (
+                    Some(format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode(pair)
+                    )),
+                    hostport,
+                )
+            }
+            None => (None, authority),
         };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (
@@ -430,6 +527,7 @@ impl ConnectRest {
             host,
             port,
             prefix,
+            authorization,
         })
     }
 
@@ -444,24 +542,39 @@ impl ConnectRest {
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<Answer, CutoverError> {
+        self.ask(method, path, body).await.map_err(|e| {
+            CutoverError::unavailable(format!("Kafka Connect at {}", self.base), e.detail)
+        })
+    }
+
+    async fn ask(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Answer, NoAnswer> {
         use http_body_util::{BodyExt, Full};
-        let unavailable =
-            |e: String| CutoverError::unavailable(format!("Kafka Connect at {}", self.base), e);
+        let unavailable = |detail: String| NoAnswer {
+            connection_refused: false,
+            detail,
+        };
         let ask = async {
             let stream = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
                 .await
-                .map_err(|e| unavailable(crate::error::io_cause(&e)))?;
+                .map_err(|e| NoAnswer {
+                    connection_refused: e.kind() == std::io::ErrorKind::ConnectionRefused,
+                    detail: crate::error::io_cause(&e),
+                })?;
             let (mut sender, conn) =
                 hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                     .await
                     .map_err(|e| unavailable(e.to_string()))?;
             tokio::spawn(conn);
-            let request = hyper::Request::builder()
+            let mut request = hyper::Request::builder()
                 .method(method)
                 .uri(format!("{}{path}", self.prefix))
                 .header(hyper::header::HOST, format!("{}:{}", self.host, self.port))
                 .header(hyper::header::CONTENT_TYPE, "application/json")
-                .header(hyper::header::ACCEPT, "application/json")
+                .header(hyper::header::ACCEPT, "application/json");
+            if let Some(a) = &self.authorization {
+                request = request.header(hyper::header::AUTHORIZATION, a.as_str());
+            }
+            let request = request
                 .body(Full::new(bytes::Bytes::from(
                     body.unwrap_or_default().to_vec(),
                 )))
@@ -484,24 +597,81 @@ impl ConnectRest {
             .unwrap_or_else(|_| Err(unavailable("no answer within 30 s".into())))
     }
 
-    /// `GET /connectors/<name>/status`: `None` when the worker does not know the connector.
+    /// `GET /connectors/<name>/status`: whether Connect runs the connector. Only two
+    /// answers say it does not: Connect's own 404 for the connector, and a refused
+    /// connection (nothing listens there).
     ///
-    /// Errors: transient when nothing answers; definite for an answer that is not Connect's.
-    pub async fn status(&self, name: &str) -> Result<Option<ConnectorStatus>, CutoverError> {
-        let (code, body) = self
-            .call("GET", &format!("/connectors/{}/status", encode(name)), None)
-            .await?;
+    /// Errors (definite, saying what to do): any other failure — a host name that does not
+    /// resolve, no answer, a 404 that is not Connect's, 401/403 (credentials), an answer
+    /// that is not Connect's status — since then nobody can tell whether Debezium runs.
+    pub async fn liveness(&self, name: &str) -> Result<Liveness, CutoverError> {
+        let (code, body) = match self
+            .ask("GET", &format!("/connectors/{}/status", encode(name)), None)
+            .await
+        {
+            Ok(a) => a,
+            Err(NoAnswer {
+                connection_refused: true,
+                detail,
+            }) => return Ok(Liveness::NotListening(detail)),
+            Err(NoAnswer { detail, .. }) => {
+                return Err(CutoverError::refused(format!(
+                    "Kafka Connect at {} cannot be asked whether it still runs connector \
+                     {name} ({detail}), so it cannot be taken for stopped. Fix the URL \
+                     (--connect-url, or `listeners` / `rest.advertised.*` in the worker \
+                     file), or stop Debezium yourself and pass --debezium-stopped",
+                    self.base
+                )))
+            }
+        };
         if code == 404 {
-            return Ok(None);
+            return if connect_not_found(&body) {
+                Ok(Liveness::Unknown)
+            } else {
+                Err(CutoverError::refused(format!(
+                    "{} answered 404 to GET /connectors/{name}/status, but not with Kafka \
+                     Connect's error body (`{{\"error_code\":404,\"message\":\"Connector \
+                     {name} not found\"}}`): {}. Is it Kafka Connect's REST API? Fix the URL \
+                     (--connect-url), or stop Debezium yourself and pass --debezium-stopped",
+                    self.base,
+                    shown(&body)
+                )))
+            };
         }
-        let v = self.json(code, &body, "the connector's status")?;
+        if code == 401 || code == 403 {
+            let what = if self.authorization.is_some() {
+                "refused the credentials of the URL"
+            } else {
+                "requires credentials"
+            };
+            return Err(CutoverError::refused(format!(
+                "Kafka Connect at {} {what} ({code} to GET /connectors/{name}/status): give \
+                 them in the URL, --connect-url http://USER:PASSWORD@HOST:PORT (sent as HTTP \
+                 Basic; the password is never printed), or stop Debezium yourself and pass \
+                 --debezium-stopped",
+                self.base
+            )));
+        }
+        self.status_of(code, &body).map(Liveness::Known)
+    }
+
+    fn status_of(&self, code: u16, body: &[u8]) -> Result<ConnectorStatus, CutoverError> {
+        let v = self.json(code, body, "the connector's status")?;
         let state = |v: &serde_json::Value| {
             v.get("state")
                 .and_then(|s| s.as_str())
                 .unwrap_or("UNKNOWN")
                 .to_string()
         };
-        Ok(Some(ConnectorStatus {
+        if v.get("connector").and_then(|c| c.get("state")).is_none() {
+            return Err(CutoverError::refused(format!(
+                "{} answered GET /connectors/.../status without a connector state: {}. Is it \
+                 Kafka Connect's REST API?",
+                self.base,
+                shown(body)
+            )));
+        }
+        Ok(ConnectorStatus {
             state: v.get("connector").map(state).unwrap_or_default(),
             tasks: v
                 .get("tasks")
@@ -513,7 +683,7 @@ impl ConnectRest {
                 .and_then(|c| c.get("worker_id"))
                 .and_then(|w| w.as_str())
                 .map(str::to_string),
-        }))
+        })
     }
 
     /// `GET /connectors/<name>/offsets` (KIP-875): the offset stored for `key`'s partition.
@@ -612,6 +782,28 @@ impl ConnectRest {
     }
 }
 
+/// Whether a 404 body is Kafka Connect's own for an unknown connector:
+/// `{"error_code":404,"message":"Connector <name> not found"}`.
+fn connect_not_found(body: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return false;
+    };
+    v.get("error_code").and_then(|c| c.as_u64()) == Some(404)
+        && v.get("message")
+            .and_then(|m| m.as_str())
+            .is_some_and(|m| m.starts_with("Connector ") && m.ends_with(" not found"))
+}
+
+/// A body for a message: at most 300 characters, or `(empty)`.
+fn shown(body: &[u8]) -> String {
+    let text: String = String::from_utf8_lossy(body).chars().take(300).collect();
+    if text.trim().is_empty() {
+        "(empty body)".into()
+    } else {
+        text
+    }
+}
+
 /// Percent-encodes a connector name for a URL path.
 fn encode(name: &str) -> String {
     let mut out = String::new();
@@ -679,6 +871,95 @@ mod tests {
     }
 
     #[test]
+    fn rest_url_credentials_are_basic_auth_and_never_shown() {
+        let r = ConnectRest::new("http://admin:Super%40Secret42@127.0.0.1:28382/x").unwrap();
+        assert_eq!((r.host.as_str(), r.port), ("127.0.0.1", 28382));
+        assert_eq!(r.url(), "http://admin:***@127.0.0.1:28382/x");
+        // base64("admin:Super@Secret42")
+        assert_eq!(
+            r.authorization.as_deref(),
+            Some("Basic YWRtaW46U3VwZXJAU2VjcmV0NDI=")
+        );
+        assert!(!format!("{r:?}").contains("Secret42"));
+        let e = ConnectRest::new("http://admin:Secret42@h:port").unwrap_err();
+        assert!(!e.to_string().contains("Secret42"), "{e}");
+        let e = ConnectRest::new("https://admin:Secret42@h:1").unwrap_err();
+        assert!(!e.to_string().contains("Secret42"), "{e}");
+        assert_eq!(redact_url("http://h:1"), "http://h:1");
+        assert_eq!(redact_url("http://u@h:1"), "http://u@h:1");
+    }
+
+    /// A one-shot HTTP server answering `status` and `body`; returns its URL.
+    async fn answer_once(status: &'static str, body: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut c, _) = l.accept().await.unwrap();
+            let mut buf = vec![0; 4096];
+            let _ = c.read(&mut buf).await;
+            let reply = format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = c.write_all(reply.as_bytes()).await;
+        });
+        format!("http://127.0.0.1:{port}")
+    }
+
+    #[tokio::test]
+    async fn liveness_fails_closed() {
+        let live = |url: String| async move { ConnectRest::new(&url).unwrap().liveness("c").await };
+        // Connect's own 404: the connector is unknown.
+        let url = answer_once(
+            "404 Not Found",
+            r#"{"error_code":404,"message":"Connector c not found"}"#,
+        )
+        .await;
+        assert_eq!(live(url).await.unwrap(), Liveness::Unknown);
+        // Any other 404: refused.
+        let url = answer_once("404 Not Found", "").await;
+        let e = live(url).await.unwrap_err().to_string();
+        assert!(
+            e.contains("not with Kafka Connect's error body") && e.contains("--debezium-stopped"),
+            "{e}"
+        );
+        // 401: say how to give credentials.
+        let url = answer_once("401 Unauthorized", "{}").await;
+        let e = live(url).await.unwrap_err().to_string();
+        assert!(
+            e.contains("requires credentials") && e.contains("USER:PASSWORD@"),
+            "{e}"
+        );
+        // Running.
+        let url = answer_once(
+            "200 OK",
+            r#"{"name":"c","connector":{"state":"RUNNING","worker_id":"w:8083"},"tasks":[{"id":0,"state":"RUNNING"}]}"#,
+        )
+        .await;
+        assert!(matches!(live(url).await.unwrap(), Liveness::Known(s) if s.running()));
+        // Nothing listens: no worker there.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        assert!(matches!(
+            live(format!("http://127.0.0.1:{port}")).await.unwrap(),
+            Liveness::NotListening(_)
+        ));
+        // A name that does not resolve: refused, the password not shown.
+        let e = live("http://admin:Secret42@no-such-host.invalid:8083".into())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot be taken for stopped") && !e.contains("Secret42"),
+            "{e}"
+        );
+        assert!(e.contains("admin:***@"), "{e}");
+    }
+
+    #[test]
     fn lookups_take_the_last_value_and_name_the_others() {
         let want = OffsetKey::debezium("shop", "shop");
         let mut l = Lookup::empty("t".into());
@@ -695,6 +976,21 @@ mod tests {
         assert_eq!(l.others, vec![OffsetKey::debezium("shop", "other")]);
         l.see(&want, &want.to_bytes(), None, "e".into());
         assert!(l.value.is_none() && l.reset);
+        // The same key written with other bytes is not Connect's key: not used, noted.
+        let mut l = Lookup::empty("t".into());
+        l.see(&want, &want.to_bytes(), Some(b"534"), "p11".into());
+        l.see(
+            &want,
+            br#"["shop", {"server": "shop"}]"#,
+            Some(b"600"),
+            "p15".into(),
+        );
+        assert_eq!(
+            (l.value.as_deref(), l.at.as_str()),
+            (Some(&b"534"[..]), "p11")
+        );
+        assert_eq!(l.written_otherwise.len(), 1);
+        assert!(l.written_otherwise[0].contains("(p15)"));
     }
 
     #[test]

@@ -87,11 +87,10 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
             name,
             "kafka",
             Status::Fail,
-            format!(
-                "no broker of {} answered within {}s ({}); check kafka.bootstrap_servers / \
-                 --kafka-bootstrap and that the brokers listen there",
-                cfg.kafka.bootstrap_servers,
-                PROBE_TIMEOUT.as_secs(),
+            no_broker_answered(
+                &cfg.kafka.bootstrap_servers,
+                oidc_endpoint(&cfg.kafka.client),
+                link.token_failure(),
                 match link.last_error() {
                     None => f.to_string(),
                     Some(e) => format!("last connection error: {e}"),
@@ -109,6 +108,52 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
         out.push(dead_letter_topic(cfg, topic, link).await);
     }
     out
+}
+
+/// The token endpoint librdkafka asks for OAUTHBEARER tokens itself
+/// (`sasl.oauthbearer.method=oidc`), if it does.
+fn oidc_endpoint(client: &crate::config::kafka::ClientProperties) -> Option<String> {
+    let oauth = client
+        .get("sasl.mechanisms")
+        .is_some_and(|m| m.eq_ignore_ascii_case("OAUTHBEARER"));
+    let oidc = client
+        .get("sasl.oauthbearer.method")
+        .is_some_and(|m| m.eq_ignore_ascii_case("oidc"));
+    (oauth && oidc)
+        .then(|| client.get("sasl.oauthbearer.token.endpoint.url"))
+        .flatten()
+        .map(str::to_string)
+}
+
+/// The `kafka` line when no broker answered. Without an OAUTHBEARER token librdkafka asks
+/// no broker: a token failure seen (`token_failure`) is the cause to name, not the
+/// bootstrap servers; with OIDC and none seen yet (a token endpoint that hangs), both are.
+fn no_broker_answered(
+    bootstrap: &str,
+    oidc: Option<String>,
+    token_failure: Option<String>,
+    last: String,
+) -> String {
+    let secs = PROBE_TIMEOUT.as_secs();
+    match (token_failure, oidc) {
+        (Some(t), endpoint) => format!(
+            "no OAUTHBEARER token, so no broker of {bootstrap} was logged in to within \
+             {secs}s: {t}; check the token endpoint{} (sasl.oauthbearer.token.endpoint.url: \
+             that it answers, with JSON holding an access_token), the client id and secret, \
+             and the scope",
+            endpoint.map(|e| format!(" {e}")).unwrap_or_default()
+        ),
+        (None, Some(endpoint)) => format!(
+            "no broker of {bootstrap} answered within {secs}s ({last}); no broker is asked \
+             before the OIDC token endpoint {endpoint} (sasl.oauthbearer.token.endpoint.url) \
+             gives a token: check that it answers, then kafka.bootstrap_servers / \
+             --kafka-bootstrap and that the brokers listen there"
+        ),
+        (None, None) => format!(
+            "no broker of {bootstrap} answered within {secs}s ({last}); check \
+             kafka.bootstrap_servers / --kafka-bootstrap and that the brokers listen there"
+        ),
+    }
 }
 
 /// The suffix of the `transactional.id` `check` tries transactions with: the connector's
@@ -361,4 +406,46 @@ async fn probe_tls_version(
     tokio::time::timeout(Duration::from_secs(10), handshake)
         .await
         .map_err(|_| "the broker did not complete a TLS handshake within 10 s".to_string())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_broker_answered_names_the_token_endpoint_when_the_token_failed() {
+        let url = "https://idp.example/token".to_string();
+        let m = no_broker_answered(
+            "k:9094",
+            Some(url.clone()),
+            Some(
+                r#"Failed to retrieve OIDC token from "https://idp.example/token": oops (500)"#
+                    .into(),
+            ),
+            "last connection error: x".into(),
+        );
+        assert!(
+            m.starts_with("no OAUTHBEARER token") && m.contains("(500)") && m.contains(&url),
+            "{m}"
+        );
+        assert!(!m.contains("bootstrap_servers"), "{m}");
+        // OIDC, no failure seen yet (an endpoint that hangs): both named.
+        let m = no_broker_answered("k:9094", Some(url.clone()), None, "x".into());
+        assert!(m.contains(&url) && m.contains("bootstrap_servers"), "{m}");
+        let m = no_broker_answered("k:9094", None, None, "x".into());
+        assert!(
+            !m.contains("OIDC") && m.contains("bootstrap_servers"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn the_oidc_endpoint_only_with_librdkafka_oidc() {
+        let mut c = crate::config::kafka::ClientProperties::default();
+        c.set("sasl.oauthbearer.token.endpoint.url", "https://idp/t");
+        assert_eq!(oidc_endpoint(&c), None);
+        c.set("sasl.mechanisms", "OAUTHBEARER");
+        c.set("sasl.oauthbearer.method", "oidc");
+        assert_eq!(oidc_endpoint(&c).as_deref(), Some("https://idp/t"));
+    }
 }

@@ -167,6 +167,10 @@ struct State {
     /// The HTTP status of librdkafka's last failed OIDC token request (-1: no answer), from
     /// its `OIDC`/`JWT` log line ([`oidc_status`]).
     oidc_status: Option<i32>,
+    /// The last OAUTHBEARER token failure that is retried (librdkafka's `OIDC`/`JWT` line
+    /// about a failed token request, or a retried token error): while there is no token no
+    /// broker is asked, so a command that found no broker answering names this instead.
+    token_failure: Option<String>,
 }
 
 /// What waits for the cluster, as (records, bytes) not yet acknowledged: asked when a WARN
@@ -274,6 +278,13 @@ impl KafkaLink {
         ))
     }
 
+    /// The last OAUTHBEARER token failure that librdkafka retries (a token endpoint that
+    /// answered 5xx or not at all, or with something that is not a token; a token source of
+    /// outboxd that retries), if any.
+    pub fn token_failure(&self) -> Option<String> {
+        self.state().token_failure.clone()
+    }
+
     /// The last broker connection error librdkafka reported, if any since a broker was up.
     pub fn last_error(&self) -> Option<String> {
         self.state().last_error.clone()
@@ -317,7 +328,9 @@ impl KafkaLink {
                         if self.logs {
                             tracing::warn!(connector = %self.owner, "no OAUTHBEARER token yet, librdkafka asks again in 10 s: {reason}");
                         }
-                        self.state().last_error = Some(reason.to_string());
+                        let mut st = self.state();
+                        st.last_error = Some(reason.to_string());
+                        st.token_failure = Some(reason.to_string());
                     }
                     TokenTrouble::Refused => self.definite(LinkFailure::Token {
                         bootstrap: self.bootstrap.clone(),
@@ -550,6 +563,7 @@ impl KafkaLink {
         let mut st = self.state();
         if let Some(status) = oidc_status(fac, message) {
             st.oidc_status = Some(status);
+            st.token_failure = Some(message.to_string());
         }
         let down = st.unreachable_since.is_some();
         let failed = st.definite.is_some();
@@ -763,6 +777,10 @@ mod tests {
             crate::sink::oauth::RETRIED
         );
         assert_eq!(token_trouble(&ours, None), TokenTrouble::Retried);
+        // An expired token in a token file: definite (README: exit 1), not retried.
+        let file = "Failed to acquire SASL OAUTHBEARER token: the token in the token file /t (sasl.oauthbearer.token.endpoint.url) expired at 2026-12-03T06:33:30Z (exp claim): whatever writes the file is not keeping it current; it must replace the token before it expires";
+        assert_eq!(token_trouble(file, None), TokenTrouble::Refused);
+        assert!(token_settings(file).contains("whatever keeps that file current"));
         let expired =
             "Failed to acquire SASL OAUTHBEARER token: Must supply an unexpired token: now 2 > 1";
         assert_eq!(token_trouble(expired, None), TokenTrouble::Refused);
@@ -778,6 +796,12 @@ mod tests {
             "Failed to acquire SASL OAUTHBEARER token: <html>502</html>",
         );
         assert_eq!(link.definite_failure(), None, "a 502 is retried");
+        assert!(
+            link.token_failure()
+                .is_some_and(|t| t.contains("<html>502</html>")),
+            "a command names the token failure: {:?}",
+            link.token_failure()
+        );
         link.covers_log_line(
             "OIDC",
             r#"Failed to retrieve OIDC token from "u": denied (401)"#,

@@ -41,7 +41,7 @@ pub fn read(path: &Path, now: SystemTime) -> Result<OAuthToken, String> {
     };
     let claims = claims(&token).map_err(|why| {
         format!(
-            "the token in {} ({setting}) is not a JWT: {why}",
+            "the token in the token file {} ({setting}) is not a JWT: {why}",
             path.display()
         )
     })?;
@@ -50,7 +50,7 @@ pub fn read(path: &Path, now: SystemTime) -> Result<OAuthToken, String> {
         .and_then(serde_json::Value::as_f64)
         .ok_or_else(|| {
             format!(
-                "the token in {} ({setting}) has no exp claim",
+                "the token in the token file {} ({setting}) has no exp claim",
                 path.display()
             )
         })?;
@@ -60,17 +60,19 @@ pub fn read(path: &Path, now: SystemTime) -> Result<OAuthToken, String> {
         .filter(|s| !s.is_empty())
         .ok_or_else(|| {
             format!(
-                "the token in {} ({setting}) has no sub claim",
+                "the token in the token file {} ({setting}) has no sub claim",
                 path.display()
             )
         })?;
     let lifetime_ms = (exp * 1000.0) as i64;
+    // Definite (no RETRIED): the brokers refuse an expired token, and the connector stops
+    // with exit 1 rather than waiting for a file that is no longer kept current (README
+    // "TLS and SASL": "a token already expired ... stops the connector at startup").
     if lifetime_ms <= super::millis_since_epoch(now) {
         return Err(format!(
-            "the token in {} ({setting}) expired at {} (exp claim); whatever writes the file must replace it before it expires {}",
+            "the token in the token file {} ({setting}) expired at {} (exp claim): whatever writes the file is not keeping it current; it must replace the token before it expires",
             path.display(),
             crate::value::utc_seconds(exp as i64),
-            super::RETRIED
         ));
     }
     Ok(OAuthToken {
@@ -128,7 +130,7 @@ mod tests {
         assert_eq!(read(&path, now).unwrap().token, token);
         let e = read(&path, now + Duration::from_secs(60)).err().unwrap();
         assert!(
-            e.contains("expired") && e.ends_with(super::super::RETRIED) && !e.contains(&token),
+            e.contains("expired") && !e.contains(super::super::RETRIED) && !e.contains(&token),
             "{e}"
         );
         std::fs::write(&path, jwt(r#"{"exp":1060}"#)).unwrap();
