@@ -595,6 +595,11 @@ pub async fn export(
                     let answer = rest
                         .patch_offsets(&key.connector, body.to_string().as_bytes())
                         .await?;
+                    notes.push(format!(
+                        "Kafka Connect keeps connector {} STOPPED with the new offset: start \
+                         Debezium with PUT /connectors/{}/resume when you choose",
+                        key.connector, key.connector
+                    ));
                     json!({"rest": rest.url(), "patched": body, "answer": answer})
                 }
                 _ => {
