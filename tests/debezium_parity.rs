@@ -610,6 +610,33 @@ const HOSTILE: &[&str] = &[
 
 fn common_cases() -> Vec<Case> {
     vec![
+        // Debezium's column options reach the row before the EventRouter: the masked key
+        // (NULL included) and header, the `masked` parameter on an int column's schema, a
+        // truncated payload with `truncateLength`.
+        Case {
+            name: "column_masks",
+            table: "text",
+            config: vec![
+                (
+                    "column.mask.with.4.chars",
+                    r"[^.]+\.[^.]+\.AGGREGATEID,[^.]+\.[^.]+\.c_i4".into(),
+                ),
+                (
+                    "column.truncate.to.3.chars",
+                    r"[^.]+\.[^.]+\.payload".into(),
+                ),
+                (
+                    "transforms.outbox.table.fields.additional.placement",
+                    "aggregateid:header,c_i4:envelope".into(),
+                ),
+            ],
+            rows: vec![
+                "('m1','T','k1','E','payloadtext', 5)",
+                "('m2','T',NULL,'E','é😀xy', NULL)",
+            ],
+            topics: vec!["T"],
+            debezium_fails: false,
+        },
         Case {
             name: "partition_placement",
             table: "text",
