@@ -128,6 +128,8 @@ pub enum SqlType {
     Uuid,
     /// PostgreSQL `xml`: Debezium's `io.debezium.data.Xml` string.
     Xml,
+    /// PostgreSQL `tsvector`: Debezium's `io.debezium.data.Tsvector` string.
+    Tsvector,
     /// A PostgreSQL array of the element type.
     Array(Box<SqlType>),
     /// A type Debezium maps to something outboxd does not build (geometry, hstore, vectors,
@@ -409,6 +411,9 @@ fn base_schema(sql: &SqlType, modes: &TypeModes) -> Result<Schema, MappingError>
         SqlType::Xml => Schema::new(Type::String)
             .named("io.debezium.data.Xml")
             .with_version(1),
+        SqlType::Tsvector => Schema::new(Type::String)
+            .named("io.debezium.data.Tsvector")
+            .with_version(1),
         SqlType::Array(elem) => Schema::array(base_schema(elem, modes)?.with_optional(true)),
         SqlType::Unsupported(name) => return Err(unsupported(name)),
     })
@@ -584,15 +589,18 @@ pub fn column_value(
                 }
             }
         }
-        SqlType::Json | SqlType::Enum(_) | SqlType::Set(_) | SqlType::Uuid | SqlType::Xml => {
-            match value {
-                ColumnValue::Json(t) | ColumnValue::Text(t) | ColumnValue::Uuid(t) => {
-                    Value::String(t.clone())
-                }
-                ColumnValue::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
-                _ => return Err(mismatch()),
+        SqlType::Json
+        | SqlType::Enum(_)
+        | SqlType::Set(_)
+        | SqlType::Uuid
+        | SqlType::Xml
+        | SqlType::Tsvector => match value {
+            ColumnValue::Json(t) | ColumnValue::Text(t) | ColumnValue::Uuid(t) => {
+                Value::String(t.clone())
             }
-        }
+            ColumnValue::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
+            _ => return Err(mismatch()),
+        },
         SqlType::Year => match value {
             ColumnValue::Int(i) => Value::Int(*i),
             ColumnValue::UInt(u) => Value::Int(*u as i64),

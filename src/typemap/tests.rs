@@ -390,4 +390,8 @@ fn postgres_numeric_specials_and_xml() {
         header(SqlType::Xml, ColumnValue::Text("<a>x</a>".into()), P),
         "<a>x</a>"
     );
+    assert_eq!(
+        schema_json(SqlType::Tsvector, P),
+        r#"{"type":"string","optional":true,"name":"io.debezium.data.Tsvector","version":1}"#
+    );
 }

@@ -152,6 +152,7 @@ pub fn sql_type(type_oid: u32, typmod: i32) -> SqlType {
         }
         2950 => SqlType::Uuid,
         142 => SqlType::Xml,
+        3614 => SqlType::Tsvector,
         // Arrays of the types above.
         1000 => SqlType::Array(Box::new(SqlType::Boolean)),
         1005 => SqlType::Array(Box::new(int(16))),
@@ -226,7 +227,6 @@ fn builtin_name(oid: u32) -> Option<&'static str> {
         2970 => "txid_snapshot",
         3220 => "pg_lsn",
         3221 => "pg_lsn[]",
-        3614 => "tsvector",
         3615 => "tsquery",
         3643 => "tsvector[]",
         3645 => "tsquery[]",
@@ -301,9 +301,10 @@ mod tests {
         assert!(matches!(sql_type(99999, -1), SqlType::Unsupported(_)));
         // Unmapped types are named, not only numbered (break26 finding 6).
         assert_eq!(
-            sql_type(3614, -1),
-            SqlType::Unsupported("tsvector (oid 3614)".into())
+            sql_type(3615, -1),
+            SqlType::Unsupported("tsquery (oid 3615)".into())
         );
+        assert_eq!(sql_type(3614, -1), SqlType::Tsvector);
         assert_eq!(
             sql_type(1115, -1),
             SqlType::Unsupported("timestamp[] (oid 1115)".into())
