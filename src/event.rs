@@ -160,6 +160,35 @@ impl Row {
         }
     }
 
+    /// Keeps the columns whose entry in `keep` (one per column, in table order) is true,
+    /// with their values and types (Debezium's `column.include.list`/`column.exclude.list`).
+    pub fn retain_columns(&mut self, keep: &[bool]) {
+        let k = |i: usize| keep.get(i).copied().unwrap_or(true);
+        self.columns = self
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| k(*i))
+            .map(|(_, c)| c.clone())
+            .collect();
+        let values = std::mem::take(&mut self.values);
+        self.values = values
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| k(*i))
+            .map(|(_, v)| v)
+            .collect();
+        if let Some(t) = &self.types {
+            self.types = Some(
+                t.iter()
+                    .enumerate()
+                    .filter(|(i, _)| k(*i))
+                    .map(|(_, t)| t.clone())
+                    .collect(),
+            );
+        }
+    }
+
     /// Column names and values in table order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ColumnValue)> {
         self.columns.iter().map(|c| &**c).zip(self.values.iter())

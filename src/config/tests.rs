@@ -590,6 +590,24 @@ fn debezium_settings_outboxd_cannot_reproduce_are_errors() {
             r#""connector.class": "io.debezium.connector.sqlserver.SqlServerConnector""#,
             "not supported",
         ),
+        // Column options outboxd cannot honour are refused, never ignored (break26 finding 1).
+        (
+            r#""column.mask.hash.SHA-256.with.salt.CzQMA0cB5K": "s.outbox.secret""#,
+            "publish the column unhashed",
+        ),
+        (
+            r#""column.mask.hash.v2.SHA-256.with.salt.x": "s.outbox.secret""#,
+            "publish the column unhashed",
+        ),
+        (r#""column.truncate.to.0.chars": "s.outbox.p""#, "positive"),
+        (
+            r#""column.include.list": "s.outbox.a", "column.exclude.list": "s.outbox.b""#,
+            "column.include.list",
+        ),
+        (
+            r#""column.exclude.list": "s.outbox.(""#,
+            "not a regular expression",
+        ),
     ];
     for (extra, needle) in cases {
         let text = with(extra);
@@ -1338,4 +1356,46 @@ fn shadow_runs_own_nothing_of_the_live_connector() {
         panic!("mysql")
     };
     assert_eq!(m.server_id, 77);
+}
+
+/// break26 finding 1: the column options reach the router (masking before the EventRouter);
+/// keys Debezium ignores are reported, not silently dropped.
+#[test]
+fn debezium_column_options_are_applied() {
+    let text = r#"{
+      "name": "x",
+      "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+      "database.hostname": "h", "database.user": "u", "database.password": "p",
+      "database.dbname": "d", "table.include.list": "public.outbox",
+      "column.mask.with.3.chars": "public.outbox.aggregateid",
+      "column.truncate.to.2.chars": "public.outbox.payload",
+      "column.mask.other": "x",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"
+    }"#;
+    let c = one(text, Some("k:1"), &[]);
+    assert!(ignored(&c, "column.mask.other").is_some());
+    assert!(ignored(&c, "column.mask.with.3.chars").is_none());
+    let router = EventRouter::new(&c.router).unwrap();
+    let names: Arc<[Arc<str>]> = ["id", "aggregatetype", "aggregateid", "type", "payload"]
+        .iter()
+        .map(|n| Arc::<str>::from(*n))
+        .collect();
+    let t = |s: &str| ColumnValue::Text(s.into());
+    let change = RowChange {
+        table: crate::event::TableName::new("public", "outbox"),
+        op: Op::Insert,
+        row: Row::new(names, vec![t("1"), t("A"), t("secret"), t("E"), t("abc")]),
+        source_ts_ms: 0,
+        undecodable: None,
+    };
+    let Routed::Record(rec) = router.route(&change).unwrap() else {
+        panic!("no record")
+    };
+    // outboxd's default converters for a Debezium JSON: JsonConverter with schemas.
+    let key = String::from_utf8(rec.key.unwrap()).unwrap();
+    assert!(key.contains(r#""parameters":{"masked":"true"}"#), "{key}");
+    assert!(key.contains(r#""payload":"***""#), "{key}");
+    let value = String::from_utf8(rec.value.unwrap()).unwrap();
+    assert!(value.contains("\"ab\""), "{value}");
 }

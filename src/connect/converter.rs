@@ -337,6 +337,14 @@ impl Converter {
             Converter::String => match value {
                 Value::Null => Ok(None),
                 Value::String(s) => Ok(Some(s.into_bytes())),
+                // Debezium hands a binary column's value over as a `java.nio.ByteBuffer`
+                // wrapping the bytes, whose `toString()` StringConverter writes; a BIT(n)
+                // value is a `byte[]` (`[B@<hash>`, different in every JVM run).
+                Value::Bytes(b)
+                    if schema.and_then(|s| s.name.as_deref()) != Some("io.debezium.data.Bits") =>
+                {
+                    Ok(Some(heap_byte_buffer(b.len()).into_bytes()))
+                }
                 other => java_to_string(&other).map(|s| Some(s.into_bytes())),
             },
             Converter::ByteArray => {
@@ -461,6 +469,12 @@ impl fmt::Display for HeaderConverter {
     }
 }
 
+/// `toString()` of the `java.nio.HeapByteBuffer` Debezium wraps a binary value of `len` bytes
+/// in (position 0, limit and capacity its length).
+fn heap_byte_buffer(len: usize) -> String {
+    format!("java.nio.HeapByteBuffer[pos=0 lim={len} cap={len}]")
+}
+
 /// Java's `Object.toString()` of a Connect value, as StringConverter writes it.
 fn java_to_string(v: &Value) -> Result<String, ConvertError> {
     Ok(match v {
@@ -473,9 +487,9 @@ fn java_to_string(v: &Value) -> Result<String, ConvertError> {
         Value::Decimal(d) => d.to_string(),
         Value::Bytes(_) => {
             return Err(ConvertError::new(
-                "StringConverter writes a byte array as Java's `[B@<hash>`, which carries none of \
-                 its bytes; use ByteArrayConverter or io.debezium.converters.BinaryDataConverter \
-                 for binary columns",
+                "StringConverter writes a BIT(n) value (a Java byte[]) as `[B@<hash>`, which \
+                 carries none of its bits and changes from one JVM run to the next; use \
+                 JsonConverter, or place the column elsewhere",
             ))
         }
         Value::Date(_) => {
@@ -617,7 +631,15 @@ mod tests {
             .unwrap(),
             b"Struct{a=1,b=x}"
         );
-        assert!(c.serialize(None, Value::Bytes(vec![1])).is_err());
+        // break26 finding 11: Debezium's binary values are ByteBuffers.
+        assert_eq!(
+            c.serialize(None, Value::Bytes(vec![1, 2, 3]))
+                .unwrap()
+                .unwrap(),
+            b"java.nio.HeapByteBuffer[pos=0 lim=3 cap=3]"
+        );
+        let bits = Schema::new(Type::Bytes).named("io.debezium.data.Bits");
+        assert!(c.serialize(Some(&bits), Value::Bytes(vec![1])).is_err());
         assert_eq!(c.serialize(None, Value::Null).unwrap(), None);
     }
 

@@ -251,6 +251,9 @@ pub struct RecordFormat {
     /// message's JSON content, without extended headers; the value is its
     /// `fields.null.include` (null fields kept as optional bytes instead of dropped).
     pub decode_messages: Option<bool>,
+    /// Debezium's column options (`column.include.list`, `column.exclude.list`,
+    /// `column.truncate.to.N.chars`, `column.mask.with.N.chars`), applied to the row first.
+    pub columns: super::columns::ColumnRules,
 }
 
 impl Default for RecordFormat {
@@ -265,6 +268,7 @@ impl Default for RecordFormat {
             connector_type: String::new(),
             types: TypeModes::MYSQL,
             decode_messages: None,
+            columns: Default::default(),
         }
     }
 }

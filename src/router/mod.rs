@@ -37,6 +37,7 @@
 //!   an event that cannot be delivered ([`RouteError::Convert`]), where Debezium's task
 //!   would fail.
 
+mod columns;
 mod config;
 pub(crate) mod json;
 mod record;
@@ -44,6 +45,7 @@ mod topic;
 
 use std::fmt;
 
+pub use self::columns::{ColumnMapper, ColumnRules};
 pub(crate) use self::config::parse_bool;
 pub use self::config::RecordFormat;
 pub use self::config::{
@@ -428,8 +430,12 @@ impl EventRouter {
 
     /// [`route`](Self::route) for the delivery loops: when the record's value is the payload
     /// column as written (no envelope, no expansion), its buffer is moved out of `change`
-    /// (the column is left NULL) instead of copied. On `Err` `change` is unchanged.
+    /// (the column is left NULL) instead of copied. On `Err` `change` is unchanged but for
+    /// Debezium's column options (masking, truncation, column lists), which are applied to
+    /// the row first, as Debezium applies them before the EventRouter (so a dead letter
+    /// carries the masked row too).
     pub fn route_taking(&self, change: &mut RowChange) -> Result<Routed, RouteError> {
+        self.apply_column_options(change);
         match change.op {
             Op::Insert => self.route_insert(change).map(Routed::Record),
             Op::Delete => Ok(Routed::Skipped(SkipReason::Delete)),
@@ -449,6 +455,17 @@ impl EventRouter {
                     op: change.op.as_str(),
                 }),
             },
+        }
+    }
+
+    /// Applies Debezium's column options to the row of an outbox table (not to a logical
+    /// decoding message, which Debezium's column options do not reach). Idempotent.
+    pub fn apply_column_options(&self, change: &mut RowChange) {
+        if change.table.schema != crate::event::MESSAGE_SCHEMA {
+            self.cfg
+                .format
+                .columns
+                .apply(&change.table, &mut change.row);
         }
     }
 
@@ -545,9 +562,12 @@ impl EventRouter {
                 Placement::Partition => partition = partition_of(change, &f.column, v)?,
             }
         }
+        // Debezium reads the version only to build an envelope (`getInt32`): a NULL gives an
+        // unversioned envelope, a column of another type fails it; without an envelope the
+        // column is not read.
         let version = match &cfg.field_schema_version {
-            None => None,
-            Some(col) => Some(self.schema_version(change, col)?),
+            Some(col) if self.envelope => self.schema_version(change, col)?,
+            _ => None,
         };
         let route_value = self.route_value(change)?;
         let topic = self.topic(change, &route_value)?;
@@ -778,9 +798,44 @@ impl EventRouter {
         if !self.needs_schemas {
             return Ok(None);
         }
-        typemap::column_schema(t, &self.cfg.format.types)
-            .map(Some)
-            .map_err(|e| self.mapping_error(change, name, e))
+        self.column_schema(change, name, t).map(Some)
+    }
+
+    /// The column's schema with the parameters of Debezium's column options. A NULL of a type
+    /// outboxd does not map gets an optional string schema rather than stopping the connector
+    /// (Debezium's own schema for the type is not known to outboxd).
+    fn column_schema(
+        &self,
+        change: &RowChange,
+        name: &str,
+        t: &ColumnType,
+    ) -> Result<Schema, RouteError> {
+        let schema = match typemap::column_schema(t, &self.cfg.format.types) {
+            Ok(s) => s,
+            Err(_)
+                if matches!(t.sql, crate::typemap::SqlType::Unsupported(_))
+                    && change.row.get(name).is_none_or(ColumnValue::is_null) =>
+            {
+                Schema::new(crate::connect::Type::String).with_optional(true)
+            }
+            Err(e) => return Err(self.mapping_error(change, name, e)),
+        };
+        Ok(self.with_column_parameters(change, name, schema))
+    }
+
+    /// `schema` with the parameters Debezium's column options add to the field's schema.
+    fn with_column_parameters(&self, change: &RowChange, name: &str, mut schema: Schema) -> Schema {
+        if change.table.schema != crate::event::MESSAGE_SCHEMA {
+            if let Some(p) = self
+                .cfg
+                .format
+                .columns
+                .schema_parameters(&change.table, name)
+            {
+                schema.parameters.push(p);
+            }
+        }
+        schema
     }
 
     /// Column `name` (value `v`) as Connect data: its schema (when the converters need one)
@@ -821,9 +876,7 @@ impl EventRouter {
         let t = self.column_type(change, name);
         let value = typemap::column_value(&t.sql, v, &self.cfg.format.types)
             .map_err(|e| self.mapping_error(change, name, e))?;
-        let schema = typemap::column_schema(&t, &self.cfg.format.types)
-            .map_err(|e| self.mapping_error(change, name, e))?;
-        Ok((schema, value))
+        Ok((self.column_schema(change, name, &t)?, value))
     }
 
     fn header_bytes(
@@ -876,7 +929,8 @@ impl EventRouter {
     }
 
     /// The envelope schema's version from column `col` (`table.field.event.schema.version`).
-    fn schema_version(&self, change: &RowChange, col: &str) -> Result<i32, RouteError> {
+    /// `None` for NULL (Debezium's `getInt32` gives null: an unversioned envelope).
+    fn schema_version(&self, change: &RowChange, col: &str) -> Result<Option<i32>, RouteError> {
         let v = self.column(
             change,
             col,
@@ -884,15 +938,17 @@ impl EventRouter {
             "the schema version",
         )?;
         match v {
+            ColumnValue::Null => return Ok(None),
             ColumnValue::Int(i) => i32::try_from(*i).ok(),
             ColumnValue::UInt(u) => i32::try_from(*u).ok(),
             _ => None,
         }
+        .map(Some)
         .ok_or_else(|| RouteError::Mapping {
             table: change.table.clone(),
             column: col.to_string(),
             message:
-                "table.field.event.schema.version must name an integer column that is not NULL"
+                "table.field.event.schema.version must name an integer column when the record has an envelope (Debezium's task fails on it too)"
                     .into(),
         })
     }

@@ -543,3 +543,127 @@ fn empty_column_option_is_a_config_error() {
         }
     ));
 }
+
+/// break26 finding 1: Debezium's column options reach the row before the router: a masked
+/// header, a truncated payload, an excluded column missing; messages are not touched.
+#[test]
+fn column_options_apply_before_routing() {
+    let r = router(|c| {
+        c.additional_placement =
+            AdditionalField::parse_list("aggregate_id:header,event_type:header").unwrap();
+        c.additional_field_missing = MissingFieldBehavior::Ignore;
+        let cols = &mut c.format.columns;
+        cols.add_mapper(
+            "column.truncate.to.3.chars",
+            "shop.outbox_events.payload",
+            ColumnMapper::Truncate(3),
+        )
+        .unwrap();
+        cols.add_mapper(
+            "column.mask.with.4.chars",
+            "shop.outbox_events.aggregate_id",
+            ColumnMapper::Mask("****".into()),
+        )
+        .unwrap();
+        cols.set_filter(false, "shop.outbox_events.event_type")
+            .unwrap();
+    });
+    let mut c = insert(text("payloadtext"));
+    let rec = record(&r, &c);
+    assert_eq!(rec.value.as_deref(), Some(&b"pay"[..]));
+    assert_eq!(
+        rec.headers,
+        vec![
+            ("id".to_string(), Some(b"42".to_vec())),
+            ("aggregate_id".to_string(), Some(b"****".to_vec())),
+        ]
+    );
+    assert_eq!(rec.key.as_deref(), Some(&b"****"[..]));
+    // A failed route leaves the row masked (a dead letter carries no secret).
+    c.row.put("aggregate_type", ColumnValue::Null);
+    let mut c2 = c.clone();
+    c2.table = TableName::new("shop", "outbox_events");
+    r.apply_column_options(&mut c2);
+    assert_eq!(c2.row.get("aggregate_id"), Some(&text("****")));
+    assert_eq!(c2.row.get("event_type"), None);
+}
+
+/// break26 finding 6: a NULL of a type outboxd does not map does not stop the connector.
+#[test]
+fn null_of_an_unmapped_type_is_routed() {
+    use crate::typemap::{ColumnType, SqlType};
+    let r = router(|c| {
+        c.additional_placement = AdditionalField::parse_list("geo:envelope").unwrap();
+    });
+    let names: Arc<[Arc<str>]> = [
+        "id",
+        "aggregate_type",
+        "aggregate_id",
+        "event_type",
+        "payload",
+        "geo",
+    ]
+    .iter()
+    .map(|n| Arc::<str>::from(*n))
+    .collect();
+    let types: Arc<[ColumnType]> = [
+        SqlType::Integer {
+            bits: 32,
+            unsigned: false,
+        },
+        SqlType::Text,
+        SqlType::Text,
+        SqlType::Text,
+        SqlType::Text,
+        SqlType::Unsupported("point (oid 600)".into()),
+    ]
+    .into_iter()
+    .map(ColumnType::nullable)
+    .collect();
+    let mk = |geo: ColumnValue| {
+        change(
+            Op::Insert,
+            Row::new(
+                names.clone(),
+                vec![
+                    ColumnValue::Int(1),
+                    text("A"),
+                    text("k"),
+                    text("E"),
+                    text("{}"),
+                    geo,
+                ],
+            )
+            .with_types(types.clone()),
+        )
+    };
+    let rec = record(&r, &mk(ColumnValue::Null));
+    assert_eq!(
+        String::from_utf8(rec.value.unwrap()).unwrap(),
+        r#"{"payload":"{}","geo":null}"#
+    );
+    let e = r.route(&mk(text("(1,2)"))).unwrap_err();
+    assert!(e.to_string().contains("point (oid 600)"), "{e}");
+}
+
+/// break26 finding 8: a NULL schema version gives an unversioned envelope; without an
+/// envelope the version column is not read (a text column is fine); with one it must be an
+/// integer (Debezium's task fails otherwise).
+#[test]
+fn schema_version_null_or_unread() {
+    let with_env = router(|c| {
+        c.field_schema_version = Some("event_type".into());
+        c.additional_placement = AdditionalField::parse_list("aggregate_id:envelope").unwrap();
+    });
+    let mut c = insert(text("{}"));
+    c.row.put("event_type", ColumnValue::Null);
+    let rec = record(&with_env, &c);
+    assert!(rec.value.is_some());
+    c.row.put("event_type", text("v1"));
+    assert!(with_env.route(&c).is_err());
+    c.row.put("event_type", ColumnValue::Int(3));
+    assert!(record(&with_env, &c).value.is_some());
+    let no_env = router(|c| c.field_schema_version = Some("event_type".into()));
+    let rec = record(&no_env, &insert(text("{}")));
+    assert_eq!(rec.value.as_deref(), Some(&b"{}"[..]));
+}

@@ -126,6 +126,10 @@ pub enum SqlType {
     Interval,
     /// PostgreSQL `uuid`.
     Uuid,
+    /// PostgreSQL `xml`: Debezium's `io.debezium.data.Xml` string.
+    Xml,
+    /// PostgreSQL `tsvector`: Debezium's `io.debezium.data.Tsvector` string.
+    Tsvector,
     /// A PostgreSQL array of the element type.
     Array(Box<SqlType>),
     /// A type Debezium maps to something outboxd does not build (geometry, hstore, vectors,
@@ -404,6 +408,12 @@ fn base_schema(sql: &SqlType, modes: &TypeModes) -> Result<Schema, MappingError>
         SqlType::Uuid => Schema::new(Type::String)
             .named("io.debezium.data.Uuid")
             .with_version(1),
+        SqlType::Xml => Schema::new(Type::String)
+            .named("io.debezium.data.Xml")
+            .with_version(1),
+        SqlType::Tsvector => Schema::new(Type::String)
+            .named("io.debezium.data.Tsvector")
+            .with_version(1),
         SqlType::Array(elem) => Schema::array(base_schema(elem, modes)?.with_optional(true)),
         SqlType::Unsupported(name) => return Err(unsupported(name)),
     })
@@ -525,6 +535,11 @@ pub fn column_value(
                 && matches!(scale, None | Some(0))
                 && modes.decimal == DecimalHandling::Precise
             {
+                // Debezium's VariableScaleDecimal has no form for NaN or ±Infinity: it
+                // writes null.
+                if matches!(text.trim(), "NaN" | "Infinity" | "-Infinity") {
+                    return Ok(Value::Null);
+                }
                 let d = parse_decimal(&text, sql)?;
                 let d = strip_trailing_zeros(d);
                 Value::Struct(vec![
@@ -574,7 +589,12 @@ pub fn column_value(
                 }
             }
         }
-        SqlType::Json | SqlType::Enum(_) | SqlType::Set(_) | SqlType::Uuid => match value {
+        SqlType::Json
+        | SqlType::Enum(_)
+        | SqlType::Set(_)
+        | SqlType::Uuid
+        | SqlType::Xml
+        | SqlType::Tsvector => match value {
             ColumnValue::Json(t) | ColumnValue::Text(t) | ColumnValue::Uuid(t) => {
                 Value::String(t.clone())
             }
@@ -672,8 +692,10 @@ pub fn column_value_into(
 fn parse_decimal(text: &str, sql: &SqlType) -> Result<BigDecimal, MappingError> {
     BigDecimal::parse(text).ok_or_else(|| {
         MappingError(format!(
-            "a {sql:?} value is not a finite number (NaN or infinity): Debezium writes those \
-             only with decimal.handling.mode=string or double"
+            "a {sql:?} value is not a finite number (NaN or infinity): under \
+             decimal.handling.mode=precise Debezium's task fails on it too for a numeric column \
+             with a declared precision (an unconstrained numeric gets null); \
+             set decimal.handling.mode=string or double to write it"
         ))
     })
 }

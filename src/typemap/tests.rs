@@ -354,3 +354,44 @@ fn modes_parse_and_refuse() {
     )
     .is_err());
 }
+
+/// break26 finding 6: a numeric 'NaN'/'Infinity' in precise mode is null for an unconstrained
+/// numeric (VariableScaleDecimal), refused (as Debezium's task fails) for numeric(p,s); xml is
+/// `io.debezium.data.Xml`.
+#[test]
+fn postgres_numeric_specials_and_xml() {
+    let var = SqlType::Decimal {
+        precision: None,
+        scale: None,
+    };
+    for t in ["NaN", "Infinity", "-Infinity"] {
+        let v = ColumnValue::Decimal(t.into());
+        assert_eq!(column_value(&var, &v, P).unwrap(), Value::Null);
+    }
+    let fixed = SqlType::Decimal {
+        precision: Some(7),
+        scale: Some(2),
+    };
+    let e = column_value(&fixed, &ColumnValue::Decimal("NaN".into()), P).unwrap_err();
+    assert!(e.0.contains("Debezium's task fails on it too"), "{e}");
+    let s = TypeModes {
+        decimal: DecimalHandling::String,
+        ..*P
+    };
+    assert_eq!(
+        column_value(&var, &ColumnValue::Decimal("NaN".into()), &s).unwrap(),
+        Value::String("NaN".into())
+    );
+    assert_eq!(
+        schema_json(SqlType::Xml, P),
+        r#"{"type":"string","optional":true,"name":"io.debezium.data.Xml","version":1}"#
+    );
+    assert_eq!(
+        header(SqlType::Xml, ColumnValue::Text("<a>x</a>".into()), P),
+        "<a>x</a>"
+    );
+    assert_eq!(
+        schema_json(SqlType::Tsvector, P),
+        r#"{"type":"string","optional":true,"name":"io.debezium.data.Tsvector","version":1}"#
+    );
+}

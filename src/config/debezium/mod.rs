@@ -24,7 +24,7 @@ use crate::event::TableName;
 use crate::router::parse_bool;
 pub(super) use providers::substitute_providers;
 use security::{mysql_tls, pg_tls, producer_security};
-use transforms::{record_format, router_from_transforms};
+use transforms::{column_options, record_format, router_from_transforms};
 
 const MYSQL_CLASS: &str = "io.debezium.connector.mysql.MySqlConnector";
 const MARIADB_CLASS: &str = "io.debezium.connector.mariadb.MariaDbConnector";
@@ -68,8 +68,8 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("errors.*", "Kafka Connect error handling setting outboxd does not use"),
     ("hstore.handling.mode", "representation of values in change events"),
     ("include.unknown.datatypes", "representation of values in change events"),
-    ("column.propagate.source.type", "Connect schema parameters are not part of the record bytes"),
-    ("datatype.propagate.source.type", "Connect schema parameters are not part of the record bytes"),
+    ("column.propagate.source.type", "NOT APPLIED: outboxd does not add the __debezium.source.column.* schema parameters, which Debezium writes into every key and envelope schema under JsonConverter with schemas (records of other converters are unaffected)"),
+    ("datatype.propagate.source.type", "NOT APPLIED: outboxd does not add the __debezium.source.column.* schema parameters, which Debezium writes into every key and envelope schema under JsonConverter with schemas (records of other converters are unaffected)"),
     ("converters", "Debezium custom value converters are not supported; values are read as their database text/bytes"),
     ("converters.*", "Debezium custom value converters are not supported; values are read as their database text/bytes"),
     ("enable.time.adjuster", "representation of values in change events"),
@@ -94,10 +94,6 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("database.exclude.list", "outboxd reads only the tables of table.include.list"),
     ("table.exclude.list", "outboxd reads only the tables of table.include.list"),
     ("schema.exclude.list", "outboxd reads only the tables of table.include.list"),
-    ("column.include.list", "not supported: outboxd reads every column of the outbox tables"),
-    ("column.exclude.list", "not supported: outboxd reads every column of the outbox tables"),
-    ("column.mask.*", "not supported: outboxd reads every column of the outbox tables"),
-    ("column.truncate.*", "not supported: outboxd reads every column of the outbox tables"),
     ("message.key.columns", "the outbox router sets the key from table.field.event.key"),
     ("gtid.source.*", "not supported: outboxd reads transactions of every GTID source"),
     ("slot.drop.on.stop", "not supported: outboxd never drops its slot"),
@@ -496,6 +492,8 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
     )
     .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
     router.format.decode_messages = decode_messages;
+    router.format.columns =
+        column_options(&mut keys).map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;
     let mut source = source;
     message_prefixes(&mut keys, &mut source, decode_messages.is_some())
         .map_err(|(k, m)| ctx.invalid(format!("{here}: {k}"), m))?;

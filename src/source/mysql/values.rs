@@ -162,13 +162,14 @@ pub(crate) fn convert(
             other => return Err(unexpected("DECIMAL", &other)),
         },
         MYSQL_TYPE_YEAR => match value {
-            // mysql_common renders YEAR as the text `1900 + byte`; byte 0 is YEAR 0000.
+            // mysql_common renders YEAR as the text `1900 + byte`; byte 0 is YEAR 0000, which
+            // Debezium's binlog reader (also `1900 + byte`) writes as 1900.
             Value::Bytes(b) => {
                 let y: u64 = std::str::from_utf8(&b)
                     .ok()
                     .and_then(|s| s.parse().ok())
                     .ok_or_else(|| "YEAR is not a number".to_owned())?;
-                ColumnValue::UInt(if y == 1900 { 0 } else { y })
+                ColumnValue::UInt(y)
             }
             Value::Int(i) => ColumnValue::UInt(i.max(0) as u64),
             Value::UInt(u) => ColumnValue::UInt(u),
@@ -630,7 +631,7 @@ mod tests {
         );
         assert_eq!(
             convert(&y, v(Value::Bytes(b"1900".to_vec())), 16).unwrap(),
-            ColumnValue::UInt(0)
+            ColumnValue::UInt(1900)
         );
     }
 

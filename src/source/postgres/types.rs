@@ -151,6 +151,8 @@ pub fn sql_type(type_oid: u32, typmod: i32) -> SqlType {
             }
         }
         2950 => SqlType::Uuid,
+        142 => SqlType::Xml,
+        3614 => SqlType::Tsvector,
         // Arrays of the types above.
         1000 => SqlType::Array(Box::new(SqlType::Boolean)),
         1005 => SqlType::Array(Box::new(int(16))),
@@ -164,8 +166,80 @@ pub fn sql_type(type_oid: u32, typmod: i32) -> SqlType {
         199 | 3807 => SqlType::Array(Box::new(SqlType::Json)),
         // Enum types (and their arrays) are recognised from the catalog's labels; other
         // user-defined and extension types (geometry, hstore, ltree, vectors, ...) are not mapped.
-        other => SqlType::Unsupported(format!("type oid {other}")),
+        other => SqlType::Unsupported(match builtin_name(other) {
+            Some(name) => format!("{name} (oid {other})"),
+            None => format!("oid {other} (a user-defined or extension type: see pg_type)"),
+        }),
     }
+}
+
+/// The name of a built-in PostgreSQL type outboxd does not map, for its error messages.
+fn builtin_name(oid: u32) -> Option<&'static str> {
+    Some(match oid {
+        22 => "int2vector",
+        24 => "regproc",
+        27 => "tid",
+        28 => "xid",
+        29 => "cid",
+        30 => "oidvector",
+        143 => "xml[]",
+        194 => "pg_node_tree",
+        600 => "point",
+        601 => "lseg",
+        602 => "path",
+        603 => "box",
+        604 => "polygon",
+        628 => "line",
+        629 => "line[]",
+        718 => "circle",
+        719 => "circle[]",
+        791 => "money[]",
+        1001 => "bytea[]",
+        1003 => "name[]",
+        1006 => "int2vector[]",
+        1010 => "tid[]",
+        1011 => "xid[]",
+        1012 => "cid[]",
+        1013 => "oidvector[]",
+        1017 => "point[]",
+        1018 => "lseg[]",
+        1019 => "path[]",
+        1020 => "box[]",
+        1027 => "polygon[]",
+        1028 => "oid[]",
+        1033 => "aclitem",
+        1034 => "aclitem[]",
+        1115 => "timestamp[]",
+        1182 => "date[]",
+        1183 => "time[]",
+        1185 => "timestamptz[]",
+        1187 => "interval[]",
+        1263 => "cstring[]",
+        1270 => "timetz[]",
+        1561 => "bit[]",
+        1563 => "varbit[]",
+        2202 => "regprocedure",
+        2203 => "regoper",
+        2204 => "regoperator",
+        2205 => "regclass",
+        2206 => "regtype",
+        2211 => "regtype[]",
+        2970 => "txid_snapshot",
+        3220 => "pg_lsn",
+        3221 => "pg_lsn[]",
+        3615 => "tsquery",
+        3643 => "tsvector[]",
+        3645 => "tsquery[]",
+        3734 => "regconfig",
+        3769 => "regdictionary",
+        3905 | 3907 | 3909 | 3911 | 3913 | 3927 => "range[]",
+        4072 => "jsonpath",
+        4089 => "regnamespace",
+        4096 => "regrole",
+        4451 | 4532 | 4533 | 4534 | 4535 | 4536 => "multirange",
+        5038 => "pg_snapshot",
+        _ => return None,
+    })
 }
 
 /// A default expression as `pg_get_expr` prints it (`'PENDING'::character varying`, `0`,
@@ -225,6 +299,20 @@ mod tests {
         assert_eq!(sql_type(1114, 3), SqlType::DateTime { precision: 3 });
         assert_eq!(sql_type(1114, -1), SqlType::DateTime { precision: 6 });
         assert!(matches!(sql_type(99999, -1), SqlType::Unsupported(_)));
+        // Unmapped types are named, not only numbered (break26 finding 6).
+        assert_eq!(
+            sql_type(3615, -1),
+            SqlType::Unsupported("tsquery (oid 3615)".into())
+        );
+        assert_eq!(sql_type(3614, -1), SqlType::Tsvector);
+        assert_eq!(
+            sql_type(1115, -1),
+            SqlType::Unsupported("timestamp[] (oid 1115)".into())
+        );
+        assert!(
+            matches!(sql_type(99999, -1), SqlType::Unsupported(n) if n.contains("user-defined"))
+        );
+        assert_eq!(sql_type(142, -1), SqlType::Xml);
     }
 
     #[test]
