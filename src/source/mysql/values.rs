@@ -428,8 +428,10 @@ pub(crate) fn write_jsonb(
                     ));
                 }
             }
-            let dom = jsonb::Value::Opaque(o.clone())
-                .parse()
+            // Digits beyond 999,999,999 overflow a multiplication in `mysql_common` (a panic
+            // in debug builds; also found by fuzz/ mysql_value): its parse runs guarded.
+            let dom = super::decode::quietly(|| jsonb::Value::Opaque(o.clone()).parse())
+                .map_err(|e| format!("JSON opaque value: invalid data ({e})"))?
                 .map_err(|e| format!("JSON opaque value: {e}"))?;
             match dom {
                 jsonb::JsonDom::Scalar(jsonb::JsonScalar::Number(jsonb::JsonNumber::Decimal(
@@ -693,6 +695,28 @@ mod tests {
             .unwrap();
         let e = convert(&spec(ColumnType::MYSQL_TYPE_JSON), v, cell.len()).unwrap_err();
         assert!(e.contains("precision and scale"), "{e}");
+    }
+
+    /// A second crash found by `fuzz/` (target mysql_value): an opaque DECIMAL in a JSON cell
+    /// whose last digit group is out of range overflows a multiplication in `mysql_common`
+    /// (a panic in debug builds): an error there, some number in release builds.
+    #[test]
+    fn json_opaque_decimal_with_garbage_digits_is_an_error() {
+        // 13 bytes of JSON: an opaque NEWDECIMAL of 10 bytes, DECIMAL(15,15), then digits.
+        let mut cell = vec![0x0d, 0, 0, 0, 0x0f, 0xf6, 0x0a, 0x0f, 0x0f, 0x02];
+        cell.extend_from_slice(&[0xbc; 7]);
+        let mut buf = mysql_common::io::ParseBuf(&cell);
+        let v: BinlogValue<'_> = buf
+            .parse((ColumnType::MYSQL_TYPE_JSON, &[4u8][..], false, false))
+            .unwrap();
+        match convert(&spec(ColumnType::MYSQL_TYPE_JSON), v, cell.len()) {
+            // Release builds (no overflow checks) read some number.
+            Ok(ColumnValue::Json(_)) => assert!(!cfg!(debug_assertions)),
+            other => assert!(
+                matches!(&other, Err(e) if e.contains("JSON opaque value: invalid data")),
+                "{other:?}"
+            ),
+        }
     }
 
     #[test]
