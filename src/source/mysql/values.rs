@@ -711,7 +711,7 @@ mod tests {
             .unwrap();
         match convert(&spec(ColumnType::MYSQL_TYPE_JSON), v, cell.len()) {
             // Release builds (no overflow checks) read some number.
-            Ok(ColumnValue::Json(_)) => assert!(!cfg!(debug_assertions)),
+            Ok(ColumnValue::Json(_)) if !cfg!(debug_assertions) => {}
             other => assert!(
                 matches!(&other, Err(e) if e.contains("JSON opaque value: invalid data")),
                 "{other:?}"
