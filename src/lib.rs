@@ -25,6 +25,9 @@ pub(crate) mod connector;
 pub mod cutover;
 pub(crate) mod error;
 pub mod event;
+/// Entry points of the fuzz targets (`fuzz/`); not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod group;
 pub(crate) mod health;
 pub(crate) mod http;

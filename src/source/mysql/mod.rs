@@ -21,10 +21,10 @@ mod offline;
 pub(crate) mod server;
 mod stall;
 pub(crate) mod stream;
-mod table;
+pub(crate) mod table;
 pub(crate) mod tls;
 pub(crate) mod types;
-mod values;
+pub(crate) mod values;
 
 pub use decode::{
     BinlogDecoder, BinlogMessage, DecodeError, MissingColumnNames, PositionKind, TxnGtid,

@@ -101,7 +101,7 @@ impl<'a> Cursor<'a> {
 
 /// Bytes of type metadata a column type has in TABLE_MAP_EVENT (MySQL's
 /// `Table_map_log_event` layout).
-fn metadata_len(ty: ColumnType) -> usize {
+pub(crate) fn metadata_len(ty: ColumnType) -> usize {
     use ColumnType::*;
     match ty {
         MYSQL_TYPE_FLOAT
@@ -128,7 +128,7 @@ fn metadata_len(ty: ColumnType) -> usize {
 
 /// The type a cell is decoded as: STRING columns carry ENUM/SET in their metadata, DATE is
 /// stored as NEWDATE.
-fn real_type(ty: ColumnType, meta: &[u8]) -> Result<ColumnType, String> {
+pub(crate) fn real_type(ty: ColumnType, meta: &[u8]) -> Result<ColumnType, String> {
     match ty {
         ColumnType::MYSQL_TYPE_DATE => Ok(ColumnType::MYSQL_TYPE_NEWDATE),
         ColumnType::MYSQL_TYPE_STRING => {
@@ -487,7 +487,7 @@ pub(crate) fn read_image<'a>(
 }
 
 /// Rejects type metadata `mysql_common` would index out of range or overflow on.
-fn check_meta(ty: ColumnType, meta: &[u8]) -> Result<(), String> {
+pub(crate) fn check_meta(ty: ColumnType, meta: &[u8]) -> Result<(), String> {
     use ColumnType::*;
     let need = |n: usize| {
         if meta.len() < n {

@@ -417,8 +417,22 @@ pub(crate) fn write_jsonb(
         jsonb::Value::SmallObject(o) => write_jsonb_object(o.iter(), out, depth, budget)?,
         jsonb::Value::LargeObject(o) => write_jsonb_object(o.iter(), out, depth, budget)?,
         jsonb::Value::Opaque(o) => {
-            let dom = jsonb::Value::Opaque(o.clone())
-                .parse()
+            if o.value_type() == ColumnType::MYSQL_TYPE_NEWDECIMAL {
+                // `mysql_common` sizes the decimal from these two bytes without checking them:
+                // scale > precision underflows, and in a release build asks for an allocation
+                // of exabytes, which aborts the process (found by fuzz/ mysql_value).
+                let raw = o.data_raw();
+                let (precision, scale) = (raw.first().copied(), raw.get(1).copied());
+                if !matches!((precision, scale), (Some(p @ 1..=65), Some(s)) if s <= p && s <= 38) {
+                    return Err(format!(
+                        "JSON DECIMAL with invalid precision and scale {precision:?}, {scale:?}"
+                    ));
+                }
+            }
+            // Digits beyond 999,999,999 overflow a multiplication in `mysql_common` (a panic
+            // in debug builds; also found by fuzz/ mysql_value): its parse runs guarded.
+            let dom = super::decode::quietly(|| jsonb::Value::Opaque(o.clone()).parse())
+                .map_err(|e| format!("JSON opaque value: invalid data ({e})"))?
                 .map_err(|e| format!("JSON opaque value: {e}"))?;
             match dom {
                 jsonb::JsonDom::Scalar(jsonb::JsonScalar::Number(jsonb::JsonNumber::Decimal(
@@ -664,6 +678,46 @@ mod tests {
             convert(&s, v(b"x"), 16).unwrap(),
             ColumnValue::Text("x".into())
         );
+    }
+
+    /// A crash found by `fuzz/` (target mysql_value): a JSON cell holding an opaque DECIMAL
+    /// whose scale (253) exceeds its precision (59). `mysql_common` computed its size with
+    /// an underflowing subtraction (a panic in debug builds; in release builds an allocation
+    /// of exabytes, which aborts the process); it is an error now.
+    #[test]
+    fn json_opaque_decimal_with_scale_above_precision_is_an_error() {
+        let cell = [
+            0x0d, 0, 0, 0, 0x0f, 0xf6, 0x0a, 0x3b, 0xfd, 0x3b, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0xff,
+        ];
+        let mut buf = mysql_common::io::ParseBuf(&cell);
+        let v: BinlogValue<'_> = buf
+            .parse((ColumnType::MYSQL_TYPE_JSON, &[4u8][..], false, false))
+            .unwrap();
+        let e = convert(&spec(ColumnType::MYSQL_TYPE_JSON), v, cell.len()).unwrap_err();
+        assert!(e.contains("precision and scale"), "{e}");
+    }
+
+    /// A second crash found by `fuzz/` (target mysql_value): an opaque DECIMAL in a JSON cell
+    /// whose last digit group is out of range overflows a multiplication in `mysql_common`
+    /// (a panic in debug builds): an error there, some number in release builds.
+    #[test]
+    fn json_opaque_decimal_with_garbage_digits_is_an_error() {
+        // 13 bytes of JSON: an opaque NEWDECIMAL of 10 bytes, DECIMAL(15,15), then digits.
+        let mut cell = vec![0x0d, 0, 0, 0, 0x0f, 0xf6, 0x0a, 0x0f, 0x0f, 0x02];
+        cell.extend_from_slice(&[0xbc; 7]);
+        let mut buf = mysql_common::io::ParseBuf(&cell);
+        let v: BinlogValue<'_> = buf
+            .parse((ColumnType::MYSQL_TYPE_JSON, &[4u8][..], false, false))
+            .unwrap();
+        match convert(&spec(ColumnType::MYSQL_TYPE_JSON), v, cell.len()) {
+            // Release builds (no overflow checks) read some number.
+            Ok(ColumnValue::Json(_)) if !cfg!(debug_assertions) => {}
+            other => assert!(
+                matches!(&other, Err(e) if e.contains("JSON opaque value: invalid data")),
+                "{other:?}"
+            ),
+        }
     }
 
     #[test]

@@ -46,11 +46,11 @@ mod rows;
 pub mod statement;
 
 pub use message::{BinlogMessage, DecodeError, MissingColumnNames, PositionKind, TxnGtid};
-pub(crate) use parse::guarded;
 use parse::{
     commit_ts_ms, malformed, parse_previous_gtids, parse_xa_prepare, rotate_file_name, sql_mode_of,
     trim_statement,
 };
+pub(crate) use parse::{guarded, quietly};
 pub use statement::{SqlMode, WriteVerb, Xid};
 
 use super::mariadb_events as mariadb;

@@ -211,20 +211,26 @@ pub(crate) fn guarded<T, E: fmt::Display>(
     at: &BinlogFilePosition,
     f: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, DecodeError> {
+    match quietly(f) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(malformed(what, at, e)),
+        Err(msg) => Err(malformed(what, at, format!("invalid data ({msg})"))),
+    }
+}
+
+/// Runs `f` (a `mysql_common` parser on untrusted bytes) catching a panic, whose message is
+/// the error, with the panic hook kept quiet: [`guarded`] without the position, for parses
+/// deeper down (a JSON value's opaque scalars).
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     install_quiet_hook();
     IN_GUARD.with(|g| g.set(g.get() + 1));
     let result = panic::catch_unwind(AssertUnwindSafe(f));
     IN_GUARD.with(|g| g.set(g.get().saturating_sub(1)));
-    match result {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(malformed(what, at, e)),
-        Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "parser panicked".to_owned());
-            Err(malformed(what, at, format!("invalid data ({msg})")))
-        }
-    }
+    result.map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "parser panicked".to_owned())
+    })
 }
