@@ -329,13 +329,27 @@ struct Outcome {
 }
 
 /// Reads `topics` until every written event arrived (or 120 s) and compares.
+///
+/// The topics may hold more records than were written (events of the warm-up, a sink's
+/// at-least-once repeats), so reaching the count alone does not mean every event arrived:
+/// the topics are read again while written events are missing, until the deadline. An
+/// event really lost stays missing in every reading.
 fn check(topics: &[String], written: &[Written]) -> Outcome {
-    let got = read_topics(
-        topics,
-        written.len(),
-        Duration::from_secs(120),
-        Duration::from_secs(3),
-    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let got = loop {
+        let got = read_topics(
+            topics,
+            written.len(),
+            deadline.saturating_duration_since(Instant::now()),
+            Duration::from_secs(3),
+        );
+        let seen: std::collections::HashSet<String> =
+            got.iter().filter_map(|r| r.header("id")).collect();
+        if written.iter().all(|w| seen.contains(&w.id)) || Instant::now() >= deadline {
+            break got;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    };
     let mut times: HashMap<String, usize> = HashMap::new();
     for r in &got {
         if let Some(id) = r.header("id") {
