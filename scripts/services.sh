@@ -878,7 +878,12 @@ kafka_up() {
   if [[ ! -f "$KAFKA_DIR/data/meta.properties" ]]; then
     # A cluster id is 16 random bytes in URL-safe base64 without padding (22 chars).
     local cluster_id
-    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    # Like Kafka's Uuid.randomUuid: never one starting with '-', which the command line
+    # would take for an option (1 random id in 64).
+    cluster_id=-
+    while [[ $cluster_id == -* ]]; do
+      cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    done
     log "kafka: formatting $KAFKA_DIR/data (cluster id $cluster_id)"
     # kafka.tools.StorageTool is what bin/kafka-storage.sh runs (in the kafka_2.13 jar).
     "${KAFKA_JAVA[@]}" kafka.tools.StorageTool format --config "$KAFKA_PROPS" \

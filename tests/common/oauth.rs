@@ -423,7 +423,14 @@ super.users=User:ANONYMOUS
                 main.into(),
             ]
         };
-        let cluster_id = b64(&rand::random::<[u8; 16]>());
+        // Kafka's own Uuid.randomUuid never starts a cluster id with '-': the command line
+        // would take it for an option (1 in 64 random ids did, and the format failed).
+        let cluster_id = loop {
+            let id = b64(&rand::random::<[u8; 16]>());
+            if !id.starts_with('-') {
+                break id;
+            }
+        };
         let format = Command::new("java")
             .args(java_args("kafka.tools.StorageTool"))
             .args(["format", "--config"])
