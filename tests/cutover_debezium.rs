@@ -1063,17 +1063,7 @@ async fn mid_transaction(db: Db) {
     // outboxd, imported from the offset.
     let config = db.connector_config(&name, &name, &slot, &dir);
     let json = write_json(&dir, &name, &config);
-    let (code, out, err) = cli(&[
-        "checkpoint",
-        "import-debezium",
-        "--config",
-        json.to_str().unwrap(),
-        "--offsets-file",
-        offsets.to_str().unwrap(),
-        "--debezium-stopped",
-        "--dedupe-window",
-        "0",
-    ]);
+    let (code, out, err) = import_offsets_file(&json, &offsets);
     assert_eq!(code, 0, "import:\n{out}\n{err}");
     let imported = last_json(&out);
     assert_eq!(imported["checkpoint"]["skip"], 4, "{imported}");
@@ -1184,17 +1174,7 @@ async fn postgres_lsn_only_offset_delivers_the_whole_next_transaction() {
             &name,
             &json!({"lsn": lsn, "txId": xid, "ts_usec": 1_000_000}),
         );
-        cli(&[
-            "checkpoint",
-            "import-debezium",
-            "--config",
-            json.to_str().unwrap(),
-            "--offsets-file",
-            offsets.to_str().unwrap(),
-            "--debezium-stopped",
-            "--dedupe-window",
-            "0",
-        ])
+        import_offsets_file(&json, &offsets)
     };
     // Behind the slot: not served, with what to do.
     let (code, out, err) = import(created - 1);
@@ -1390,4 +1370,20 @@ async fn bad_input_and_unserved_positions_are_refused_changing_nothing() {
         "{err}"
     );
     unchanged(&pg_json);
+}
+
+/// `outboxd checkpoint import-debezium` of connector JSON `json` from the standalone
+/// offsets file `offsets`, Debezium known stopped, no read-back: (exit code, stdout, stderr).
+fn import_offsets_file(json: &Path, offsets: &Path) -> (i32, String, String) {
+    cli(&[
+        "checkpoint",
+        "import-debezium",
+        "--config",
+        json.to_str().unwrap(),
+        "--offsets-file",
+        offsets.to_str().unwrap(),
+        "--debezium-stopped",
+        "--dedupe-window",
+        "0",
+    ])
 }

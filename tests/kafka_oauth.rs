@@ -243,11 +243,7 @@ async fn token_file_exactly_once_through_refreshes() {
             }
         })
     };
-    let kafka = format!(
-        "bootstrap_servers = \"{}\"\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.token.endpoint.url\" = \"file:{}\"\n\"sasl.jaas.config\" = \"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\"",
-        broker.oauth,
-        token_path.display()
-    );
+    let kafka = token_file_kafka(&broker.oauth, &token_path);
     let (config, port) = connector_config(&db, &kafka, suite::EXACTLY_ONCE, "file.toml");
     let mut relay = Relay::launch_with_env(
         &[config.to_str().unwrap()],
@@ -384,11 +380,7 @@ async fn refused_tokens_stop_the_relay_naming_the_setting() {
     let token_path = dir.join("expired.jwt");
     let expired = broker.idp.token_for("relay-file", -60);
     std::fs::write(&token_path, &expired).unwrap();
-    let kafka = format!(
-        "bootstrap_servers = \"{}\"\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.token.endpoint.url\" = \"file:{}\"\n\"sasl.jaas.config\" = \"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\"",
-        broker.oauth,
-        token_path.display()
-    );
+    let kafka = token_file_kafka(&broker.oauth, &token_path);
     let (config, port) = connector_config(&db, &kafka, suite::EXACTLY_ONCE, "expired-file.toml");
     let mut relay = Relay::launch_with_env(
         &[config.to_str().unwrap()],
@@ -546,4 +538,13 @@ async fn a_cluster_without_transactions_refuses_exactly_once_and_says_what_to_ch
     let got = common::kafka::read_expecting(&[suite::topic(&db, "Order")], written.len());
     suite::assert_none_lost(&written, &got, &relay.log_text());
     assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
+}
+
+/// A `[connectors.kafka]` body for the OAuth broker's `bootstrap` with tokens read from the
+/// file at `token_path` (`sasl.oauthbearer.token.endpoint.url = file:...`).
+fn token_file_kafka(bootstrap: &str, token_path: &std::path::Path) -> String {
+    format!(
+        "bootstrap_servers = \"{bootstrap}\"\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"OAUTHBEARER\"\n\"sasl.oauthbearer.token.endpoint.url\" = \"file:{}\"\n\"sasl.jaas.config\" = \"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\"",
+        token_path.display()
+    )
 }
