@@ -251,22 +251,9 @@ fn encode(v: &str) -> String {
 
 /// Reverses [`encode`] (any `%XX`).
 fn decode(v: &str) -> String {
-    let bytes = v.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(v)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The region of an MSK bootstrap host name: `b-1.<cluster>.<id>.c2.kafka.<region>.amazonaws.com`
