@@ -334,14 +334,14 @@ impl Connector {
         // here either while this connector gets ready (no false "checkpoint lost" when a
         // frozen previous owner wakes meanwhile).
         self.still_owned()?;
-        let prepared = tokio::task::block_in_place(|| store.prepare());
+        let prepared = store.prepare().await;
         if prepared.is_err() && *shutdown.borrow() {
             // Nothing was read yet: a clean stop.
             return Ok(());
         }
         prepared?;
         let others = OtherStores::start(cfg, &self.link);
-        let loaded = tokio::task::block_in_place(|| store.load())?;
+        let loaded = store.load().await?;
         let mut resume = self.known_if_lost(loaded);
         others.check(cfg, resume.as_ref()).await?;
         log_resume(cfg, &resume);
@@ -407,7 +407,7 @@ impl Connector {
         // The other stores are read beside this one's load: a handover waits for the longer
         // of the two reads, not for both.
         let others = OtherStores::start(cfg, &self.link);
-        let loaded = tokio::task::block_in_place(|| store.load())?;
+        let loaded = store.load().await?;
         let mut resume = self.known_if_lost(loaded);
         let t3 = Instant::now();
         others.check(cfg, resume.as_ref()).await?;

@@ -32,9 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::TwoStores;
-use super::{
-    now_ms, Checkpoint, CheckpointError, CheckpointStore, FileCheckpointStore, KafkaCheckpointStore,
-};
+use super::{now_ms, Checkpoint, CheckpointError, FileCheckpointStore, KafkaCheckpointStore};
 use crate::config::{default_checkpoint_topic, CheckpointConfig, ConnectorConfig};
 use crate::sink::KafkaLink;
 
@@ -265,7 +263,7 @@ fn other_checkpoints(
         // A claimed file this host cannot read (another machine's, or removed) is no
         // checkpoint here.
         if other != *this {
-            if let Some(cp) = FileCheckpointStore::new(claim.path).load().ok().flatten() {
+            if let Some(cp) = FileCheckpointStore::new(claim.path).read().ok().flatten() {
                 others.push((other, cp));
             }
         }
@@ -275,7 +273,7 @@ fn other_checkpoints(
         if other != *this {
             let store = KafkaCheckpointStore::new(kafka, &claim.topic, connector)
                 .with_link(claims_store.link());
-            if let Some(cp) = store.load()? {
+            if let Some(cp) = store.load_blocking()? {
                 others.push((other, cp));
             }
         }

@@ -105,6 +105,12 @@ pub enum CheckpointError {
     /// see `checkpoint::fenced`) failed: fenced by a newer owner, or the transaction failed.
     #[error("writing the checkpoint in a Kafka transaction: {0}")]
     Transaction(Box<crate::sink::SinkError>),
+    /// The runtime shut down while the store's work ran on its blocking pool.
+    #[error("{what} was interrupted: the process is shutting down")]
+    Interrupted {
+        /// What was being done.
+        what: &'static str,
+    },
     /// A request to the cluster failed or timed out.
     #[error("{what}: {}", match source { Some(e) => e.to_string(), None => "no answer".into() })]
     Kafka {
@@ -146,7 +152,7 @@ impl CheckpointError {
     /// producer error says); definite for everything else.
     pub fn class(&self) -> Class {
         match self {
-            CheckpointError::Kafka { .. } => Class::Transient,
+            CheckpointError::Kafka { .. } | CheckpointError::Interrupted { .. } => Class::Transient,
             CheckpointError::Transaction(e) => e.class(),
             CheckpointError::FileRead { .. }
             | CheckpointError::FileWrite { .. }

@@ -76,7 +76,7 @@ impl FencedCheckpointStore {
 
     /// Writes `record` in a transaction of its own, waiting for the commit (at most
     /// [`WRITE_TIMEOUT`]).
-    fn write(&mut self, record: KafkaRecord) -> Result<(), CheckpointError> {
+    async fn write(&mut self, record: KafkaRecord) -> Result<(), CheckpointError> {
         let Some(producer) = &self.producer else {
             return Err(CheckpointError::kafka(
                 "writing the checkpoint before the store was prepared",
@@ -88,31 +88,27 @@ impl FencedCheckpointStore {
             producer.send(&record).await?;
             producer.commit().await
         };
-        let bounded = async {
-            tokio::time::timeout(WRITE_TIMEOUT, transaction)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(SinkError::NoAnswer {
-                        what: "committing the checkpoint transaction",
-                        within: WRITE_TIMEOUT,
-                    })
+        tokio::time::timeout(WRITE_TIMEOUT, transaction)
+            .await
+            .unwrap_or_else(|_| {
+                Err(SinkError::NoAnswer {
+                    what: "committing the checkpoint transaction",
+                    within: WRITE_TIMEOUT,
                 })
-        };
-        // The store trait is synchronous; the delivery loop runs on the multi-threaded
-        // runtime, where blocking this worker for one transaction is allowed.
-        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(bounded))
+            })
             .map_err(|e| CheckpointError::Transaction(Box::new(e)))
     }
 }
 
+#[async_trait::async_trait]
 impl CheckpointStore for FencedCheckpointStore {
-    fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
-        self.store.load()
+    async fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.store.load().await
     }
 
     /// A new transactional producer, initialised: every older producer with the connector's
     /// `transactional.id` is fenced from here on. Call before [`load`](Self::load).
-    fn prepare(&mut self) -> Result<(), CheckpointError> {
+    async fn prepare(&mut self) -> Result<(), CheckpointError> {
         self.producer = None;
         let producer = KafkaSink::new_transactional(
             &self.kafka,
@@ -136,18 +132,18 @@ impl CheckpointStore for FencedCheckpointStore {
                 () = stopped => Err(CheckpointError::kafka("shut down while fencing older producers of the connector's transactional.id", None)),
             }
         };
-        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(fenced))?;
+        fenced.await?;
         self.producer = Some(producer);
         Ok(())
     }
 
-    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+    async fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
         let record = self.store.record(checkpoint)?;
-        self.write(record)
+        self.write(record).await
     }
 
-    fn clear(&mut self) -> Result<(), CheckpointError> {
+    async fn clear(&mut self) -> Result<(), CheckpointError> {
         let tombstone = self.store.tombstone();
-        self.write(tombstone)
+        self.write(tombstone).await
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use std::sync::Arc;
 
-use super::{Checkpoint, CheckpointError, CheckpointStore};
+use super::{on_blocking_pool, Checkpoint, CheckpointError, CheckpointStore};
 
 /// A checkpoint kept in one local JSON file.
 #[derive(Debug, Clone)]
@@ -25,8 +25,33 @@ impl FileCheckpointStore {
     }
 }
 
+#[async_trait::async_trait]
 impl CheckpointStore for FileCheckpointStore {
-    fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+    async fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+        let this = self.clone();
+        on_blocking_pool("reading the checkpoint file", move || this.read()).await
+    }
+
+    async fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+        let (this, checkpoint) = (self.clone(), checkpoint.clone());
+        on_blocking_pool("writing the checkpoint file", move || {
+            this.write(&checkpoint)
+        })
+        .await
+    }
+
+    async fn clear(&mut self) -> Result<(), CheckpointError> {
+        let this = self.clone();
+        on_blocking_pool("removing the checkpoint file", move || this.remove()).await
+    }
+}
+
+impl FileCheckpointStore {
+    /// The stored checkpoint, read now (blocking); `Ok(None)` when the file does not exist.
+    ///
+    /// Errors: [`CheckpointError::FileRead`] (the file cannot be read),
+    /// [`CheckpointError::FileInvalid`] (it is not a checkpoint's JSON).
+    pub fn read(&self) -> Result<Option<Checkpoint>, CheckpointError> {
         match fs::read(&self.path) {
             Ok(bytes) => {
                 serde_json::from_slice(&bytes)
@@ -44,7 +69,9 @@ impl CheckpointStore for FileCheckpointStore {
         }
     }
 
-    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+    /// Writes `checkpoint` atomically (blocking): temporary file, fsync, rename, directory
+    /// fsync. Errors: [`CheckpointError::FileWrite`] naming the step that failed.
+    fn write(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
         let io_err = |step: &'static str, e: std::io::Error| CheckpointError::FileWrite {
             step,
             path: self.path.clone(),
@@ -79,8 +106,8 @@ impl CheckpointStore for FileCheckpointStore {
         Ok(())
     }
 
-    /// Removes the file (a missing one is fine) and fsyncs its directory.
-    fn clear(&mut self) -> Result<(), CheckpointError> {
+    /// Removes the file (a missing one is fine) and fsyncs its directory (blocking).
+    fn remove(&self) -> Result<(), CheckpointError> {
         let io_err = |step: &'static str, e: std::io::Error| CheckpointError::FileWrite {
             step,
             path: self.path.clone(),
@@ -106,13 +133,13 @@ mod tests {
     use super::*;
     use crate::position::{Lsn, SourcePosition};
 
-    #[test]
-    fn round_trip_and_replace() {
+    #[tokio::test]
+    async fn round_trip_and_replace() {
         let dir = std::env::temp_dir().join(format!("outboxd-ckpt-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let path = dir.join("sub").join("c.json");
         let mut store = FileCheckpointStore::new(&path);
-        assert!(store.load().unwrap().is_none());
+        assert!(store.load().await.unwrap().is_none());
         for lsn in [1_u64, 0x16_B374_D848] {
             let c = Checkpoint {
                 connector: "c".into(),
@@ -121,16 +148,16 @@ mod tests {
                 updated_at_ms: 7,
                 cutover: None,
             };
-            store.store(&c).unwrap();
-            assert_eq!(store.load().unwrap(), Some(c));
+            store.store(&c).await.unwrap();
+            assert_eq!(store.load().await.unwrap(), Some(c));
         }
         assert!(!dir.join("sub").join("c.json.tmp").exists());
         fs::write(&path, b"{not json").unwrap();
-        let err = store.load().unwrap_err();
+        let err = store.load().await.unwrap_err();
         assert!(err.to_string().contains("not a valid outboxd checkpoint"));
-        store.clear().unwrap();
-        assert!(store.load().unwrap().is_none());
-        store.clear().unwrap();
+        store.clear().await.unwrap();
+        assert!(store.load().await.unwrap().is_none());
+        store.clear().await.unwrap();
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -19,7 +19,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use std::sync::Arc;
 
 use super::claim::{Claims, FileClaim, KafkaClaim};
-use super::{Checkpoint, CheckpointError, CheckpointStore};
+use super::{on_blocking_pool, Checkpoint, CheckpointError, CheckpointStore};
 use crate::config::KafkaConfig;
 use crate::error::Class;
 use crate::sink::client::CreateClient;
@@ -185,6 +185,7 @@ impl KafkaCheckpointStore {
             source: Arc::new(e),
         })?;
         self.produce(key.into_bytes(), Some(value), "writing a store's claim")
+            .await
     }
 
     /// Transient failures while the link knows of a definite one are that one.
@@ -343,46 +344,74 @@ impl KafkaCheckpointStore {
     }
 }
 
+#[async_trait::async_trait]
 impl CheckpointStore for KafkaCheckpointStore {
-    fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
-        self.read_last()
-            .map_err(|e| self.definite_if_link_failed(e))
+    /// Reads the topic on the blocking pool (see [`load_blocking`](Self::load_blocking)).
+    async fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+        let reader = self.reader();
+        on_blocking_pool("reading the checkpoint topic", move || {
+            reader.load_blocking()
+        })
+        .await
     }
 
     /// Creates the producer and waits for the checkpoint topic's metadata: the broker
     /// connection and the idempotent producer id are then in place, and the first
     /// [`store`](CheckpointStore::store) costs one round trip instead of a connection
     /// set-up (measured ~0.5 s of stalled stream without this; benches/results/profile.md).
-    fn prepare(&mut self) -> Result<(), CheckpointError> {
+    async fn prepare(&mut self) -> Result<(), CheckpointError> {
         let topic = self.topic.clone();
-        let producer = self.producer()?;
-        producer
-            .client()
-            .fetch_metadata(Some(&topic), KAFKA_TIMEOUT)
-            .map_err(|e| CheckpointError::kafka(format!("checkpoint topic {topic}"), Some(e)))?;
-        Ok(())
+        let producer = self.producer()?.clone();
+        on_blocking_pool("asking for the checkpoint topic's metadata", move || {
+            producer
+                .client()
+                .fetch_metadata(Some(&topic), KAFKA_TIMEOUT)
+                .map(|_| ())
+                .map_err(|e| CheckpointError::kafka(format!("checkpoint topic {topic}"), Some(e)))
+        })
+        .await
     }
 
     /// Produces the checkpoint record and waits until Kafka acknowledged it (at-least-once
     /// mode; exactly-once writes [`record`](Self::record) inside its transactions instead).
-    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+    async fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
         let record = self.record(checkpoint)?;
         let key = self.connector.clone().into_bytes();
         self.produce(key, record.value, "writing the checkpoint")
+            .await
     }
 
     /// Produces a tombstone for the connector's key (a null value, which compaction keeps
     /// until `delete.retention.ms` and `load` reads as "no checkpoint").
-    fn clear(&mut self) -> Result<(), CheckpointError> {
+    async fn clear(&mut self) -> Result<(), CheckpointError> {
         let key = self.connector.clone().into_bytes();
-        self.produce(key, None, "clearing the checkpoint")
+        self.produce(key, None, "clearing the checkpoint").await
     }
 }
 
 impl KafkaCheckpointStore {
+    /// The last stored checkpoint, read now, blocking the calling thread (at most a few
+    /// [`KAFKA_TIMEOUT`]s): for code already on the blocking pool. Otherwise use
+    /// [`CheckpointStore::load`].
+    pub(crate) fn load_blocking(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.read_last()
+            .map_err(|e| self.definite_if_link_failed(e))
+    }
+
+    /// A copy of the store without its producer, to read on the blocking pool.
+    fn reader(&self) -> Self {
+        Self {
+            kafka: self.kafka.clone(),
+            link: self.link.clone(),
+            topic: self.topic.clone(),
+            connector: self.connector.clone(),
+            producer: None,
+        }
+    }
+
     /// Produces `key`/`value` (`None`: a tombstone) to the topic and waits for the
     /// acknowledgement, at most [`WRITE_TIMEOUT`] (`what`: for the error).
-    fn produce(
+    async fn produce(
         &mut self,
         key: Vec<u8>,
         value: Option<Vec<u8>>,
@@ -404,18 +433,13 @@ impl KafkaCheckpointStore {
         // Bounded: with the brokers unreachable the delivery would wait for the producer's
         // message timeout (minutes) and the loop with it; a failed write is transient (the
         // connector restarts from the stored checkpoint).
-        let bounded = async move {
-            tokio::time::timeout(WRITE_TIMEOUT, delivery)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(CheckpointError::kafka(
-                        format!("{what}: Kafka did not acknowledge it within {WRITE_TIMEOUT:?}"),
-                        None,
-                    ))
-                })
-        };
-        // The store trait is synchronous (the file store fsyncs); the pipeline runs on the
-        // multi-threaded runtime, where blocking this worker for one round trip is allowed.
-        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(bounded))
+        tokio::time::timeout(WRITE_TIMEOUT, delivery)
+            .await
+            .unwrap_or_else(|_| {
+                Err(CheckpointError::kafka(
+                    format!("{what}: Kafka did not acknowledge it within {WRITE_TIMEOUT:?}"),
+                    None,
+                ))
+            })
     }
 }

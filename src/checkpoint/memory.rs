@@ -1,5 +1,5 @@
 //! An in-memory [`CheckpointStore`] with fault injection, for the delivery loops' unit
-//! tests (built with `cfg(test)` or the `test-sinks` feature): every checkpoint stored is
+//! tests (built with `cfg(test)` only: the loops and the traits they use are crate-private): every checkpoint stored is
 //! kept in order in a log the test shares ([`MemoryStore::log`]), and the next writes can
 //! be made to fail.
 
@@ -41,12 +41,13 @@ impl MemoryStore {
     }
 }
 
+#[async_trait::async_trait]
 impl CheckpointStore for MemoryStore {
-    fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
+    async fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
         Ok(self.last())
     }
 
-    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+    async fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
         let mut shared = self.shared();
         if shared.fail_writes > 0 {
             shared.fail_writes -= 1;
@@ -60,7 +61,7 @@ impl CheckpointStore for MemoryStore {
         Ok(())
     }
 
-    fn clear(&mut self) -> Result<(), CheckpointError> {
+    async fn clear(&mut self) -> Result<(), CheckpointError> {
         self.shared().log.push(None);
         Ok(())
     }

@@ -15,7 +15,7 @@ mod error;
 pub mod fenced;
 pub mod file;
 pub mod kafka;
-#[cfg(any(test, feature = "test-sinks"))]
+#[cfg(test)]
 pub(crate) mod memory;
 
 use serde::{Deserialize, Serialize};
@@ -86,35 +86,49 @@ impl CheckpointRecords for KafkaCheckpointStore {
 }
 
 /// A durable home for a connector's checkpoint.
-pub trait CheckpointStore: Send {
+///
+/// Asynchronous: the delivery loops and the commands await it on the runtime. A store whose
+/// client library blocks (the Kafka store's consumer reads, the file store's fsyncs) does that
+/// work on tokio's blocking pool, never on a runtime worker.
+#[async_trait::async_trait]
+pub trait CheckpointStore: Send + Sync {
     /// Reads the last stored checkpoint; `Ok(None)` when there is none yet.
-    fn load(&self) -> Result<Option<Checkpoint>, CheckpointError>;
+    async fn load(&self) -> Result<Option<Checkpoint>, CheckpointError>;
     /// Durably replaces the stored checkpoint. Returns only once it would survive a crash.
-    fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError>;
+    async fn store(&mut self, checkpoint: &Checkpoint) -> Result<(), CheckpointError>;
     /// Durably removes the stored checkpoint: the next [`load`](Self::load) finds none, and
     /// the connector's next start begins as a first start does (`outboxd checkpoint reset`).
-    fn clear(&mut self) -> Result<(), CheckpointError>;
+    async fn clear(&mut self) -> Result<(), CheckpointError>;
     /// Connects whatever [`store`](Self::store) needs, so that the first checkpoint written
-    /// while events stream does not stall the pipeline for a connection set-up. Blocking;
-    /// call once before streaming. The default does nothing.
-    fn prepare(&mut self) -> Result<(), CheckpointError> {
+    /// while events stream does not stall the pipeline for a connection set-up. Call once
+    /// before streaming. The default does nothing.
+    async fn prepare(&mut self) -> Result<(), CheckpointError> {
         Ok(())
     }
 }
 
-/// Reads `store` ([`CheckpointStore::load`]) on a thread of its own, blocking the calling
-/// (tokio worker) thread meanwhile. A Kafka store's clients
-/// (librdkafka, on the thread that creates them) may leave entries in that thread's OpenSSL
-/// error queue, and a MySQL TLS connection open on the same thread (native-tls, OpenSSL)
-/// then takes them for its own failure at its next read: `check` read the checkpoint between
-/// a MariaDB server's checks and its `SHOW GRANTS` failed with "PEM routines ... Expecting:
-/// CERTIFICATE". Used by `check` and `status`, which read the checkpoint after the source.
+/// Reads `store` ([`CheckpointStore::load`]) from synchronous code on a runtime worker
+/// (`check`'s and `status`'s lists), blocking that worker meanwhile. The read itself happens
+/// where the store does it (a Kafka store: on the blocking pool, so that its clients'
+/// OpenSSL error-queue entries never reach the worker thread a MySQL TLS connection reads
+/// on: `check` once read the checkpoint between a MariaDB server's checks and its
+/// `SHOW GRANTS` failed with "PEM routines ... Expecting: CERTIFICATE").
 pub fn load_apart(store: Box<dyn CheckpointStore>) -> Result<Option<Checkpoint>, CheckpointError> {
-    tokio::task::block_in_place(|| {
-        std::thread::spawn(move || store.load())
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(store.load()))
+}
+
+/// Runs `f`, a store's blocking work (a Kafka consumer's reads, a file's fsyncs), on tokio's
+/// blocking pool and awaits it; `what` names it should the runtime shut down meanwhile
+/// ([`CheckpointError::Interrupted`]). A panic in `f` continues in the caller.
+pub(crate) async fn on_blocking_pool<T: Send + 'static>(
+    what: &'static str,
+    f: impl FnOnce() -> Result<T, CheckpointError> + Send + 'static,
+) -> Result<T, CheckpointError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(CheckpointError::Interrupted { what }),
+    }
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -45,7 +45,9 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
                 .context("loading the configuration")?;
             for c in &cfg.connectors {
                 let store = open_store(c);
-                let cp = tokio::task::block_in_place(|| store.load())
+                let cp = store
+                    .load()
+                    .await
                     .map_err(|f| anyhow::anyhow!(f.to_string()))?;
                 println!(
                     "{}",
@@ -64,9 +66,13 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             let c = pick(&cfg.connectors, connector.as_deref())?;
             ensure_topic(c).await?;
             let mut store = open_store(c);
-            let old = tokio::task::block_in_place(|| store.load())
+            let old = store
+                .load()
+                .await
                 .map_err(|f| anyhow::anyhow!(f.to_string()))?;
-            tokio::task::block_in_place(|| store.clear())
+            store
+                .clear()
+                .await
                 .map_err(|f| anyhow::anyhow!(f.to_string()))?;
             let fresh = Driver::of(c).fresh_start();
             let note = match &old {
@@ -106,7 +112,9 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
             }
             ensure_topic(c).await?;
             let mut store = open_store(c);
-            let old = tokio::task::block_in_place(|| store.load())
+            let old = store
+                .load()
+                .await
                 .map_err(|f| anyhow::anyhow!(f.to_string()))?;
             let new = Checkpoint {
                 connector: c.name.clone(),
@@ -115,7 +123,9 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
                 updated_at_ms: now_ms(),
                 cutover: None,
             };
-            tokio::task::block_in_place(|| store.store(&new))
+            store
+                .store(&new)
+                .await
                 .map_err(|f| anyhow::anyhow!(f.to_string()))?;
             println!(
                 "{}",

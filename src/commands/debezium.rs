@@ -426,8 +426,10 @@ pub async fn import(
     // 5. Stored (the first change).
     ensure_topic(&c).await?;
     let mut store = open_store(&c);
-    let previous =
-        tokio::task::block_in_place(|| store.load()).map_err(|f| anyhow::anyhow!(f.to_string()))?;
+    let previous = store
+        .load()
+        .await
+        .map_err(|f| anyhow::anyhow!(f.to_string()))?;
     let new = Checkpoint {
         connector: c.name.clone(),
         position,
@@ -439,7 +441,9 @@ pub async fn import(
         tracing::warn!(connector = %c.name, "{note}");
         notes.push(note);
     }
-    tokio::task::block_in_place(|| store.store(&new))
+    store
+        .store(&new)
+        .await
         .map_err(|f| anyhow::anyhow!(f.to_string()))?;
     tracing::info!(connector = %c.name, position = %new.position, skip = new.skip, from = %at, "imported Debezium's committed offset");
     println!(
@@ -511,8 +515,10 @@ pub async fn export(
     };
     let mut notes = Vec::new();
     let store = open_store(&c);
-    let Some(cp) =
-        tokio::task::block_in_place(|| store.load()).map_err(|f| anyhow::anyhow!(f.to_string()))?
+    let Some(cp) = store
+        .load()
+        .await
+        .map_err(|f| anyhow::anyhow!(f.to_string()))?
     else {
         bail!("connector {} has no checkpoint: nothing to export", c.name);
     };

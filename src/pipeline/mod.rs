@@ -114,7 +114,7 @@ impl Progress<'_> {
         self.acked_after = mk.after;
     }
 
-    fn flush(&mut self) -> Result<(), Error> {
+    async fn flush(&mut self) -> Result<(), Error> {
         let Some((position, skip)) = &self.acked else {
             return Ok(());
         };
@@ -128,7 +128,7 @@ impl Progress<'_> {
             updated_at_ms: now_ms(),
             cutover: self.dedupe.and_then(Dedupe::note),
         };
-        self.store.store(&checkpoint)?;
+        self.store.store(&checkpoint).await?;
         self.checkpointed
             .send_replace(Some(checkpoint.position.clone()));
         self.stored = Some(checkpoint);
@@ -395,7 +395,7 @@ pub async fn run<S: RecordSink>(
             _ = deliveries.changed(), if in_flight > 0 => Ok(()),
             _ = tick.tick() => {
                 if progress.last_write.elapsed() >= opts.checkpoint_interval {
-                    if let Err(f) = progress.flush() { break Err(f); }
+                    if let Err(f) = progress.flush().await { break Err(f); }
                 }
                 progress.report_gauges();
                 Ok(())
@@ -430,7 +430,7 @@ pub async fn run<S: RecordSink>(
             && (progress.stored.is_none()
                 || progress.last_write.elapsed() >= opts.checkpoint_interval)
         {
-            if let Err(f) = progress.flush() {
+            if let Err(f) = progress.flush().await {
                 break Err(f);
             }
         }
@@ -453,7 +453,7 @@ pub async fn run<S: RecordSink>(
     // Whatever happened, positions already acknowledged are worth keeping. On a failure, the
     // records still in flight may or may not land; they are not waited for and nothing after
     // them is stored.
-    let flushed = progress.flush();
+    let flushed = progress.flush().await;
     progress.report_gauges();
     match (outcome, flushed) {
         (Ok(Ending::Done), f) => f.map(|()| Ending::Done),
@@ -513,7 +513,7 @@ async fn refused<S: RecordSink>(
     // Everything acknowledged before the first refused record is checkpointed: the replay
     // starts there.
     reach_markers(alo, progress);
-    progress.flush()?;
+    progress.flush().await?;
     let (Some(from), stored_after) = (progress.stored.clone(), progress.stored_after) else {
         return Err(cause.into());
     };
@@ -575,7 +575,7 @@ async fn stop_at<S: RecordSink>(
         }
     }
     reach_markers(alo, progress);
-    progress.flush()?;
+    progress.flush().await?;
     Err(poison::stopped(poison, events, shutdown).await)
 }
 

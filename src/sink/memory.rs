@@ -1,5 +1,5 @@
 //! An in-memory [`RecordSink`] with fault injection, for the delivery loops' unit tests
-//! (built with `cfg(test)` or the `test-sinks` feature): it keeps every record sent, in
+//! (built with `cfg(test)` only: the loops and the traits they use are crate-private): it keeps every record sent, in
 //! order, and answers each one when the test says so — acknowledged, failed (transient) or
 //! refused for good — or at once (`auto_ack`). Sends can be made to fail. As a
 //! [`TransactionalSink`] it keeps transactions: records become visible

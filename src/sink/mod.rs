@@ -5,7 +5,7 @@ pub mod client_log;
 mod error;
 pub mod kafka;
 pub mod link;
-#[cfg(any(test, feature = "test-sinks"))]
+#[cfg(test)]
 pub(crate) mod memory;
 pub mod missing_topic;
 pub mod oauth;
