@@ -21,13 +21,14 @@ use serde_json::json;
 use super::checkpoint::{ensure_topic, pick};
 use crate::checkpoint::{now_ms, Checkpoint, Cutover};
 use crate::cli::{DebeziumArgs, OffsetsAt};
-use crate::config::{ConnectorConfig, SourceConfig};
+use crate::config::ConnectorConfig;
 use crate::connector::open_store;
 use crate::cutover::dedupe::{self, format_ms};
-use crate::cutover::offsets::{BinlogOffset, OffsetKey, PgOffset};
+use crate::cutover::offsets::OffsetKey;
+use crate::cutover::source::Imported;
 use crate::cutover::worker::{self, ConnectRest, Liveness, Lookup, WorkerFile};
-use crate::cutover::{binlog, topics, wal};
-use crate::position::{Lsn, SourcePosition};
+use crate::cutover::{self, topics};
+use crate::position::SourcePosition;
 
 /// What both directions work with: the connector, its Debezium key, the worker's storage.
 struct Target {
@@ -313,69 +314,17 @@ pub async fn import(
     target
         .not_running_in_connect(&mut notes, debezium_stopped)
         .await?;
-    if let SourceConfig::Postgres(p) = &c.source {
-        wal::refuse_if_in_use(p, "Debezium").await?;
-    }
-    if let SourceConfig::Mysql(m) = &c.source {
-        let threads = binlog::dump_threads(m, &m.user).await?;
-        if !threads.is_empty() && !debezium_stopped {
-            bail!(
-                "{} binlog dump thread(s) of account {} are connected to {}:{} ({}): Debezium \
-                 (whose binlog client does not register its database.server.id) may still be \
-                 reading. Stop it first. If these are other readers that share the account \
-                 (an `outboxd run --shadow`, a replica), stop them, or pass --debezium-stopped. \
-                 (Other accounts' threads are visible only with the PROCESS privilege.)",
-                threads.len(),
-                m.user,
-                m.host,
-                m.port,
-                threads
-                    .iter()
-                    .map(|t| format!("id {} from {} for {}s", t.id, t.host, t.time))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        if !threads.is_empty() {
-            notes.push(format!(
-                "{} binlog dump thread(s) of account {} connected; --debezium-stopped says \
-                 they are not Debezium's",
-                threads.len(),
-                m.user
-            ));
-        }
-    }
+    cutover::source::refuse_if_debezium_reads(&c, debezium_stopped, &mut notes).await?;
     // 2. Its committed offset.
     let (value, at) = read_offset(&target, &args, place).await?;
     let offset_json: serde_json::Value = serde_json::from_slice(&value).unwrap_or(json!(null));
     // 3. Mapped onto the checkpoint, the source read (the PostgreSQL slot checked).
-    let (position, skip, txn, offset_ms) = match &c.source {
-        SourceConfig::Mysql(m) => {
-            let o = BinlogOffset::parse(&value).with_context(|| {
-                format!("Debezium's offset in {at} is malformed; nothing was changed")
-            })?;
-            let i = binlog::import(m, &c.tables, &o, include_query(&args)).await?;
-            let txn = i
-                .txn
-                .map(|(id, rows)| json!({"transaction": id, "outbox_rows": rows}));
-            (i.position, i.skip, txn, o.ts_sec.map(|s| s * 1000))
-        }
-        SourceConfig::Postgres(p) => {
-            let o = PgOffset::parse(&value).with_context(|| {
-                format!("Debezium's offset in {at} is malformed; nothing was changed")
-            })?;
-            let i = wal::import(p, &c.tables, &p.message_prefixes, &o).await?;
-            let txn = i
-                .txn
-                .map(|(xid, rows)| json!({"transaction": xid, "outbox_rows": rows}));
-            (
-                SourcePosition::Lsn(i.position),
-                i.skip,
-                txn,
-                o.ts_usec.map(|u| u / 1000),
-            )
-        }
-    };
+    let Imported {
+        position,
+        skip,
+        txn,
+        offset_ms,
+    } = cutover::source::import(&c, &value, &at.to_string(), include_query(&args)).await?;
     // 4. What Debezium wrote after its offset, read back.
     let now = now_ms();
     let (cutover, dedupe_report) = if dedupe_window.is_zero() {
@@ -524,42 +473,12 @@ pub async fn export(
     };
     // outboxd must be stopped (PostgreSQL: the slot is checked by the export itself), and
     // Kafka Connect must not run the connector.
-    if let SourceConfig::Mysql(m) = &c.source {
-        match binlog::registered(m, m.server_id).await? {
-            Some(true) => bail!(
-                "a replica with server id {} (the connector's) is connected to {}:{}: outboxd \
-                 still runs the connector. Stop it first (SIGTERM: it writes its final \
-                 checkpoint)",
-                m.server_id,
-                m.host,
-                m.port
-            ),
-            Some(false) => {}
-            None => notes.push(format!(
-                "account {} may not list the replicas (SHOW SLAVE HOSTS needs REPLICATION \
-                 MASTER ADMIN on MariaDB): not checked whether outboxd still runs; make sure it \
-                 is stopped",
-                m.user
-            )),
-        }
-    }
+    cutover::source::refuse_if_outboxd_reads(&c, &mut notes).await?;
     target
         .not_running_in_connect(&mut notes, debezium_stopped)
         .await?;
     let annotate = include_query(&args);
-    let value = match &c.source {
-        SourceConfig::Mysql(m) => binlog::export(m, &c.tables, &cp.position, cp.skip, annotate)
-            .await?
-            .to_json(),
-        SourceConfig::Postgres(p) => {
-            let SourcePosition::Lsn(lsn) = cp.position else {
-                bail!("checkpoint {} is not an LSN", cp.position);
-            };
-            wal::export(p, &c.tables, &p.message_prefixes, Lsn(lsn.0), cp.skip)
-                .await?
-                .to_json()
-        }
-    };
+    let value = cutover::source::export(&c, &cp, annotate).await?;
     let bytes = value.to_string().into_bytes();
     let key = &target.key;
     let written = match place {
@@ -634,6 +553,7 @@ pub async fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::position::Lsn;
 
     fn cp(lsn: u64, skip: u64, at: i64) -> Checkpoint {
         Checkpoint {

@@ -17,6 +17,8 @@
 //!   read back from the routed topics and skipped by the delivery loops until the source is
 //!   past the time Debezium stopped ([`crate::checkpoint::Cutover`], carried in the
 //!   checkpoint until then).
+//! * `source`: the steps above for each source, one arm per source (the commands never match
+//!   on the source).
 //! * `topics`: the topics a connector's router can write, from `route.topic.replacement`.
 //! * `diff`: pairs a Debezium topic set with a shadow run's by event id and compares them.
 
@@ -25,6 +27,7 @@ pub(crate) mod dedupe;
 pub(crate) mod diff;
 pub mod java_serial;
 pub mod offsets;
+pub(crate) mod source;
 pub(crate) mod topics;
 pub(crate) mod wal;
 pub(crate) mod worker;
