@@ -637,6 +637,29 @@ fn common_cases() -> Vec<Case> {
             topics: vec!["T"],
             debezium_fails: false,
         },
+        // A tombstone first: Debezium names the envelope schema before it decides on the
+        // tombstone, so the tombstone's route value names the envelopes after it.
+        Case {
+            name: "tombstone_names_envelope",
+            table: "text",
+            config: vec![
+                (
+                    "transforms.outbox.route.tombstone.on.empty.payload",
+                    "true".into(),
+                ),
+                (
+                    "transforms.outbox.table.fields.additional.placement",
+                    "c_i4:envelope".into(),
+                ),
+            ],
+            rows: vec![
+                "('n1','A','k1','E',NULL, 1)",
+                "('n2','B','k2','E','second', 2)",
+                "('n3','A','k3','E','third', 3)",
+            ],
+            topics: vec!["A", "B"],
+            debezium_fails: false,
+        },
         Case {
             name: "partition_placement",
             table: "text",

@@ -667,6 +667,14 @@ impl EventRouter {
             _ => false,
         };
         let (value_schema, value) = if is_delete && cfg.tombstone_on_empty_payload {
+            if self.envelope && msg.is_none() {
+                // Debezium computes (and caches) the envelope's schema name before it
+                // decides on a tombstone: the first record of a payload schema names the
+                // envelopes after it even when it is a tombstone.
+                let payload = payload_schema.unwrap_or_else(|| Schema::optional(Type::String));
+                let schema = Schema::structure(vec![("payload".to_string(), payload)]);
+                self.envelope_name(change, &route_value, &schema, version);
+            }
             (None, Value::Null)
         } else if !self.envelope {
             (payload_schema, payload)

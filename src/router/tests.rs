@@ -667,3 +667,32 @@ fn schema_version_null_or_unread() {
     let rec = record(&no_env, &insert(text("{}")));
     assert_eq!(rec.value.as_deref(), Some(&b"{}"[..]));
 }
+
+/// break26 finding 9: Debezium names an envelope's schema before it decides on a tombstone,
+/// so a tombstone that comes first names the envelopes of its payload schema after it.
+#[test]
+fn a_tombstone_first_names_the_envelopes_after_it() {
+    let r = router(|c| {
+        c.tombstone_on_empty_payload = true;
+        c.additional_placement = AdditionalField::parse_list("event_type:envelope:type").unwrap();
+        c.format
+            .resolve_converters(true, &Default::default(), true)
+            .unwrap();
+    });
+    let first = record(&r, &insert(ColumnValue::Null));
+    assert!(first.value.is_none(), "a tombstone");
+    let other = row(&[
+        ("id", ColumnValue::Int(43)),
+        ("aggregate_type", text("Invoice")),
+        ("aggregate_id", text("invoice-1")),
+        ("event_type", text("InvoiceSent")),
+        ("payload", text("{}")),
+        ("created_at", ColumnValue::DateTime(1_700_000_000_123_456)),
+    ]);
+    let rec = record(&r, &change(Op::Insert, other));
+    let value: serde_json::Value = serde_json::from_slice(&rec.value.unwrap()).unwrap();
+    assert_eq!(
+        value["schema"]["name"], "shop.outbox_events.Order.Value",
+        "the tombstone's route value names the envelope: {value}"
+    );
+}
