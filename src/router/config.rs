@@ -197,6 +197,10 @@ pub struct RouterConfig {
     pub additional_placement: Vec<AdditionalField>,
     /// Missing additional column: error or skip. `table.field.additional.missing`.
     pub additional_field_missing: MissingFieldBehavior,
+    /// Debezium's `table.fields.additional.error.on.missing` (default true): with false, a
+    /// header placement of a column the row lacks is left out; an envelope or partition
+    /// placement of one still fails the event, as in Debezium.
+    pub additional_error_on_missing: bool,
     /// Parse the payload as JSON and re-serialise it as Debezium's JsonConverter would write
     /// the expanded struct. `table.expand.json.payload`.
     pub expand_json_payload: bool,
@@ -358,6 +362,7 @@ impl Default for RouterConfig {
             field_event_timestamp: None,
             additional_placement: Vec::new(),
             additional_field_missing: MissingFieldBehavior::Error,
+            additional_error_on_missing: true,
             expand_json_payload: false,
             json_payload_null_behavior: JsonNullBehavior::Ignore,
             json_payload_empty_array_behavior: JsonEmptyArrayBehavior::Ignore,
@@ -397,6 +402,11 @@ const OPTIONS: &[(Opt, &str, &str)] = &[
         Opt::AdditionalMissing,
         "table.field.additional.missing",
         "additional_field_missing",
+    ),
+    (
+        Opt::AdditionalErrorOnMissing,
+        "table.fields.additional.error.on.missing",
+        "additional_error_on_missing",
     ),
     (
         Opt::ExpandJson,
@@ -473,6 +483,7 @@ enum Opt {
     EventTimestamp,
     AdditionalPlacement,
     AdditionalMissing,
+    AdditionalErrorOnMissing,
     ExpandJson,
     JsonNull,
     JsonEmptyArray,
@@ -567,6 +578,7 @@ impl RouterConfig {
                     Opt::RouteTopicRegex => self.route_topic_regex.clone(),
                     Opt::RouteTopicReplacement => self.route_topic_replacement.clone(),
                     Opt::Tombstone => self.tombstone_on_empty_payload.to_string(),
+                    Opt::AdditionalErrorOnMissing => self.additional_error_on_missing.to_string(),
                     Opt::OpInvalid => match self.op_invalid_behavior {
                         InvalidOpBehavior::Warn => "warn",
                         InvalidOpBehavior::Error => "error",
@@ -687,6 +699,7 @@ impl RouterConfig {
             Opt::RouteTopicRegex => self.route_topic_regex = value.to_string(),
             Opt::RouteTopicReplacement => self.route_topic_replacement = value.to_string(),
             Opt::Tombstone => self.tombstone_on_empty_payload = parse_bool(v)?,
+            Opt::AdditionalErrorOnMissing => self.additional_error_on_missing = parse_bool(v)?,
             Opt::SchemaVersion => {
                 self.field_schema_version = (!v.is_empty()).then(|| v.to_string())
             }

@@ -540,6 +540,9 @@ impl EventRouter {
             let v = match change.row.get(&f.column) {
                 Some(v) => v,
                 None if cfg.additional_field_missing == MissingFieldBehavior::Ignore => continue,
+                None if !cfg.additional_error_on_missing && f.placement == Placement::Header => {
+                    continue
+                }
                 None => {
                     return Err(missing_column(
                         change,

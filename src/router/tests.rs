@@ -696,3 +696,29 @@ fn a_tombstone_first_names_the_envelopes_after_it() {
         "the tombstone's route value names the envelope: {value}"
     );
 }
+
+/// Debezium's `table.fields.additional.error.on.missing=false`: a header of a column the row
+/// lacks is left out; an envelope field of one still fails the event (fix26's observation
+/// of Debezium 3.5/3.6).
+#[test]
+fn error_on_missing_false_leaves_out_missing_headers_only() {
+    let mut cfg = RouterConfig::default();
+    cfg.set_option("table.fields.additional.error.on.missing", "false")
+        .unwrap();
+    cfg.additional_placement =
+        AdditionalField::parse_list("event_type:header:eventType,nothing:header").unwrap();
+    let r = EventRouter::new(&cfg).unwrap();
+    let rec = record(&r, &insert(text("{}")));
+    let names: Vec<_> = rec.headers.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["id", "eventType"]);
+
+    cfg.additional_placement = AdditionalField::parse_list("nothing:envelope").unwrap();
+    let r = EventRouter::new(&cfg).unwrap();
+    assert!(r.route(&insert(text("{}"))).is_err(), "an envelope field still fails");
+
+    // The default (true) fails on a missing header column.
+    let r = router(|c| {
+        c.additional_placement = AdditionalField::parse_list("nothing:header").unwrap();
+    });
+    assert!(r.route(&insert(text("{}"))).is_err());
+}
