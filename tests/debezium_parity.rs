@@ -660,6 +660,29 @@ fn common_cases() -> Vec<Case> {
             topics: vec!["A", "B"],
             debezium_fails: false,
         },
+        // Debezium's table.fields.additional.error.on.missing=false: the header of a column
+        // the row lacks (excluded by column.exclude.list) is left out.
+        Case {
+            name: "header_of_missing_column",
+            table: "text",
+            config: vec![
+                ("column.exclude.list", r"[^.]+\.[^.]+\.c_i4".into()),
+                (
+                    "transforms.outbox.table.fields.additional.error.on.missing",
+                    "false".into(),
+                ),
+                (
+                    "transforms.outbox.table.fields.additional.placement",
+                    "c_i4:header,type:header:eventType".into(),
+                ),
+            ],
+            rows: vec![
+                "('x1','T','k1','E','one', 1)",
+                "('x2','T','k2','E','two', NULL)",
+            ],
+            topics: vec!["T"],
+            debezium_fails: false,
+        },
         Case {
             name: "partition_placement",
             table: "text",

@@ -714,7 +714,10 @@ fn error_on_missing_false_leaves_out_missing_headers_only() {
 
     cfg.additional_placement = AdditionalField::parse_list("nothing:envelope").unwrap();
     let r = EventRouter::new(&cfg).unwrap();
-    assert!(r.route(&insert(text("{}"))).is_err(), "an envelope field still fails");
+    assert!(
+        r.route(&insert(text("{}"))).is_err(),
+        "an envelope field still fails"
+    );
 
     // The default (true) fails on a missing header column.
     let r = router(|c| {
