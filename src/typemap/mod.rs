@@ -67,6 +67,10 @@ pub enum SqlType {
     Float32,
     /// MySQL `DOUBLE`, PostgreSQL `double precision`.
     Float64,
+    /// MySQL/MariaDB `FLOAT(M,D)`: stored in single precision, typed a double by Debezium's
+    /// DDL parser; the value is the single-precision one widened (`123.4567` →
+    /// `123.45670318603516`).
+    Float32AsDouble,
     /// `DECIMAL(p,s)` / `numeric(p,s)`; PostgreSQL `numeric` without a type modifier has neither.
     Decimal {
         /// Precision, when declared.
@@ -354,7 +358,7 @@ fn base_schema(sql: &SqlType, modes: &TypeModes) -> Result<Schema, MappingError>
             _ => Type::Int64,
         }),
         SqlType::Float32 => Schema::new(Type::Float32),
-        SqlType::Float64 => Schema::new(Type::Float64),
+        SqlType::Float64 | SqlType::Float32AsDouble => Schema::new(Type::Float64),
         SqlType::Decimal {
             precision: None,
             scale: None | Some(0),
@@ -517,6 +521,11 @@ pub fn column_value(
         SqlType::Float32 => match value {
             ColumnValue::Float(f) => Value::Float32(*f as f32),
             ColumnValue::Int(i) => Value::Float32(*i as f32),
+            _ => return Err(mismatch()),
+        },
+        SqlType::Float32AsDouble => match value {
+            ColumnValue::Float(f) => Value::Float64(f64::from(*f as f32)),
+            ColumnValue::Int(i) => Value::Float64(f64::from(*i as f32)),
             _ => return Err(mismatch()),
         },
         SqlType::Float64 => match value {

@@ -395,3 +395,21 @@ fn postgres_numeric_specials_and_xml() {
         r#"{"type":"string","optional":true,"name":"io.debezium.data.Tsvector","version":1}"#
     );
 }
+
+/// break26 finding 4: MariaDB `FLOAT(7,4)` = 123.4567, as Debezium 3.5.0 wrote it: a double
+/// schema and the single-precision value widened.
+#[test]
+fn mariadb_float_with_scale_is_a_widened_double() {
+    assert_eq!(
+        schema_json(SqlType::Float32AsDouble, M),
+        r#"{"type":"double","optional":true}"#
+    );
+    assert_eq!(
+        header(SqlType::Float32AsDouble, ColumnValue::Float(123.4567), M),
+        "123.45670318603516"
+    );
+    assert_eq!(
+        header(SqlType::Float32, ColumnValue::Float(123.4567), M),
+        "123.4567"
+    );
+}

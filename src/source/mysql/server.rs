@@ -5,6 +5,7 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder};
 
 use super::error::{addr, MysqlError};
+use super::types::CatalogColumn;
 use crate::config::tls::MysqlTlsNames;
 use crate::config::{MysqlFlavor, MysqlSourceConfig, MysqlSslMode, PositionMode};
 use crate::event::TableName;
@@ -965,33 +966,41 @@ fn binlog_sequence(file: &str) -> Option<(&str, u64)> {
     Some((base, n.parse().ok()?))
 }
 
-/// The catalog's column defaults of `tables` (`information_schema.COLUMNS.COLUMN_DEFAULT`, as
-/// text; columns without one are left out), which Debezium carries in its schemas and the
-/// binlog does not. A catalog the relay user may not read gives none (logged at DEBUG).
-pub(crate) async fn column_defaults(
+/// The catalog's columns of `tables` (`information_schema.COLUMNS`: `COLUMN_DEFAULT`,
+/// `COLUMN_TYPE`), what Debezium reads from the DDL and the binlog does not carry. A catalog
+/// the relay user may not read gives none (logged at DEBUG): schemas carry no defaults then,
+/// and a FLOAT(M,D) stays single precision.
+pub(crate) async fn catalog_columns(
     conn: &mut Conn,
     tables: &[TableName],
-) -> std::collections::BTreeMap<TableName, std::collections::HashMap<String, String>> {
-    let mut out: std::collections::BTreeMap<TableName, std::collections::HashMap<String, String>> =
-        std::collections::BTreeMap::new();
+) -> std::collections::BTreeMap<TableName, std::collections::HashMap<String, CatalogColumn>> {
+    let mut out = std::collections::BTreeMap::new();
     for t in tables {
-        let rows: Result<Vec<(String, Option<String>)>, _> = conn
+        let rows: Result<Vec<(String, Option<String>, String)>, _> = conn
             .exec(
-                "SELECT COLUMN_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS \
+                "SELECT COLUMN_NAME, COLUMN_DEFAULT, COLUMN_TYPE FROM information_schema.COLUMNS \
                  WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
                 (t.schema.as_str(), t.name.as_str()),
             )
             .await;
         match rows {
             Ok(rows) => {
-                let defaults = rows
+                let columns = rows
                     .into_iter()
-                    .filter_map(|(c, d)| d.map(|d| (c, d)))
+                    .map(|(name, default, column_type)| {
+                        (
+                            name,
+                            CatalogColumn {
+                                default,
+                                column_type,
+                            },
+                        )
+                    })
                     .collect();
-                out.insert(t.clone(), defaults);
+                out.insert(t.clone(), columns);
             }
             Err(e) => {
-                tracing::debug!(table = %t, error = %e, "column defaults not readable; schemas carry none");
+                tracing::debug!(table = %t, error = %e, "the catalog's columns are not readable; schemas carry no defaults");
             }
         }
     }

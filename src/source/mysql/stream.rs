@@ -214,8 +214,8 @@ impl MysqlSource {
                 .into())
             }
         }
-        let defaults =
-            server::column_defaults(&mut conn, &self.tables.iter().cloned().collect::<Vec<_>>())
+        let catalog =
+            server::catalog_columns(&mut conn, &self.tables.iter().cloned().collect::<Vec<_>>())
                 .await;
         let mut stream = conn
             .get_binlog_stream(request)
@@ -226,7 +226,7 @@ impl MysqlSource {
             .with_columns(cfg.columns.clone())
             .with_missing_names(MissingColumnNames::Error)
             .with_table_filter(Some(self.tables.clone()))
-            .with_defaults(defaults);
+            .with_catalog(catalog);
         decoder = match (&from_file, mode) {
             // From the earliest file with GTIDs on: the file's GTID list seeds the position.
             (Some(first), TrackingMode::MariadbGtid | TrackingMode::MysqlGtid) => {

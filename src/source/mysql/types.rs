@@ -3,8 +3,8 @@
 //! bytes, metadata, NULL bitmap and optional metadata (`binlog_row_metadata=FULL`: signedness,
 //! charsets, ENUM/SET labels).
 //!
-//! Column defaults are not in the binlog; [`with_defaults`] adds those the server's catalog
-//! reports.
+//! Column defaults and declared FLOAT(M,D) precisions are not in the binlog;
+//! [`with_catalog`] adds what the server's catalog reports ([`CatalogColumn`]).
 
 use std::collections::HashMap;
 
@@ -116,20 +116,50 @@ fn sql_type(ty: ColumnType, meta: &[u8], spec: &super::values::ColumnSpec) -> Sq
     }
 }
 
-/// Adds the literal defaults of `defaults` (column name → the catalog's `COLUMN_DEFAULT` text)
-/// to `columns`, parsed for each column's type as Debezium's binlog default-value converter
-/// reads them: quoted strings unquoted, numbers as numbers; expressions (`current_timestamp()`,
-/// `uuid()`) and `NULL` give none.
-pub(crate) fn with_defaults(
+/// One column as the server's catalog describes it (`information_schema.COLUMNS`): what
+/// Debezium's binlog connectors read from the table's DDL and the binlog does not carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CatalogColumn {
+    /// `COLUMN_DEFAULT`, as text (`None`: no default).
+    pub default: Option<String>,
+    /// `COLUMN_TYPE`, e.g. `float(7,4)`, `int(10) unsigned`.
+    pub column_type: String,
+}
+
+/// Adds what `catalog` (column name → [`CatalogColumn`]) says to `columns`:
+/// * the literal default, parsed for each column's type as Debezium's binlog default-value
+///   converter reads it: quoted strings unquoted, numbers as numbers; expressions
+///   (`current_timestamp()`, `uuid()`) and `NULL` give none;
+/// * a FLOAT declared with a scale (`FLOAT(M,D)`) is a double, as Debezium's MySQL/MariaDB
+///   DDL parser maps it (the binlog stores it in 4 bytes like any FLOAT; the value keeps its
+///   single precision, widened: `123.4567` is written `123.45670318603516`, as Debezium does).
+pub(crate) fn with_catalog(
     columns: &mut [Column],
     names: &[std::sync::Arc<str>],
-    defaults: &HashMap<String, String>,
+    catalog: &HashMap<String, CatalogColumn>,
 ) {
     for (col, name) in columns.iter_mut().zip(names) {
-        col.default = defaults
-            .get(&**name)
+        let Some(c) = catalog.get(&**name) else {
+            continue;
+        };
+        if col.sql == SqlType::Float32 && float_with_scale(&c.column_type) {
+            col.sql = SqlType::Float32AsDouble;
+        }
+        col.default = c
+            .default
+            .as_deref()
             .and_then(|d| parse_default(&col.sql, d));
     }
+}
+
+/// `float(M,D)` (any case, spaces allowed), not `float` or `float(p)`.
+fn float_with_scale(column_type: &str) -> bool {
+    let t = column_type.trim().to_ascii_lowercase();
+    t.strip_prefix("float")
+        .map(str::trim_start)
+        .and_then(|r| r.strip_prefix('('))
+        .and_then(|r| r.split_once(')'))
+        .is_some_and(|(inside, _)| inside.contains(','))
 }
 
 /// One `information_schema.COLUMNS.COLUMN_DEFAULT` text (MariaDB 10.2+ quotes string
@@ -153,7 +183,9 @@ pub(crate) fn parse_default(sql: &SqlType, text: &str) -> Option<ColumnValue> {
     Some(match sql {
         SqlType::Integer { unsigned: true, .. } => ColumnValue::UInt(literal.parse().ok()?),
         SqlType::Integer { .. } => ColumnValue::Int(literal.parse().ok()?),
-        SqlType::Float32 | SqlType::Float64 => ColumnValue::Float(literal.parse().ok()?),
+        SqlType::Float32 | SqlType::Float64 | SqlType::Float32AsDouble => {
+            ColumnValue::Float(literal.parse().ok()?)
+        }
         SqlType::Decimal { .. } => ColumnValue::Decimal(literal),
         SqlType::Text | SqlType::Enum(_) | SqlType::Set(_) | SqlType::Json => {
             ColumnValue::Text(literal)
@@ -167,6 +199,42 @@ pub(crate) fn parse_default(sql: &SqlType, text: &str) -> Option<ColumnValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// break26 finding 4: Debezium maps MariaDB `FLOAT(M,D)` to a double; plain FLOAT and
+    /// FLOAT(p) stay single precision.
+    #[test]
+    fn a_float_with_a_scale_is_a_double() {
+        let names: Vec<std::sync::Arc<str>> = vec!["a".into(), "b".into(), "c".into()];
+        let float = || Column {
+            sql: SqlType::Float32,
+            nullable: true,
+            default: None,
+        };
+        let mut cols = vec![float(), float(), float()];
+        let catalog: HashMap<String, CatalogColumn> = [
+            ("a", "float(7,4)", Some("1.5")),
+            ("b", "float", None),
+            ("c", "FLOAT(10) unsigned", None),
+        ]
+        .into_iter()
+        .map(|(n, t, d)| {
+            (
+                n.to_string(),
+                CatalogColumn {
+                    default: d.map(str::to_string),
+                    column_type: t.to_string(),
+                },
+            )
+        })
+        .collect();
+        with_catalog(&mut cols, &names, &catalog);
+        assert_eq!(cols[0].sql, SqlType::Float32AsDouble);
+        assert_eq!(cols[0].default, Some(ColumnValue::Float(1.5)));
+        assert_eq!(cols[1].sql, SqlType::Float32);
+        assert_eq!(cols[2].sql, SqlType::Float32);
+        assert!(!float_with_scale("double(7,4)"));
+        assert!(float_with_scale(" FLOAT (7, 4) unsigned"));
+    }
 
     #[test]
     fn defaults_as_the_catalog_writes_them() {

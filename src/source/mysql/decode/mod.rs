@@ -55,6 +55,7 @@ pub use statement::{SqlMode, WriteVerb, Xid};
 
 use super::mariadb_events as mariadb;
 use super::table::TableInfo;
+use super::types::CatalogColumn;
 use crate::event::TableName;
 use crate::position::{BinlogFilePosition, GtidSet, MariadbGtidPosition, SourcePosition, Uuid};
 
@@ -111,8 +112,8 @@ pub struct BinlogDecoder {
     terminal: Option<Terminal>,
     notes: Vec<String>,
     noted_tables: BTreeSet<TableName>,
-    /// Column defaults from the server's catalog, per table (column name → `COLUMN_DEFAULT`).
-    defaults: Option<BTreeMap<TableName, HashMap<String, String>>>,
+    /// The server's catalog of the tables' columns (defaults, declared types), per table.
+    catalog: Option<BTreeMap<TableName, HashMap<String, CatalogColumn>>>,
 }
 
 impl Default for BinlogDecoder {
@@ -144,7 +145,7 @@ impl BinlogDecoder {
             terminal: None,
             notes: Vec::new(),
             noted_tables: BTreeSet::new(),
-            defaults: None,
+            catalog: None,
         }
     }
 
@@ -155,10 +156,14 @@ impl BinlogDecoder {
         self
     }
 
-    /// Column defaults per table, from the server's catalog (`information_schema.COLUMNS`):
-    /// the binlog does not carry them, and Debezium's schemas do.
-    pub fn with_defaults(mut self, defaults: BTreeMap<TableName, HashMap<String, String>>) -> Self {
-        self.defaults = Some(defaults);
+    /// The columns of each table as the server's catalog describes them
+    /// (`information_schema.COLUMNS`: defaults, declared types), which the type mapping adds
+    /// to what the TABLE_MAP says ([`super::types::with_catalog`]).
+    pub(crate) fn with_catalog(
+        mut self,
+        catalog: BTreeMap<TableName, HashMap<String, CatalogColumn>>,
+    ) -> Self {
+        self.catalog = Some(catalog);
         self
     }
 

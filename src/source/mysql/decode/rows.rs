@@ -200,10 +200,10 @@ impl BinlogDecoder {
         Ok(())
     }
 
-    /// The type mapping's column types of a table, with the catalog's defaults when the
-    /// session gave them (cached per TABLE_MAP).
+    /// The type mapping's column types of a table, with what the catalog says when the
+    /// session read it (cached per TABLE_MAP).
     fn resolve_types(&mut self, table_id: u64, names: &[Arc<str>]) -> Arc<[ColumnTypeInfo]> {
-        let defaults = self.defaults.as_ref();
+        let catalog = self.catalog.as_ref();
         let Some(info) = self.tables.get_mut(&table_id) else {
             return Arc::from(Vec::new());
         };
@@ -215,8 +215,8 @@ impl BinlogDecoder {
             .iter()
             .map(super::super::types::column_type)
             .collect();
-        if let Some(d) = defaults.and_then(|d| d.get(&info.table)) {
-            super::super::types::with_defaults(&mut types, names, d);
+        if let Some(c) = catalog.and_then(|c| c.get(&info.table)) {
+            super::super::types::with_catalog(&mut types, names, c);
         }
         let types: Arc<[ColumnTypeInfo]> = types.into();
         info.resolved_types = Some(types.clone());
