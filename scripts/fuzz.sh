@@ -5,6 +5,9 @@
 #   pgoutput     the pgoutput decoder on arbitrary bytes as one XLogData payload
 #   mysql_value  one binlog row-image cell for a column type and its metadata
 #   pg_value     a PostgreSQL text-format value for a type OID; a logical message's content
+# OUTBOXD_FUZZ_DEV=1 builds the targets unoptimised (cargo fuzz --dev: about half the build
+# time, fewer runs per second; debug assertions and AddressSanitizer either way): what CI's
+# brief run uses.
 # Fails when a target panics, runs out of memory or hangs on an input, printing the input's
 # path (the reproducer) and the command that replays it.
 #
@@ -32,6 +35,7 @@ fixtures="${OUTBOXD_TEST_BINLOG_FIXTURES:-$ROOT/../shared/fixtures/mysql-binlogs
 # Small builds: no incremental state, line tables only (fuzz/Cargo.toml's release profile).
 export CARGO_INCREMENTAL=0
 export CARGO_PROFILE_RELEASE_DEBUG=line-tables-only
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   echo "fuzz: no nightly toolchain; trying rustup toolchain install nightly"
@@ -45,8 +49,12 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
 
+profile=()
+if [[ "${OUTBOXD_FUZZ_DEV:-}" == 1 ]]; then
+  profile=(--dev)
+fi
 t0=$(date +%s)
-cargo +nightly fuzz build --target-dir "$target_dir"
+cargo +nightly fuzz build "${profile[@]}" --target-dir "$target_dir"
 echo "fuzz: built ${#targets[@]} targets in $(( $(date +%s) - t0 ))s ($(cargo fuzz --version))"
 
 mkdir -p "$state/seeds"
@@ -79,7 +87,7 @@ for t in "${targets[@]}"; do
   status=0
   # The first directory receives the new inputs; the seed directories are only read.
   # -timeout: one input taking 10 s is a hang; -rss_limit_mb: libFuzzer's default, explicit.
-  cargo +nightly fuzz run --target-dir "$target_dir" "$t" "$corpus" "${seeds[@]}" -- \
+  cargo +nightly fuzz run "${profile[@]}" --target-dir "$target_dir" "$t" "$corpus" "${seeds[@]}" -- \
     -max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1 || status=$?
   took=$(( $(date +%s) - start ))
@@ -94,7 +102,7 @@ for t in "${targets[@]}"; do
     grep -E '^(==[0-9]+==|thread .* panicked|SUMMARY|ERROR)|panicked at' "$log" | head -20 || true
     find "$artifacts" -type f -newermt "@$start" | while read -r f; do
       echo "fuzz: reproducer: $f"
-      echo "fuzz:   replay: cargo +nightly fuzz run --target-dir $target_dir $t $f"
+      echo "fuzz:   replay: cargo +nightly fuzz run ${profile[*]} --target-dir $target_dir $t $f"
     done
   fi
 done

@@ -109,8 +109,10 @@ pub fn money_digits(text: &str) -> String {
     out
 }
 
-/// A one-dimensional PostgreSQL array literal (`{a,"b,c",NULL}`) into its elements (`None`
-/// for NULL). `None` for anything else (multi-dimensional arrays, bounds, bad quoting).
+/// A PostgreSQL array literal (`{a,"b,c",NULL}`) into its top-level elements (`None` for
+/// NULL). A multi-dimensional array's elements are sub-arrays, each `None`: Debezium's
+/// PostgreSQL connector writes them as nulls (`{{1,2},{3,4}}` → `[null,null]`, observed with
+/// 3.6.1). `None` for anything else (explicit bounds `[1:2]={...}`, bad quoting or nesting).
 pub fn parse_array(text: &str) -> Option<Vec<Option<String>>> {
     let inner = text.strip_prefix('{')?.strip_suffix('}')?;
     let mut items = Vec::new();
@@ -121,9 +123,9 @@ pub fn parse_array(text: &str) -> Option<Vec<Option<String>>> {
     let mut i = 0;
     loop {
         if b.get(i) == Some(&b'{') {
-            return None;
-        }
-        if b.get(i) == Some(&b'"') {
+            i = skip_sub_array(b, i)?;
+            items.push(None);
+        } else if b.get(i) == Some(&b'"') {
             i += 1;
             let mut s = Vec::new();
             loop {
@@ -163,12 +165,35 @@ pub fn parse_array(text: &str) -> Option<Vec<Option<String>>> {
     }
 }
 
+/// The index just after the sub-array that opens at `b[start]` (`{`), quotes and nesting
+/// respected; `None` when it does not close.
+fn skip_sub_array(b: &[u8], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = start;
+    let mut quoted = false;
+    loop {
+        match (*b.get(i)?, quoted) {
+            (b'\\', true) => i += 1,
+            (b'"', _) => quoted = !quoted,
+            (b'{', false) => depth += 1,
+            (b'}', false) => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+}
+
 /// One array element's text as the [`ColumnValue`] its element type's column would carry.
 pub fn element_value(elem: &SqlType, text: String) -> Result<ColumnValue, MappingError> {
     let bad = || MappingError(format!("an array element does not parse as {elem:?}"));
     Ok(match elem {
         SqlType::Integer { .. } => ColumnValue::Int(text.parse().map_err(|_| bad())?),
-        SqlType::Float32 | SqlType::Float64 => match text.as_str() {
+        SqlType::Float32 | SqlType::Float64 | SqlType::Float32AsDouble => match text.as_str() {
             "NaN" => ColumnValue::Float(f64::NAN),
             "Infinity" => ColumnValue::Float(f64::INFINITY),
             "-Infinity" => ColumnValue::Float(f64::NEG_INFINITY),
@@ -222,7 +247,14 @@ mod tests {
             ]
         );
         assert_eq!(parse_array("{}").unwrap(), Vec::<Option<String>>::new());
-        assert!(parse_array("{{1,2},{3,4}}").is_none());
+        // Sub-arrays are nulls, as Debezium writes them.
+        assert_eq!(parse_array("{{1,2},{3,4}}").unwrap(), vec![None, None]);
+        assert_eq!(
+            parse_array(r#"{{"a}",b},{NULL,"c\"{"}}"#).unwrap(),
+            vec![None, None]
+        );
+        assert!(parse_array("{{1,2},{3,4}").is_none());
+        assert!(parse_array("{{1,2}x}").is_none());
         assert!(parse_array("[1:2]={1,2}").is_none());
         assert_eq!(money_digits("$1,234.56"), "1234.56");
         assert_eq!(money_digits("-$12.34"), "-12.34");
