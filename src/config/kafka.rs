@@ -608,7 +608,7 @@ pub(crate) fn worker_properties(
     })?;
     let mut keys = BTreeMap::new();
     for (k, v) in raw {
-        let v = super::debezium::substitute_providers(&v, env).map_err(|m| (k.clone(), m))?;
+        let v = super::providers::substitute_providers(&v, env).map_err(|m| (k.clone(), m))?;
         keys.insert(k, v);
     }
     Ok(keys)

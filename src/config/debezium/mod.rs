@@ -9,20 +9,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-mod providers;
 mod security;
 mod transforms;
 
-use super::native::validate_slot_name;
+use super::names::{validate_connector_name, validate_slot_name};
+use super::providers::substitute_providers;
 use super::{
-    validate_connector_name, ClientProperties, ConfigError, ConfigFormat, ConnectorConfig,
-    ErrorPolicy, ErrorTolerance, KafkaConfig, LoadCtx, MysqlFlavor, MysqlSourceConfig,
-    PositionMode, PostgresSourceConfig, PublicationAutocreate, Secret, SourceConfig, StartPosition,
-    DEFAULT_MAX_RECORD_BYTES,
+    ClientProperties, ConfigError, ConfigFormat, ConnectorConfig, ErrorPolicy, ErrorTolerance,
+    KafkaConfig, LoadCtx, MysqlFlavor, MysqlSourceConfig, PositionMode, PostgresSourceConfig,
+    PublicationAutocreate, Secret, SourceConfig, StartPosition, DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
 use crate::router::parse_bool;
-pub(super) use providers::substitute_providers;
 use security::{mysql_tls, pg_tls, producer_security};
 use transforms::{column_options, record_format, router_from_transforms};
 
