@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::Secret;
+use super::{KeyError, Secret};
 use crate::tls::{StoreKind, TrustAnchors};
 
 /// librdkafka properties, with the values of secret ones kept as [`Secret`]s.
@@ -219,9 +219,6 @@ pub(crate) struct Translated {
     pub(crate) props: ClientProperties,
     pub(crate) ignored: Vec<(String, String)>,
 }
-
-/// A translation failure: the key and what is wrong (never a secret value).
-pub(crate) type KeyError = (String, String);
 
 /// Java settings librdkafka has no equivalent for, with the reason they are not used.
 const NOT_IN_LIBRDKAFKA: &[(&str, &str)] = &[

@@ -63,6 +63,7 @@ pub use crate::router::{
 };
 pub use crate::secret::Secret;
 pub use error::ConfigError;
+pub(crate) use error::KeyError;
 pub use kafka::{ClientProperties, KafkaClientSettings};
 pub(crate) use load::LoadCtx;
 pub use load::{

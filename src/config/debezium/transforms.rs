@@ -1,9 +1,9 @@
 //! The outbox `EventRouter` among a Debezium connector's `transforms`, read onto Debezium's
 //! defaults, and the connector keys that shape the record bytes (converters, extended
-//! headers, type mapping).
+//! headers, type mapping, Debezium's column options).
 
 use super::Keys;
-use crate::config::RouterConfig;
+use crate::config::{KeyError, MysqlFlavor, RouterConfig, SourceConfig};
 use crate::router::{parse_bool, ColumnMapper, ColumnRules, RecordFormat, UnknownOption};
 use crate::typemap::TypeModes;
 
@@ -13,12 +13,32 @@ const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
 const DECODE_MESSAGE: &str =
     "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
 
+/// The router of a connector whose source is `source`: the EventRouter's options
+/// ([`router_from_transforms`], with `decode_messages` set when
+/// `DecodeLogicalDecodingMessageContent` precedes it), the record format
+/// ([`record_format`]; `logical_name` is `topic.prefix`, else the connector name) and the
+/// column options ([`column_options`]).
+pub(super) fn router(
+    keys: &mut Keys,
+    logical_name: &str,
+    source: &SourceConfig,
+) -> Result<RouterConfig, KeyError> {
+    let (mut router, decode_messages) = router_from_transforms(keys)?;
+    let (connector_type, is_pg) = match source {
+        SourceConfig::Postgres(_) => ("postgresql", true),
+        SourceConfig::Mysql(m) if m.flavor == MysqlFlavor::Mariadb => ("mariadb", false),
+        SourceConfig::Mysql(_) => ("mysql", false),
+    };
+    router.format = record_format(keys, logical_name, connector_type, is_pg)?;
+    router.format.decode_messages = decode_messages;
+    router.format.columns = column_options(keys)?;
+    Ok(router)
+}
+
 /// Finds the EventRouter among `transforms` and reads its options onto Debezium's defaults.
 /// A `DecodeLogicalDecodingMessageContent` transform before it is accepted too: the second
 /// value is then its `fields.null.include` (default false).
-pub(super) fn router_from_transforms(
-    keys: &mut Keys,
-) -> Result<(RouterConfig, Option<bool>), (String, String)> {
+fn router_from_transforms(keys: &mut Keys) -> Result<(RouterConfig, Option<bool>), KeyError> {
     let list = keys.take_nonempty("transforms").ok_or_else(|| {
         (
             "transforms".to_string(),
@@ -137,12 +157,12 @@ pub(super) fn router_from_transforms(
 /// options (`time.precision.mode`, `decimal.handling.mode`, `binary.handling.mode`,
 /// `bigint.unsigned.handling.mode`, `interval.handling.mode`) on the connector's defaults.
 /// `logical_name` is `topic.prefix`; `connector_type` the plugin name Debezium reports.
-pub(super) fn record_format(
+fn record_format(
     keys: &mut Keys,
     logical_name: &str,
     connector_type: &str,
     is_pg: bool,
-) -> Result<RecordFormat, (String, String)> {
+) -> Result<RecordFormat, KeyError> {
     let mut f = RecordFormat {
         extended_headers: true,
         logical_name: logical_name.to_string(),
@@ -212,7 +232,7 @@ pub(super) fn record_format(
 /// EventRouter as Debezium applies them. `column.mask.hash.*` (salted hashes) is refused: outboxd
 /// would publish the column unhashed. Keys under `column.mask.` / `column.truncate.` of another
 /// form are reported as unused (Debezium ignores them too).
-pub(super) fn column_options(keys: &mut Keys) -> Result<ColumnRules, (String, String)> {
+fn column_options(keys: &mut Keys) -> Result<ColumnRules, KeyError> {
     let mut rules = ColumnRules::default();
     let include = keys.take_nonempty("column.include.list");
     let exclude = keys.take_nonempty("column.exclude.list");
