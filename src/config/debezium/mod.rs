@@ -18,7 +18,8 @@
 //! | `mysql.rs` | `database.server.id` (and the TLS keys) |
 //! | `postgres.rs` | `plugin.name`, `database.dbname`, `slot.name`, `publication.*`, `status.update.interval.ms`, `message.prefix.*` |
 //! | `security.rs` | the database TLS keys, `producer.override.security.protocol` / `sasl.*` / `ssl.*` |
-//! | `transforms.rs` | `transforms*`, the converters, `extended.headers.enabled`, the type-mapping and `column.*` options |
+//! | `transforms.rs` | `transforms*`, the converters, `extended.headers.enabled`, the type-mapping options |
+//! | `columns.rs` | `column.include.list` / `column.exclude.list`, `column.truncate.*`, `column.mask.*` |
 //! | `bootstrap.rs` | `producer.override.bootstrap.servers`, the schema history's bootstrap servers |
 //! | `errors.rs` | `errors.tolerance`, `errors.deadletterqueue.*` |
 //! | `unused.rs` | whatever is left: reported with the reason |
@@ -26,6 +27,7 @@
 use std::collections::BTreeMap;
 
 mod bootstrap;
+mod columns;
 mod connection;
 mod connector;
 mod document;
