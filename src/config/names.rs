@@ -64,3 +64,31 @@ pub fn default_pg_object_name(connector: &str) -> String {
     s.truncate(63);
     s
 }
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn name_rules_and_their_bounds() {
+        assert!(validate_connector_name("orders-db.v2_X").is_ok());
+        assert!(validate_connector_name(&"a".repeat(128)).is_ok());
+        assert!(validate_connector_name(&"a".repeat(129)).is_err());
+        assert!(validate_connector_name("").is_err());
+        let e = validate_connector_name("a b").unwrap_err();
+        assert!(e.contains("' '"), "{e}");
+
+        assert!(validate_slot_name("debezium_1").is_ok());
+        assert!(validate_slot_name(&"s".repeat(63)).is_ok());
+        assert!(validate_slot_name(&"s".repeat(64)).is_err());
+        assert!(validate_slot_name("Debezium").is_err());
+        assert!(validate_slot_name("").is_err());
+
+        // The derived name is always a valid slot name.
+        for connector in ["orders", "Orders.DB-1", &"x".repeat(200)] {
+            let n = default_pg_object_name(connector);
+            validate_slot_name(&n).unwrap_or_else(|e| panic!("{connector}: {e}"));
+        }
+        assert_eq!(default_pg_object_name("Orders.DB-1"), "outboxd_orders_db_1");
+    }
+}
