@@ -48,7 +48,7 @@ pub(super) fn validate_slot_name(name: &str) -> Result<(), String> {
 /// outboxd's default PostgreSQL slot/publication name for a connector (TOML; a Debezium
 /// JSON keeps Debezium's `debezium` / `dbz_publication`): `outboxd_<name>` lower-cased,
 /// other characters than `a-z0-9_` replaced by `_`, cut to 63 bytes; always a valid slot
-/// name ([`validate_slot_name`]).
+/// name (`validate_slot_name`).
 pub fn default_pg_object_name(connector: &str) -> String {
     let mut s: String = format!("outboxd_{connector}")
         .chars()
