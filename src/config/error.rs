@@ -5,6 +5,11 @@ use std::path::PathBuf;
 use super::ENV_KAFKA_BOOTSTRAP;
 use crate::router::RouterConfigError;
 
+/// A setting that is wrong: its key and what is wrong with it (never a secret value). The
+/// caller turns it into a [`ConfigError`], adding the file and the place (the connector, the
+/// section, `--kafka-config`).
+pub(crate) type KeyError = (String, String);
+
 /// Why a configuration could not be loaded. Every message names the file and the setting and
 /// says what to change; secret values never appear.
 #[derive(Debug, thiserror::Error)]

@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::Secret;
+use super::{KeyError, Secret};
 use crate::tls::{StoreKind, TrustAnchors};
 
 /// librdkafka properties, with the values of secret ones kept as [`Secret`]s.
@@ -219,9 +219,6 @@ pub(crate) struct Translated {
     pub(crate) props: ClientProperties,
     pub(crate) ignored: Vec<(String, String)>,
 }
-
-/// A translation failure: the key and what is wrong (never a secret value).
-pub(crate) type KeyError = (String, String);
 
 /// Java settings librdkafka has no equivalent for, with the reason they are not used.
 const NOT_IN_LIBRDKAFKA: &[(&str, &str)] = &[
@@ -608,7 +605,7 @@ pub(crate) fn worker_properties(
     })?;
     let mut keys = BTreeMap::new();
     for (k, v) in raw {
-        let v = super::debezium::substitute_providers(&v, env).map_err(|m| (k.clone(), m))?;
+        let v = super::providers::substitute_providers(&v, env).map_err(|m| (k.clone(), m))?;
         keys.insert(k, v);
     }
     Ok(keys)

@@ -32,7 +32,8 @@
 
 use std::collections::BTreeMap;
 
-use super::kafka::{parse_jaas_entry, JaasEntry, KeyError, Translated};
+use super::kafka::{parse_jaas_entry, JaasEntry, Translated};
+use super::KeyError;
 
 /// Kafka's OIDC login callback handler (3.4 and later).
 pub const OIDC_HANDLER: &str =

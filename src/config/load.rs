@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::{
-    debezium, kafka, native, CheckpointConfig, Config, ConfigError, GroupConfig,
+    debezium, kafka, names, native, CheckpointConfig, Config, ConfigError, GroupConfig,
     KafkaClientSettings, KafkaConfig, LogConfig, MetricsConfig, ENV_KAFKA_BOOTSTRAP,
 };
 
@@ -218,7 +218,7 @@ fn apply_shadow(c: &mut super::ConnectorConfig, shadow: &Shadow<'_>) -> Result<(
     }
     let old_name = c.name.clone();
     c.name = format!("{old_name}.{n}");
-    super::validate_connector_name(&c.name)?;
+    names::validate_connector_name(&c.name)?;
     c.router.topic_prefix = Some(format!("{n}."));
     if let Some(t) = &mut c.errors.dead_letter_topic {
         *t = format!("{n}.{t}");
@@ -250,7 +250,7 @@ fn apply_shadow(c: &mut super::ConnectorConfig, shadow: &Shadow<'_>) -> Result<(
     match &mut c.source {
         super::SourceConfig::Postgres(pg) => {
             let slot = format!("{}_{n}", pg.slot_name);
-            native::validate_slot_name(&slot)?;
+            names::validate_slot_name(&slot)?;
             pg.slot_name = slot;
         }
         super::SourceConfig::Mysql(m) => match shadow.server_id {

@@ -42,7 +42,9 @@ mod hint;
 pub(crate) mod kafka;
 pub(crate) mod kafka_oauth;
 mod load;
+mod names;
 mod native;
+mod providers;
 pub(crate) mod tls;
 
 use std::collections::BTreeMap;
@@ -61,12 +63,14 @@ pub use crate::router::{
 };
 pub use crate::secret::Secret;
 pub use error::ConfigError;
+pub(crate) use error::KeyError;
 pub use kafka::{ClientProperties, KafkaClientSettings};
 pub(crate) use load::LoadCtx;
 pub use load::{
     load, load_all, load_all_with_env, load_many, load_many_with_env, load_offline,
     log_ignored_keys, parse, LoadOptions, Shadow,
 };
+pub use names::default_pg_object_name;
 pub use tls::{MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, RootCert, StoreFile};
 
 /// Environment variable overriding every connector's Kafka bootstrap servers (below the CLI flag).
@@ -597,43 +601,6 @@ impl CheckpointConfig {
             batch_max_ms: default_batch_max_ms(),
         }
     }
-}
-
-/// Checks a connector name: 1-128 characters of `A-Z a-z 0-9 . _ -`.
-pub(crate) fn validate_connector_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 128 {
-        return Err(format!(
-            "connector name {name:?} must be 1 to 128 characters long"
-        ));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(format!(
-            "connector name {name:?} contains {c:?}; use only letters, digits, '.', '_' and '-' \
-             (the name keys checkpoints and metrics)"
-        ));
-    }
-    Ok(())
-}
-
-/// outboxd's default PostgreSQL slot/publication name for a connector:
-/// `outboxd_<name>` lower-cased, other characters than `a-z0-9_` replaced by `_`, cut to 63 bytes.
-pub fn default_pg_object_name(connector: &str) -> String {
-    let mut s: String = format!("outboxd_{connector}")
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    s.truncate(63);
-    s
 }
 
 /// Reads a secret file: its contents with one trailing newline (`\n` or `\r\n`) removed.

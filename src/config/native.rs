@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::names::{default_pg_object_name, validate_connector_name, validate_slot_name};
 use super::{
-    default_pg_object_name, duration, read_secret_file, validate_connector_name, CheckpointConfig,
-    ClientProperties, Config, ConfigError, ConfigFormat, ConnectorConfig, ErrorPolicy,
-    ErrorTolerance, GroupConfig, KafkaClientSettings, KafkaConfig, LoadCtx, LogConfig,
-    MetricsConfig, MysqlFlavor, MysqlSourceConfig, MysqlSslMode, MysqlTlsConfig, PgSslMode,
-    PgTlsConfig, PositionMode, PostgresSourceConfig, PublicationAutocreate, RootCert, RouterConfig,
-    Secret, SourceConfig, StartPosition, StoreFile, DEFAULT_MAX_RECORD_BYTES,
+    duration, read_secret_file, CheckpointConfig, ClientProperties, Config, ConfigError,
+    ConfigFormat, ConnectorConfig, ErrorPolicy, ErrorTolerance, GroupConfig, KafkaClientSettings,
+    KafkaConfig, LoadCtx, LogConfig, MetricsConfig, MysqlFlavor, MysqlSourceConfig, MysqlSslMode,
+    MysqlTlsConfig, PgSslMode, PgTlsConfig, PositionMode, PostgresSourceConfig,
+    PublicationAutocreate, RootCert, RouterConfig, Secret, SourceConfig, StartPosition, StoreFile,
+    DEFAULT_MAX_RECORD_BYTES,
 };
 use crate::event::TableName;
 use crate::router::UnknownOption;
@@ -780,21 +781,6 @@ fn flatten_kafka(
             }
         };
         out.insert(key, text);
-    }
-    Ok(())
-}
-
-/// PostgreSQL replication slot names: 1-63 of `a-z`, `0-9`, `_`.
-pub(crate) fn validate_slot_name(name: &str) -> Result<(), String> {
-    if name.is_empty()
-        || name.len() > 63
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-    {
-        return Err(format!(
-            "slot name {name:?} must be 1 to 63 characters of a-z, 0-9 and _ (a PostgreSQL rule)"
-        ));
     }
     Ok(())
 }

@@ -7,19 +7,19 @@ use std::path::PathBuf;
 
 use super::Keys;
 use crate::config::{
-    ClientProperties, MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, RootCert, Secret,
-    StoreFile,
+    ClientProperties, KeyError, MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, RootCert,
+    Secret, StoreFile,
 };
 use crate::tls::StoreKind;
 
 /// Debezium's MySQL TLS keys: `database.ssl.mode`, `database.ssl.truststore` (+ `.password`,
 /// `.type`), `database.ssl.keystore` (+ `.password`, `.type`).
-pub(super) fn mysql_tls(keys: &mut Keys) -> Result<MysqlTlsConfig, (String, String)> {
+pub(super) fn mysql_tls(keys: &mut Keys) -> Result<MysqlTlsConfig, KeyError> {
     let mode = match keys.take_nonempty("database.ssl.mode") {
         None => MysqlSslMode::default(),
         Some(m) => MysqlSslMode::parse(&m).map_err(|e| ("database.ssl.mode".to_string(), e))?,
     };
-    let mut store = |name: &str| -> Result<Option<StoreFile>, (String, String)> {
+    let mut store = |name: &str| -> Result<Option<StoreFile>, KeyError> {
         let type_key = format!("{name}.type");
         let kind = keys
             .take_nonempty(&type_key)
@@ -51,7 +51,7 @@ pub(super) fn mysql_tls(keys: &mut Keys) -> Result<MysqlTlsConfig, (String, Stri
 
 /// Debezium's PostgreSQL TLS keys (pgjdbc's, which follow libpq's): `database.sslmode`,
 /// `database.sslrootcert`, `database.sslcert`, `database.sslkey`.
-pub(super) fn pg_tls(keys: &mut Keys) -> Result<PgTlsConfig, (String, String)> {
+pub(super) fn pg_tls(keys: &mut Keys) -> Result<PgTlsConfig, KeyError> {
     let mode = match keys.take_nonempty("database.sslmode") {
         None => PgSslMode::default(),
         Some(m) => PgSslMode::parse(&m).map_err(|e| ("database.sslmode".to_string(), e))?,
@@ -89,7 +89,7 @@ pub(super) fn pg_tls(keys: &mut Keys) -> Result<PgTlsConfig, (String, String)> {
 /// names translated to librdkafka's: the settings of every Kafka client of the connector
 /// (its record producer writes the checkpoints, its store reads them: one cluster, one set
 /// of credentials). Other `producer.override.*` keys are reported as before.
-pub(super) fn producer_security(keys: &mut Keys) -> Result<ClientProperties, (String, String)> {
+pub(super) fn producer_security(keys: &mut Keys) -> Result<ClientProperties, KeyError> {
     const PREFIX: &str = "producer.override.";
     let security: Vec<String> = keys
         .map

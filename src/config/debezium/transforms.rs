@@ -1,10 +1,11 @@
 //! The outbox `EventRouter` among a Debezium connector's `transforms`, read onto Debezium's
 //! defaults, and the connector keys that shape the record bytes (converters, extended
-//! headers, type mapping).
+//! headers, type mapping; Debezium's column options are read in `columns.rs`).
 
+use super::columns::column_options;
 use super::Keys;
-use crate::config::RouterConfig;
-use crate::router::{parse_bool, ColumnMapper, ColumnRules, RecordFormat, UnknownOption};
+use crate::config::{KeyError, MysqlFlavor, RouterConfig, SourceConfig};
+use crate::router::{parse_bool, RecordFormat, UnknownOption};
 use crate::typemap::TypeModes;
 
 const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
@@ -13,12 +14,33 @@ const EVENT_ROUTER: &str = "io.debezium.transforms.outbox.EventRouter";
 const DECODE_MESSAGE: &str =
     "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent";
 
+/// The router of a connector whose source is `source`: the EventRouter's options
+/// ([`router_from_transforms`], with `decode_messages` set when
+/// `DecodeLogicalDecodingMessageContent` precedes it), the record format
+/// ([`record_format`]; `logical_name` is `topic.prefix`, else the connector name) and the
+/// column options (`columns.rs`).
+pub(super) fn router(
+    keys: &mut Keys,
+    logical_name: &str,
+    source: &SourceConfig,
+) -> Result<RouterConfig, KeyError> {
+    let (mut router, decode_messages) = router_from_transforms(keys)?;
+    let (connector_type, is_pg) = match source {
+        SourceConfig::Postgres(_) => ("postgresql", true),
+        SourceConfig::Mysql(m) if m.flavor == MysqlFlavor::Mariadb => ("mariadb", false),
+        SourceConfig::Mysql(_) => ("mysql", false),
+    };
+    router.format = record_format(keys, logical_name, connector_type, is_pg)?;
+    router.format.decode_messages = decode_messages;
+    router.format.columns = column_options(keys)?;
+    Ok(router)
+}
+
 /// Finds the EventRouter among `transforms` and reads its options onto Debezium's defaults.
 /// A `DecodeLogicalDecodingMessageContent` transform before it is accepted too: the second
-/// value is then its `fields.null.include` (default false).
-pub(super) fn router_from_transforms(
-    keys: &mut Keys,
-) -> Result<(RouterConfig, Option<bool>), (String, String)> {
+/// value is then its `fields.null.include` (default false). Any other transform, a
+/// transform without `type`, two EventRouters or none are errors.
+fn router_from_transforms(keys: &mut Keys) -> Result<(RouterConfig, Option<bool>), KeyError> {
     let list = keys.take_nonempty("transforms").ok_or_else(|| {
         (
             "transforms".to_string(),
@@ -43,28 +65,7 @@ pub(super) fn router_from_transforms(
                     ));
                 }
                 keys.take(&type_key);
-                let prefix = format!("transforms.{n}.");
-                let opts: Vec<String> = keys
-                    .map
-                    .keys()
-                    .filter(|k| k.starts_with(&prefix))
-                    .cloned()
-                    .collect();
-                let mut include = false;
-                for k in opts {
-                    let v = keys.take(&k).unwrap_or_default();
-                    match &k[prefix.len()..] {
-                        "fields.null.include" => {
-                            include = parse_bool(&v).map_err(|m| (k.clone(), m))?
-                        }
-                        "predicate" | "negate" => keys.ignore(
-                            &k,
-                            "outboxd decodes every logical decoding message with a configured prefix",
-                        ),
-                        _ => keys.ignore(&k, "not an option of DecodeLogicalDecodingMessageContent"),
-                    }
-                }
-                decode = Some(include);
+                decode = Some(decode_message_options(keys, n)?);
             }
             Some(EVENT_ROUTER) => {
                 if router_name.is_some() {
@@ -90,6 +91,40 @@ pub(super) fn router_from_transforms(
             format!("no transform of type {EVENT_ROUTER}; outboxd relays outbox events only"),
         )
     })?;
+    Ok((event_router_options(keys, &name)?, decode))
+}
+
+/// The options of the `DecodeLogicalDecodingMessageContent` transform `name`: its
+/// `fields.null.include` (default false); `predicate` / `negate` and anything else are
+/// reported as unused.
+fn decode_message_options(keys: &mut Keys, name: &str) -> Result<bool, KeyError> {
+    let prefix = format!("transforms.{name}.");
+    let opts: Vec<String> = keys
+        .map
+        .keys()
+        .filter(|k| k.starts_with(&prefix))
+        .cloned()
+        .collect();
+    let mut include = false;
+    for k in opts {
+        let v = keys.take(&k).unwrap_or_default();
+        match &k[prefix.len()..] {
+            "fields.null.include" => include = parse_bool(&v).map_err(|m| (k.clone(), m))?,
+            "predicate" | "negate" => keys.ignore(
+                &k,
+                "outboxd decodes every logical decoding message with a configured prefix",
+            ),
+            _ => keys.ignore(&k, "not an option of DecodeLogicalDecodingMessageContent"),
+        }
+    }
+    Ok(include)
+}
+
+/// The options of the EventRouter transform `name` (`transforms.<name>.*`, its `type`
+/// included) onto Debezium's defaults ([`RouterConfig::set_option`]); `predicate` /
+/// `negate`, the removed `table.field.payload.id`, options without effect and unknown
+/// options are reported.
+fn event_router_options(keys: &mut Keys, name: &str) -> Result<RouterConfig, KeyError> {
     keys.take(&format!("transforms.{name}.type"));
     let prefix = format!("transforms.{name}.");
     let opts: Vec<(String, String)> = keys
@@ -128,7 +163,7 @@ pub(super) fn router_from_transforms(
             ),
         }
     }
-    Ok((cfg, decode))
+    Ok(cfg)
 }
 
 /// The connector keys that shape the record bytes, read onto Debezium's and Kafka Connect's
@@ -137,12 +172,12 @@ pub(super) fn router_from_transforms(
 /// options (`time.precision.mode`, `decimal.handling.mode`, `binary.handling.mode`,
 /// `bigint.unsigned.handling.mode`, `interval.handling.mode`) on the connector's defaults.
 /// `logical_name` is `topic.prefix`; `connector_type` the plugin name Debezium reports.
-pub(super) fn record_format(
+fn record_format(
     keys: &mut Keys,
     logical_name: &str,
     connector_type: &str,
     is_pg: bool,
-) -> Result<RecordFormat, (String, String)> {
+) -> Result<RecordFormat, KeyError> {
     let mut f = RecordFormat {
         extended_headers: true,
         logical_name: logical_name.to_string(),
@@ -205,87 +240,4 @@ pub(super) fn record_format(
         ));
     }
     Ok(f)
-}
-
-/// Debezium's column options: `column.include.list` / `column.exclude.list`,
-/// `column.truncate.to.N.chars` and `column.mask.with.N.chars`, applied to the row before the
-/// EventRouter as Debezium applies them. `column.mask.hash.*` (salted hashes) is refused: outboxd
-/// would publish the column unhashed. Keys under `column.mask.` / `column.truncate.` of another
-/// form are reported as unused (Debezium ignores them too).
-pub(super) fn column_options(keys: &mut Keys) -> Result<ColumnRules, (String, String)> {
-    let mut rules = ColumnRules::default();
-    let include = keys.take_nonempty("column.include.list");
-    let exclude = keys.take_nonempty("column.exclude.list");
-    if include.is_some() && exclude.is_some() {
-        return Err((
-            "column.exclude.list".into(),
-            "cannot be set together with column.include.list (Debezium refuses it too)".into(),
-        ));
-    }
-    if let Some(l) = include {
-        rules
-            .set_filter(true, &l)
-            .map_err(|m| ("column.include.list".to_string(), m))?;
-    }
-    if let Some(l) = exclude {
-        rules
-            .set_filter(false, &l)
-            .map_err(|m| ("column.exclude.list".to_string(), m))?;
-    }
-    let mapper_keys: Vec<String> = keys
-        .map
-        .keys()
-        .filter(|k| k.starts_with("column.mask.") || k.starts_with("column.truncate."))
-        .cloned()
-        .collect();
-    let n_of = |k: &str, prefix: &str| -> Option<usize> {
-        k.strip_prefix(prefix)?
-            .strip_suffix(".chars")
-            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|n| n.parse().ok())
-    };
-    // Debezium adds the truncation rules before the mask rules; the first rule that
-    // matches a column decides.
-    let mut masks = Vec::new();
-    for k in mapper_keys {
-        let Some(v) = keys.take(&k) else { continue };
-        let v = v.trim().to_string();
-        if k.starts_with("column.mask.hash.") {
-            if v.is_empty() {
-                continue;
-            }
-            return Err((
-                k,
-                "salted-hash masking is not supported by outboxd, which would publish the column unhashed: remove the column from the outbox table, use column.exclude.list, or column.mask.with.N.chars".into(),
-            ));
-        }
-        if let Some(n) = n_of(&k, "column.truncate.to.") {
-            if n == 0 {
-                return Err((
-                    k,
-                    "the length must be positive (Debezium fails on 0 too)".into(),
-                ));
-            }
-            if !v.is_empty() {
-                rules
-                    .add_mapper(&k, &v, ColumnMapper::Truncate(n))
-                    .map_err(|m| (k.clone(), m))?;
-            }
-        } else if let Some(n) = n_of(&k, "column.mask.with.") {
-            if !v.is_empty() {
-                masks.push((k, v, n));
-            }
-        } else {
-            keys.ignore(
-                &k,
-                "not of the form column.mask.with.N.chars or column.truncate.to.N.chars: Debezium ignores it too",
-            );
-        }
-    }
-    for (k, v, n) in masks {
-        rules
-            .add_mapper(&k, &v, ColumnMapper::Mask("*".repeat(n)))
-            .map_err(|m| (k.clone(), m))?;
-    }
-    Ok(rules)
 }

@@ -1,13 +1,31 @@
-//! Kafka Connect config providers in a Debezium connector JSON: `${env:VAR}`,
-//! `${file:/path.properties:key}` and `${directory:/dir:file}`, resolved when the JSON is read
-//! (and in a `--kafka-config` worker file).
+//! Kafka's config providers, as Kafka Connect resolves them in connector and worker
+//! configurations: `${env:VAR}` (`EnvVarConfigProvider`), `${file:/path.properties:key}`
+//! (`FileConfigProvider`) and `${directory:/dir:file}` (`DirectoryConfigProvider`), the
+//! `${provider:[path:]key}` references of Kafka's KIP-297 / KIP-632 / KIP-887. Both formats
+//! that carry Kafka Connect text use them: a Debezium connector JSON's values
+//! (`config::debezium`) and a `--kafka-config` worker file's (`config::kafka`). Unlike
+//! Connect, outboxd needs no `config.providers` declaration: these three are always on.
 
 use std::path::{Path, PathBuf};
 
-/// Resolves Kafka Connect config provider references `${env:VAR}`,
-/// `${file:/path.properties:key}` and `${directory:/dir:file}`. Other `${...}` text (such as
-/// `${routedByValue}`) is left alone. Errors never contain the resolved value.
-pub(in crate::config) fn substitute_providers(
+/// `value` with every config provider reference replaced by what it names:
+///
+/// * `${env:VAR}`: the environment variable `VAR` (looked up with `env`); unset is an error;
+/// * `${file:PATH:KEY}`: key `KEY` of the Java properties file `PATH` (split at the last
+///   `:`, so `PATH` may hold colons); an unreadable file, not a properties file, or no such
+///   key is an error;
+/// * `${directory:DIR:FILE}`: the whole content of file `FILE` in directory `DIR`; an
+///   unreadable file is an error;
+/// * `${file:...}` / `${directory:...}` without the second `:` part: an error showing the
+///   expected shape;
+/// * `${NAME:...}` of any other provider name (letters, digits, `_`, `-`): an error naming
+///   the three outboxd resolves (Connect would need the provider's class);
+/// * any other `${...}` (such as the EventRouter's `${routedByValue}`) and a `${` without
+///   `}` are left as they are.
+///
+/// Errors say which reference failed and why, never the resolved value (it is usually a
+/// secret).
+pub(super) fn substitute_providers(
     value: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, String> {
