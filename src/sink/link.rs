@@ -32,11 +32,13 @@ use std::time::{Duration, Instant, SystemTime};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio::sync::Notify;
 
+use super::librdkafka_text::{self as text, Mismatch, TokenReason, TokenSource};
+
 /// How often a reminder is logged while the cluster stays unreachable.
 pub const REMINDER_INTERVAL: Duration = Duration::from_secs(60);
 
 /// How many broker connection closures in a row, each looking like a `security.protocol`
-/// mismatch ([`mismatch_in`]), make one before any broker was up: librdkafka reconnects after
+/// mismatch ([`text::protocol_mismatch`]), make one before any broker was up: librdkafka reconnects after
 /// `reconnect.backoff.ms` (100 ms), so the second comes at once when the cause stays.
 pub const MISMATCH_SIGHTINGS: u32 = 2;
 
@@ -98,42 +100,6 @@ pub enum LinkFailure {
     },
 }
 
-/// Which side of a `security.protocol` mismatch a closed connection points to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mismatch {
-    /// TLS asked of a listener without it.
-    TlsToPlaintext,
-    /// No TLS, but the listener expects it.
-    PlaintextToTls,
-}
-
-/// Whether librdkafka's description of a failed broker connection (`error`, without the
-/// thread prefix: `<broker>: <what>`) is a listener closing it in a way that means a
-/// `security.protocol` mismatch: librdkafka's own guesses ("connecting to a PLAINTEXT broker
-/// listener?", "connecting to a SSL listener?"), or a connection closed by the peer in state
-/// `SSL_HANDSHAKE`, or in state `APIVERSION_QUERY` of a client without TLS (its broker name
-/// has no `ssl://` / `sasl_ssl://` prefix; librdkafka rdkafka_broker.c, rdkafka_ssl.c).
-fn mismatch_in(error: &str) -> Option<Mismatch> {
-    if error.contains("connecting to a PLAINTEXT broker listener?") {
-        return Some(Mismatch::TlsToPlaintext);
-    }
-    if error.contains("connecting to a SSL listener?") {
-        return Some(Mismatch::PlaintextToTls);
-    }
-    let closed = error.contains("Disconnected") || error.contains("closed by peer");
-    if !closed {
-        return None;
-    }
-    let tls_client = error.starts_with("ssl://") || error.starts_with("sasl_ssl://");
-    if error.contains("in state SSL_HANDSHAKE") {
-        Some(Mismatch::TlsToPlaintext)
-    } else if error.contains("in state APIVERSION_QUERY") && !tls_client {
-        Some(Mismatch::PlaintextToTls)
-    } else {
-        None
-    }
-}
-
 /// What the callbacks have said so far.
 #[derive(Debug, Default)]
 struct State {
@@ -165,7 +131,7 @@ struct State {
     /// `security.protocol` mismatch, and how many (before any broker was up).
     mismatch: Option<(Mismatch, u32)>,
     /// The HTTP status of librdkafka's last failed OIDC token request (-1: no answer), from
-    /// its `OIDC`/`JWT` log line ([`oidc_status`]).
+    /// its `OIDC`/`JWT` log line.
     oidc_status: Option<i32>,
     /// The last OAUTHBEARER token failure that is retried (librdkafka's `OIDC`/`JWT` line
     /// about a failed token request, or a retried token error): while there is no token no
@@ -320,10 +286,11 @@ impl KafkaLink {
     /// librdkafka's error callback (`error_cb`).
     pub(crate) fn on_error(&self, error: &KafkaError, reason: &str) {
         let code = error.rdkafka_error_code();
+        let token = text::token_reason(reason);
         match code {
-            Some(RDKafkaErrorCode::Authentication) if is_token_reason(reason) => {
+            Some(RDKafkaErrorCode::Authentication) if token.is_some() => {
                 let status = self.state().oidc_status;
-                match token_trouble(reason, status) {
+                match token_trouble(token.expect("a token reason"), status) {
                     TokenTrouble::Retried => {
                         if self.logs {
                             tracing::warn!(connector = %self.owner, "no OAUTHBEARER token yet, librdkafka asks again in 10 s: {reason}");
@@ -558,23 +525,21 @@ impl KafkaLink {
     /// interval while the cluster as a whole is reachable (one broker of several is worth
     /// knowing about), and kept as the last error for the link's own WARN. Before any broker
     /// was up, [`MISMATCH_SIGHTINGS`] failures in a row that mean a `security.protocol`
-    /// mismatch ([`mismatch_in`]) are a definite failure.
+    /// mismatch ([`text::protocol_mismatch`]) are a definite failure.
     pub(crate) fn covers_log_line(&self, fac: &str, message: &str) -> bool {
+        let line = text::log_line(fac, message);
         let mut st = self.state();
-        if let Some(status) = oidc_status(fac, message) {
+        if let Some(status) = line.oidc_status {
             st.oidc_status = Some(status);
             st.token_failure = Some(message.to_string());
         }
         let down = st.unreachable_since.is_some();
         let failed = st.definite.is_some();
-        if fac == "FAIL" {
-            // librdkafka prefixes its log lines with the thread (`[thrd:host:port/id]: `).
-            let error = match message.strip_prefix("[thrd:") {
-                Some(rest) => rest.split_once("]: ").map_or(message, |(_, m)| m),
-                None => message,
-            };
+        if let Some(failure) = line.failure {
+            // Without librdkafka's thread prefix (`[thrd:host:port/id]: `).
+            let error = failure.error;
             st.last_error = Some(error.to_string());
-            let mismatch = mismatch_in(error).filter(|_| !st.seen_up);
+            let mismatch = failure.mismatch.filter(|_| !st.seen_up);
             st.mismatch = match (mismatch, st.mismatch) {
                 (Some(m), Some((last, n))) if m == last => Some((m, n + 1)),
                 (Some(m), _) => Some((m, 1)),
@@ -597,7 +562,7 @@ impl KafkaLink {
             if down || failed || !st.seen_up || !self.logs {
                 return true;
             }
-            let broker = message.split(": ").next().unwrap_or_default().to_string();
+            let broker = failure.broker.to_string();
             let now = Instant::now();
             let recent = st
                 .fail_logged
@@ -609,24 +574,14 @@ impl KafkaLink {
             return recent;
         }
         // The producer reports a fencing itself, once, with what it means.
-        message.contains("has been fenced by a newer instance")
-            || message.contains("Producer attempted an operation with an old epoch")
-            || (down && message.contains("brokers are down"))
-            || (failed && (message.contains("SASL") || message.contains("SSL")))
+        line.fenced
+            || (down && line.all_brokers_down)
+            || (failed && line.sasl_or_tls)
             || (!self.logs && (down || failed || !st.seen_up))
     }
 }
 
-// ---- OAUTHBEARER tokens (issue 31): librdkafka's words for a token it could not get or
-// the brokers refused, and what a retry may cure. ----
-
-/// Whether an `_AUTHENTICATION` error is about an OAUTHBEARER token: librdkafka could not
-/// get one ("Failed to acquire SASL OAUTHBEARER token: ...", rdkafka_sasl_oauthbearer.c;
-/// "OAUTHBEARER cannot log in because there is no token available; last error: ...") or the
-/// broker refused it (its SASL error names the mechanism or the token).
-fn is_token_reason(reason: &str) -> bool {
-    reason.contains("OAUTHBEARER") || reason.contains("invalid_token")
-}
+// ---- OAUTHBEARER tokens (issue 31): what a retry may cure. ----
 
 /// What an OAUTHBEARER token failure means for the connector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -638,46 +593,29 @@ enum TokenTrouble {
     Retried,
 }
 
-/// Classifies a token failure `reason`, `oidc_status` being the HTTP status of librdkafka's
+/// What a token failure `reason` means, `oidc_status` being the HTTP status of librdkafka's
 /// last failed OIDC token request (its log line comes before the error).
-fn token_trouble(reason: &str, oidc_status: Option<i32>) -> TokenTrouble {
-    let acquiring = reason.contains("Failed to acquire SASL OAUTHBEARER token")
-        || reason.contains("no token available");
-    if !acquiring {
-        return TokenTrouble::Refused;
+fn token_trouble(reason: TokenReason, oidc_status: Option<i32>) -> TokenTrouble {
+    match reason {
+        TokenReason::Refused => TokenTrouble::Refused,
+        TokenReason::NotAcquired {
+            outboxd_retries: true,
+        } => TokenTrouble::Retried,
+        TokenReason::NotAcquired {
+            outboxd_retries: false,
+        } => match oidc_status {
+            Some(s) if !(400..500).contains(&s) || s == 429 => TokenTrouble::Retried,
+            _ => TokenTrouble::Refused,
+        },
     }
-    if reason.contains(super::oauth::RETRIED) {
-        return TokenTrouble::Retried;
-    }
-    match oidc_status {
-        Some(s) if !(400..500).contains(&s) || s == 429 => TokenTrouble::Retried,
-        _ => TokenTrouble::Refused,
-    }
-}
-
-/// The HTTP status of librdkafka's log line about a failed OIDC token request (`OIDC` /
-/// `JWT`: `Failed to retrieve OIDC token from "<url>": <answer> (<status>)`, -1 when the
-/// endpoint did not answer).
-fn oidc_status(fac: &str, message: &str) -> Option<i32> {
-    if fac != "OIDC" && fac != "JWT" || !message.contains("Failed to retrieve") {
-        return None;
-    }
-    let open = message.rfind('(')?;
-    message[open + 1..]
-        .trim_end()
-        .trim_end_matches(')')
-        .parse()
-        .ok()
 }
 
 /// The settings to look at for a failed OAUTHBEARER login described by `reason`.
 fn token_settings(reason: &str) -> &'static str {
-    if reason.contains("MSK IAM") {
-        "the AWS credentials and region of MSK IAM (sasl.jaas.config awsRegion, awsProfileName, awsRoleArn; AWS_* environment) and the principal's kafka-cluster:Connect permission"
-    } else if reason.contains("token file") {
-        "sasl.oauthbearer.token.endpoint.url (file:) and whatever keeps that file current"
-    } else {
-        "sasl.oauthbearer.token.endpoint.url, the client id and secret (sasl.jaas.config clientId/clientSecret, sasl.oauthbearer.client.credentials.*), sasl.oauthbearer.scope and extensions, and that the provider's tokens carry the audience and issuer the brokers expect"
+    match text::token_source(reason) {
+        TokenSource::MskIam => "the AWS credentials and region of MSK IAM (sasl.jaas.config awsRegion, awsProfileName, awsRoleArn; AWS_* environment) and the principal's kafka-cluster:Connect permission",
+        TokenSource::TokenFile => "sasl.oauthbearer.token.endpoint.url (file:) and whatever keeps that file current",
+        TokenSource::Oidc => "sasl.oauthbearer.token.endpoint.url, the client id and secret (sasl.jaas.config clientId/clientSecret, sasl.oauthbearer.client.credentials.*), sasl.oauthbearer.scope and extensions, and that the provider's tokens carry the audience and issuer the brokers expect",
     }
 }
 
@@ -755,6 +693,25 @@ fn describe_brokers(brokers: &BTreeMap<String, String>) -> String {
 mod tests {
     use super::*;
 
+    /// The HTTP status of an OIDC/JWT log line, as the link reads it.
+    fn oidc_status(fac: &str, line: &str) -> Option<i32> {
+        text::log_line(fac, line).oidc_status
+    }
+
+    /// Whether an `_AUTHENTICATION` error is about an OAUTHBEARER token.
+    fn is_token_reason(reason: &str) -> bool {
+        text::token_reason(reason).is_some()
+    }
+
+    /// What a token failure `reason` means after an OIDC request answered `status`.
+    fn trouble(reason: &str, status: Option<i32>) -> TokenTrouble {
+        token_trouble(text::token_reason(reason).expect("a token reason"), status)
+    }
+
+    fn mismatch_in(error: &str) -> Option<Mismatch> {
+        text::protocol_mismatch(error)
+    }
+
     #[test]
     fn token_failures_a_retry_may_cure_are_not_definite() {
         let line = r#"[thrd:background]: Failed to retrieve OIDC token from "http://idp/token": {"error":"invalid_client"} (401)"#;
@@ -769,23 +726,23 @@ mod tests {
         assert_eq!(oidc_status("FAIL", line), None);
         let acquire = r#"Failed to acquire SASL OAUTHBEARER token: {"error":"invalid_client"}"#;
         assert!(is_token_reason(acquire));
-        assert_eq!(token_trouble(acquire, Some(401)), TokenTrouble::Refused);
-        assert_eq!(token_trouble(acquire, Some(503)), TokenTrouble::Retried);
-        assert_eq!(token_trouble(acquire, Some(-1)), TokenTrouble::Retried);
+        assert_eq!(trouble(acquire, Some(401)), TokenTrouble::Refused);
+        assert_eq!(trouble(acquire, Some(503)), TokenTrouble::Retried);
+        assert_eq!(trouble(acquire, Some(-1)), TokenTrouble::Retried);
         let ours = format!(
             "Failed to acquire SASL OAUTHBEARER token: no AWS credentials for MSK IAM ... {}",
             crate::sink::oauth::RETRIED
         );
-        assert_eq!(token_trouble(&ours, None), TokenTrouble::Retried);
+        assert_eq!(trouble(&ours, None), TokenTrouble::Retried);
         // An expired token in a token file: definite (README: exit 1), not retried.
         let file = "Failed to acquire SASL OAUTHBEARER token: the token in the token file /t (sasl.oauthbearer.token.endpoint.url) expired at 2026-12-03T06:33:30Z (exp claim): whatever writes the file is not keeping it current; it must replace the token before it expires";
-        assert_eq!(token_trouble(file, None), TokenTrouble::Refused);
+        assert_eq!(trouble(file, None), TokenTrouble::Refused);
         assert!(token_settings(file).contains("whatever keeps that file current"));
         let expired =
             "Failed to acquire SASL OAUTHBEARER token: Must supply an unexpired token: now 2 > 1";
-        assert_eq!(token_trouble(expired, None), TokenTrouble::Refused);
+        assert_eq!(trouble(expired, None), TokenTrouble::Refused);
         let broker = "SASL authentication error: {\"status\":\"invalid_token\"} (after 1ms in state AUTH_REQ)";
-        assert_eq!(token_trouble(broker, None), TokenTrouble::Refused);
+        assert_eq!(trouble(broker, None), TokenTrouble::Refused);
         let link = KafkaLink::quiet("shop", "k:9092");
         link.covers_log_line(
             "OIDC",
