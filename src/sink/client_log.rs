@@ -20,6 +20,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::ClientContext;
 use tracing::Level;
 
+use super::librdkafka_text;
 use super::link::KafkaLink;
 
 /// How long after the first librdkafka line a starting coordinator is INFO; past it the
@@ -30,14 +31,10 @@ pub const STARTUP: Duration = Duration::from_secs(60);
 /// When the first librdkafka line was logged.
 static FIRST_LINE: OnceLock<Instant> = OnceLock::new();
 
-/// Broker answers, as librdkafka words them in a retried request's warning, that mean a
-/// coordinator is starting (Kafka error codes COORDINATOR_LOAD_IN_PROGRESS (14) and
-/// COORDINATOR_NOT_AVAILABLE (15)).
-const STARTING_COORDINATOR: [&str; 2] =
-    ["Coordinator load in progress", "Coordinator not available"];
-
 /// The tracing level for a librdkafka log line of syslog `level` with text `message`,
-/// `starting` while within [`STARTUP`].
+/// `starting` while within [`STARTUP`]: a warning about a retried request to a coordinator
+/// that is still starting (loading, or not available yet:
+/// [`librdkafka_text::starting_coordinator_retried`]) is INFO then.
 pub fn level(level: RDKafkaLogLevel, message: &str, starting: bool) -> Level {
     match level {
         RDKafkaLogLevel::Emerg
@@ -45,9 +42,7 @@ pub fn level(level: RDKafkaLogLevel, message: &str, starting: bool) -> Level {
         | RDKafkaLogLevel::Critical
         | RDKafkaLogLevel::Error => Level::ERROR,
         RDKafkaLogLevel::Warning
-            if starting
-                && message.trim_end().ends_with("retrying")
-                && STARTING_COORDINATOR.iter().any(|s| message.contains(s)) =>
+            if starting && librdkafka_text::starting_coordinator_retried(message) =>
         {
             Level::INFO
         }

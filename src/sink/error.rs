@@ -397,6 +397,18 @@ pub fn restart_cures(code: Option<RDKafkaErrorCode>) -> bool {
     )
 }
 
+/// Whether librdkafka's error `code` says the producer was fenced by a newer instance with
+/// its `transactional.id` (`_FENCED`, `PRODUCER_FENCED`; `INVALID_PRODUCER_EPOCH` is what
+/// brokers before KIP-588 answer a fenced producer).
+pub(crate) fn is_fenced(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+    )
+}
+
 impl SinkError {
     /// Transient or definite, from the variant and librdkafka's error code.
     pub fn class(&self) -> Class {
@@ -452,18 +464,9 @@ impl SinkError {
         }
     }
 
-    /// A failed call of the transactional API: fenced, fatal or transient.
+    /// A failed call of the transactional API: fenced ([`is_fenced`]), fatal or transient.
     pub fn transaction(what: &'static str, e: &KafkaError) -> Self {
-        let code = e.rdkafka_error_code();
-        // InvalidProducerEpoch: what brokers before KIP-588 answer a fenced producer.
-        if matches!(
-            code,
-            Some(
-                RDKafkaErrorCode::Fenced
-                    | RDKafkaErrorCode::ProducerFenced
-                    | RDKafkaErrorCode::InvalidProducerEpoch
-            )
-        ) {
+        if e.rdkafka_error_code().is_some_and(is_fenced) {
             return SinkError::Fenced {
                 what,
                 detail: e.to_string(),

@@ -458,21 +458,14 @@ impl KafkaSink {
     /// deliveries: this tells the real cause.
     pub fn fatal(&self) -> Option<SinkError> {
         let (code, reason) = self.producer.client().fatal_error()?;
-        Some(
-            if matches!(
-                code,
-                RDKafkaErrorCode::Fenced
-                    | RDKafkaErrorCode::ProducerFenced
-                    | RDKafkaErrorCode::InvalidProducerEpoch
-            ) {
-                SinkError::Fenced {
-                    what: "producing",
-                    detail: reason,
-                }
-            } else {
-                SinkError::Fatal { code, reason }
-            },
-        )
+        Some(if super::error::is_fenced(code) {
+            SinkError::Fenced {
+                what: "producing",
+                detail: reason,
+            }
+        } else {
+            SinkError::Fatal { code, reason }
+        })
     }
 
     /// Registers the `transactional.id` with the cluster: fences any older producer with the

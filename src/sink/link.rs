@@ -23,21 +23,34 @@
 //! A connector's link logs those lines; a command's link ([`KafkaLink::quiet`]: `check`,
 //! `status`, `checkpoint`) keeps the same state without logging, and the command reports the
 //! outcome itself (`check` prints a FAIL line), so a command's output stays a few lines.
+//!
+//! Two halves: [`machine`] is the state machine, pure (typed observations stamped with the
+//! instant they were made at; the new state and the [`Report`](machine::Report)s out), and
+//! [`KafkaLink`] its side effects: it reads the clock, classifies what librdkafka's callbacks
+//! hand it (error codes here, text in [`super::librdkafka_text`] only), holds the machine
+//! behind a mutex, writes the reports as log lines, keeps the lock-free reachability flag and
+//! wakes those waiting for a definite failure.
 
-use std::collections::BTreeMap;
+pub(crate) mod machine;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use tokio::sync::Notify;
+use tracing::Level;
+
+use self::machine::{At, ErrorKind, Machine, Observation, Outcome, Report, Voice};
+use super::librdkafka_text::{self as text, TokenSource};
 
 /// How often a reminder is logged while the cluster stays unreachable.
 pub const REMINDER_INTERVAL: Duration = Duration::from_secs(60);
 
 /// How many broker connection closures in a row, each looking like a `security.protocol`
-/// mismatch ([`mismatch_in`]), make one before any broker was up: librdkafka reconnects after
-/// `reconnect.backoff.ms` (100 ms), so the second comes at once when the cause stays.
+/// mismatch ([`text::protocol_mismatch`]), make one before any broker was up: librdkafka
+/// reconnects after `reconnect.backoff.ms` (100 ms), so the second comes at once when the
+/// cause stays.
 pub const MISMATCH_SIGHTINGS: u32 = 2;
 
 /// `statistics.interval.ms` for the long-lived clients: how often broker states are sampled
@@ -66,7 +79,7 @@ pub enum LinkFailure {
     },
     /// No OAUTHBEARER token could be had (the token endpoint refused the client, outboxd's
     /// own token source failed for good), or the brokers refused the token (expired,
-    /// unsigned, another audience or issuer): see [`token_trouble`].
+    /// unsigned, another audience or issuer): see [`machine::token_trouble`].
     #[error(
         "the OAUTHBEARER login at Kafka {bootstrap} failed: {reason}; check {}",
         token_settings(reason)
@@ -98,84 +111,27 @@ pub enum LinkFailure {
     },
 }
 
-/// Which side of a `security.protocol` mismatch a closed connection points to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mismatch {
-    /// TLS asked of a listener without it.
-    TlsToPlaintext,
-    /// No TLS, but the listener expects it.
-    PlaintextToTls,
-}
-
-/// Whether librdkafka's description of a failed broker connection (`error`, without the
-/// thread prefix: `<broker>: <what>`) is a listener closing it in a way that means a
-/// `security.protocol` mismatch: librdkafka's own guesses ("connecting to a PLAINTEXT broker
-/// listener?", "connecting to a SSL listener?"), or a connection closed by the peer in state
-/// `SSL_HANDSHAKE`, or in state `APIVERSION_QUERY` of a client without TLS (its broker name
-/// has no `ssl://` / `sasl_ssl://` prefix; librdkafka rdkafka_broker.c, rdkafka_ssl.c).
-fn mismatch_in(error: &str) -> Option<Mismatch> {
-    if error.contains("connecting to a PLAINTEXT broker listener?") {
-        return Some(Mismatch::TlsToPlaintext);
-    }
-    if error.contains("connecting to a SSL listener?") {
-        return Some(Mismatch::PlaintextToTls);
-    }
-    let closed = error.contains("Disconnected") || error.contains("closed by peer");
-    if !closed {
-        return None;
-    }
-    let tls_client = error.starts_with("ssl://") || error.starts_with("sasl_ssl://");
-    if error.contains("in state SSL_HANDSHAKE") {
-        Some(Mismatch::TlsToPlaintext)
-    } else if error.contains("in state APIVERSION_QUERY") && !tls_client {
-        Some(Mismatch::PlaintextToTls)
-    } else {
-        None
-    }
-}
-
-/// What the callbacks have said so far.
-#[derive(Debug, Default)]
-struct State {
-    /// Whether a broker was ever seen up: before that, a broker's connection failure is no
-    /// news of its own (it becomes the last error the WARN names).
-    seen_up: bool,
-    /// Since when no broker is known to be up (an `_ALL_BROKERS_DOWN` or connection errors
-    /// without a broker up since): the monotonic instant for durations, the wall-clock time
-    /// for the lines that say since when.
-    unreachable_since: Option<(Instant, SystemTime)>,
-    /// When the last WARN or reminder was logged.
-    warned_at: Option<Instant>,
-    /// The last state of each broker, from the statistics.
-    brokers: BTreeMap<String, String>,
-    /// The last broker connection error's description (`_TRANSPORT`, `_RESOLVE`).
-    last_error: Option<String>,
-    /// A failure a retry cannot cure, until a broker is up again.
-    definite: Option<LinkFailure>,
-    /// Why the cluster counts as unreachable although librdkafka reports a broker up: it
-    /// does not answer (records without a delivery report, a new client's metadata request
-    /// unanswered: a frozen or hung broker keeps its TCP connections open, so librdkafka
-    /// reports nothing). Only an answer clears it ([`KafkaLink::answered`]), not a broker
-    /// `UP` in the statistics.
-    silent: Option<String>,
-    /// When a broker's connection failure (librdkafka `FAIL` line) was last let through, per
-    /// broker.
-    fail_logged: BTreeMap<String, Instant>,
-    /// The last broker connection failures in a row that looked like one
-    /// `security.protocol` mismatch, and how many (before any broker was up).
-    mismatch: Option<(Mismatch, u32)>,
-    /// The HTTP status of librdkafka's last failed OIDC token request (-1: no answer), from
-    /// its `OIDC`/`JWT` log line ([`oidc_status`]).
-    oidc_status: Option<i32>,
-    /// The last OAUTHBEARER token failure that is retried (librdkafka's `OIDC`/`JWT` line
-    /// about a failed token request, or a retried token error): while there is no token no
-    /// broker is asked, so a command that found no broker answering names this instead.
-    token_failure: Option<String>,
-}
-
 /// What waits for the cluster, as (records, bytes) not yet acknowledged: asked when a WARN
 /// is written. `None` once the producer it looks at is gone.
 type Backlog = Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>;
+
+/// The settings to look at for a failed OAUTHBEARER login described by `reason`.
+fn token_settings(reason: &str) -> &'static str {
+    match text::token_source(reason) {
+        TokenSource::MskIam => "the AWS credentials and region of MSK IAM (sasl.jaas.config awsRegion, awsProfileName, awsRoleArn; AWS_* environment) and the principal's kafka-cluster:Connect permission",
+        TokenSource::TokenFile => "sasl.oauthbearer.token.endpoint.url (file:) and whatever keeps that file current",
+        TokenSource::Oidc => "sasl.oauthbearer.token.endpoint.url, the client id and secret (sasl.jaas.config clientId/clientSecret, sasl.oauthbearer.client.credentials.*), sasl.oauthbearer.scope and extensions, and that the provider's tokens carry the audience and issuer the brokers expect",
+    }
+}
+
+/// What the clock says now, for an observation: the link reads the clock (here, and for
+/// [`KafkaLink::unreachable_for`] / [`KafkaLink::unreachable_reason`]); the machine never does.
+fn now() -> At {
+    At {
+        instant: Instant::now(),
+        wall: SystemTime::now(),
+    }
+}
 
 /// The connection state of one Kafka cluster for one connector (or one command).
 pub struct KafkaLink {
@@ -188,9 +144,10 @@ pub struct KafkaLink {
     /// How often the WARN is repeated while the cluster stays unreachable
     /// ([`REMINDER_INTERVAL`]; shorter in tests).
     reminder: Duration,
-    state: Mutex<State>,
-    /// Whether a broker was seen up and the cluster is not unreachable since: lets
-    /// [`answered`](Self::answered), called on every delivery report, return without a lock.
+    state: Mutex<Machine>,
+    /// Whether a broker was seen up and the cluster is not unreachable since
+    /// ([`Machine::reachable`]): lets [`answered`](Self::answered), called on every delivery
+    /// report, return without a lock.
     reachable: AtomicBool,
     changed: Notify,
     backlog: Mutex<Option<Backlog>>,
@@ -229,7 +186,7 @@ impl KafkaLink {
             bootstrap: bootstrap.to_string(),
             logs,
             reminder,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(Machine::new(bootstrap, logs, reminder)),
             reachable: AtomicBool::new(false),
             changed: Notify::new(),
             backlog: Mutex::new(None),
@@ -259,50 +216,34 @@ impl KafkaLink {
     /// Why the cluster is unreachable, for a command's or a readiness report: for how long,
     /// the brokers' last states and the last connection error; `None` while it is reachable.
     pub fn unreachable_reason(&self) -> Option<String> {
-        let st = self.state();
-        let (since, at) = st.unreachable_since?;
-        Some(format!(
-            "Kafka at {} unreachable for {}s, since {} ({}{}{})",
-            self.bootstrap,
-            since.elapsed().as_secs(),
-            utc(at),
-            st.silent
-                .as_deref()
-                .map(|s| format!("it does not answer: {s}; "))
-                .unwrap_or_default(),
-            describe_brokers(&st.brokers),
-            st.last_error
-                .as_deref()
-                .map(|e| format!("; last error: {e}"))
-                .unwrap_or_default()
-        ))
+        self.state().unreachable_reason(Instant::now())
     }
 
     /// The last OAUTHBEARER token failure that librdkafka retries (a token endpoint that
     /// answered 5xx or not at all, or with something that is not a token; a token source of
     /// outboxd that retries), if any.
     pub fn token_failure(&self) -> Option<String> {
-        self.state().token_failure.clone()
+        self.state().token_failure().map(str::to_string)
     }
 
     /// The last broker connection error librdkafka reported, if any since a broker was up.
     pub fn last_error(&self) -> Option<String> {
-        self.state().last_error.clone()
+        self.state().last_error().map(str::to_string)
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn state(&self) -> std::sync::MutexGuard<'_, Machine> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// How long the cluster has been unreachable, if it is.
     pub fn unreachable_for(&self) -> Option<Duration> {
-        self.state().unreachable_since.map(|(at, _)| at.elapsed())
+        self.state().unreachable_for(Instant::now())
     }
 
     /// A failure a retry cannot cure (refused credentials, failed TLS verification), seen
     /// since a broker was last up.
     pub fn definite_failure(&self) -> Option<LinkFailure> {
-        self.state().definite.clone()
+        self.state().definite().cloned()
     }
 
     /// Resolves with the first [`definite_failure`](Self::definite_failure) (at once if there
@@ -317,169 +258,93 @@ impl KafkaLink {
         }
     }
 
-    /// librdkafka's error callback (`error_cb`).
-    pub(crate) fn on_error(&self, error: &KafkaError, reason: &str) {
-        let code = error.rdkafka_error_code();
-        match code {
-            Some(RDKafkaErrorCode::Authentication) if is_token_reason(reason) => {
-                let status = self.state().oidc_status;
-                match token_trouble(reason, status) {
-                    TokenTrouble::Retried => {
-                        if self.logs {
-                            tracing::warn!(connector = %self.owner, "no OAUTHBEARER token yet, librdkafka asks again in 10 s: {reason}");
-                        }
-                        let mut st = self.state();
-                        st.last_error = Some(reason.to_string());
-                        st.token_failure = Some(reason.to_string());
-                    }
-                    TokenTrouble::Refused => self.definite(LinkFailure::Token {
-                        bootstrap: self.bootstrap.clone(),
-                        reason: reason.to_string(),
-                    }),
-                }
-            }
-            Some(RDKafkaErrorCode::Authentication) => self.definite(LinkFailure::Authentication {
-                bootstrap: self.bootstrap.clone(),
-                reason: reason.to_string(),
-            }),
-            Some(RDKafkaErrorCode::SSL) => self.definite(LinkFailure::Tls {
-                bootstrap: self.bootstrap.clone(),
-                reason: reason.to_string(),
-            }),
-            Some(RDKafkaErrorCode::AllBrokersDown) => self.down(reason),
-            // One broker connection failed (or an idle one was closed by the broker, which
-            // happens every connections.max.idle.ms): only all of them down is unreachable.
-            Some(RDKafkaErrorCode::BrokerTransportFailure | RDKafkaErrorCode::Resolve) => {
-                tracing::debug!(target: "librdkafka", owner = %self.owner, "Kafka connection error: {reason}");
-                self.state().last_error = Some(reason.to_string());
-            }
-            // The producer reports a fencing itself (a definite failure, or in a group the
-            // handover to the connector's new owner).
-            Some(RDKafkaErrorCode::Fenced) => {
-                tracing::debug!(target: "librdkafka", owner = %self.owner, "{error}: {reason}")
-            }
-            _ if self.logs => {
-                tracing::warn!(target: "librdkafka", connector = %self.owner, "Kafka client error: {error}: {reason}")
-            }
-            _ => {
-                tracing::debug!(target: "librdkafka", owner = %self.owner, "Kafka client error: {error}: {reason}")
-            }
+    /// Feeds `observation`, made now, to the machine; then writes its reports (outside the
+    /// lock: the backlog a WARN names is asked of the producer) and wakes the waiters when
+    /// something changed. Returns whether the link covers a log line.
+    fn observe(&self, observation: Observation<'_>) -> bool {
+        let outcome = {
+            let mut st = self.state();
+            let outcome = st.observe(observation, now());
+            self.reachable.store(st.reachable(), Ordering::Release);
+            outcome
+        };
+        let Outcome {
+            reports,
+            changed,
+            covers,
+        } = outcome;
+        for report in &reports {
+            self.emit(report);
         }
-    }
-
-    /// A failure that will not go away on a retry: logged once (per kind) and kept.
-    fn definite(&self, failure: LinkFailure) {
-        let mut st = self.state();
-        // Once per kind: librdkafka reports it again for each broker connection, each time
-        // in other words.
-        let known = st
-            .definite
-            .as_ref()
-            .is_some_and(|d| std::mem::discriminant(d) == std::mem::discriminant(&failure));
-        if !known {
-            if self.logs {
-                tracing::error!(connector = %self.owner, "{failure}");
-            } else {
-                tracing::debug!(owner = %self.owner, "{failure}");
-            }
-            st.definite = Some(failure);
-            drop(st);
+        if changed {
             self.changed.notify_waiters();
         }
+        covers
     }
 
-    /// No broker could be reached (librdkafka's `_ALL_BROKERS_DOWN`; its `reason`, "N/M
-    /// brokers are down", counts bootstrap and learned brokers alike, so it is logged at
-    /// DEBUG only): the first time, a WARN; then a reminder at most every `reminder`.
-    fn down(&self, reason: &str) {
-        tracing::debug!(target: "librdkafka", owner = %self.owner, "all brokers down: {reason}");
-        let mut st = self.state();
-        st.unreachable_since
-            .get_or_insert_with(|| (Instant::now(), SystemTime::now()));
-        self.reachable.store(false, Ordering::Release);
-        drop(st);
-        self.warn_if_due();
-        self.changed.notify_waiters();
-    }
-
-    /// While the cluster is unreachable: the WARN the first time, then a reminder when the
-    /// last one is `reminder` old (a connector's link only).
-    fn warn_if_due(&self) {
-        let mut st = self.state();
-        let Some((since, at)) = st.unreachable_since else {
-            return;
+    /// Writes `report` as the link's log line.
+    fn emit(&self, report: &Report) {
+        let voice = Voice {
+            bootstrap: &self.bootstrap,
+            reminder: self.reminder,
+            logs: self.logs,
         };
-        // Refused credentials or certificates are no outage: their ERROR says it all, and
-        // the connector stops on it.
-        if st.definite.is_some() {
-            return;
-        }
-        let now = Instant::now();
-        let first = st.warned_at.is_none();
-        let due = st
-            .warned_at
-            .is_none_or(|w| now.duration_since(w) >= self.reminder);
-        if !due || !self.logs {
-            return;
-        }
-        st.warned_at = Some(now);
-        let last = st
-            .last_error
-            .as_deref()
-            .map(|e| format!(" (last error: {e})"))
-            .unwrap_or_default();
-        let brokers = describe_brokers(&st.brokers);
-        let silent = st.silent.clone();
-        drop(st);
-        let waiting = self.waiting();
-        let since_utc = utc(at);
-        if let (true, Some(silent)) = (first, &silent) {
-            tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
-                "Kafka does not answer since {since_utc}: {silent} ({brokers}: connections open, \
-                 no reply; a frozen or hung broker?); counted as unreachable; {waiting} (a \
-                 reminder follows every {}s while this lasts)",
-                self.reminder.as_secs());
-        } else if first {
-            tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
-                "Kafka is unreachable since {since_utc}: no broker of {} answers{last}; {waiting}; \
-                 librdkafka keeps reconnecting (a reminder follows every {}s while this lasts)",
-                self.bootstrap, self.reminder.as_secs());
-        } else if let Some(silent) = &silent {
-            let for_s = now.duration_since(since).as_secs();
-            tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
-                unreachable_for_s = for_s,
-                "Kafka still does not answer, for {for_s}s (since {since_utc}): {silent}; {brokers}; {waiting}");
+        let waiting = if report.says_what_waits() {
+            self.waiting()
         } else {
-            let for_s = now.duration_since(since).as_secs();
-            tracing::warn!(connector = %self.owner, bootstrap = %self.bootstrap, since = %since_utc,
-                unreachable_for_s = for_s,
-                "Kafka is still unreachable, for {for_s}s (since {since_utc}): {brokers}{last}; {waiting}");
+            String::new()
+        };
+        let line = report.text(voice, &waiting);
+        let owner = &self.owner;
+        let bootstrap = &self.bootstrap;
+        match (report, report.level(self.logs)) {
+            (Report::Unreachable { since, .. } | Report::Silent { since, .. }, _) => {
+                let since = machine::utc(*since);
+                tracing::warn!(connector = %owner, bootstrap = %bootstrap, since = %since, "{line}")
+            }
+            (
+                Report::StillUnreachable { since, for_s, .. }
+                | Report::StillSilent { since, for_s, .. },
+                _,
+            ) => {
+                let since = machine::utc(*since);
+                tracing::warn!(connector = %owner, bootstrap = %bootstrap, since = %since,
+                    unreachable_for_s = for_s, "{line}")
+            }
+            (Report::Reachable { after_s }, Level::INFO) => {
+                tracing::info!(connector = %owner, bootstrap = %bootstrap,
+                    unreachable_for_s = after_s, "{line}")
+            }
+            (Report::TokenRetried { .. }, _) => tracing::warn!(connector = %owner, "{line}"),
+            (Report::Definite(_), Level::ERROR) => tracing::error!(connector = %owner, "{line}"),
+            (Report::ClientError { .. }, Level::WARN) => {
+                tracing::warn!(target: "librdkafka", connector = %owner, "{line}")
+            }
+            (
+                Report::AllBrokersDown { .. }
+                | Report::ConnectionError { .. }
+                | Report::Fenced { .. }
+                | Report::ClientError { .. },
+                _,
+            ) => tracing::debug!(target: "librdkafka", owner = %owner, "{line}"),
+            (Report::Definite(_) | Report::MismatchSeen { .. } | Report::Reachable { .. }, _) => {
+                tracing::debug!(owner = %owner, "{line}")
+            }
         }
+    }
+
+    /// librdkafka's error callback (`error_cb`).
+    pub(crate) fn on_error(&self, error: &KafkaError, reason: &str) {
+        self.observe(Observation::Error {
+            kind: ErrorKind::of(error, reason),
+            reason,
+        });
     }
 
     /// A broker answered (a statistics sample shows one up, or a request succeeded): the
     /// cluster is reachable; an INFO says so when it was not.
     pub(crate) fn up(&self) {
-        let mut st = self.state();
-        let was = st.unreachable_since.take();
-        st.silent = None;
-        self.reachable.store(true, Ordering::Release);
-        st.seen_up = true;
-        st.warned_at = None;
-        st.definite = None;
-        st.last_error = None;
-        st.mismatch = None;
-        drop(st);
-        if let Some((at, _)) = was {
-            let after_s = at.elapsed().as_secs();
-            if self.logs {
-                tracing::info!(connector = %self.owner, bootstrap = %self.bootstrap, unreachable_for_s = after_s,
-                    "Kafka is reachable again after {after_s}s; delivery resumes");
-            } else {
-                tracing::debug!(owner = %self.owner, "Kafka is reachable again");
-            }
-        }
-        self.changed.notify_waiters();
+        self.observe(Observation::Answered);
     }
 
     /// The cluster answered one of the connector's own requests (a delivery report, a
@@ -499,261 +364,59 @@ impl KafkaLink {
     /// `UP` in the statistics does not clear it. An outage librdkafka already reported keeps
     /// its own WARN.
     pub(crate) fn unresponsive(&self, what: &str, since: (Instant, SystemTime)) {
-        let mut st = self.state();
-        match st.unreachable_since {
-            Some(_) if st.silent.is_none() => return,
-            Some(_) => {}
-            None => st.unreachable_since = Some(since),
-        }
-        st.silent = Some(what.to_string());
-        self.reachable.store(false, Ordering::Release);
-        drop(st);
-        self.warn_if_due();
-        self.changed.notify_waiters();
+        self.observe(Observation::Unresponsive {
+            what,
+            since: At {
+                instant: since.0,
+                wall: since.1,
+            },
+        });
     }
 
     /// librdkafka's statistics callback (`stats_cb`, JSON): records each broker's state; a
     /// broker `UP` means the cluster is reachable (unless it was found not to answer, see
     /// [`unresponsive`](Self::unresponsive)).
     pub(crate) fn on_statistics(&self, json: &[u8]) {
-        let Ok(stats) = serde_json::from_slice::<Stats>(json) else {
-            return;
-        };
-        // librdkafka's internal and logical brokers (the coordinators) are not connections;
-        // a bootstrap broker and the broker it turned out to be share a `host:port`, which
-        // is up when either connection is. So do a decommissioned broker and its successor
-        // (see [`Stats`]).
-        let mut brokers: BTreeMap<String, String> = BTreeMap::new();
-        for b in stats.brokers {
-            if b.source != "learned" && b.source != "configured" {
-                continue;
-            }
-            match brokers.get(&b.nodename) {
-                Some(state) if state == "UP" => {}
-                _ => {
-                    brokers.insert(b.nodename, b.state);
-                }
-            }
-        }
-        let any_up = brokers.values().any(|s| s == "UP");
-        let mut st = self.state();
-        st.brokers = brokers;
-        let silent = st.silent.is_some();
-        drop(st);
-        if any_up && !silent {
-            self.up();
-        } else {
-            // librdkafka may not report all brokers down again while it lasts: the
-            // statistics keep the reminder going.
-            self.warn_if_due();
+        if let Some(brokers) = machine::broker_states(json) {
+            self.observe(Observation::Brokers(brokers));
         }
     }
 
     /// Whether librdkafka's log line (`fac`, `message`) only repeats what this link reports
-    /// itself: connection failures while the cluster is known to be unreachable (or before
-    /// any broker was ever up), the authentication/TLS failures it logs once, and every one
-    /// of them for a command's link.
-    ///
-    /// A broker's connection failure (`FAIL`) is let through once per broker and reminder
-    /// interval while the cluster as a whole is reachable (one broker of several is worth
-    /// knowing about), and kept as the last error for the link's own WARN. Before any broker
-    /// was up, [`MISMATCH_SIGHTINGS`] failures in a row that mean a `security.protocol`
-    /// mismatch ([`mismatch_in`]) are a definite failure.
+    /// itself (see [`Machine`]'s reading of log lines): then it is logged at DEBUG only.
     pub(crate) fn covers_log_line(&self, fac: &str, message: &str) -> bool {
-        let mut st = self.state();
-        if let Some(status) = oidc_status(fac, message) {
-            st.oidc_status = Some(status);
-            st.token_failure = Some(message.to_string());
-        }
-        let down = st.unreachable_since.is_some();
-        let failed = st.definite.is_some();
-        if fac == "FAIL" {
-            // librdkafka prefixes its log lines with the thread (`[thrd:host:port/id]: `).
-            let error = match message.strip_prefix("[thrd:") {
-                Some(rest) => rest.split_once("]: ").map_or(message, |(_, m)| m),
-                None => message,
-            };
-            st.last_error = Some(error.to_string());
-            let mismatch = mismatch_in(error).filter(|_| !st.seen_up);
-            st.mismatch = match (mismatch, st.mismatch) {
-                (Some(m), Some((last, n))) if m == last => Some((m, n + 1)),
-                (Some(m), _) => Some((m, 1)),
-                (None, _) => None,
-            };
-            if let Some((m, n)) = st.mismatch.filter(|(_, n)| *n >= MISMATCH_SIGHTINGS) {
-                tracing::debug!(owner = %self.owner, "{n} connection(s) closed like a security.protocol mismatch ({m:?})");
-                drop(st);
-                let (bootstrap, reason) = (self.bootstrap.clone(), error.to_string());
-                self.definite(match m {
-                    Mismatch::TlsToPlaintext => {
-                        LinkFailure::TlsToPlaintextListener { bootstrap, reason }
-                    }
-                    Mismatch::PlaintextToTls => {
-                        LinkFailure::PlaintextToTlsListener { bootstrap, reason }
-                    }
-                });
-                return true;
-            }
-            if down || failed || !st.seen_up || !self.logs {
-                return true;
-            }
-            let broker = message.split(": ").next().unwrap_or_default().to_string();
-            let now = Instant::now();
-            let recent = st
-                .fail_logged
-                .get(&broker)
-                .is_some_and(|at| now.duration_since(*at) < self.reminder);
-            if !recent {
-                st.fail_logged.insert(broker, now);
-            }
-            return recent;
-        }
-        // The producer reports a fencing itself, once, with what it means.
-        message.contains("has been fenced by a newer instance")
-            || message.contains("Producer attempted an operation with an old epoch")
-            || (down && message.contains("brokers are down"))
-            || (failed && (message.contains("SASL") || message.contains("SSL")))
-            || (!self.logs && (down || failed || !st.seen_up))
+        self.observe(Observation::Log(text::log_line(fac, message)))
     }
-}
-
-// ---- OAUTHBEARER tokens (issue 31): librdkafka's words for a token it could not get or
-// the brokers refused, and what a retry may cure. ----
-
-/// Whether an `_AUTHENTICATION` error is about an OAUTHBEARER token: librdkafka could not
-/// get one ("Failed to acquire SASL OAUTHBEARER token: ...", rdkafka_sasl_oauthbearer.c;
-/// "OAUTHBEARER cannot log in because there is no token available; last error: ...") or the
-/// broker refused it (its SASL error names the mechanism or the token).
-fn is_token_reason(reason: &str) -> bool {
-    reason.contains("OAUTHBEARER") || reason.contains("invalid_token")
-}
-
-/// What an OAUTHBEARER token failure means for the connector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TokenTrouble {
-    /// Refused: the same settings meet the same answer (a definite failure).
-    Refused,
-    /// Not reachable right now (the token endpoint did not answer, answered 5xx or 429;
-    /// outboxd's token source said it retries): librdkafka asks again 10 s later.
-    Retried,
-}
-
-/// Classifies a token failure `reason`, `oidc_status` being the HTTP status of librdkafka's
-/// last failed OIDC token request (its log line comes before the error).
-fn token_trouble(reason: &str, oidc_status: Option<i32>) -> TokenTrouble {
-    let acquiring = reason.contains("Failed to acquire SASL OAUTHBEARER token")
-        || reason.contains("no token available");
-    if !acquiring {
-        return TokenTrouble::Refused;
-    }
-    if reason.contains(super::oauth::RETRIED) {
-        return TokenTrouble::Retried;
-    }
-    match oidc_status {
-        Some(s) if !(400..500).contains(&s) || s == 429 => TokenTrouble::Retried,
-        _ => TokenTrouble::Refused,
-    }
-}
-
-/// The HTTP status of librdkafka's log line about a failed OIDC token request (`OIDC` /
-/// `JWT`: `Failed to retrieve OIDC token from "<url>": <answer> (<status>)`, -1 when the
-/// endpoint did not answer).
-fn oidc_status(fac: &str, message: &str) -> Option<i32> {
-    if fac != "OIDC" && fac != "JWT" || !message.contains("Failed to retrieve") {
-        return None;
-    }
-    let open = message.rfind('(')?;
-    message[open + 1..]
-        .trim_end()
-        .trim_end_matches(')')
-        .parse()
-        .ok()
-}
-
-/// The settings to look at for a failed OAUTHBEARER login described by `reason`.
-fn token_settings(reason: &str) -> &'static str {
-    if reason.contains("MSK IAM") {
-        "the AWS credentials and region of MSK IAM (sasl.jaas.config awsRegion, awsProfileName, awsRoleArn; AWS_* environment) and the principal's kafka-cluster:Connect permission"
-    } else if reason.contains("token file") {
-        "sasl.oauthbearer.token.endpoint.url (file:) and whatever keeps that file current"
-    } else {
-        "sasl.oauthbearer.token.endpoint.url, the client id and secret (sasl.jaas.config clientId/clientSecret, sasl.oauthbearer.client.credentials.*), sasl.oauthbearer.scope and extensions, and that the provider's tokens carry the audience and issuer the brokers expect"
-    }
-}
-
-/// What a statistics sample (librdkafka's `stats_cb` JSON) says of the brokers.
-#[derive(serde::Deserialize)]
-struct Stats {
-    /// Every entry of the `brokers` object, duplicates included: the object is keyed by
-    /// broker name, and a broker librdkafka decommissioned (a metadata response without it,
-    /// as from a KRaft broker fenced for an instant after a freeze) stays in its list, under
-    /// the same name, as long as something holds a reference to it (the transaction
-    /// coordinator's current broker, until the coordinator is looked up again), beside the broker it learned again. librdkafka adds brokers at the head
-    /// of its list, so the stale entry came last, and a map keyed by name kept it: the link
-    /// saw the broker `INIT` and the cluster unreachable for as long as the stale broker
-    /// lived, while records were delivered.
-    #[serde(default, deserialize_with = "every_entry")]
-    brokers: Vec<BrokerStats>,
-}
-
-/// One broker of a statistics sample.
-#[derive(serde::Deserialize)]
-struct BrokerStats {
-    #[serde(default)]
-    nodename: String,
-    #[serde(default)]
-    source: String,
-    #[serde(default)]
-    state: String,
-}
-
-/// The values of a JSON object, in order, duplicate keys included.
-fn every_entry<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<BrokerStats>, D::Error> {
-    struct Entries;
-    impl<'de> serde::de::Visitor<'de> for Entries {
-        type Value = Vec<BrokerStats>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an object of brokers")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut entries = Vec::new();
-            while let Some((_, b)) = map.next_entry::<serde::de::IgnoredAny, BrokerStats>()? {
-                entries.push(b);
-            }
-            Ok(entries)
-        }
-    }
-    d.deserialize_map(Entries)
-}
-
-/// `at` as UTC, `YYYY-MM-DDTHH:MM:SSZ`.
-fn utc(at: SystemTime) -> String {
-    let secs = at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    crate::value::utc_seconds(secs)
-}
-
-/// `brokers host:port STATE, ...` (librdkafka's broker states: `INIT`, `CONNECT`, `DOWN`,
-/// `UP`, ...), or `no broker state known yet`.
-fn describe_brokers(brokers: &BTreeMap<String, String>) -> String {
-    if brokers.is_empty() {
-        return "no broker state known yet".into();
-    }
-    let states = brokers
-        .iter()
-        .map(|(n, s)| format!("{n} {s}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!("brokers {states}")
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use rdkafka::error::RDKafkaErrorCode;
+
+    use super::machine::{token_trouble, TokenTrouble};
+    use super::text::Mismatch;
     use super::*;
+
+    /// The HTTP status of an OIDC/JWT log line, as the link reads it.
+    fn oidc_status(fac: &str, line: &str) -> Option<i32> {
+        text::log_line(fac, line).oidc_status
+    }
+
+    /// Whether an `_AUTHENTICATION` error is about an OAUTHBEARER token.
+    fn is_token_reason(reason: &str) -> bool {
+        text::token_reason(reason).is_some()
+    }
+
+    /// What a token failure `reason` means after an OIDC request answered `status`.
+    fn trouble(reason: &str, status: Option<i32>) -> TokenTrouble {
+        token_trouble(text::token_reason(reason).expect("a token reason"), status)
+    }
+
+    fn mismatch_in(error: &str) -> Option<Mismatch> {
+        text::protocol_mismatch(error)
+    }
 
     #[test]
     fn token_failures_a_retry_may_cure_are_not_definite() {
@@ -769,23 +432,23 @@ mod tests {
         assert_eq!(oidc_status("FAIL", line), None);
         let acquire = r#"Failed to acquire SASL OAUTHBEARER token: {"error":"invalid_client"}"#;
         assert!(is_token_reason(acquire));
-        assert_eq!(token_trouble(acquire, Some(401)), TokenTrouble::Refused);
-        assert_eq!(token_trouble(acquire, Some(503)), TokenTrouble::Retried);
-        assert_eq!(token_trouble(acquire, Some(-1)), TokenTrouble::Retried);
+        assert_eq!(trouble(acquire, Some(401)), TokenTrouble::Refused);
+        assert_eq!(trouble(acquire, Some(503)), TokenTrouble::Retried);
+        assert_eq!(trouble(acquire, Some(-1)), TokenTrouble::Retried);
         let ours = format!(
             "Failed to acquire SASL OAUTHBEARER token: no AWS credentials for MSK IAM ... {}",
             crate::sink::oauth::RETRIED
         );
-        assert_eq!(token_trouble(&ours, None), TokenTrouble::Retried);
+        assert_eq!(trouble(&ours, None), TokenTrouble::Retried);
         // An expired token in a token file: definite (README: exit 1), not retried.
         let file = "Failed to acquire SASL OAUTHBEARER token: the token in the token file /t (sasl.oauthbearer.token.endpoint.url) expired at 2026-12-03T06:33:30Z (exp claim): whatever writes the file is not keeping it current; it must replace the token before it expires";
-        assert_eq!(token_trouble(file, None), TokenTrouble::Refused);
+        assert_eq!(trouble(file, None), TokenTrouble::Refused);
         assert!(token_settings(file).contains("whatever keeps that file current"));
         let expired =
             "Failed to acquire SASL OAUTHBEARER token: Must supply an unexpired token: now 2 > 1";
-        assert_eq!(token_trouble(expired, None), TokenTrouble::Refused);
+        assert_eq!(trouble(expired, None), TokenTrouble::Refused);
         let broker = "SASL authentication error: {\"status\":\"invalid_token\"} (after 1ms in state AUTH_REQ)";
-        assert_eq!(token_trouble(broker, None), TokenTrouble::Refused);
+        assert_eq!(trouble(broker, None), TokenTrouble::Refused);
         let link = KafkaLink::quiet("shop", "k:9092");
         link.covers_log_line(
             "OIDC",

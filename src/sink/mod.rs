@@ -4,6 +4,7 @@ pub mod client;
 pub mod client_log;
 mod error;
 pub mod kafka;
+pub(crate) mod librdkafka_text;
 pub mod link;
 #[cfg(test)]
 pub(crate) mod memory;

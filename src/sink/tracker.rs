@@ -118,25 +118,10 @@ pub struct TxnRefusal {
 impl TxnRefusal {
     /// The refusal in a librdkafka log line of facility `fac`, when it is one: `ADDPARTS`
     /// "Failed to add partition "<topic>" [<n>] to transaction: Broker: Topic authorization
-    /// failed" (or "Broker: Invalid topic"), as librdkafka 2.x writes it.
+    /// failed" (or "Broker: Invalid topic"), as librdkafka 2.x writes it (read by
+    /// [`super::librdkafka_text::txn_refusal`]).
     pub fn from_log(fac: &str, message: &str) -> Option<Self> {
-        use rdkafka::error::RDKafkaErrorCode as C;
-        if fac != "ADDPARTS" {
-            return None;
-        }
-        const FAILED: &str = "Failed to add partition \"";
-        let rest = &message[message.find(FAILED)? + FAILED.len()..];
-        let (topic, rest) = rest.split_once('"')?;
-        let (_, why) = rest.split_once("to transaction: ")?;
-        let code = match why.trim() {
-            "Broker: Topic authorization failed" => C::TopicAuthorizationFailed,
-            "Broker: Invalid topic" => C::InvalidTopic,
-            _ => return None,
-        };
-        Some(Self {
-            topic: topic.to_string(),
-            code,
-        })
+        super::librdkafka_text::txn_refusal(fac, message).map(|(topic, code)| Self { topic, code })
     }
 }
 
