@@ -510,9 +510,13 @@ async fn three_members_share_two_connectors_exactly_once() {
     };
     let scenario = tokio::task::spawn_blocking({
         let (timeline, stop_writing) = (timeline.clone(), stop_writing.clone());
+        // The writers stop however the scenario ends: a failed assertion in it must fail the
+        // test, not leave the writers (and the test) waiting for ever.
+        let stops_writers = StopOnDrop(stop_writing.clone());
         let (cm, cp, tm, tp) = (cm.clone(), cp.clone(), tm.clone(), tp.clone());
         let (files, group) = (files.clone(), group.clone());
         move || {
+            let _stops_writers = stops_writers;
             let both = [&cm, &cp];
             let started = Instant::now();
             wait_delivery(&timeline, &tm, started, &members);
@@ -632,8 +636,12 @@ async fn at_least_once_group_survives_a_zombie_and_a_long_outage() {
     let writer = write_until(&pg, "Ledger", timeline.clone(), stop_writing.clone());
     let scenario = tokio::task::spawn_blocking({
         let (timeline, stop_writing) = (timeline.clone(), stop_writing.clone());
+        // The writers stop however the scenario ends: a failed assertion in it must fail the
+        // test, not leave the writers (and the test) waiting for ever.
+        let stops_writers = StopOnDrop(stop_writing.clone());
         let (cp, tp) = (cp.clone(), tp.clone());
         move || {
+            let _stops_writers = stops_writers;
             wait_delivery(&timeline, &tp, Instant::now(), &members);
 
             // A zombie: frozen past its session (the other member takes over), then woken.
@@ -686,4 +694,13 @@ async fn at_least_once_group_survives_a_zombie_and_a_long_outage() {
         "a checkpoint went backward: {lsns:?}; logs:\n{all_logs}"
     );
     drop(members);
+}
+
+/// Sets its flag when dropped: the writers of a scenario stop whether it returns or panics.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }

@@ -84,6 +84,17 @@ pub enum ConfigError {
         /// File of the second.
         second: PathBuf,
     },
+    /// Two connectors keep their checkpoints in one file: each would overwrite the other's
+    /// and resume at the other's position.
+    #[error("connectors `{first}` and `{second}` both keep their checkpoint in file {}; give each connector a `[connectors.checkpoint] path` of its own", path.display())]
+    SharedCheckpointFile {
+        /// The file.
+        path: PathBuf,
+        /// The first connector naming it.
+        first: String,
+        /// The second.
+        second: String,
+    },
     /// Two files set `[metrics]` or `[log]` differently.
     #[error("{path}: [{section}] differs from the one in {first}; set it in one file only")]
     ConflictingSection {

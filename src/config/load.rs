@@ -158,6 +158,8 @@ pub fn load_all_with_env<P: AsRef<Path>>(
         kafka: process.clone(),
     };
     let mut origins: BTreeMap<String, PathBuf> = BTreeMap::new();
+    // File checkpoint stores, by absolute path: one connector each.
+    let mut checkpoint_files: BTreeMap<PathBuf, String> = BTreeMap::new();
     let mut metrics_from: Option<PathBuf> = None;
     let mut log_from: Option<PathBuf> = None;
     let mut group_from: Option<PathBuf> = None;
@@ -196,6 +198,16 @@ pub fn load_all_with_env<P: AsRef<Path>>(
                 });
             }
             origins.insert(c.name.clone(), path.to_path_buf());
+            if let CheckpointConfig::File { path: file } = &c.checkpoint {
+                let key = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+                if let Some(first) = checkpoint_files.insert(key, c.name.clone()) {
+                    return Err(ConfigError::SharedCheckpointFile {
+                        path: file.clone(),
+                        first,
+                        second: c.name,
+                    });
+                }
+            }
             merged.connectors.push(c);
         }
     }

@@ -1399,3 +1399,29 @@ fn debezium_column_options_are_applied() {
     let value = String::from_utf8(rec.value.unwrap()).unwrap();
     assert!(value.contains("\"ab\""), "{value}");
 }
+
+/// break28 F1: two connectors keeping their checkpoints in one file would overwrite each
+/// other's and resume at the other's position.
+#[test]
+fn two_connectors_cannot_share_a_checkpoint_file() {
+    let dir = std::env::temp_dir().join(format!("outboxd-shared-cp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let one = |name: &str| {
+        format!(
+            "[[connectors]]\nname = \"{name}\"\ntables = [\"shop.outbox\"]\n\
+             [connectors.source]\nkind = \"mariadb\"\nhost = \"h\"\nuser = \"u\"\n\
+             password = \"p\"\nserver_id = {}\n[connectors.kafka]\n\
+             bootstrap_servers = \"k:9092\"\n[connectors.checkpoint]\nstore = \"file\"\n\
+             path = \"{}\"\n",
+            name.len() + 7,
+            dir.join("cp.json").display()
+        )
+    };
+    let (a, b) = (dir.join("a.toml"), dir.join("b.toml"));
+    std::fs::write(&a, one("alpha")).unwrap();
+    std::fs::write(&b, one("beta")).unwrap();
+    let e = load_all(&[&a, &b], LoadOptions::default()).unwrap_err();
+    assert!(matches!(e, ConfigError::SharedCheckpointFile { .. }), "{e}");
+    assert!(e.to_string().contains("`alpha` and `beta`"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

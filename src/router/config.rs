@@ -505,8 +505,11 @@ pub enum UnknownOption {
 }
 
 impl RouterConfig {
-    /// Every outbox column the router reads (event id, key, payload, route-by, timestamp and
-    /// additional placements), for preflight checks that the outbox table has them.
+    /// Every outbox column the router needs (event id, key, payload, route-by, timestamp and
+    /// additional placements), for preflight checks that the outbox table has them. Placements
+    /// the router leaves out when their column is missing are not needed:
+    /// every one under `table.field.additional.missing=ignore`, header placements under
+    /// `table.fields.additional.error.on.missing=false`.
     pub fn columns_read(&self) -> Vec<&str> {
         let mut cols = vec![
             self.field_event_id.as_str(),
@@ -517,7 +520,15 @@ impl RouterConfig {
         if let Some(ts) = &self.field_event_timestamp {
             cols.push(ts);
         }
-        cols.extend(self.additional_placement.iter().map(|f| f.column.as_str()));
+        cols.extend(
+            self.additional_placement
+                .iter()
+                .filter(|f| {
+                    self.additional_field_missing == MissingFieldBehavior::Error
+                        && (self.additional_error_on_missing || f.placement != Placement::Header)
+                })
+                .map(|f| f.column.as_str()),
+        );
         cols
     }
 

@@ -725,3 +725,26 @@ fn error_on_missing_false_leaves_out_missing_headers_only() {
     });
     assert!(r.route(&insert(text("{}"))).is_err());
 }
+
+/// `check` asks the table for the columns the router needs: placements left out when
+/// missing are not among them (break28 F3).
+#[test]
+fn columns_needed_leave_out_placements_that_may_be_missing() {
+    let mut cfg = RouterConfig {
+        additional_placement: AdditionalField::parse_list("h:header,e:envelope,p:partition")
+            .unwrap(),
+        ..RouterConfig::default()
+    };
+    let needed = |c: &RouterConfig| {
+        c.columns_read()
+            .into_iter()
+            .filter(|n| n.len() == 1)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(needed(&cfg), ["h", "e", "p"]);
+    cfg.additional_error_on_missing = false;
+    assert_eq!(needed(&cfg), ["e", "p"]);
+    cfg.additional_field_missing = MissingFieldBehavior::Ignore;
+    assert!(needed(&cfg).is_empty());
+}
