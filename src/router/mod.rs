@@ -675,19 +675,23 @@ impl EventRouter {
                 // decides on a tombstone: the first record of a payload schema names the
                 // envelopes after it even when it is a tombstone.
                 let payload = payload_schema.unwrap_or_else(|| Schema::optional(Type::String));
-                let schema = Schema::structure(vec![("payload".to_string(), payload)]);
-                self.envelope_name(change, &route_value, &schema, version);
+                self.envelope_name(change, &route_value, &payload, version);
             }
             (None, Value::Null)
         } else if !self.envelope {
             (payload_schema, payload)
         } else {
+            let payload_schema = payload_schema.unwrap_or_else(|| Schema::optional(Type::String));
+            let name = if msg.is_some() {
+                // The message struct has no name: Debezium names the envelope by the route
+                // value alone.
+                route_value.clone()
+            } else {
+                self.envelope_name(change, &route_value, &payload_schema, version)
+            };
             let mut fields = Vec::with_capacity(1 + envelope_fields.len());
             let mut values = Vec::with_capacity(1 + envelope_fields.len());
-            fields.push((
-                "payload".to_string(),
-                payload_schema.unwrap_or_else(|| Schema::optional(Type::String)),
-            ));
+            fields.push(("payload".to_string(), payload_schema));
             values.push(("payload".to_string(), payload));
             for (name, schema, v) in envelope_fields {
                 fields.push((
@@ -698,13 +702,7 @@ impl EventRouter {
             }
             let mut schema = Schema::structure(fields);
             schema.version = version;
-            schema.name = Some(if msg.is_some() {
-                // The message struct has no name: Debezium names the envelope by the route
-                // value alone.
-                route_value.clone()
-            } else {
-                self.envelope_name(change, &route_value, &schema, version)
-            });
+            schema.name = Some(name);
             (Some(schema), Value::Struct(values))
         };
         let value = match self
@@ -964,27 +962,26 @@ impl EventRouter {
         })
     }
 
-    /// `EventRouterDelegate.getSchemaName`: the connector's value schema name
+    /// `EventRouterDelegate.getSchemaName` for an envelope whose payload has schema `payload`:
+    /// the connector's value schema name
     /// `<topic.prefix>.<schema>.<table>.Value` with the route-by value before `Value`; the
     /// first name given to a payload schema (or, versioned, to a version) sticks.
     fn envelope_name(
         &self,
         change: &RowChange,
         route_value: &str,
-        schema: &Schema,
+        payload: &Schema,
         version: Option<i32>,
     ) -> String {
         let key = match version {
             Some(v) => format!("v{v}"),
             None => {
                 let mut k = String::from("p");
-                if let Some(p) = schema.field("payload") {
-                    let _ = crate::connect::json::write_schema(
-                        &p.schema,
-                        &crate::connect::JsonOptions::default(),
-                        &mut k,
-                    );
-                }
+                let _ = crate::connect::json::write_schema(
+                    payload,
+                    &crate::connect::JsonOptions::default(),
+                    &mut k,
+                );
                 k
             }
         };
