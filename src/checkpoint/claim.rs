@@ -105,10 +105,13 @@ enum Store {
 }
 
 impl Store {
-    fn of(checkpoint: &CheckpointConfig) -> Self {
+    /// The store `checkpoint` names; `None` for a non-Kafka sink's own store (no Kafka
+    /// cluster holds claims for it).
+    fn of(checkpoint: &CheckpointConfig) -> Option<Self> {
         match checkpoint {
-            CheckpointConfig::File { path } => Store::File(absolute(path)),
-            CheckpointConfig::Kafka { topic, .. } => Store::Kafka(topic.clone()),
+            CheckpointConfig::File { path } => Some(Store::File(absolute(path))),
+            CheckpointConfig::Kafka { topic, .. } => Some(Store::Kafka(topic.clone())),
+            CheckpointConfig::Sink {} => None,
         }
     }
 
@@ -140,9 +143,13 @@ type OtherCheckpoints = Result<Vec<(Store, Checkpoint)>, CheckpointError>;
 impl OtherStores {
     /// Starts reading connector `cfg`'s claims topic (`outboxd.checkpoints.<name>`) and the
     /// checkpoints of the other stores it names, on the blocking pool. `link` is the
-    /// connector's Kafka link. Call it after the claims topic exists.
-    pub(crate) fn start(cfg: &ConnectorConfig, link: &Arc<KafkaLink>) -> Self {
-        let this = Store::of(&cfg.checkpoint);
+    /// connector's Kafka link. Call it after the claims topic exists. `None` when the
+    /// connector's records do not go to Kafka: no cluster holds claims then.
+    pub(crate) fn start(cfg: &ConnectorConfig, link: &Arc<KafkaLink>) -> Option<Self> {
+        if !cfg.sink.is_kafka() {
+            return None;
+        }
+        let this = Store::of(&cfg.checkpoint)?;
         let claims_topic = default_checkpoint_topic(&cfg.name);
         let store =
             KafkaCheckpointStore::new(&cfg.kafka, &claims_topic, &cfg.name).with_link(link.clone());
@@ -154,11 +161,11 @@ impl OtherStores {
                 .and_then(|claims| other_checkpoints(&kafka, &name, &this_read, claims, &store));
             (others, store)
         });
-        OtherStores {
+        Some(OtherStores {
             this,
             claims_topic,
             read,
-        }
+        })
     }
 
     /// Checks the other stores against `own` (this store's checkpoint, loaded) and leaves

@@ -98,6 +98,16 @@ pub enum CheckpointError {
     /// The cluster refused the credentials, or TLS with it failed verification.
     #[error(transparent)]
     Link(#[from] crate::sink::LinkFailure),
+    /// A non-Kafka broker's store failed (a NATS JetStream key-value bucket, a Redis key).
+    #[error("{broker}: {detail}")]
+    Broker {
+        /// The broker.
+        broker: &'static str,
+        /// What failed and what to do.
+        detail: String,
+        /// Transient (retry) or definite.
+        class: Class,
+    },
     /// Another store of the same connector holds a later checkpoint at another position.
     #[error(transparent)]
     TwoStores(Box<TwoStores>),
@@ -154,6 +164,7 @@ impl CheckpointError {
         match self {
             CheckpointError::Kafka { .. } | CheckpointError::Interrupted { .. } => Class::Transient,
             CheckpointError::Transaction(e) => e.class(),
+            CheckpointError::Broker { class, .. } => *class,
             CheckpointError::FileRead { .. }
             | CheckpointError::FileWrite { .. }
             | CheckpointError::FileInvalid { .. }

@@ -258,6 +258,9 @@ fn apply_shadow(c: &mut super::ConnectorConfig, shadow: &Shadow<'_>) -> Result<(
             p.push(format!(".{n}"));
             *path = PathBuf::from(p);
         }
+        // Keyed by the connector's name (NATS KV), or a key derived from it unless set
+        // (Redis): each table's connector has its own.
+        CheckpointConfig::Sink {} => {}
     }
     match &mut c.source {
         super::SourceConfig::Postgres(pg) => {

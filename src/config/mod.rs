@@ -45,6 +45,7 @@ mod load;
 mod names;
 mod native;
 mod providers;
+pub mod sinks;
 pub(crate) mod tls;
 
 use std::collections::BTreeMap;
@@ -71,6 +72,7 @@ pub use load::{
     log_ignored_keys, parse, LoadOptions, Shadow,
 };
 pub use names::default_pg_object_name;
+pub use sinks::SinkConfig;
 pub use tls::{MysqlSslMode, MysqlTlsConfig, PgSslMode, PgTlsConfig, RootCert, StoreFile};
 
 /// Environment variable overriding every connector's Kafka bootstrap servers (below the CLI flag).
@@ -186,7 +188,10 @@ pub struct ConnectorConfig {
     pub source: SourceConfig,
     /// How an outbox row becomes a Kafka record.
     pub router: RouterConfig,
-    /// Where records go.
+    /// Where records go: Kafka (the default) or another broker.
+    pub sink: SinkConfig,
+    /// The Kafka cluster records go to when `sink` is Kafka (its `bootstrap_servers` may be
+    /// empty otherwise: nothing connects to it then).
     pub kafka: KafkaConfig,
     /// Where the delivered source position is kept.
     pub checkpoint: CheckpointConfig,
@@ -496,6 +501,10 @@ pub enum CheckpointConfig {
         #[serde(default = "default_batch_max_ms")]
         batch_max_ms: u64,
     },
+    /// Kept by the connector's non-Kafka sink: a NATS JetStream key-value bucket, a Redis key
+    /// written in the records' `MULTI`/`EXEC` (see `sinks`). TOML `store = "sink"`, the
+    /// default for those sinks.
+    Sink {},
 }
 
 /// Kafka Connect's `errors.tolerance`: what a connector does with an outbox event it cannot

@@ -47,6 +47,8 @@ struct ConnectorToml {
     #[serde(default)]
     kafka: KafkaToml,
     #[serde(default)]
+    sink: Option<toml::Table>,
+    #[serde(default)]
     checkpoint: Option<CheckpointConfig>,
     #[serde(default)]
     errors: Option<ErrorsToml>,
@@ -238,6 +240,10 @@ fn connector(
     }
     let router = router_from_toml(&c.router, defaults, &format!("{here}.router"), ctx)?;
 
+    let sink = match c.sink {
+        Some(t) => super::sinks::from_toml(t, &format!("{here}.sink"), ctx)?,
+        None => super::SinkConfig::Kafka,
+    };
     let bootstrap = ctx
         .bootstrap_override
         .map(str::to_string)
@@ -250,6 +256,8 @@ fn connector(
                 .map(str::to_string)
         })
         .or_else(|| ctx.process_bootstrap.map(str::to_string))
+        // Nothing connects to Kafka when records go elsewhere.
+        .or_else(|| (!sink.is_kafka()).then(String::new))
         .ok_or_else(|| ConfigError::MissingBootstrap {
             path: ctx.path.to_path_buf(),
             connector: c.name.clone(),
@@ -291,6 +299,7 @@ fn connector(
         ));
     }
 
+    let checkpoint_given = c.checkpoint.is_some();
     let checkpoint = match c.checkpoint {
         Some(CheckpointConfig::File { path }) if path.as_os_str().is_empty() => {
             return Err(ctx.invalid(format!("{here}.checkpoint.path"), "must not be empty"))
@@ -328,6 +337,7 @@ fn connector(
         Some(cp) => cp,
         None => ctx.default_checkpoint(&c.name),
     };
+    let checkpoint = sink_checkpoint(&sink, checkpoint, checkpoint_given, &here, ctx)?;
 
     let errors = match c.errors {
         None => ErrorPolicy {
@@ -350,7 +360,7 @@ fn connector(
     };
     let checkpoint_topic = match &checkpoint {
         CheckpointConfig::Kafka { topic, .. } => Some(topic.as_str()),
-        CheckpointConfig::File { .. } => None,
+        CheckpointConfig::File { .. } | CheckpointConfig::Sink {} => None,
     };
     errors
         .validate(checkpoint_topic)
@@ -361,6 +371,7 @@ fn connector(
         source,
         router,
         errors,
+        sink,
         kafka: KafkaConfig {
             bootstrap_servers: bootstrap,
             client: ClientProperties::default(),
@@ -373,6 +384,43 @@ fn connector(
         ignored_keys: Vec::new(),
         metrics_server: None,
     })
+}
+
+/// The checkpoint store of a connector whose records go to `sink`, given the configured one
+/// (`given`: whether `[connectors.checkpoint]` was there). Kafka takes every store but
+/// `sink`; NATS JetStream and Redis keep the checkpoint themselves unless it is a file; a
+/// RabbitMQ sink needs a file.
+fn sink_checkpoint(
+    sink: &super::SinkConfig,
+    checkpoint: CheckpointConfig,
+    given: bool,
+    here: &str,
+    ctx: &LoadCtx<'_>,
+) -> Result<CheckpointConfig, ConfigError> {
+    use super::SinkConfig;
+    let at = format!("{here}.checkpoint.store");
+    match (sink, checkpoint) {
+        (SinkConfig::Kafka, CheckpointConfig::Sink {}) => Err(ctx.invalid(
+            at,
+            "\"sink\" is for a non-Kafka [connectors.sink]; with Kafka use \"kafka\" (default) or \"file\"",
+        )),
+        (SinkConfig::Kafka, cp) | (_, cp @ CheckpointConfig::File { .. }) => Ok(cp),
+        (SinkConfig::RabbitMq(_), _) => Err(ctx.invalid(
+            at,
+            "a RabbitMQ sink keeps its checkpoint in a file: set [connectors.checkpoint] \
+             store = \"file\" and path = \"...\"",
+        )),
+        (_, CheckpointConfig::Sink {}) => Ok(CheckpointConfig::Sink {}),
+        (other, CheckpointConfig::Kafka { .. }) if given => Err(ctx.invalid(
+            at,
+            format!(
+                "a {} sink keeps its checkpoint itself (store = \"sink\", the default) or in a \
+                 file (store = \"file\"), not in Kafka",
+                other.kind()
+            ),
+        )),
+        (_, CheckpointConfig::Kafka { .. }) => Ok(CheckpointConfig::Sink {}),
+    }
 }
 
 fn source(
@@ -578,7 +626,7 @@ fn source(
 /// removed). `None` when none is set, and offline ([`LoadCtx::offline`]: nothing connects,
 /// so an unset variable or a file only the relay's host has is no error); an error when
 /// several are set.
-fn secret_setting(
+pub(crate) fn secret_setting(
     name: &str,
     (literal, var, file): (&Option<String>, &Option<String>, &Option<PathBuf>),
     here: &str,

@@ -193,6 +193,7 @@ impl Definition {
         );
         match &cfg.checkpoint {
             CheckpointConfig::File { .. } => put("checkpoint.store", "file".into()),
+            CheckpointConfig::Sink {} => put("checkpoint.store", "sink".into()),
             CheckpointConfig::Kafka {
                 topic,
                 delivery,

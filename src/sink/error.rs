@@ -265,6 +265,22 @@ pub enum SinkError {
     /// The cluster refused the credentials, or TLS with it failed verification.
     #[error(transparent)]
     Link(#[from] super::link::LinkFailure),
+    /// A non-Kafka broker's failure (NATS JetStream, Redis, RabbitMQ), classified by its
+    /// sink from the client's error kinds: see [`SinkError::broker`] and
+    /// [`SinkError::broker_record`].
+    #[error("{broker}: {detail}")]
+    Broker {
+        /// The broker: `NATS JetStream`, `Redis`, `RabbitMQ`.
+        broker: &'static str,
+        /// What failed and what to do (never a payload or a secret).
+        detail: String,
+        /// Transient (retry from the checkpoint) or definite (stop).
+        class: Class,
+        /// The record it is about, when one: event id and destination.
+        record: Option<(String, String)>,
+        /// Set when the broker refused that record for good (it can be dead-lettered).
+        refusal: Option<Refusal>,
+    },
     /// A call handed to the blocking pool did not come back (the runtime is shutting down).
     #[error("{what}: {source}")]
     Abandoned {
@@ -415,6 +431,7 @@ impl SinkError {
         match self {
             // A new producer (the connector restarting) cures most fatal errors.
             SinkError::Fatal { code, .. } => Self::fatal_class(Some(*code)),
+            SinkError::Broker { class, .. } => *class,
             SinkError::Transaction {
                 fatal: true,
                 source,
@@ -595,10 +612,49 @@ impl SinkError {
         )
     }
 
+    /// A non-Kafka broker's failure not about one record (connection, login, a missing
+    /// stream): `detail` says what failed and what to do.
+    pub fn broker(broker: &'static str, class: Class, detail: impl Into<String>) -> Self {
+        SinkError::Broker {
+            broker,
+            detail: detail.into(),
+            class,
+            record: None,
+            refusal: None,
+        }
+    }
+
+    /// A non-Kafka broker's failure to take the record with event id `id` for `topic` (its
+    /// routed destination): refused for good when `refusal` is set (definite; the record
+    /// can be dead-lettered), else a transient failure (the batch is sent again).
+    pub fn broker_record(
+        broker: &'static str,
+        id: &str,
+        topic: &str,
+        refusal: Option<Refusal>,
+        detail: impl Into<String>,
+    ) -> Self {
+        SinkError::Broker {
+            broker,
+            detail: detail.into(),
+            class: if refusal.is_some() {
+                Class::Definite
+            } else {
+                Class::Transient
+            },
+            record: Some((id.to_string(), topic.to_string())),
+            refusal,
+        }
+    }
+
     /// The event id and topic of the record a delivery failure (or refusal) is about.
     pub fn record(&self) -> Option<(&str, &str)> {
         match self {
             SinkError::Delivery { id, topic, .. } => Some((id, topic)),
+            SinkError::Broker {
+                record: Some((id, topic)),
+                ..
+            } => Some((id, topic)),
             other => other.refused_record(),
         }
     }
@@ -610,6 +666,11 @@ impl SinkError {
             SinkError::Refused { id, topic, .. }
             | SinkError::RefusedOnSend { id, topic, .. }
             | SinkError::RecordTooLarge { id, topic, .. } => Some((id, topic)),
+            SinkError::Broker {
+                record: Some((id, topic)),
+                refusal: Some(_),
+                ..
+            } => Some((id, topic)),
             _ => None,
         }
     }
@@ -632,6 +693,7 @@ impl SinkError {
                 Some(*reason)
             }
             SinkError::RecordTooLarge { .. } => Some(Refusal::TooLarge),
+            SinkError::Broker { refusal, .. } => *refusal,
             _ => None,
         }
     }

@@ -102,7 +102,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
     let checkpoint = ctx.default_checkpoint(&name);
     let checkpoint_topic = match &checkpoint {
         CheckpointConfig::Kafka { topic, .. } => Some(topic.as_str()),
-        CheckpointConfig::File { .. } => None,
+        CheckpointConfig::File { .. } | CheckpointConfig::Sink {} => None,
     };
     errors
         .validate(checkpoint_topic)
@@ -112,6 +112,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         source,
         router,
         errors,
+        sink: crate::config::SinkConfig::Kafka,
         kafka: KafkaConfig {
             bootstrap_servers,
             client,

@@ -8,9 +8,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+mod brokers;
+mod open;
+
+pub(crate) use open::OpenSink;
+
 use crate::checkpoint::{
-    claim::OtherStores, Checkpoint, CheckpointStore, FencedCheckpointStore, FileCheckpointStore,
-    KafkaCheckpointStore,
+    claim::OtherStores, Checkpoint, CheckpointRecords, CheckpointStore, FencedCheckpointStore,
+    FileCheckpointStore, KafkaCheckpointStore,
 };
 use crate::config::{CheckpointConfig, ConnectorConfig, DeliveryMode};
 use crate::cutover::dedupe::Dedupe;
@@ -26,7 +31,7 @@ use crate::pipeline::{self, LoopContext, PipelineOptions};
 use crate::position::SourcePosition;
 use crate::retry::{sleep_before_retry, Retry};
 use crate::router::{EventRouter, RouterConfigError};
-use crate::sink::{KafkaLink, KafkaSink};
+use crate::sink::{KafkaLink, TransactionalSink};
 use crate::source;
 use crate::source::SourceError;
 
@@ -46,12 +51,15 @@ pub fn open_store(cfg: &ConnectorConfig) -> Box<dyn CheckpointStore> {
         CheckpointConfig::Kafka { topic, .. } => {
             Box::new(KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name))
         }
+        CheckpointConfig::Sink {} => brokers::sink_store(cfg),
     }
 }
 
 /// How a connector delivers: records acknowledged then checkpointed (at-least-once), or
-/// records and checkpoint in one Kafka transaction (exactly-once).
+/// records and checkpoint in one Kafka transaction (exactly-once), or to another broker.
 enum Delivery {
+    /// A non-Kafka sink, with its configured store ([`brokers`]).
+    Broker(Box<dyn CheckpointStore>),
     Acked(Box<dyn CheckpointStore>),
     Transactional {
         store: Box<KafkaCheckpointStore>,
@@ -70,6 +78,9 @@ fn delivery(
     grouped: bool,
     shutdown: &watch::Receiver<bool>,
 ) -> Delivery {
+    if !cfg.sink.is_kafka() {
+        return Delivery::Broker(open_store(cfg));
+    }
     match &cfg.checkpoint {
         CheckpointConfig::Kafka {
             topic,
@@ -106,7 +117,9 @@ fn delivery(
         CheckpointConfig::Kafka { topic, .. } => Delivery::Acked(Box::new(
             KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name).with_link(link.clone()),
         )),
-        CheckpointConfig::File { .. } => Delivery::Acked(open_store(cfg)),
+        CheckpointConfig::File { .. } | CheckpointConfig::Sink {} => {
+            Delivery::Acked(open_store(cfg))
+        }
     }
 }
 
@@ -240,8 +253,13 @@ impl Connector {
         loop {
             retry.attempt();
             let outcome = match &mut delivery {
+                Delivery::Broker(store) => {
+                    self.run_on_broker(store.as_mut(), health, shutdown.clone())
+                        .await
+                }
                 Delivery::Acked(store) => {
-                    self.run_acked(store.as_mut(), health, shutdown.clone())
+                    let opener = open::KafkaAcked(self);
+                    self.run_acked(&opener, store.as_mut(), health, shutdown.clone())
                         .await
                 }
                 Delivery::Transactional {
@@ -249,7 +267,11 @@ impl Connector {
                     transactional_id,
                     batch,
                 } => {
-                    self.run_transactional(store, transactional_id, batch, health, shutdown.clone())
+                    let opener = open::KafkaTransactional {
+                        connector: self,
+                        transactional_id,
+                    };
+                    self.run_transactional(&opener, store.as_ref(), batch, health, shutdown.clone())
                         .await
                 }
             };
@@ -314,20 +336,52 @@ impl Connector {
         }
     }
 
-    async fn run_acked(
-        &self,
-        store: &mut dyn CheckpointStore,
-        health: &Health,
-        shutdown: watch::Receiver<bool>,
-    ) -> Result<(), Error> {
+    /// Creates the Kafka topics the connector writes to besides the routed ones (its Kafka
+    /// checkpoint topic, the dead-letter topic), when its records go to Kafka.
+    async fn ensure_kafka_topics(&self) -> Result<(), Error> {
         let cfg = &self.cfg;
+        if !cfg.sink.is_kafka() {
+            return Ok(());
+        }
         if let CheckpointConfig::Kafka { topic, .. } = &cfg.checkpoint {
             KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name)
                 .with_link(self.link.clone())
                 .ensure_topic()
                 .await?;
         }
-        self.ensure_dead_letter_topic().await?;
+        self.ensure_dead_letter_topic().await
+    }
+
+    /// Loads the checkpoint from `store` (with the other stores' comparison when records go
+    /// to Kafka): where the source starts.
+    async fn load_resume(
+        &self,
+        store: &(impl CheckpointStore + ?Sized),
+    ) -> Result<Option<Checkpoint>, Error> {
+        let cfg = &self.cfg;
+        // The other stores are read beside this one's load: a handover waits for the longer
+        // of the two reads, not for both.
+        let others = OtherStores::start(cfg, &self.link);
+        let loaded = store.load().await?;
+        let resume = self.known_if_lost(loaded);
+        if let Some(others) = others {
+            others.check(cfg, resume.as_ref()).await?;
+        }
+        log_resume(cfg, &resume);
+        Ok(resume)
+    }
+
+    /// The at-least-once run: records acknowledged by the sink `opener` opens, then
+    /// checkpointed in `store`.
+    async fn run_acked<O: OpenSink>(
+        &self,
+        opener: &O,
+        store: &mut dyn CheckpointStore,
+        health: &Health,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(), Error> {
+        let cfg = &self.cfg;
+        self.ensure_kafka_topics().await?;
         // Before the load: a fenced store's `init_transactions` must come first, so that no
         // older owner's checkpoint can land after what is read here. A PostgreSQL slot's
         // confirmed_flush_lsn only follows stored checkpoints, so it cannot pass the one read
@@ -340,26 +394,11 @@ impl Connector {
             return Ok(());
         }
         prepared?;
-        let others = OtherStores::start(cfg, &self.link);
-        let loaded = store.load().await?;
-        let mut resume = self.known_if_lost(loaded);
-        others.check(cfg, resume.as_ref()).await?;
-        log_resume(cfg, &resume);
+        let mut resume = self.load_resume(store).await?;
         let dedupe = self.dedupe(resume.as_ref())?;
-        let new_sink = || -> Result<KafkaSink, Error> {
-            Ok(KafkaSink::new(&cfg.kafka, &cfg.name, self.link.clone())?
-                .with_shutdown(shutdown.clone())
-                .with_own_topics(self.own_topics()))
+        let Some(mut sink) = opener.open(&shutdown).await? else {
+            return Ok(());
         };
-        let mut sink = new_sink()?;
-        // A refused login or an unverifiable broker certificate stops the connector now, not
-        // after the first records' delivery timeout; a shutdown meanwhile stops at once
-        // (nothing was read yet).
-        let mut sd = shutdown.clone();
-        tokio::select! {
-            r = sink.refuse_definite(Duration::from_secs(5)) => r?,
-            _ = sd.wait_for(|v| *v) => return Ok(()),
-        }
         let mut plan = Plan::default();
         let result = loop {
             let position = resume.as_ref().map(|c| c.position.clone());
@@ -377,43 +416,45 @@ impl Connector {
                     (resume, plan) = (Some(r.from), r.plan);
                     // The replay sends on a fresh producer, as the exactly-once one does:
                     // nothing of the refused records' sequence numbers is left to trip on.
-                    sink = new_sink()?;
+                    sink = match opener.open(&shutdown).await? {
+                        Some(s) => s,
+                        None => return Ok(()),
+                    };
                 }
                 Ok(Ending::Done) => break Ok(()),
                 Err(f) => break Err(f),
             }
         };
-        let flushed = tokio::task::block_in_place(|| sink.flush(Duration::from_secs(2)));
-        result.and(flushed.map_err(Error::from))
+        let closed = opener.close(sink).await;
+        result.and(closed)
     }
 
-    async fn run_transactional(
+    /// The exactly-once run: records and their checkpoint (`store`'s record) in one
+    /// transaction of the sink `opener` opens.
+    async fn run_transactional<O, C>(
         &self,
-        store: &KafkaCheckpointStore,
-        transactional_id: &str,
+        opener: &O,
+        store: &C,
         batch: &BatchOptions,
         health: &Health,
         shutdown: watch::Receiver<bool>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Error>
+    where
+        O: OpenSink,
+        O::Sink: TransactionalSink,
+        C: CheckpointRecords + CheckpointStore,
+    {
         let cfg = &self.cfg;
         let t0 = Instant::now();
-        let Some(mut sink) = self.transactional_sink(transactional_id, &shutdown).await? else {
+        let Some(mut sink) = opener.open(&shutdown).await? else {
             return Ok(());
         };
         let t1 = Instant::now();
-        store.ensure_topic().await?;
-        self.ensure_dead_letter_topic().await?;
+        self.ensure_kafka_topics().await?;
         let t2 = Instant::now();
-        // The other stores are read beside this one's load: a handover waits for the longer
-        // of the two reads, not for both.
-        let others = OtherStores::start(cfg, &self.link);
-        let loaded = store.load().await?;
-        let mut resume = self.known_if_lost(loaded);
+        let mut resume = self.load_resume(store).await?;
         let t3 = Instant::now();
-        others.check(cfg, resume.as_ref()).await?;
-        let t4 = Instant::now();
-        tracing::debug!(connector = %cfg.name, init_ms = (t1 - t0).as_millis() as u64, topics_ms = (t2 - t1).as_millis() as u64, load_ms = (t3 - t2).as_millis() as u64, other_stores_ms = (t4 - t3).as_millis() as u64, "started the exactly-once producer and read the checkpoint");
-        log_resume(cfg, &resume);
+        tracing::debug!(connector = %cfg.name, init_ms = (t1 - t0).as_millis() as u64, topics_ms = (t2 - t1).as_millis() as u64, load_ms = (t3 - t2).as_millis() as u64, "opened the transactional sink and read the checkpoint");
         let dedupe = self.dedupe(resume.as_ref())?;
         let mut plan = Plan::default();
         loop {
@@ -434,43 +475,15 @@ impl Connector {
                     // numbers ... requires epoch bump"): the replay gets a fresh one, which
                     // fences the old.
                     drop(sink);
-                    sink = match self.transactional_sink(transactional_id, &shutdown).await? {
+                    sink = match opener.open(&shutdown).await? {
                         Some(s) => s,
                         None => return Ok(()),
                     };
                 }
-                Ok(Ending::Done) => return Ok(()),
+                Ok(Ending::Done) => return opener.close(sink).await,
                 Err(f) => return Err(f),
             }
         }
-    }
-
-    /// A transactional producer with `transactional_id`, initialised: older instances with
-    /// that id are fenced (their open transaction is aborted), so the checkpoint read next is
-    /// the last one anybody will ever commit before us. With Kafka unreachable this waits up
-    /// to a minute: a shutdown meanwhile gives `None` at once (nothing was read yet, so
-    /// nothing is left uncommitted).
-    async fn transactional_sink(
-        &self,
-        transactional_id: &str,
-        shutdown: &watch::Receiver<bool>,
-    ) -> Result<Option<KafkaSink>, Error> {
-        let cfg = &self.cfg;
-        self.still_owned()?;
-        let sink = KafkaSink::new_transactional(
-            &cfg.kafka,
-            &cfg.name,
-            transactional_id,
-            self.link.clone(),
-        )?
-        .with_shutdown(shutdown.clone())
-        .with_own_topics(self.own_topics());
-        let mut sd = shutdown.clone();
-        tokio::select! {
-            r = sink.init_transactions() => r?,
-            _ = sd.wait_for(|v| *v) => return Ok(None),
-        }
-        Ok(Some(sink))
     }
 
     /// The topics this connector creates when it starts: its Kafka checkpoint topic and its
@@ -510,6 +523,11 @@ impl Connector {
         let store = match &self.cfg.checkpoint {
             CheckpointConfig::File { path } => format!("file {}", path.display()),
             CheckpointConfig::Kafka { topic, .. } => format!("Kafka topic {topic}"),
+            CheckpointConfig::Sink {} => self
+                .cfg
+                .sink
+                .own_checkpoint(&self.cfg.name)
+                .unwrap_or_default(),
         };
         tracing::warn!(connector = %self.cfg.name, position = %known, "the checkpoint store ({store}) no longer holds the connector's checkpoint, which this process stored or read there (deleted while the connector ran?): resuming from the last checkpoint this process knows, {known}, not at the configured start position, which would skip what was written since; the next checkpoint is stored there again");
         Some(Checkpoint {
@@ -549,13 +567,13 @@ impl Connector {
     }
 
     /// What a delivery loop of this connector delivers with.
-    fn loop_context<'a>(
+    fn loop_context<'a, S>(
         &'a self,
-        sink: &'a KafkaSink,
+        sink: &'a S,
         checkpointed: &'a watch::Sender<Option<SourcePosition>>,
         shutdown: watch::Receiver<bool>,
         dedupe: Option<&'a Dedupe>,
-    ) -> LoopContext<'a> {
+    ) -> LoopContext<'a, S> {
         LoopContext {
             connector: &self.cfg.name,
             router: &self.router,

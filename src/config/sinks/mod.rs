@@ -1,0 +1,138 @@
+//! `[connectors.sink]`: where a connector's records go. Kafka (the default, configured by
+//! `[connectors.kafka]` and the process-wide `[kafka]`), NATS JetStream, Redis Streams or
+//! RabbitMQ. Each non-Kafka sink has its own settings module; they share the secret and TLS
+//! settings' shapes with the source (`password`, `password_env`, `password_file`).
+//!
+//! TOML:
+//! ```toml
+//! [connectors.sink]
+//! type = "nats-jetstream"   # or "redis", "rabbitmq"; "kafka" (default) takes no keys here
+//! url = "nats://127.0.0.1:4222"
+//! ```
+
+mod auth;
+pub mod nats;
+pub mod rabbitmq;
+pub mod redis;
+
+pub use auth::SinkAuth;
+pub use nats::NatsSinkConfig;
+pub use rabbitmq::RabbitMqSinkConfig;
+pub use redis::RedisSinkConfig;
+
+/// Where a connector's records go.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum SinkConfig {
+    /// Kafka, through librdkafka: `[connectors.kafka]` (TOML `type = "kafka"`, the default).
+    #[default]
+    Kafka,
+    /// NATS JetStream (TOML `type = "nats-jetstream"`).
+    Nats(NatsSinkConfig),
+    /// Redis Streams (TOML `type = "redis"`).
+    Redis(RedisSinkConfig),
+    /// RabbitMQ, AMQP 0-9-1 (TOML `type = "rabbitmq"`).
+    RabbitMq(RabbitMqSinkConfig),
+}
+
+impl SinkConfig {
+    /// The TOML `type` of this sink (also the Debezium Server `debezium.sink.type`, except
+    /// Kafka's).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SinkConfig::Kafka => "kafka",
+            SinkConfig::Nats(_) => "nats-jetstream",
+            SinkConfig::Redis(_) => "redis",
+            SinkConfig::RabbitMq(_) => "rabbitmq",
+        }
+    }
+
+    /// Whether records go to Kafka.
+    pub fn is_kafka(&self) -> bool {
+        matches!(self, SinkConfig::Kafka)
+    }
+
+    /// Whether the sink keeps the connector's checkpoint itself (`[connectors.checkpoint]
+    /// store = "sink"`, the default for NATS JetStream and Redis), and where, for messages.
+    pub fn own_checkpoint(&self, connector: &str) -> Option<String> {
+        match self {
+            SinkConfig::Kafka | SinkConfig::RabbitMq(_) => None,
+            SinkConfig::Nats(n) => Some(format!("NATS KV bucket {}", n.checkpoint_bucket)),
+            SinkConfig::Redis(r) => Some(format!("Redis key {}", r.checkpoint_key(connector))),
+        }
+    }
+}
+
+/// The keys every non-Kafka sink's table shares ([`auth::AuthToml`]).
+const AUTH_KEYS: [&str; 7] = [
+    "user",
+    "password",
+    "password_env",
+    "password_file",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+];
+
+/// Checks the TOML `[connectors.sink]` table (`here`): `type`
+/// picks the sink; its other keys are the sink's (unknown ones are errors naming the
+/// accepted keys).
+pub(crate) fn from_toml(
+    mut table: toml::Table,
+    here: &str,
+    ctx: &crate::config::load::LoadCtx<'_>,
+) -> Result<SinkConfig, crate::config::error::ConfigError> {
+    let kind =
+        match table.remove("type") {
+            Some(toml::Value::String(s)) => s,
+            Some(_) => return Err(ctx.invalid(format!("{here}.type"), "must be a string")),
+            None => return Err(ctx.invalid(
+                format!("{here}.type"),
+                "is missing: set type = \"kafka\", \"nats-jetstream\", \"redis\" or \"rabbitmq\"",
+            )),
+        };
+    let mut auth = toml::Table::new();
+    if kind != "kafka" {
+        for k in AUTH_KEYS {
+            if let Some(v) = table.remove(k) {
+                auth.insert(k.to_string(), v);
+            }
+        }
+    }
+    let bad = |e: toml::de::Error| ctx.invalid(here, e.message().to_string());
+    let auth: auth::AuthToml = toml::Value::Table(auth).try_into().map_err(bad)?;
+    let rest = toml::Value::Table(table);
+    Ok(match kind.as_str() {
+        "kafka" => {
+            if let toml::Value::Table(t) = &rest {
+                if let Some(k) = t.keys().next() {
+                    return Err(ctx.invalid(
+                        format!("{here}.{k}"),
+                        "a Kafka sink takes its settings from [connectors.kafka]; remove it",
+                    ));
+                }
+            }
+            SinkConfig::Kafka
+        }
+        "nats-jetstream" => {
+            let t: nats::NatsToml = rest.try_into().map_err(bad)?;
+            SinkConfig::Nats(t.build(auth, here, ctx)?)
+        }
+        "redis" => {
+            let t: redis::RedisToml = rest.try_into().map_err(bad)?;
+            SinkConfig::Redis(t.build(auth, here, ctx)?)
+        }
+        "rabbitmq" => {
+            let t: rabbitmq::RabbitMqToml = rest.try_into().map_err(bad)?;
+            SinkConfig::RabbitMq(t.build(auth, here, ctx)?)
+        }
+        other => {
+            return Err(ctx.invalid(
+                format!("{here}.type"),
+                format!(
+                    "unknown sink type \"{other}\"; outboxd delivers to \"kafka\" (default), \
+                     \"nats-jetstream\", \"redis\" and \"rabbitmq\""
+                ),
+            ))
+        }
+    })
+}

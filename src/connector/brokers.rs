@@ -1,0 +1,80 @@
+//! A connector whose records go to a broker other than Kafka: which sink opener, checkpoint
+//! store and delivery loop each one takes (ARCHITECTURE.md, "Adding a sink").
+//!
+//! | sink | loop | checkpoint |
+//! |---|---|---|
+//! | NATS JetStream | at-least-once, `Nats-Msg-Id` dedupe window | KV bucket, revision-fenced |
+//! | Redis Streams | exactly-once: `XADD`s and checkpoint in one `MULTI`/`EXEC` | a key, fenced by `WATCH` |
+//! | RabbitMQ | at-least-once, publisher confirms | file |
+
+use tokio::sync::watch;
+
+use crate::checkpoint::CheckpointStore;
+use crate::config::SinkConfig;
+use crate::error::Class;
+use crate::health::Health;
+use crate::pipeline::Error;
+use crate::sink::SinkError;
+
+use super::Connector;
+
+/// The checkpoint store a non-Kafka sink keeps itself (`[connectors.checkpoint] store =
+/// "sink"`), for reading it (`status`, `checkpoint show`) or the at-least-once loop.
+pub(super) fn sink_store(cfg: &crate::config::ConnectorConfig) -> Box<dyn CheckpointStore> {
+    match &cfg.sink {
+        other => Box::new(Unavailable(other.kind())),
+    }
+}
+
+impl Connector {
+    /// Runs one attempt of a connector whose records go to a non-Kafka broker, with `store`
+    /// (the configured store: the sink's own or a file).
+    pub(super) async fn run_on_broker(
+        &self,
+        store: &mut dyn CheckpointStore,
+        health: &Health,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(), Error> {
+        let _ = (store, health, shutdown);
+        Err(SinkError::broker(
+            "outboxd",
+            Class::Definite,
+            format!("sink type {} is not built yet", self.cfg.sink.kind()),
+        )
+        .into())
+    }
+}
+
+/// Placeholder while the sinks are built.
+struct Unavailable(&'static str);
+
+#[async_trait::async_trait]
+impl CheckpointStore for Unavailable {
+    async fn load(
+        &self,
+    ) -> Result<Option<crate::checkpoint::Checkpoint>, crate::checkpoint::CheckpointError> {
+        Err(crate::checkpoint::CheckpointError::Broker {
+            broker: self.0,
+            detail: "not built yet".into(),
+            class: Class::Definite,
+        })
+    }
+    async fn store(
+        &mut self,
+        _c: &crate::checkpoint::Checkpoint,
+    ) -> Result<(), crate::checkpoint::CheckpointError> {
+        Err(crate::checkpoint::CheckpointError::Broker {
+            broker: self.0,
+            detail: "not built yet".into(),
+            class: Class::Definite,
+        })
+    }
+    async fn clear(&mut self) -> Result<(), crate::checkpoint::CheckpointError> {
+        Ok(())
+    }
+}
+
+#[allow(dead_code)]
+fn _kinds(s: &SinkConfig) -> &'static str {
+    s.kind()
+}
