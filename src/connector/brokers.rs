@@ -17,9 +17,15 @@ use crate::pipeline::Error;
 use crate::sink::SinkError;
 
 use super::Connector;
+use crate::metrics as m;
+
+/// The wait before a RabbitMQ connector runs again after a run ended with the connection
+/// lost (the opener then waits for the broker itself) or a queue full.
+const RABBITMQ_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The checkpoint store a non-Kafka sink keeps itself (`[connectors.checkpoint] store =
-/// "sink"`), for reading it (`status`, `checkpoint show`) or the at-least-once loop.
+/// "sink"`), for reading it (`status`, `checkpoint show`) or the at-least-once loop. A
+/// RabbitMQ sink has none (its checkpoint is a file: the configuration requires it).
 pub(super) fn sink_store(cfg: &crate::config::ConnectorConfig) -> Box<dyn CheckpointStore> {
     match &cfg.sink {
         other => Box::new(Unavailable(other.kind())),
@@ -35,6 +41,36 @@ impl Connector {
         health: &Health,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
+        if let SinkConfig::RabbitMq(rabbit) = &self.cfg.sink {
+            // No transactions in AMQP 0-9-1 that could hold the checkpoint: records are
+            // confirmed, then the checkpoint is written to its file (at-least-once).
+            let opener = crate::sink::rabbitmq::RabbitMqOpener::new(rabbit, &self.cfg.name);
+            loop {
+                let ended = self
+                    .run_acked(&opener, store, health, shutdown.clone())
+                    .await;
+                // A run that ended with the connection lost or a queue full is run again
+                // here, its episode reported once by the sink (not one restart WARN per
+                // retry by the connector).
+                let failure = match ended {
+                    Err(f) if !*shutdown.borrow() && opener.retry_quietly(&f) => f,
+                    other => return other,
+                };
+                let name = self.cfg.name.as_str();
+                health.set_because(
+                    name,
+                    crate::health::ConnectorState::Retrying,
+                    format!("running again from the checkpoint after: {failure}"),
+                );
+                metrics::counter!(m::ERRORS, m::LABEL_CONNECTOR => name.to_string(), m::LABEL_KIND => Class::Transient.label()).increment(1);
+                metrics::counter!(m::RESTARTS, m::LABEL_CONNECTOR => name.to_string()).increment(1);
+                let mut sd = shutdown.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(RABBITMQ_RETRY_WAIT) => {}
+                    _ = sd.wait_for(|v| *v) => return Err(failure),
+                }
+            }
+        }
         let _ = (store, health, shutdown);
         Err(SinkError::broker(
             "outboxd",

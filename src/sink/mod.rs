@@ -1,4 +1,4 @@
-//! Delivery of routed records to Kafka.
+//! Delivery of routed records to Kafka, or to another broker ([`rabbitmq`]).
 
 pub mod client;
 pub mod client_log;
@@ -10,6 +10,7 @@ pub mod link;
 pub(crate) mod memory;
 pub mod missing_topic;
 pub mod oauth;
+pub mod rabbitmq;
 mod record_sink;
 mod stall;
 pub(crate) mod topics;
