@@ -19,18 +19,28 @@ use crate::cli::LogFormat;
 /// happens next. Silenced unless `RUST_LOG` names pgwire_replication.
 const PGWIRE_WORKER_TARGET: &str = "pgwire_replication::client::tokio_client";
 
+/// The AMQP client's log target: lapin logs ERROR lines of its own for every connection a
+/// broker restart or network failure ends ("error doing IO", "Connection error"); the
+/// RabbitMQ sink reports the same failure with what happens next (one WARN per outage).
+/// Silenced unless `RUST_LOG` names lapin.
+const LAPIN_TARGET: &str = "lapin";
+
 /// Installs the tracing subscriber: `RUST_LOG` filter (default `info`; the replication
-/// worker's own error lines off, `PGWIRE_WORKER_TARGET`), text or JSON lines on stderr.
+/// worker's and the AMQP client's own error lines off, `PGWIRE_WORKER_TARGET`,
+/// `LAPIN_TARGET`), text or JSON lines on stderr.
 /// Text is coloured only when stderr is a terminal and `NO_COLOR` is unset (no-color.org),
 /// so logs redirected to a file or a collector carry no escape codes.
 pub fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("pgwire_replication"));
-    if !named {
-        if let Ok(off) = format!("{PGWIRE_WORKER_TARGET}=off").parse() {
-            filter = filter.add_directive(off);
+    for target in [PGWIRE_WORKER_TARGET, LAPIN_TARGET] {
+        let crate_name = target.split("::").next().unwrap_or(target);
+        let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains(crate_name));
+        if !named {
+            if let Ok(off) = format!("{target}=off").parse() {
+                filter = filter.add_directive(off);
+            }
         }
     }
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();

@@ -92,7 +92,12 @@ impl Relay {
             .append(true)
             .open(&self.log)
             .expect("relay log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_outboxd"));
+        // OUTBOXD_TEST_BIN: another build of the binary (worktrees sharing one target
+        // directory overwrite each other's target/debug/outboxd).
+        let bin = std::env::var_os("OUTBOXD_TEST_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_outboxd")));
+        let mut cmd = Command::new(bin);
         cmd.arg("run");
         let mut raw = false;
         for c in &self.configs {

@@ -51,6 +51,8 @@ pub struct RabbitMqSink {
     exchange: ShortString,
     routing_key: Option<String>,
     max_message_bytes: usize,
+    /// How long a publish (written to the socket) and its confirm may take.
+    confirm_timeout: Duration,
     confirms: tokio::task::JoinHandle<()>,
 }
 
@@ -137,6 +139,7 @@ impl RabbitMqSink {
             exchange: ShortString::try_new(cfg.exchange.as_str()).unwrap_or_default(),
             routing_key: cfg.routing_key.clone(),
             max_message_bytes: cfg.max_message_bytes,
+            confirm_timeout: Duration::from_millis(cfg.confirm_timeout_ms),
             confirms,
         })
     }
@@ -144,6 +147,9 @@ impl RabbitMqSink {
     /// Closes the channel and connection (bounded wait: the broker may be gone).
     pub(crate) async fn close(self) {
         self.confirms.abort();
+        if !self.connection.status().connected() {
+            return;
+        }
         let _ = tokio::time::timeout(Duration::from_secs(2), async {
             let _ = self.channel.close(200, "outboxd stops".into()).await;
             let _ = self.connection.close(200, "outboxd stops".into()).await;
@@ -172,26 +178,45 @@ impl RecordSink for RabbitMqSink {
         let body = message::body(record);
         let outcome = if self.broken.load(Ordering::Acquire) {
             Outcome::Skipped
+        } else if !self.connection.status().connected() || !self.channel.status().connected() {
+            // A connection lapin saw end: a publish now would wait for a socket that is gone.
+            Outcome::Failed(
+                std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "the connection to the broker ended",
+                )
+                .into(),
+            )
         } else {
             let options = BasicPublishOptions {
                 mandatory: true,
                 immediate: false,
             };
-            match self
-                .channel
-                .basic_publish(
-                    self.exchange.clone(),
-                    routing_key.clone(),
-                    options,
-                    body,
-                    properties,
-                )
-                .await
-            {
-                Ok(c) => Outcome::Confirm(c),
-                Err(e) => Outcome::Failed(e),
+            let publish = self.channel.basic_publish(
+                self.exchange.clone(),
+                routing_key.clone(),
+                options,
+                body,
+                properties,
+            );
+            match tokio::time::timeout(self.confirm_timeout, publish).await {
+                Ok(Ok(c)) => Outcome::Confirm(c),
+                Ok(Err(e)) => Outcome::Failed(e),
+                Err(_) => Outcome::Failed(
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "the message could not be written to the broker within {} ms",
+                            self.confirm_timeout.as_millis()
+                        ),
+                    )
+                    .into(),
+                ),
             }
         };
+        if let Outcome::Failed(e) = &outcome {
+            tracing::debug!(event_id = %id, "RabbitMQ publish failed: {e}");
+        }
         let counted = counted_size(record.approx_size());
         let seq = self.deliveries.enqueue(&record.topic, counted);
         let published = Published {
@@ -289,10 +314,17 @@ async fn confirm_task(
                 deliveries.report(p.seq, p.counted, Err(f));
             }
             Err(e) => {
+                tracing::debug!(event_id = %p.id, "RabbitMQ channel failed: {e}");
                 broken.store(true, Ordering::Release);
-                channel_failed(&mut rx, &deliveries, &target, e, p).await;
-                // Nothing more is reported: the run ends with the failure named.
-                while rx.recv().await.is_some() {}
+                let repeat = channel_failed(&mut rx, &deliveries, &target, &e, p).await;
+                // What is sent after it fails alike (the loop then settles at once), except
+                // after a refusal: those records are sent again by the replay.
+                while let Some(p) = rx.recv().await {
+                    if repeat {
+                        let f = errors::on_publish(&e, &target, &p.id, &p.topic);
+                        deliveries.report(p.seq, p.counted, Err(f));
+                    }
+                }
                 return;
             }
         }
@@ -301,22 +333,23 @@ async fn confirm_task(
 
 /// The channel (or connection) failed with `e` while `first` and perhaps later publishes
 /// waited: gathers those, then reports a record over the broker's `max_message_size` as
-/// refused (the others stay unanswered and are sent again after the replay), or every
-/// gathered record as failed with the classified cause.
+/// refused (the others stay unanswered and are sent again after the replay: returns
+/// false), or every gathered record as failed with the classified cause (returns true).
 async fn channel_failed(
     rx: &mut mpsc::UnboundedReceiver<Published>,
     deliveries: &DeliveryTracker,
     target: &Target,
-    e: lapin::Error,
+    e: &lapin::Error,
     first: Published,
-) {
+) -> bool {
     let mut failed = vec![first];
-    while let Ok(Some(p)) = tokio::time::timeout(GATHER_FAILED, rx.recv()).await {
-        if !matches!(p.outcome, Outcome::Skipped) {
+    if errors::oversized_body(e).is_some() {
+        // Which record it was shows only among those that failed with it.
+        while let Ok(Some(p)) = tokio::time::timeout(GATHER_FAILED, rx.recv()).await {
             failed.push(p);
         }
     }
-    if let Some((size, limit)) = errors::oversized_body(&e) {
+    if let Some((size, limit)) = errors::oversized_body(e) {
         let culprit = failed
             .iter()
             .find(|p| p.body_len == size)
@@ -333,16 +366,17 @@ async fn channel_failed(
             let refusal =
                 SinkError::broker_record(BROKER, &p.id, &p.topic, Some(Refusal::TooLarge), detail);
             deliveries.report(p.seq, p.counted, Err(refusal));
-            return;
+            return false;
         }
     }
     for p in &failed {
         deliveries.report(
             p.seq,
             p.counted,
-            Err(errors::on_publish(&e, target, &p.id, &p.topic)),
+            Err(errors::on_publish(e, target, &p.id, &p.topic)),
         );
     }
+    true
 }
 
 /// Why a returned (unroutable) message was refused, and what to do.
