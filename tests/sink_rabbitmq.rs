@@ -672,3 +672,82 @@ async fn a_full_reject_publish_queue_is_retried_with_one_warn() {
         .await;
     relay.stop();
 }
+
+/// A record over `max_message_bytes` is refused before sending (the relay stops at it,
+/// naming it). A message the broker refuses as over its own `max_message_size` (channel
+/// closed with PRECONDITION_FAILED) is a refusal of that record, named with both sizes:
+/// checked when `OUTBOXD_RABBITMQ_MAX_MESSAGE_SIZE` gives the broker's limit (the default
+/// 128 MiB of RabbitMQ 3.x is too large to test cheaply).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oversized_message_is_refused_with_both_sizes() {
+    let db = MariaDb::new("rabbit29_o").await;
+    let (_conn, ch) = channel().await;
+    let exchange = unique("rabbit29_x");
+    let queue = unique("rabbit29_q");
+    declare_exchange(&ch, &exchange).await;
+    bound_queue(&ch, &queue, &exchange, "#", FieldTable::default()).await;
+    let (path, port) = write_config(&db, &exchange, "max_message_bytes = 4096", "");
+    let mut relay = start(path, port);
+    let big = OutboxEvent::new(
+        "Order",
+        "o-1",
+        "Created",
+        Some(&format!("\"{}\"", "x".repeat(5000))),
+    );
+    db.insert(std::slice::from_ref(&big), false).await;
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit {code:?}; log:\n{log}"
+    );
+    assert!(log.contains(&big.id) && log.contains("4096"), "log:\n{log}");
+
+    let Some(limit) = std::env::var("OUTBOXD_RABBITMQ_MAX_MESSAGE_SIZE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        println!("OUTBOXD_RABBITMQ_MAX_MESSAGE_SIZE unset: the broker's own limit is not tested");
+        return;
+    };
+    let db = MariaDb::new("rabbit29_o").await;
+    let (path, port) = write_config(
+        &db,
+        &exchange,
+        &format!("max_message_bytes = {}", limit * 4),
+        "",
+    );
+    let mut relay = start(path, port);
+    let small = OutboxEvent::new("Order", "o-1", "Created", Some("{}"));
+    let big = OutboxEvent::new(
+        "Order",
+        "o-2",
+        "Created",
+        Some(&format!("\"{}\"", "x".repeat(limit + 10))),
+    );
+    db.insert(std::slice::from_ref(&small), false).await;
+    db.insert(std::slice::from_ref(&big), false).await;
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit {code:?}; log:\n{log}"
+    );
+    assert!(
+        log.contains(&format!("refused outbox event {}", big.id))
+            && log.contains(&format!(
+                "over the broker's max_message_size ({limit} bytes)"
+            )),
+        "log:\n{log}"
+    );
+    let got = consume(
+        &queue,
+        1,
+        Duration::from_secs(20),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert!(got
+        .iter()
+        .any(|m| m.message_id.as_deref() == Some(small.id.as_str())));
+}

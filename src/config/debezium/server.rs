@@ -348,6 +348,25 @@ quarkus.log.console.json=false
         };
         assert_eq!(r.url, "amqp://mq:5673/%2f");
         assert_eq!(r.exchange, "outbox");
+        let keyed = text.replace(
+            "rabbitmq.exchange=outbox",
+            "rabbitmq.exchange=outbox\ndebezium.sink.rabbitmq.routingKey=events\n\
+             debezium.sink.rabbitmq.ackTimeout=5000\ndebezium.sink.rabbitmq.autoCreateRoutingKey=true",
+        );
+        let c = load(&keyed, &[("REDIS_PW", "x")]).unwrap_or_else(|e| panic!("{e}"));
+        let SinkConfig::RabbitMq(k) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        assert_eq!(k.routing_key.as_deref(), Some("events"));
+        assert_eq!(k.confirm_timeout_ms, 5000);
+        let empty_key = text.replace(
+            "rabbitmq.exchange=outbox",
+            "rabbitmq.exchange=outbox\ndebezium.sink.rabbitmq.routingKeyFromTopicName=false",
+        );
+        let e = load(&empty_key, &[("REDIS_PW", "x")])
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains("routingKeyFromTopicName"), "{e}");
         assert_eq!(
             c.checkpoint,
             CheckpointConfig::File {

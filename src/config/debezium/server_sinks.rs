@@ -42,6 +42,14 @@ fn rule(kind: &str, key: &str) -> Option<Map> {
         ("rabbitmq", "exchange") => To("exchange"),
         ("rabbitmq", "connection.username") => To("user"),
         ("rabbitmq", "connection.password") => To("password"),
+        ("rabbitmq", "routingKey") => To("routing_key"),
+        ("rabbitmq", "autoCreateRoutingKey" | "routingKeyDurable") => Ignore(
+            "outboxd declares no queues: declare and bind them yourself (a message no queue is \
+             bound for is refused, never dropped)",
+        ),
+        ("rabbitmq", "null.value") => {
+            Ignore("a tombstone (NULL payload) is published with an empty body and its headers")
+        }
         _ => return None,
     })
 }
@@ -98,6 +106,30 @@ pub(super) fn sink_table(
             let vhost = vhost.replace('%', "%25").replace('/', "%2f");
             let url = format!("amqp://{}:{}/{vhost}", host.trim(), port.trim());
             t.insert("url".into(), toml::Value::String(url));
+            if let Some(ms) = keys.remove("ackTimeout") {
+                let ms: i64 = ms.trim().parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
+                    (
+                        at("ackTimeout"),
+                        "must be a positive number of milliseconds".to_string(),
+                    )
+                })?;
+                t.insert("confirm_timeout_ms".into(), toml::Value::Integer(ms));
+            }
+            // Debezium Server takes the routing key from the topic only when told; outboxd
+            // always does unless routingKey fixes one.
+            if let Some(v) = keys.remove("routingKeyFromTopicName") {
+                if !v.trim().eq_ignore_ascii_case("true") && !keys.contains_key("routingKey") {
+                    return Err((
+                        at("routingKeyFromTopicName"),
+                        format!(
+                            "is {}: Debezium Server then publishes with the routing key \"\"; \
+                             outboxd routes by the topic (routingKeyFromTopicName=true) or by a \
+                             fixed debezium.sink.rabbitmq.routingKey: set one of them",
+                            v.trim()
+                        ),
+                    ));
+                }
+            }
             if let Some(mode) = keys.remove("deliveryMode") {
                 if mode.trim() != "2" {
                     return Err((
