@@ -11,6 +11,7 @@
 //! One connection, one channel: publishes keep the source's order, so per-aggregate order
 //! holds on every queue the exchange routes to.
 
+mod check;
 pub mod errors;
 pub mod message;
 mod open;
@@ -30,6 +31,7 @@ use super::{DeliveryTracker, KafkaLink, KafkaRecord, RecordSink, Refusal, SinkEr
 use crate::config::sinks::RabbitMqSinkConfig;
 use crate::error::Class;
 
+pub use check::check;
 use open::EpisodeLog;
 pub(crate) use open::RabbitMqOpener;
 

@@ -143,7 +143,7 @@ impl<'a> RabbitMqOpener<'a> {
     }
 
     /// The URI to connect to: the configured one with the login set.
-    fn uri(&self) -> Result<AMQPUri, SinkError> {
+    pub(super) fn uri(&self) -> Result<AMQPUri, SinkError> {
         let mut uri: AMQPUri = self
             .cfg
             .url
@@ -167,7 +167,7 @@ impl<'a> RabbitMqOpener<'a> {
 
     /// The TLS settings: `tls_ca` trusted besides the system's roots, the client
     /// certificate and key (PEM). Errors: an unreadable file (definite).
-    fn tls(&self) -> Result<OwnedTLSConfig, SinkError> {
+    pub(super) fn tls(&self) -> Result<OwnedTLSConfig, SinkError> {
         let auth = &self.cfg.auth;
         let read = |p: &std::path::Path| {
             std::fs::read(p).map_err(|e| {
