@@ -4,7 +4,7 @@
 //! | record | message |
 //! |---|---|
 //! | value | the body (a tombstone, `None`: an empty body; AMQP has no null body) |
-//! | headers (Debezium's, `id`, placements) | the `headers` table, in order, each a long string (binary-safe); a header without value (a NULL column) is a field of type void (`V`), as Debezium Server's Java client writes a `null` |
+//! | headers (Debezium's, `id`, placements) | the `headers` table, each a long string (binary-safe); a header without value (a NULL column) is a field of type void (`V`), as Debezium Server's Java client writes a `null`. An AMQP table has no order (sorted by name here) and one value per name: a repeated name keeps its last value |
 //! | `id` header (the outbox event id) | also `message_id`, for consumer-side dedupe |
 //! | key (the aggregate id) | `correlation_id` when it is UTF-8 of at most 255 bytes (as Confluent's RabbitMQ sink forwards the key); otherwise the header `outboxd.key` (bytes). Debezium Server's sink does not send the key. |
 //! | timestamp (ms) | `timestamp` (AMQP's is in seconds) |

@@ -247,8 +247,10 @@ impl RecordSink for RabbitMqSink {
     }
 }
 
-/// Reports each publish's confirm to `deliveries`, in publish order, until the channel
-/// fails (`broken`); then names the cause once and reports nothing more.
+/// Reports each publish's confirm to `deliveries`, in publish order. After a nack or a
+/// confirm timeout nothing more is published (`broken`; a later message of the aggregate
+/// must not get in ahead of the one sent again). When the channel fails, names the cause
+/// once and fails what follows alike.
 async fn confirm_task(
     mut rx: mpsc::UnboundedReceiver<Published>,
     deliveries: Arc<DeliveryTracker>,
@@ -257,6 +259,9 @@ async fn confirm_task(
     broken: Arc<AtomicBool>,
     episodes: EpisodeLog,
 ) {
+    // Set when a publish was nacked or unconfirmed: nothing more is published (a later
+    // message must not get in ahead of it), and what is not published fails with this.
+    let mut halted: Option<String> = None;
     while let Some(mut p) = rx.recv().await {
         let result = match std::mem::replace(&mut p.outcome, Outcome::Skipped) {
             Outcome::Confirm(c) => match tokio::time::timeout(timeout, c).await {
@@ -277,12 +282,25 @@ async fn confirm_task(
                         ),
                     );
                     broken.store(true, Ordering::Release);
+                    halted = Some(format!("outbox event {} was not confirmed", p.id));
                     deliveries.report(p.seq, p.counted, Err(f));
                     continue;
                 }
             },
             Outcome::Failed(e) => Err(e),
-            Outcome::Skipped => continue,
+            Outcome::Skipped => {
+                if let Some(why) = &halted {
+                    let f = SinkError::broker_record(
+                        BROKER,
+                        &p.id,
+                        &p.topic,
+                        None,
+                        format!("outbox event {} was not published: {why}", p.id),
+                    );
+                    deliveries.report(p.seq, p.counted, Err(f));
+                }
+                continue;
+            }
         };
         match result {
             Ok(Confirmation::Ack(None)) => {
@@ -305,6 +323,8 @@ async fn confirm_task(
                 if let SinkError::Broker { detail, .. } = &f {
                     episodes.nacked(&format!("{BROKER}: {detail}"));
                 }
+                broken.store(true, Ordering::Release);
+                halted = Some(format!("outbox event {} before it was nacked", p.id));
                 deliveries.report(p.seq, p.counted, Err(f));
             }
             Ok(Confirmation::NotRequested) => {
