@@ -751,3 +751,66 @@ async fn an_oversized_message_is_refused_with_both_sizes() {
         .iter()
         .any(|m| m.message_id.as_deref() == Some(small.id.as_str())));
 }
+
+/// `amqps://` with `tls_ca` and a client certificate delivers; a CA that did not sign the
+/// broker's certificate is a definite error saying what to check. Runs when
+/// `OUTBOXD_RABBITMQ_TLS_URL` names a TLS listener (`scripts/services.sh` runs none) and
+/// `OUTBOXD_RABBITMQ_TLS_DIR` holds `ca.pem`, `other-ca.pem`, `client.pem`, `client.key`
+/// (default: the project's `.state/tls`).
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_with_a_ca_and_a_client_certificate() {
+    let Ok(url) = std::env::var("OUTBOXD_RABBITMQ_TLS_URL") else {
+        println!("OUTBOXD_RABBITMQ_TLS_URL unset: TLS not tested");
+        return;
+    };
+    let dir = std::env::var("OUTBOXD_RABBITMQ_TLS_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/.state/tls").into());
+    let db = MariaDb::new("rabbit29_t").await;
+    let exchange = unique("rabbit29_x");
+    let tls = |ca: &str| {
+        format!(
+            "exchange_type = \"topic\"\ntls_ca = \"{dir}/{ca}.pem\"\ntls_cert = \
+             \"{dir}/client.pem\"\ntls_key = \"{dir}/client.key\""
+        )
+    };
+    let rewrite = |path: &PathBuf| {
+        let text = std::fs::read_to_string(path).unwrap();
+        let text = text.replace(
+            &format!("url = \"{}\"", rabbit_url()),
+            &format!("url = \"{url}\""),
+        );
+        std::fs::write(path, text).unwrap();
+    };
+    let (path, port) = write_config(&db, &exchange, &tls("other-ca"), "");
+    rewrite(&path);
+    let mut relay = launch(path, port, &rabbit_password());
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit {code:?}; log:\n{log}"
+    );
+    assert!(
+        log.contains("TLS handshake") && log.contains("tls_ca"),
+        "log:\n{log}"
+    );
+
+    let (path, port) = write_config(&db, &exchange, &tls("ca"), "");
+    rewrite(&path);
+    let mut relay = start(path, port);
+    let (_conn, ch) = channel().await;
+    let queue = unique("rabbit29_q");
+    bound_queue(&ch, &queue, &exchange, "#", FieldTable::default()).await;
+    let e = OutboxEvent::new("Order", "o-1", "Created", Some("{}"));
+    db.insert(std::slice::from_ref(&e), false).await;
+    let got = consume(
+        &queue,
+        1,
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert_eq!(got.len(), 1, "log:\n{}", relay.log_text());
+    assert_eq!(got[0].message_id.as_deref(), Some(e.id.as_str()));
+    relay.stop();
+}

@@ -48,8 +48,24 @@ fn amqp(e: &lapin::Error) -> Option<(&AMQPErrorKind, &str)> {
     }
 }
 
+/// Whether `e` is a failed TLS handshake (an unverifiable server certificate, a client
+/// certificate refused, TLS to a plain listener): rustls' error inside lapin's I/O error.
+pub fn is_tls_failure(e: &lapin::Error) -> bool {
+    match e.kind() {
+        ErrorKind::IOError(io) => {
+            io.get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+                || io.kind() == std::io::ErrorKind::InvalidData
+        }
+        _ => false,
+    }
+}
+
 /// Whether `e` is the broker (or the network) going away: worth reconnecting.
 pub fn is_connection_loss(e: &lapin::Error) -> bool {
+    if is_tls_failure(e) {
+        return false;
+    }
     match e.kind() {
         ErrorKind::IOError(_)
         | ErrorKind::MissingHeartbeatError
@@ -119,6 +135,18 @@ pub fn on_open(e: &lapin::Error, t: &Target, what: &str) -> SinkError {
             _ => format!("{what} at {} failed: {text}", t.server),
         };
         return SinkError::broker(BROKER, Class::Definite, detail);
+    }
+    if is_tls_failure(e) {
+        return SinkError::broker(
+            BROKER,
+            Class::Definite,
+            format!(
+                "the TLS handshake with {} failed: {e}; check tls_ca (the CA that signed the \
+                 broker's certificate), the host name in `url` (the certificate's), tls_cert and \
+                 tls_key, and that the port speaks TLS (amqps://, usually 5671)",
+                t.server
+            ),
+        );
     }
     if is_connection_loss(e) {
         return SinkError::broker(
@@ -264,6 +292,17 @@ mod tests {
             on_publish(&e, &target(), "e1", "t").class(),
             Class::Transient
         );
+    }
+
+    #[test]
+    fn a_certificate_refused_is_definite() {
+        let tls = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        let f = on_open(&tls.into(), &target(), "connect");
+        assert_eq!(f.class(), Class::Definite);
+        assert!(f.to_string().contains("tls_ca"), "{f}");
     }
 
     #[test]
