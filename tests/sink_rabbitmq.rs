@@ -650,7 +650,7 @@ async fn a_full_reject_publish_queue_is_retried_with_one_warn() {
         .collect();
     assert_eq!(warns.len(), 1, "one WARN per episode; log:\n{log}");
     assert!(
-        warns[0].contains(&format!("queue bound to routing key")),
+        warns[0].contains("queue bound to routing key"),
         "{}",
         warns[0]
     );

@@ -28,6 +28,8 @@ const RABBITMQ_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(
 /// RabbitMQ sink has none (its checkpoint is a file: the configuration requires it).
 pub(super) fn sink_store(cfg: &crate::config::ConnectorConfig) -> Box<dyn CheckpointStore> {
     match &cfg.sink {
+        // Never asked: the configuration gives a RabbitMQ sink a file store.
+        SinkConfig::RabbitMq(_) => Box::new(Unavailable("RabbitMQ (its checkpoint is a file)")),
         other => Box::new(Unavailable(other.kind())),
     }
 }
