@@ -8,8 +8,8 @@
 //!
 //! The broker: `OUTBOXD_RABBITMQ_URL` (default `amqp://127.0.0.1:35672/%2f`, the port
 //! `scripts/services.sh` runs RabbitMQ on), `OUTBOXD_RABBITMQ_USER` / `_PASSWORD`. The
-//! restart test runs `OUTBOXD_RABBITMQ_RESTART` (default `bash scripts/services.sh restart
-//! rabbitmq`, from the project directory). Queues and exchanges are declared here, through
+//! broker is stopped, started and restarted with `OUTBOXD_RABBITMQ_SERVICES` (default `bash
+//! scripts/services.sh`, from the project directory) `stop|start|restart rabbitmq`. Queues and exchanges are declared here, through
 //! lapin, with names unique to each test.
 
 mod common;
@@ -95,6 +95,21 @@ async fn bound_queue(ch: &Channel, queue: &str, exchange: &str, key: &str, args:
     )
     .await
     .unwrap();
+}
+
+/// Runs `<OUTBOXD_RABBITMQ_SERVICES> <action> rabbitmq` (default `bash
+/// scripts/services.sh`, from the project directory): `stop`, `start` or `restart` the broker.
+fn broker(action: &str) {
+    let services = std::env::var("OUTBOXD_RABBITMQ_SERVICES")
+        .unwrap_or_else(|_| "bash scripts/services.sh".into());
+    let cmd = format!("{services} {action} rabbitmq >/dev/null");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&cmd)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run the services script");
+    assert!(status.success(), "{cmd}: {status}");
 }
 
 /// One consumed message.
@@ -421,15 +436,7 @@ async fn broker_restart_mid_stream_loses_nothing() {
     let events = sequenced_events("Ledger", 10, 600, 50);
     let restart = std::thread::spawn(|| {
         std::thread::sleep(Duration::from_secs(2));
-        let cmd = std::env::var("OUTBOXD_RABBITMQ_RESTART")
-            .unwrap_or_else(|_| "bash scripts/services.sh restart rabbitmq".into());
-        let status = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&cmd)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("restart RabbitMQ");
-        assert!(status.success(), "{cmd}: {status}");
+        broker("restart");
     });
     for chunk in events.chunks(5) {
         db.insert(chunk, false).await;
@@ -853,5 +860,51 @@ async fn backlog_drain_rate() {
     let _ = ch
         .queue_delete(queue.as_str().into(), Default::default())
         .await;
+    relay.stop();
+}
+
+/// The broker down when the relay starts: one WARN, nothing read meanwhile; once it is up,
+/// everything written meanwhile is delivered.
+#[tokio::test(flavor = "multi_thread")]
+async fn broker_down_at_start_is_waited_for() {
+    let db = MariaDb::new("rabbit29_d").await;
+    let exchange = unique("rabbit29_x");
+    let queue = unique("rabbit29_q");
+    {
+        let (conn, ch) = channel().await;
+        declare_exchange(&ch, &exchange).await;
+        bound_queue(&ch, &queue, &exchange, "#", FieldTable::default()).await;
+        let _ = conn.close(200, "set up".into()).await;
+    }
+    let (path, port) = write_config(&db, &exchange, "", "");
+    // A first run stores the checkpoint (the start position) the second resumes from.
+    let mut relay = start(path, port);
+    relay.stop();
+    broker("stop");
+    relay.spawn();
+    let events = sequenced_events("Ledger", 5, 100, 20);
+    db.insert(&events, false).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    broker("start");
+    let got = consume(
+        &queue,
+        events.len(),
+        Duration::from_secs(90),
+        Duration::from_secs(2),
+    )
+    .await;
+    let log = relay.log_text();
+    assert_all_present(&events, &got, &log);
+    let warns: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("RabbitMQ"))
+        .collect();
+    assert_eq!(
+        warns.len(),
+        1,
+        "one WARN per outage: {warns:#?}\nlog:\n{log}"
+    );
+    assert!(warns[0].contains("unreachable"), "{}", warns[0]);
+    assert!(log.contains("RabbitMQ is reachable again"), "log:\n{log}");
     relay.stop();
 }
