@@ -908,3 +908,53 @@ async fn broker_down_at_start_is_waited_for() {
     assert!(log.contains("RabbitMQ is reachable again"), "log:\n{log}");
     relay.stop();
 }
+
+/// Debezium Server's layout (what an `application.properties` without `exchange` imports
+/// as): each record to the exchange named by its topic, with the routing key "".
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exchange_per_topic_as_debezium_server_does() {
+    let db = MariaDb::new("rabbit29_x").await;
+    let (_conn, ch) = channel().await;
+    let exchange = format!("{}.Order", db.name());
+    let queue = unique("rabbit29_q");
+    declare_exchange(&ch, &exchange).await;
+    bound_queue(&ch, &queue, &exchange, "", FieldTable::default()).await;
+    let (path, port) = write_config(
+        &db,
+        "",
+        "exchange_from_topic = true\nrouting_key = \"\"",
+        "",
+    );
+    let mut relay = start(path, port);
+    let e = OutboxEvent::new("Order", "o-1", "Created", Some("{}"));
+    db.insert(std::slice::from_ref(&e), false).await;
+    let got = consume(
+        &queue,
+        1,
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert_eq!(got.len(), 1, "log:\n{}", relay.log_text());
+    assert_eq!(got[0].routing_key, "");
+    assert_eq!(got[0].message_id.as_deref(), Some(e.id.as_str()));
+    // A topic without its exchange: a definite error naming it.
+    let lost = OutboxEvent::new("Invoice", "i-1", "Created", Some("{}"));
+    db.insert(std::slice::from_ref(&lost), false).await;
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit {code:?}; log:\n{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "exchange \"{}.Invoice\" does not exist",
+            db.name()
+        )),
+        "log:\n{log}"
+    );
+    let _ = ch
+        .exchange_delete(exchange.as_str().into(), Default::default())
+        .await;
+}

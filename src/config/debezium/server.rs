@@ -359,14 +359,28 @@ quarkus.log.console.json=false
         };
         assert_eq!(k.routing_key.as_deref(), Some("events"));
         assert_eq!(k.confirm_timeout_ms, 5000);
-        let empty_key = text.replace(
-            "rabbitmq.exchange=outbox",
-            "rabbitmq.exchange=outbox\ndebezium.sink.rabbitmq.routingKeyFromTopicName=false",
+        assert_eq!(
+            r.routing_key.as_deref(),
+            Some(""),
+            "Debezium Server's default key"
         );
-        let e = load(&empty_key, &[("REDIS_PW", "x")])
-            .map(|_| ())
-            .unwrap_err();
-        assert!(e.to_string().contains("routingKeyFromTopicName"), "{e}");
+        assert!(!r.exchange_from_topic);
+        let by_topic = text
+            .replace("debezium.sink.rabbitmq.exchange=outbox\n", "")
+            .replace(
+                "connection.port=5673",
+                "connection.port=5673\ndebezium.sink.rabbitmq.routingKeyFromTopicName=true",
+            );
+        let c = load(&by_topic, &[("REDIS_PW", "x")]).unwrap_or_else(|e| panic!("{e}"));
+        let SinkConfig::RabbitMq(t) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        assert!(
+            t.exchange_from_topic,
+            "no exchange: the topic's, as Debezium Server does"
+        );
+        assert_eq!(t.exchange, "");
+        assert_eq!(t.routing_key, None, "the topic");
         assert_eq!(
             c.checkpoint,
             CheckpointConfig::File {

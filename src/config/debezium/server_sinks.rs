@@ -115,20 +115,17 @@ pub(super) fn sink_table(
                 })?;
                 t.insert("confirm_timeout_ms".into(), toml::Value::Integer(ms));
             }
-            // Debezium Server takes the routing key from the topic only when told; outboxd
-            // always does unless routingKey fixes one.
-            if let Some(v) = keys.remove("routingKeyFromTopicName") {
-                if !v.trim().eq_ignore_ascii_case("true") && !keys.contains_key("routingKey") {
-                    return Err((
-                        at("routingKeyFromTopicName"),
-                        format!(
-                            "is {}: Debezium Server then publishes with the routing key \"\"; \
-                             outboxd routes by the topic (routingKeyFromTopicName=true) or by a \
-                             fixed debezium.sink.rabbitmq.routingKey: set one of them",
-                            v.trim()
-                        ),
-                    ));
-                }
+            // Debezium Server publishes to the exchange named by the topic unless `exchange`
+            // is set, and with the routing key "" unless `routingKey` is set or
+            // `routingKeyFromTopicName=true` (the topic): the same here.
+            if !keys.contains_key("exchange") {
+                t.insert("exchange_from_topic".into(), toml::Value::Boolean(true));
+            }
+            let from_topic = keys
+                .remove("routingKeyFromTopicName")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+            if !from_topic && !keys.contains_key("routingKey") {
+                t.insert("routing_key".into(), toml::Value::String(String::new()));
             }
             if let Some(mode) = keys.remove("deliveryMode") {
                 if mode.trim() != "2" {

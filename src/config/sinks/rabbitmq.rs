@@ -3,8 +3,8 @@
 //! (`[connectors.checkpoint] store = "file"`).
 //!
 //! Keys (besides the shared `user`, `password*`, `tls_*`):
-//! `url`, `exchange`, `routing_key`, `exchange_type`, `confirm_timeout_ms`,
-//! `max_message_bytes`. They follow Debezium Server's RabbitMQ sink
+//! `url`, `exchange`, `exchange_from_topic`, `routing_key`, `exchange_type`,
+//! `confirm_timeout_ms`, `max_message_bytes`. They follow Debezium Server's RabbitMQ sink
 //! (`debezium.sink.rabbitmq.exchange`, `.routingKey`, `.ackTimeout`) where it has one.
 
 use serde::Deserialize;
@@ -29,6 +29,8 @@ pub(crate) struct RabbitMqToml {
     #[serde(default)]
     exchange: Option<String>,
     #[serde(default)]
+    exchange_from_topic: bool,
+    #[serde(default)]
     routing_key: Option<String>,
     #[serde(default)]
     exchange_type: Option<String>,
@@ -48,6 +50,10 @@ pub struct RabbitMqSinkConfig {
     /// The exchange records are published to, the routed topic as the routing key; default
     /// `""` (the default exchange: the topic names the queue).
     pub exchange: String,
+    /// Each record goes to the exchange named by its routed topic (Debezium Server's
+    /// RabbitMQ sink when `debezium.sink.rabbitmq.exchange` is unset); `exchange` is then
+    /// unset.
+    pub exchange_from_topic: bool,
     /// A fixed routing key for every record instead of the routed topic (Debezium Server's
     /// `routingKey`); `None`: the topic.
     pub routing_key: Option<String>,
@@ -107,6 +113,13 @@ impl RabbitMqToml {
                 return Err(ctx.invalid(format!("{here}.{key}"), "is longer than AMQP's 255 bytes"));
             }
         }
+        if self.exchange_from_topic && (!exchange.is_empty() || self.exchange_type.is_some()) {
+            return Err(ctx.invalid(
+                format!("{here}.exchange_from_topic"),
+                "names each record's exchange by its topic: remove `exchange` and \
+                 `exchange_type` (declare one exchange per topic yourself)",
+            ));
+        }
         if let Some(t) = &self.exchange_type {
             if !EXCHANGE_TYPES.contains(&t.as_str()) {
                 return Err(ctx.invalid(
@@ -131,6 +144,7 @@ impl RabbitMqToml {
         Ok(RabbitMqSinkConfig {
             url: self.url,
             exchange,
+            exchange_from_topic: self.exchange_from_topic,
             routing_key: self.routing_key,
             exchange_type: self.exchange_type,
             confirm_timeout_ms: self

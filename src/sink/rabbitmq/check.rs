@@ -28,6 +28,7 @@ pub async fn check(connector: &str, cfg: &RabbitMqSinkConfig) -> Vec<CheckResult
         user: uri.authority.userinfo.username.clone(),
         exchange: cfg.exchange.clone(),
         declares: cfg.exchange_type.is_some(),
+        per_topic: cfg.exchange_from_topic,
     };
     let loopback = ["127.0.0.1", "localhost", "::1"].contains(&uri.authority.host.as_str());
     let mut out = vec![match (&uri.scheme, loopback) {
@@ -129,6 +130,16 @@ async fn exchange(
     target: &Target,
     result: &impl Fn(&str, Status, String) -> CheckResult,
 ) -> CheckResult {
+    if cfg.exchange_from_topic {
+        return result(
+            "rabbitmq exchange",
+            Status::Pass,
+            "each record goes to the exchange named by its routed topic (Debezium Server's \
+             default): declare one per topic, with a queue bound (a record without either is \
+             refused)"
+                .into(),
+        );
+    }
     if cfg.exchange.is_empty() {
         return result(
             "rabbitmq exchange",

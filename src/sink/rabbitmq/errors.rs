@@ -27,9 +27,20 @@ pub struct Target {
     pub exchange: String,
     /// Whether the sink declares the exchange when it opens (`exchange_type` set).
     pub declares: bool,
+    /// Whether each record goes to the exchange named by its topic (`exchange_from_topic`).
+    pub per_topic: bool,
 }
 
 impl Target {
+    /// The target of a record routed to `topic`: its own exchange when `per_topic`.
+    pub fn for_topic(&self, topic: &str) -> Target {
+        let mut t = self.clone();
+        if self.per_topic {
+            t.exchange = topic.to_string();
+        }
+        t
+    }
+
     /// The exchange as a phrase.
     pub fn exchange_name(&self) -> String {
         if self.exchange.is_empty() {
@@ -177,7 +188,16 @@ pub fn on_publish(e: &lapin::Error, t: &Target, id: &str, topic: &str) -> SinkEr
                 t.exchange_name(),
                 t.vhost
             );
-            if t.declares {
+            if t.per_topic {
+                definite(format!(
+                    "{} does not exist in virtual host \"{}\" ({text}): with \
+                     exchange_from_topic each routed topic needs an exchange of its name; \
+                     declare it, with a queue bound; nothing after outbox event {id} is \
+                     checkpointed",
+                    t.exchange_name(),
+                    t.vhost
+                ))
+            } else if t.declares {
                 // A restart declares it again.
                 SinkError::broker(BROKER, Class::Transient, detail)
             } else {
@@ -254,6 +274,7 @@ mod tests {
             user: "outboxd".into(),
             exchange: "events".into(),
             declares: false,
+            per_topic: false,
         }
     }
 

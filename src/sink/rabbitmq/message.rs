@@ -41,6 +41,17 @@ pub fn routing_key(record: &KafkaRecord, fixed: Option<&str>) -> Result<ShortStr
     })
 }
 
+/// The exchange named by `record`'s topic (`exchange_from_topic`). Errors: longer than
+/// 255 bytes.
+pub fn exchange_of(record: &KafkaRecord) -> Result<ShortString, Unsendable> {
+    ShortString::try_new(record.topic.as_str()).map_err(|_| {
+        Unsendable(format!(
+            "the exchange (topic) is {} bytes, over AMQP's 255; shorten the routed topic",
+            record.topic.len()
+        ))
+    })
+}
+
 /// The content header of `record`'s message. Errors: a header name over 255 bytes.
 pub fn properties(record: &KafkaRecord) -> Result<BasicProperties, Unsendable> {
     let mut headers = FieldTable::default();

@@ -51,6 +51,8 @@ pub struct RabbitMqSink {
     /// meanwhile are numbered and never answered, so nothing after them is checkpointed).
     broken: Arc<AtomicBool>,
     exchange: ShortString,
+    /// `exchange_from_topic`: each record's exchange is its topic.
+    per_topic: bool,
     routing_key: Option<String>,
     max_message_bytes: usize,
     /// How long a publish (written to the socket) and its confirm may take.
@@ -139,6 +141,7 @@ impl RabbitMqSink {
             published,
             broken,
             exchange: ShortString::try_new(cfg.exchange.as_str()).unwrap_or_default(),
+            per_topic: cfg.exchange_from_topic,
             routing_key: cfg.routing_key.clone(),
             max_message_bytes: cfg.max_message_bytes,
             confirm_timeout: Duration::from_millis(cfg.confirm_timeout_ms),
@@ -177,6 +180,11 @@ impl RecordSink for RabbitMqSink {
         let routing_key =
             message::routing_key(record, self.routing_key.as_deref()).map_err(unsendable)?;
         let properties = message::properties(record).map_err(unsendable)?;
+        let exchange = if self.per_topic {
+            message::exchange_of(record).map_err(unsendable)?
+        } else {
+            self.exchange.clone()
+        };
         let body = message::body(record);
         let outcome = if self.broken.load(Ordering::Acquire) {
             Outcome::Skipped
@@ -195,7 +203,7 @@ impl RecordSink for RabbitMqSink {
                 immediate: false,
             };
             let publish = self.channel.basic_publish(
-                self.exchange.clone(),
+                exchange,
                 routing_key.clone(),
                 options,
                 body,
@@ -263,6 +271,8 @@ async fn confirm_task(
     // message must not get in ahead of it), and what is not published fails with this.
     let mut halted: Option<String> = None;
     while let Some(mut p) = rx.recv().await {
+        let target = target.for_topic(&p.topic);
+        let target = &target;
         let result = match std::mem::replace(&mut p.outcome, Outcome::Skipped) {
             Outcome::Confirm(c) => match tokio::time::timeout(timeout, c).await {
                 Ok(r) => r,
@@ -309,7 +319,7 @@ async fn confirm_task(
             }
             Ok(Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned))) => {
                 let detail = unroutable(
-                    &target,
+                    target,
                     &p,
                     returned.reply_code,
                     returned.reply_text.as_str(),
@@ -319,7 +329,7 @@ async fn confirm_task(
                 deliveries.report(p.seq, p.counted, Err(refusal));
             }
             Ok(Confirmation::Nack(None)) => {
-                let f = nacked(&target, &p);
+                let f = nacked(target, &p);
                 if let SinkError::Broker { detail, .. } = &f {
                     episodes.nacked(&format!("{BROKER}: {detail}"));
                 }
@@ -338,12 +348,13 @@ async fn confirm_task(
             Err(e) => {
                 tracing::debug!(event_id = %p.id, "RabbitMQ channel failed: {e}");
                 broken.store(true, Ordering::Release);
-                let repeat = channel_failed(&mut rx, &deliveries, &target, &e, p).await;
+                let repeat = channel_failed(&mut rx, &deliveries, target, &e, p).await;
                 // What is sent after it fails alike (the loop then settles at once), except
                 // after a refusal: those records are sent again by the replay.
                 while let Some(p) = rx.recv().await {
                     if repeat {
-                        let f = errors::on_publish(&e, &target, &p.id, &p.topic);
+                        let f =
+                            errors::on_publish(&e, &target.for_topic(&p.topic), &p.id, &p.topic);
                         deliveries.report(p.seq, p.counted, Err(f));
                     }
                 }

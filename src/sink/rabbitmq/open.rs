@@ -204,6 +204,7 @@ impl<'a> RabbitMqOpener<'a> {
             user: uri.authority.userinfo.username.clone(),
             exchange: self.cfg.exchange.clone(),
             declares: self.cfg.exchange_type.is_some(),
+            per_topic: self.cfg.exchange_from_topic,
         };
         let runtime = lapin::runtime::default_runtime()
             .map_err(|e| errors::on_open(&e, &target, "connect"))?;
