@@ -31,6 +31,10 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 
+/// Tests that stop the broker hold it exclusively; the others share it (tests of one file
+/// run in parallel).
+static BROKER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 fn rabbit_url() -> String {
     std::env::var("OUTBOXD_RABBITMQ_URL").unwrap_or_else(|_| "amqp://127.0.0.1:35672/%2f".into())
 }
@@ -343,12 +347,14 @@ async fn delivers_and_resumes<S: SourceDb>(db: &S) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_to_a_bound_queue_and_resume() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_m").await;
     delivers_and_resumes(&db).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_to_a_bound_queue_and_resume() {
+    let _broker = BROKER.read().await;
     let db = Postgres::new("rabbit29_p").await;
     delivers_and_resumes(&db).await;
 }
@@ -357,6 +363,7 @@ async fn postgres_to_a_bound_queue_and_resume() {
 /// are counted and printed.
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_9_under_a_writer_loses_nothing() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_k").await;
     let (_conn, ch) = channel().await;
     let exchange = unique("rabbit29_x");
@@ -415,6 +422,7 @@ async fn kill_9_under_a_writer_loses_nothing() {
 /// delivers everything.
 #[tokio::test(flavor = "multi_thread")]
 async fn broker_restart_mid_stream_loses_nothing() {
+    let _broker = BROKER.write().await;
     let db = MariaDb::new("rabbit29_r").await;
     let exchange = unique("rabbit29_x");
     let queue = unique("rabbit29_q");
@@ -472,6 +480,7 @@ async fn broker_restart_mid_stream_loses_nothing() {
 /// A refused password stops the relay with an error naming the user, not the password.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_password_is_a_clear_definite_error() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_a").await;
     let (path, port) = write_config(&db, "", "", "");
     let mut relay = launch(path, port, "not-the-password-rabbit29");
@@ -496,6 +505,7 @@ async fn a_refused_password_is_a_clear_definite_error() {
 /// `exchange_type` the relay declares it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_exchange_is_named_or_declared() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_e").await;
     let exchange = unique("rabbit29_missing");
     let (path, port) = write_config(&db, &exchange, "", "");
@@ -537,6 +547,7 @@ async fn a_missing_exchange_is_named_or_declared() {
 /// delivers it. Under `errors.tolerance = "all"` it goes to the dead-letter routing key.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unroutable_message_is_refused_not_dropped() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_u").await;
     let (_conn, ch) = channel().await;
     let exchange = unique("rabbit29_x");
@@ -628,6 +639,7 @@ async fn an_unroutable_message_is_refused_not_dropped() {
 /// the queue is full, retries, and everything arrives once consumers catch up.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_reject_publish_queue_is_retried_with_one_warn() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_f").await;
     let (_conn, ch) = channel().await;
     let exchange = unique("rabbit29_x");
@@ -687,6 +699,7 @@ async fn a_full_reject_publish_queue_is_retried_with_one_warn() {
 /// 128 MiB of RabbitMQ 3.x is too large to test cheaply).
 #[tokio::test(flavor = "multi_thread")]
 async fn an_oversized_message_is_refused_with_both_sizes() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_o").await;
     let (_conn, ch) = channel().await;
     let exchange = unique("rabbit29_x");
@@ -766,6 +779,7 @@ async fn an_oversized_message_is_refused_with_both_sizes() {
 /// (default: the project's `.state/tls`).
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_with_a_ca_and_a_client_certificate() {
+    let _broker = BROKER.read().await;
     let Ok(url) = std::env::var("OUTBOXD_RABBITMQ_TLS_URL") else {
         println!("OUTBOXD_RABBITMQ_TLS_URL unset: TLS not tested");
         return;
@@ -827,6 +841,7 @@ async fn tls_with_a_ca_and_a_client_certificate() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore]
 async fn backlog_drain_rate() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_b").await;
     let (_conn, ch) = channel().await;
     let exchange = unique("rabbit29_x");
@@ -867,6 +882,7 @@ async fn backlog_drain_rate() {
 /// everything written meanwhile is delivered.
 #[tokio::test(flavor = "multi_thread")]
 async fn broker_down_at_start_is_waited_for() {
+    let _broker = BROKER.write().await;
     let db = MariaDb::new("rabbit29_d").await;
     let exchange = unique("rabbit29_x");
     let queue = unique("rabbit29_q");
@@ -913,6 +929,7 @@ async fn broker_down_at_start_is_waited_for() {
 /// as): each record to the exchange named by its topic, with the routing key "".
 #[tokio::test(flavor = "multi_thread")]
 async fn an_exchange_per_topic_as_debezium_server_does() {
+    let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_x").await;
     let (_conn, ch) = channel().await;
     let exchange = format!("{}.Order", db.name());
