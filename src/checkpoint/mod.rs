@@ -15,6 +15,7 @@ mod error;
 pub mod fenced;
 pub mod file;
 pub mod kafka;
+pub mod nats;
 #[cfg(test)]
 pub(crate) mod memory;
 
@@ -26,6 +27,7 @@ pub use error::CheckpointError;
 pub use fenced::FencedCheckpointStore;
 pub use file::FileCheckpointStore;
 pub use kafka::KafkaCheckpointStore;
+pub use nats::NatsCheckpointStore;
 
 /// One stored checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
