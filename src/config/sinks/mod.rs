@@ -200,8 +200,8 @@ dbname = "shop"
                 "unknown sink type",
             ),
             (
-                toml(&format!("{nats}\nstream = 1"), ""),
-                "unknown field `stream`",
+                toml(&format!("{nats}\nstreem = 1"), ""),
+                "unknown field `streem`",
             ),
             (
                 toml(&format!("{nats}\npassword = \"p\""), ""),

@@ -14,6 +14,7 @@
 //! stream out of resources (transient: the connector restarts from its checkpoint, and the
 //! duplicate window drops what JetStream already holds).
 
+pub mod check;
 pub mod connect;
 pub mod message;
 pub mod open;
