@@ -16,6 +16,7 @@ use std::sync::Arc;
 use async_nats::jetstream::context::{GetStreamError, GetStreamErrorKind, KeyValueErrorKind};
 use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::kv::{self, Operation, UpdateErrorKind};
+use async_nats::jetstream::stream::{Config as StreamConfig, DiscardPolicy, StorageType};
 use bytes::Bytes;
 
 use super::{Checkpoint, CheckpointError, CheckpointStore};
@@ -99,15 +100,28 @@ impl NatsCheckpointStore {
         let kv = match js.get_key_value(name).await {
             Ok(kv) => kv,
             Err(e) if e.kind() == KeyValueErrorKind::GetBucket && bucket_missing(&e) => {
+                // The bucket's stream as async-nats's `create_key_value` makes it, created
+                // directly: that call first asks for the account's information, which it
+                // cannot read from nats-server 2.9.
                 let created = js
-                    .create_key_value(kv::Config {
-                        bucket: name.clone(),
-                        description: "outboxd connector checkpoints".into(),
-                        history: 1,
-                        storage: async_nats::jetstream::stream::StorageType::File,
+                    .create_stream(StreamConfig {
+                        name: format!("KV_{name}"),
+                        description: Some("outboxd connector checkpoints".into()),
+                        subjects: vec![format!("$KV.{name}.>")],
+                        max_messages_per_subject: 1,
+                        storage: StorageType::File,
+                        allow_rollup: true,
+                        deny_delete: true,
+                        allow_direct: true,
+                        discard: DiscardPolicy::New,
+                        num_replicas: 1,
                         ..Default::default()
                     })
                     .await;
+                let created = match created {
+                    Ok(_) => js.get_key_value(name).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
                 match created {
                     Ok(kv) => {
                         tracing::info!(connector = %self.connector, "created the JetStream key-value bucket {name} for checkpoints");

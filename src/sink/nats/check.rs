@@ -30,7 +30,7 @@ pub async fn check(name: &str, cfg: &NatsSinkConfig) -> Vec<CheckResult> {
     let js = async_nats::jetstream::ContextBuilder::new()
         .timeout(cfg.ack_timeout)
         .build(client);
-    if let Err(e) = js.query_account().await {
+    if let Err(e) = js.stream_names().try_next().await {
         out.push(CheckResult::new(
             name,
             "jetstream",

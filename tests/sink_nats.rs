@@ -1,0 +1,258 @@
+//! The NATS JetStream sink against a real nats-server (`scripts/services.sh up nats`;
+//! settings from `OUTBOXD_NATS_URL`, `_USER`, `_PASSWORD`): MariaDB and PostgreSQL outbox
+//! rows to the routed subjects with key, headers and value; a restart resumes; kill -9 under
+//! a writer delivers every event exactly once (JetStream drops the re-published copies by
+//! `Nats-Msg-Id` within the duplicate window); the server restarted mid-stream; a refused
+//! password; a missing stream; a second instance fenced by the checkpoint's KV revision.
+//!
+//! Stopping the server: `scripts/services.sh stop nats` / `start nats` (or the command in
+//! `OUTBOXD_NATS_CTL`, given `stop` / `start`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::mariadb::MariaDb;
+use common::nats;
+use common::postgres::Postgres;
+use common::relay::Relay;
+use common::suite::{self, SourceDb};
+use common::OutboxEvent;
+
+const WINDOW: Duration = Duration::from_secs(120);
+
+/// The record contract on NATS: subject = routed topic, `Outboxd-Key` = aggregate id,
+/// payload = the payload bytes (empty + `Outboxd-Tombstone` for NULL), headers `id`,
+/// `eventType` and `Nats-Msg-Id` = id.
+fn assert_messages<S: SourceDb>(db: &S, events: &[OutboxEvent], got: &[common::kafka::Consumed]) {
+    assert_eq!(got.len(), events.len(), "message count");
+    for e in events {
+        let m = got
+            .iter()
+            .find(|m| m.header("id").as_deref() == Some(e.id.as_str()))
+            .unwrap_or_else(|| panic!("event {} not delivered", e.id));
+        assert_eq!(m.topic, suite::topic(db, &e.aggregate_type));
+        assert_eq!(m.key_str().as_deref(), Some(e.aggregate_id.as_str()));
+        assert_eq!(
+            m.value,
+            e.payload.as_ref().map(|p| p.as_bytes().to_vec()),
+            "value of {}",
+            e.id
+        );
+        assert_eq!(m.header("eventType").as_deref(), Some(e.event_type.as_str()));
+        assert_eq!(m.header("Nats-Msg-Id").as_deref(), Some(e.id.as_str()));
+    }
+}
+
+/// Rows become messages with the contract; the relay stopped and started again resumes from
+/// its KV checkpoint: nothing lost, nothing twice.
+async fn records_and_restart<S: SourceDb>(db: &S) {
+    nats::create_stream(db, WINDOW).await;
+    let stream = nats::stream_name(db);
+    let (path, port) = nats::write_config(db, "", &nats::password(), "connector.toml");
+    let mut relay = Relay::start(path.clone(), port);
+    let first = vec![
+        OutboxEvent::new("Order", "order-1", "OrderCreated", Some(r#"{"seq":1,"total":12.5}"#)),
+        OutboxEvent::new("Order", "order-2", "OrderCreated", Some(r#"{"seq":2,"name":"Ünïcødé ✓"}"#)),
+        OutboxEvent::new("Customer", "cust-9", "CustomerDeleted", None),
+    ];
+    db.insert(&first, false).await;
+    let got = nats::read_expecting(&stream, first.len(), Duration::from_secs(60), Duration::from_secs(1)).await;
+    assert_messages(db, &first, &got);
+    assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
+    let second = suite::sequenced_range("Order", 3, 10..60, 0);
+    db.insert(&second, false).await;
+    let mut relay = Relay::start(path, port);
+    let all: Vec<OutboxEvent> = first.iter().cloned().chain(second).collect();
+    let got = nats::read_expecting(&stream, all.len(), Duration::from_secs(60), Duration::from_secs(2)).await;
+    assert_messages(db, &all, &got);
+    let log = relay.log_text();
+    assert!(log.contains("duplicate window"), "the window is logged; log:\n{log}");
+    relay.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_rows_to_subjects_and_restart() {
+    records_and_restart(&MariaDb::new("nats_mdb").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_rows_to_subjects_and_restart() {
+    records_and_restart(&Postgres::new("nats_pg").await).await;
+}
+
+/// kill -9 at random moments while a writer inserts: a consumer reading the stream sees
+/// every event exactly once, in per-aggregate order (the copies a restart publishes again
+/// are dropped by JetStream's duplicate window, `Nats-Msg-Id` = event id).
+async fn kill9_exactly_once<S: SourceDb>(db: &S, kills: usize) {
+    nats::create_stream(db, WINDOW).await;
+    let (path, port) = nats::write_config(db, "", &nats::password(), "connector.toml");
+    let relay = Relay::start(path, port);
+    let events = suite::sequenced_events("Wallet", 10, 3_000, 50);
+    let killer = tokio::task::spawn_blocking(move || {
+        let mut relay = relay;
+        for _ in 0..kills {
+            std::thread::sleep(Duration::from_millis(150 + rand::random::<u64>() % 600));
+            relay.kill9();
+            relay.spawn();
+            relay.wait_ready(Duration::from_secs(60));
+        }
+        relay
+    });
+    let (_, relay) = tokio::join!(suite::write_in_random_transactions(db, &events, 12), killer);
+    let mut relay = relay.unwrap();
+    let got = nats::read_expecting(
+        &nats::stream_name(db),
+        events.len(),
+        Duration::from_secs(120),
+        Duration::from_secs(4),
+    )
+    .await;
+    suite::assert_exactly_once(&events, &got, &relay.log_text());
+    relay.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill9_under_a_writer_exactly_once_mariadb() {
+    kill9_exactly_once(&MariaDb::new("nats_kill_m").await, 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill9_under_a_writer_exactly_once_postgres() {
+    kill9_exactly_once(&Postgres::new("nats_kill_p").await, 10).await;
+}
+
+/// The NATS server stops for a while mid-stream and starts again: the relay keeps running
+/// (one WARN for the outage, restarts from the checkpoint) and every event arrives once.
+#[tokio::test(flavor = "multi_thread")]
+async fn nats_restarted_mid_stream() {
+    let db = MariaDb::new("nats_outage").await;
+    nats::create_stream(&db, WINDOW).await;
+    let (path, port) = nats::write_config(&db, "ack_timeout = \"3s\"", &nats::password(), "connector.toml");
+    let mut relay = Relay::start(path, port);
+    let events = suite::sequenced_events("Invoice", 10, 1_500, 100);
+    let outage = tokio::task::spawn_blocking(|| {
+        std::thread::sleep(Duration::from_secs(2));
+        nats::server("stop");
+        let restart = suite::scopeguard(|| nats::server("start"));
+        std::thread::sleep(Duration::from_secs(8));
+        drop(restart);
+    });
+    let (_, o) = tokio::join!(suite::write_in_random_transactions(&db, &events, 8), outage);
+    o.unwrap();
+    let got = nats::read_expecting(
+        &nats::stream_name(&db),
+        events.len(),
+        Duration::from_secs(120),
+        Duration::from_secs(4),
+    )
+    .await;
+    let log = relay.log_text();
+    suite::assert_exactly_once(&events, &got, &log);
+    assert!(
+        log.contains("unreachable") || log.contains("cannot connect to the NATS server"),
+        "the outage is reported; log:\n{log}"
+    );
+    assert_eq!(relay.stop(), Some(0), "still running after the outage; log:\n{log}");
+}
+
+/// A wrong password: the relay stops (non-zero) with the refusal and what to check, never
+/// the password.
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_password_stops_with_a_clear_error() {
+    let db = Postgres::new("nats_badpw").await;
+    nats::create_stream(&db, WINDOW).await;
+    let (path, port) = nats::write_config(&db, "", "not-the-password-xyz", "connector.toml");
+    let log_path = path.with_extension("log");
+    let mut relay = Relay::launch_with_args(&[path.to_str().unwrap()], port, log_path);
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(matches!(code, Some(c) if c != 0), "exit non-zero; log:\n{log}");
+    assert!(log.contains("refused the login"), "log:\n{log}");
+    assert!(log.contains(&format!("user \"{}\"", nats::user())), "log:\n{log}");
+    assert!(!log.contains("not-the-password-xyz"), "never the password; log:\n{log}");
+}
+
+/// A configured stream that does not exist stops the relay with how to create it; no stream
+/// for a subject (none configured) stops it at the first record, naming the subject; with
+/// `create_stream` the relay creates the stream and delivers.
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_stream_is_named_or_created() {
+    let db = MariaDb::new("nats_nostream").await;
+    let stream = nats::stream_name(&db);
+    let (path, port) = nats::write_config(&db, &format!("stream = \"{stream}\""), &nats::password(), "a.toml");
+    let mut relay = Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(matches!(code, Some(c) if c != 0), "exit non-zero; log:\n{log}");
+    assert!(log.contains(&format!("JetStream stream {stream} does not exist")), "log:\n{log}");
+    assert!(log.contains("nats stream add"), "says how; log:\n{log}");
+
+    let (path, port) = nats::write_config(&db, "", &nats::password(), "b.toml");
+    let mut relay = Relay::start(path, port);
+    let events = vec![OutboxEvent::new("Order", "o-1", "OrderCreated", Some("{}"))];
+    db.insert(&events, false).await;
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(matches!(code, Some(c) if c != 0), "exit non-zero; log:\n{log}");
+    assert!(
+        log.contains(&format!("no JetStream stream captures subject {}", suite::topic(&db, "Order"))),
+        "log:\n{log}"
+    );
+
+    let extra = format!(
+        "stream = \"{stream}\"\ncreate_stream = true\nsubjects = [\"{}.>\"]\nduplicate_window = \"5m\"",
+        db.name()
+    );
+    let (path, port) = nats::write_config(&db, &extra, &nats::password(), "c.toml");
+    let mut relay = Relay::start(path, port);
+    let got = nats::read_expecting(&stream, 1, Duration::from_secs(60), Duration::from_secs(1)).await;
+    assert_messages(&db, &events, &got);
+    let log = relay.log_text();
+    assert!(log.contains(&format!("created JetStream stream {stream}")), "log:\n{log}");
+    assert!(log.contains("duplicate window 300s"), "log:\n{log}");
+    relay.stop();
+}
+
+/// A second instance of the connector: the first of the two to write the checkpoint after
+/// the other read it wins, the other stops, fenced (the KV revision moved); every event is
+/// in the stream once.
+#[tokio::test(flavor = "multi_thread")]
+async fn second_instance_is_fenced() {
+    let db = Postgres::new("nats_fence").await;
+    nats::create_stream(&db, WINDOW).await;
+    let stream = nats::stream_name(&db);
+    let (path_a, port_a) = nats::write_config(&db, "", &nats::password(), "a.toml");
+    let mut a = Relay::start(path_a, port_a);
+    let first = suite::sequenced_range("Order", 3, 0..10, 0);
+    db.insert(&first, false).await;
+    nats::read_expecting(&stream, first.len(), Duration::from_secs(60), Duration::from_secs(1)).await;
+    let (path_b, port_b) = nats::write_config(&db, "", &nats::password(), "b.toml");
+    let mut b = Relay::start(path_b, port_b);
+    let second = suite::sequenced_range("Order", 3, 10..20, 0);
+    db.insert(&second, false).await;
+    // One of them stops, fenced.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let (loser, winner) = loop {
+        if let Some(c) = a.wait_exit(Duration::from_millis(200)) {
+            break ((c, a.log_text()), b);
+        }
+        if let Some(c) = b.wait_exit(Duration::from_millis(200)) {
+            break ((c, b.log_text()), a);
+        }
+        assert!(std::time::Instant::now() < deadline, "neither instance was fenced");
+        // Keep checkpoints coming.
+        db.insert(&suite::sequenced_range("Order", 3, 100..101, 0), false).await;
+    };
+    let (code, log) = loser;
+    assert_ne!(code, 0, "log:\n{log}");
+    assert!(log.contains("fenced") && log.contains("another outboxd instance"), "log:\n{log}");
+    let mut winner = winner;
+    let got = nats::read_stream(&stream).await;
+    let ids: std::collections::HashSet<String> = got.iter().filter_map(|m| m.header("id")).collect();
+    assert_eq!(ids.len(), got.len(), "no event twice");
+    for e in first.iter().chain(&second) {
+        assert!(ids.contains(&e.id), "event {} delivered", e.id);
+    }
+    winner.stop();
+}
