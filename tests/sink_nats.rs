@@ -39,7 +39,10 @@ fn assert_messages<S: SourceDb>(db: &S, events: &[OutboxEvent], got: &[common::k
             "value of {}",
             e.id
         );
-        assert_eq!(m.header("eventType").as_deref(), Some(e.event_type.as_str()));
+        assert_eq!(
+            m.header("eventType").as_deref(),
+            Some(e.event_type.as_str())
+        );
         assert_eq!(m.header("Nats-Msg-Id").as_deref(), Some(e.id.as_str()));
     }
 }
@@ -52,32 +55,59 @@ async fn records_and_restart<S: SourceDb>(db: &S) {
     let (path, port) = nats::write_config(db, "", &nats::password(), "connector.toml");
     let mut relay = Relay::start(path.clone(), port);
     let first = vec![
-        OutboxEvent::new("Order", "order-1", "OrderCreated", Some(r#"{"seq":1,"total":12.5}"#)),
-        OutboxEvent::new("Order", "order-2", "OrderCreated", Some(r#"{"seq":2,"name":"Ünïcødé ✓"}"#)),
+        OutboxEvent::new(
+            "Order",
+            "order-1",
+            "OrderCreated",
+            Some(r#"{"seq":1,"total":12.5}"#),
+        ),
+        OutboxEvent::new(
+            "Order",
+            "order-2",
+            "OrderCreated",
+            Some(r#"{"seq":2,"name":"Ünïcødé ✓"}"#),
+        ),
         OutboxEvent::new("Customer", "cust-9", "CustomerDeleted", None),
     ];
     db.insert(&first, false).await;
-    let got = nats::read_expecting(&stream, first.len(), Duration::from_secs(60), Duration::from_secs(1)).await;
+    let got = nats::read_expecting(
+        &stream,
+        first.len(),
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+    )
+    .await;
     assert_messages(db, &first, &got);
     assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
     let second = suite::sequenced_range("Order", 3, 10..60, 0);
     db.insert(&second, false).await;
     let mut relay = Relay::start(path, port);
     let all: Vec<OutboxEvent> = first.iter().cloned().chain(second).collect();
-    let got = nats::read_expecting(&stream, all.len(), Duration::from_secs(60), Duration::from_secs(2)).await;
+    let got = nats::read_expecting(
+        &stream,
+        all.len(),
+        Duration::from_secs(60),
+        Duration::from_secs(2),
+    )
+    .await;
     assert_messages(db, &all, &got);
     let log = relay.log_text();
-    assert!(log.contains("duplicate window"), "the window is logged; log:\n{log}");
+    assert!(
+        log.contains("duplicate window"),
+        "the window is logged; log:\n{log}"
+    );
     relay.stop();
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_rows_to_subjects_and_restart() {
+    let _server = nats::shared().await;
     records_and_restart(&MariaDb::new("nats_mdb").await).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_rows_to_subjects_and_restart() {
+    let _server = nats::shared().await;
     records_and_restart(&Postgres::new("nats_pg").await).await;
 }
 
@@ -114,11 +144,13 @@ async fn kill9_exactly_once<S: SourceDb>(db: &S, kills: usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill9_under_a_writer_exactly_once_mariadb() {
+    let _server = nats::shared().await;
     kill9_exactly_once(&MariaDb::new("nats_kill_m").await, 10).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill9_under_a_writer_exactly_once_postgres() {
+    let _server = nats::shared().await;
     kill9_exactly_once(&Postgres::new("nats_kill_p").await, 10).await;
 }
 
@@ -126,9 +158,15 @@ async fn kill9_under_a_writer_exactly_once_postgres() {
 /// (one WARN for the outage, restarts from the checkpoint) and every event arrives once.
 #[tokio::test(flavor = "multi_thread")]
 async fn nats_restarted_mid_stream() {
+    let _server = nats::exclusive().await;
     let db = MariaDb::new("nats_outage").await;
     nats::create_stream(&db, WINDOW).await;
-    let (path, port) = nats::write_config(&db, "ack_timeout = \"3s\"", &nats::password(), "connector.toml");
+    let (path, port) = nats::write_config(
+        &db,
+        "ack_timeout = \"3s\"",
+        &nats::password(),
+        "connector.toml",
+    );
     let mut relay = Relay::start(path, port);
     let events = suite::sequenced_events("Invoice", 10, 1_500, 100);
     let outage = tokio::task::spawn_blocking(|| {
@@ -153,13 +191,18 @@ async fn nats_restarted_mid_stream() {
         log.contains("unreachable") || log.contains("cannot connect to the NATS server"),
         "the outage is reported; log:\n{log}"
     );
-    assert_eq!(relay.stop(), Some(0), "still running after the outage; log:\n{log}");
+    assert_eq!(
+        relay.stop(),
+        Some(0),
+        "still running after the outage; log:\n{log}"
+    );
 }
 
 /// A wrong password: the relay stops (non-zero) with the refusal and what to check, never
 /// the password.
 #[tokio::test(flavor = "multi_thread")]
 async fn refused_password_stops_with_a_clear_error() {
+    let _server = nats::shared().await;
     let db = Postgres::new("nats_badpw").await;
     nats::create_stream(&db, WINDOW).await;
     let (path, port) = nats::write_config(&db, "", "not-the-password-xyz", "connector.toml");
@@ -167,10 +210,19 @@ async fn refused_password_stops_with_a_clear_error() {
     let mut relay = Relay::launch_with_args(&[path.to_str().unwrap()], port, log_path);
     let code = relay.wait_exit(Duration::from_secs(60));
     let log = relay.log_text();
-    assert!(matches!(code, Some(c) if c != 0), "exit non-zero; log:\n{log}");
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
     assert!(log.contains("refused the login"), "log:\n{log}");
-    assert!(log.contains(&format!("user \"{}\"", nats::user())), "log:\n{log}");
-    assert!(!log.contains("not-the-password-xyz"), "never the password; log:\n{log}");
+    assert!(
+        log.contains(&format!("user \"{}\"", nats::user())),
+        "log:\n{log}"
+    );
+    assert!(
+        !log.contains("not-the-password-xyz"),
+        "never the password; log:\n{log}"
+    );
 }
 
 /// A configured stream that does not exist stops the relay with how to create it; no stream
@@ -178,14 +230,27 @@ async fn refused_password_stops_with_a_clear_error() {
 /// `create_stream` the relay creates the stream and delivers.
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_stream_is_named_or_created() {
+    let _server = nats::shared().await;
     let db = MariaDb::new("nats_nostream").await;
     let stream = nats::stream_name(&db);
-    let (path, port) = nats::write_config(&db, &format!("stream = \"{stream}\""), &nats::password(), "a.toml");
-    let mut relay = Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
+    let (path, port) = nats::write_config(
+        &db,
+        &format!("stream = \"{stream}\""),
+        &nats::password(),
+        "a.toml",
+    );
+    let mut relay =
+        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
     let code = relay.wait_exit(Duration::from_secs(60));
     let log = relay.log_text();
-    assert!(matches!(code, Some(c) if c != 0), "exit non-zero; log:\n{log}");
-    assert!(log.contains(&format!("JetStream stream {stream} does not exist")), "log:\n{log}");
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
+    assert!(
+        log.contains(&format!("JetStream stream {stream} does not exist")),
+        "log:\n{log}"
+    );
     assert!(log.contains("nats stream add"), "says how; log:\n{log}");
 
     let (path, port) = nats::write_config(&db, "", &nats::password(), "b.toml");
@@ -194,9 +259,15 @@ async fn missing_stream_is_named_or_created() {
     db.insert(&events, false).await;
     let code = relay.wait_exit(Duration::from_secs(60));
     let log = relay.log_text();
-    assert!(matches!(code, Some(c) if c != 0), "exit non-zero; log:\n{log}");
     assert!(
-        log.contains(&format!("no JetStream stream captures subject {}", suite::topic(&db, "Order"))),
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "no JetStream stream captures subject {}",
+            suite::topic(&db, "Order")
+        )),
         "log:\n{log}"
     );
 
@@ -206,27 +277,39 @@ async fn missing_stream_is_named_or_created() {
     );
     let (path, port) = nats::write_config(&db, &extra, &nats::password(), "c.toml");
     let mut relay = Relay::start(path, port);
-    let got = nats::read_expecting(&stream, 1, Duration::from_secs(60), Duration::from_secs(1)).await;
+    let got =
+        nats::read_expecting(&stream, 1, Duration::from_secs(60), Duration::from_secs(1)).await;
     assert_messages(&db, &events, &got);
     let log = relay.log_text();
-    assert!(log.contains(&format!("created JetStream stream {stream}")), "log:\n{log}");
+    assert!(
+        log.contains(&format!("created JetStream stream {stream}")),
+        "log:\n{log}"
+    );
     assert!(log.contains("duplicate window 300s"), "log:\n{log}");
     relay.stop();
 }
 
-/// A second instance of the connector: the first of the two to write the checkpoint after
+/// A second instance of the connector (MariaDB: a PostgreSQL slot takes one reader): the
+/// first of the two to write the checkpoint after
 /// the other read it wins, the other stops, fenced (the KV revision moved); every event is
 /// in the stream once.
 #[tokio::test(flavor = "multi_thread")]
 async fn second_instance_is_fenced() {
-    let db = Postgres::new("nats_fence").await;
+    let _server = nats::shared().await;
+    let db = MariaDb::new("nats_fence").await;
     nats::create_stream(&db, WINDOW).await;
     let stream = nats::stream_name(&db);
     let (path_a, port_a) = nats::write_config(&db, "", &nats::password(), "a.toml");
     let mut a = Relay::start(path_a, port_a);
     let first = suite::sequenced_range("Order", 3, 0..10, 0);
     db.insert(&first, false).await;
-    nats::read_expecting(&stream, first.len(), Duration::from_secs(60), Duration::from_secs(1)).await;
+    nats::read_expecting(
+        &stream,
+        first.len(),
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+    )
+    .await;
     let (path_b, port_b) = nats::write_config(&db, "", &nats::password(), "b.toml");
     let mut b = Relay::start(path_b, port_b);
     let second = suite::sequenced_range("Order", 3, 10..20, 0);
@@ -240,16 +323,24 @@ async fn second_instance_is_fenced() {
         if let Some(c) = b.wait_exit(Duration::from_millis(200)) {
             break ((c, b.log_text()), a);
         }
-        assert!(std::time::Instant::now() < deadline, "neither instance was fenced");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "neither instance was fenced"
+        );
         // Keep checkpoints coming.
-        db.insert(&suite::sequenced_range("Order", 3, 100..101, 0), false).await;
+        db.insert(&suite::sequenced_range("Order", 3, 100..101, 0), false)
+            .await;
     };
     let (code, log) = loser;
     assert_ne!(code, 0, "log:\n{log}");
-    assert!(log.contains("fenced") && log.contains("another outboxd instance"), "log:\n{log}");
+    assert!(
+        log.contains("fenced") && log.contains("another outboxd instance"),
+        "log:\n{log}"
+    );
     let mut winner = winner;
     let got = nats::read_stream(&stream).await;
-    let ids: std::collections::HashSet<String> = got.iter().filter_map(|m| m.header("id")).collect();
+    let ids: std::collections::HashSet<String> =
+        got.iter().filter_map(|m| m.header("id")).collect();
     assert_eq!(ids.len(), got.len(), "no event twice");
     for e in first.iter().chain(&second) {
         assert!(ids.contains(&e.id), "event {} delivered", e.id);

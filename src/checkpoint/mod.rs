@@ -15,9 +15,9 @@ mod error;
 pub mod fenced;
 pub mod file;
 pub mod kafka;
-pub mod nats;
 #[cfg(test)]
 pub(crate) mod memory;
+pub mod nats;
 
 use serde::{Deserialize, Serialize};
 

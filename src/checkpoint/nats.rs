@@ -14,9 +14,9 @@
 use std::sync::Arc;
 
 use async_nats::jetstream::context::{GetStreamError, GetStreamErrorKind, KeyValueErrorKind};
-use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::kv::{self, Operation, UpdateErrorKind};
 use async_nats::jetstream::stream::{Config as StreamConfig, DiscardPolicy, StorageType};
+use async_nats::jetstream::ErrorCode;
 use bytes::Bytes;
 
 use super::{Checkpoint, CheckpointError, CheckpointStore};
@@ -163,10 +163,7 @@ impl NatsCheckpointStore {
     }
 
     /// The key's current entry: its revision and value (`None` value: deleted or never set).
-    async fn read(
-        &self,
-        kv: &kv::Store,
-    ) -> Result<(u64, Option<Bytes>), CheckpointError> {
+    async fn read(&self, kv: &kv::Store) -> Result<(u64, Option<Bytes>), CheckpointError> {
         match kv.entry(self.connector.as_str()).await {
             Ok(None) => Ok((0, None)),
             Ok(Some(e)) if e.operation == Operation::Put => Ok((e.revision, Some(e.value))),

@@ -144,7 +144,12 @@ pub async fn read_stream(stream: &str) -> Vec<Consumed> {
 
 /// Waits until stream `stream` holds at least `n` messages and no more arrive for
 /// `settle`, at most `timeout`; then reads it ([`read_stream`]).
-pub async fn read_expecting(stream: &str, n: usize, timeout: Duration, settle: Duration) -> Vec<Consumed> {
+pub async fn read_expecting(
+    stream: &str,
+    n: usize,
+    timeout: Duration,
+    settle: Duration,
+) -> Vec<Consumed> {
     let js = js().await;
     let deadline = Instant::now() + timeout;
     let mut last = (0u64, Instant::now());
@@ -181,4 +186,19 @@ pub fn server(what: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The server as the tests of one process share it: each test holds [`shared`] while it
+/// uses the server, the test that stops it holds [`exclusive`], so no other test sees the
+/// outage.
+static SERVER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Held while a test uses the server (not stopping it).
+pub async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    SERVER.read().await
+}
+
+/// Held while a test stops and starts the server.
+pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    SERVER.write().await
 }

@@ -184,9 +184,7 @@ impl NatsToml {
                     subjects: self.subjects,
                     create: self.create_stream,
                     storage,
-                    duplicate_window: self
-                        .duplicate_window
-                        .unwrap_or(Duration::from_secs(120)),
+                    duplicate_window: self.duplicate_window.unwrap_or(Duration::from_secs(120)),
                 })
             }
         };

@@ -102,7 +102,11 @@ pub async fn check(name: &str, cfg: &NatsSinkConfig) -> Vec<CheckResult> {
                      2m`) or set stream, subjects and create_stream = true",
                 )),
                 Ok(streams) => {
-                    for s in streams.iter().filter(|s| !s.config.name.starts_with("KV_")).take(MAX_LISTED) {
+                    for s in streams
+                        .iter()
+                        .filter(|s| !s.config.name.starts_with("KV_"))
+                        .take(MAX_LISTED)
+                    {
                         out.push(CheckResult::new(
                             name,
                             "stream",

@@ -77,13 +77,16 @@ pub async fn connect(
     } else if let Some(seed) = &cfg.nkey_seed {
         opts = opts.nkey(seed.expose().trim().to_string());
     } else if let Some(path) = &cfg.creds_file {
-        opts = opts.credentials_file(path).await.map_err(|e| ConnectFailure {
-            class: Class::Definite,
-            detail: format!(
-                "cannot read the credentials file {} ({e}); check creds_file",
-                path.display()
-            ),
-        })?;
+        opts = opts
+            .credentials_file(path)
+            .await
+            .map_err(|e| ConnectFailure {
+                class: Class::Definite,
+                detail: format!(
+                    "cannot read the credentials file {} ({e}); check creds_file",
+                    path.display()
+                ),
+            })?;
     }
     if let Some(ca) = &cfg.auth.tls_ca {
         opts = opts.add_root_certificates(ca.clone());

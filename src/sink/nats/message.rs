@@ -90,7 +90,9 @@ pub fn message(record: &KafkaRecord) -> Result<(HeaderMap, Bytes), SinkError> {
             Some(v) => headers.insert(KEY_HEADER, v),
             None => headers.insert(
                 KEY_BASE64_HEADER,
-                base64::engine::general_purpose::STANDARD.encode(key).as_str(),
+                base64::engine::general_purpose::STANDARD
+                    .encode(key)
+                    .as_str(),
             ),
         }
     }

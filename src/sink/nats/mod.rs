@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::context::{PublishAckFuture, PublishError, PublishErrorKind};
-use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::ErrorCode;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::mpsc;
 
@@ -125,6 +125,7 @@ async fn acknowledge(
 ) {
     let mut waiting = FuturesOrdered::new();
     let mut open = true;
+    let mut duplicates = 0u64;
     loop {
         tokio::select! {
             p = rx.recv(), if open => match p {
@@ -138,6 +139,12 @@ async fn acknowledge(
                 let outcome = match outcome {
                     Ok(ack) => {
                         notes.acknowledged_by(&ack.stream, &js);
+                        if ack.duplicate {
+                            duplicates += 1;
+                            if duplicates == 1 {
+                                tracing::info!(connector = %notes.connector(), "JetStream stream {} already holds event {id} (its Nats-Msg-Id, within the duplicate window): the copies this run publishes again are dropped, as after a restart", ack.stream);
+                            }
+                        }
                         Ok(())
                     }
                     Err(e) => Err(ack_failure(&e, &id, &subject)),
@@ -163,7 +170,10 @@ fn ack_failure(e: &PublishError, id: &str, subject: &str) -> SinkError {
         (PublishErrorKind::MaxPayloadExceeded, _)
         | (
             _,
-            Some(ErrorCode::STREAM_MESSAGE_EXCEEDS_MAXIMUM | ErrorCode::STREAM_HEADER_EXCEEDS_MAXIMUM),
+            Some(
+                ErrorCode::STREAM_MESSAGE_EXCEEDS_MAXIMUM
+                | ErrorCode::STREAM_HEADER_EXCEEDS_MAXIMUM,
+            ),
         ) => SinkError::broker_record(
             BROKER,
             id,

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use async_nats::jetstream::context::{CreateStreamErrorKind, GetStreamErrorKind};
-use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::stream::{Config as StreamConfig, StorageType};
+use async_nats::jetstream::ErrorCode;
 use tokio::sync::watch;
 
 use super::connect::{connect, BROKER};

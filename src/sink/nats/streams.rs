@@ -43,6 +43,11 @@ impl StreamNotes {
         }
     }
 
+    /// The connector's name.
+    pub fn connector(&self) -> &str {
+        &self.connector
+    }
+
     /// The run starts from a checkpoint written at `updated_at_ms` (ms since the epoch).
     /// Streams are looked at again (their windows logged) in this run.
     pub fn loaded(&self, updated_at_ms: Option<i64>) {
@@ -74,16 +79,20 @@ impl StreamNotes {
             Self {
                 connector: self.connector.clone(),
                 seen: Mutex::default(),
-                checkpoint_age_ms: Mutex::new(*self
-                    .checkpoint_age_ms
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())),
+                checkpoint_age_ms: Mutex::new(
+                    *self
+                        .checkpoint_age_ms
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()),
+                ),
             },
         );
         tokio::spawn(async move {
             match js.get_stream(&stream).await {
                 Ok(s) => notes.window(&stream, s.cached_info().config.duplicate_window),
-                Err(e) => tracing::debug!(connector = %notes.connector, "cannot read stream {stream}'s configuration: {e}"),
+                Err(e) => {
+                    tracing::debug!(connector = %notes.connector, "cannot read stream {stream}'s configuration: {e}")
+                }
             }
         });
     }
