@@ -115,15 +115,11 @@ pub async fn connect(
 /// Logs a lost connection once per outage (WARN) and its return (INFO).
 fn on_event(event: &Event, url: &str, client: &str, down: &AtomicBool) {
     match event {
-        Event::Disconnected => {
-            if !down.swap(true, Ordering::AcqRel) {
-                tracing::warn!(client, "NATS server {url} unreachable: the client reconnects on its own; records wait (and fail after ack_timeout, the connector then restarts from its checkpoint)");
-            }
+        Event::Disconnected if !down.swap(true, Ordering::AcqRel) => {
+            tracing::warn!(client, "NATS server {url} unreachable: the client reconnects on its own; records wait (and fail after ack_timeout, the connector then restarts from its checkpoint)");
         }
-        Event::Connected => {
-            if down.swap(false, Ordering::AcqRel) {
-                tracing::info!(client, "NATS server {url} reachable again");
-            }
+        Event::Connected if down.swap(false, Ordering::AcqRel) => {
+            tracing::info!(client, "NATS server {url} reachable again");
         }
         Event::ServerError(e) => {
             tracing::debug!(client, "NATS server error: {e}");
