@@ -47,8 +47,25 @@ fn assert_messages<S: SourceDb>(db: &S, events: &[OutboxEvent], got: &[common::k
     }
 }
 
+/// Makes connector `name`'s stored checkpoint look written `by` earlier (its
+/// `updated_at_ms`), as a relay that stayed down that long finds it.
+async fn age_checkpoint(name: &str, by: Duration) {
+    let kv = nats::js()
+        .await
+        .get_key_value("outboxd_test_checkpoints")
+        .await
+        .unwrap();
+    let entry = kv.entry(name).await.unwrap().expect("a checkpoint");
+    let mut c: serde_json::Value = serde_json::from_slice(&entry.value).unwrap();
+    c["updated_at_ms"] = (c["updated_at_ms"].as_i64().unwrap() - by.as_millis() as i64).into();
+    kv.update(name, serde_json::to_vec(&c).unwrap().into(), entry.revision)
+        .await
+        .unwrap();
+}
+
 /// Rows become messages with the contract; the relay stopped and started again resumes from
-/// its KV checkpoint: nothing lost, nothing twice.
+/// its KV checkpoint: nothing lost, nothing twice; its checkpoint, older than the stream's
+/// duplicate window, is warned about.
 async fn records_and_restart<S: SourceDb>(db: &S) {
     nats::create_stream(db, WINDOW).await;
     let stream = nats::stream_name(db);
@@ -81,6 +98,7 @@ async fn records_and_restart<S: SourceDb>(db: &S) {
     assert_eq!(relay.stop(), Some(0), "log:\n{}", relay.log_text());
     let second = suite::sequenced_range("Order", 3, 10..60, 0);
     db.insert(&second, false).await;
+    age_checkpoint(db.name(), Duration::from_secs(600)).await;
     let mut relay = Relay::start(path, port);
     let all: Vec<OutboxEvent> = first.iter().cloned().chain(second).collect();
     let got = nats::read_expecting(
