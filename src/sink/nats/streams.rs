@@ -110,7 +110,7 @@ impl StreamNotes {
         if let Some(age) = age {
             let age = Duration::from_millis(u64::try_from(age).unwrap_or(0));
             if age > window {
-                tracing::warn!(connector, "the checkpoint this run started from was written {age:?} ago, longer than stream {stream}'s duplicate window ({window:?}): records the last run published after it are published again and JetStream no longer drops them as duplicates (at-least-once for that gap; consumers can dedupe by the id header). Restart within the window, or widen it (nats stream edit {stream} --dupe-window ...)");
+                tracing::warn!(connector, "the checkpoint this run started from was written {age:?} ago, longer than stream {stream}'s duplicate window ({window:?}): records the last run published after it (if any) are published again and JetStream no longer drops them as duplicates (at-least-once for that gap; consumers can dedupe by the id header). Restart within the window, or widen it (nats stream edit {stream} --dupe-window ...)");
             }
         }
     }
