@@ -365,3 +365,84 @@ async fn second_instance_is_fenced() {
     }
     winner.stop();
 }
+
+/// TLS: the relay verifies the server against `tls_ca` and presents its client certificate
+/// (mutual TLS) and delivers; a CA that did not sign the server's certificate stops it with
+/// a TLS error naming tls_ca (not a retry for ever).
+#[tokio::test(flavor = "multi_thread")]
+async fn mutual_tls_delivers_and_a_wrong_ca_stops() {
+    let _server = nats::shared().await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let db = MariaDb::new("nats_tls").await;
+    let dir = common::relay::test_dir(db.name());
+    let server = nats::TlsServer::start(&dir, true);
+    let tls = common::tls::file;
+    let with = |ca: &str| {
+        format!(
+            "tls_ca = \"{}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\nstream = \"{}\"\ncreate_stream = true\nsubjects = [\"{}.>\"]",
+            tls(ca),
+            tls("client.pem"),
+            tls("client.key"),
+            nats::stream_name(&db),
+            db.name()
+        )
+    };
+    let (path, port) =
+        nats::write_config(&db, &with("other-ca.pem"), &nats::password(), "bad-ca.toml");
+    std::fs::write(
+        &path,
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(&nats::url(), &server.url),
+    )
+    .unwrap();
+    let mut relay =
+        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
+    assert!(
+        log.contains("TLS with the NATS server") && log.contains("tls_ca"),
+        "log:\n{log}"
+    );
+
+    let (path, port) = nats::write_config(&db, &with("ca.pem"), &nats::password(), "tls.toml");
+    std::fs::write(
+        &path,
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(&nats::url(), &server.url),
+    )
+    .unwrap();
+    let mut relay = Relay::start(path, port);
+    let events = vec![OutboxEvent::new("Order", "o-1", "OrderCreated", Some("{}"))];
+    db.insert(&events, false).await;
+    let client = async_nats::ConnectOptions::new()
+        .user_and_password(nats::user(), nats::password())
+        .add_root_certificates(tls("ca.pem").into())
+        .add_client_certificate(tls("client.pem").into(), tls("client.key").into())
+        .connect(server.url.as_str())
+        .await
+        .unwrap();
+    let js = async_nats::jetstream::new(client);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = match js.get_stream(nats::stream_name(&db)).await {
+            Ok(mut s) => s.info().await.map(|i| i.state.messages).unwrap_or(0),
+            Err(_) => 0,
+        };
+        if n == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not delivered over TLS; log:\n{}",
+            relay.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    relay.stop();
+}

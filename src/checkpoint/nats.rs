@@ -81,10 +81,15 @@ impl NatsCheckpointStore {
         }
     }
 
-    /// The bucket, connecting and creating it first when needed.
-    async fn bucket(&self, st: &mut State) -> Result<kv::Store, CheckpointError> {
+    /// The bucket, connecting first when needed; a missing bucket is created when
+    /// `create`, else `None` (reading creates nothing: `check`, `status`).
+    async fn bucket(
+        &self,
+        st: &mut State,
+        create: bool,
+    ) -> Result<Option<kv::Store>, CheckpointError> {
         if let Some(kv) = &st.kv {
-            return Ok(kv.clone());
+            return Ok(Some(kv.clone()));
         }
         let client = connect(
             &self.cfg,
@@ -99,6 +104,9 @@ impl NatsCheckpointStore {
         let name = &self.cfg.checkpoint_bucket;
         let kv = match js.get_key_value(name).await {
             Ok(kv) => kv,
+            Err(e) if e.kind() == KeyValueErrorKind::GetBucket && bucket_missing(&e) && !create => {
+                return Ok(None)
+            }
             Err(e) if e.kind() == KeyValueErrorKind::GetBucket && bucket_missing(&e) => {
                 // The bucket's stream as async-nats's `create_key_value` makes it, created
                 // directly: that call first asks for the account's information, which it
@@ -159,7 +167,17 @@ impl NatsCheckpointStore {
             }
         };
         st.kv = Some(kv.clone());
-        Ok(kv)
+        Ok(Some(kv))
+    }
+
+    /// The bucket, created when missing.
+    async fn created(&self, st: &mut State) -> Result<kv::Store, CheckpointError> {
+        self.bucket(st, true).await?.ok_or_else(|| {
+            broker(
+                Class::Transient,
+                format!("bucket {} vanished", self.cfg.checkpoint_bucket),
+            )
+        })
     }
 
     /// The key's current entry: its revision and value (`None` value: deleted or never set).
@@ -197,7 +215,12 @@ impl NatsCheckpointStore {
 impl CheckpointStore for NatsCheckpointStore {
     async fn load(&self) -> Result<Option<Checkpoint>, CheckpointError> {
         let mut st = self.state.lock().await;
-        let kv = self.bucket(&mut st).await?;
+        let Some(kv) = self.bucket(&mut st, false).await? else {
+            // No bucket yet: no checkpoint (the first store creates it).
+            st.revision = Some(0);
+            self.notes.loaded(None);
+            return Ok(None);
+        };
         let (revision, value) = self.read(&kv).await?;
         st.revision = Some(revision);
         st.unconfirmed = None;
@@ -230,7 +253,7 @@ impl CheckpointStore for NatsCheckpointStore {
             }
         })?);
         let mut st = self.state.lock().await;
-        let kv = self.bucket(&mut st).await?;
+        let kv = self.created(&mut st).await?;
         let revision = match st.revision {
             Some(r) => r,
             None => {
@@ -276,7 +299,9 @@ impl CheckpointStore for NatsCheckpointStore {
 
     async fn clear(&mut self) -> Result<(), CheckpointError> {
         let mut st = self.state.lock().await;
-        let kv = self.bucket(&mut st).await?;
+        let Some(kv) = self.bucket(&mut st, false).await? else {
+            return Ok(());
+        };
         kv.purge(self.connector.as_str()).await.map_err(|e| {
             broker(
                 Class::Transient,
@@ -295,6 +320,6 @@ impl CheckpointStore for NatsCheckpointStore {
     /// transient failure before anything is read.
     async fn prepare(&mut self) -> Result<(), CheckpointError> {
         let mut st = self.state.lock().await;
-        self.bucket(&mut st).await.map(|_| ())
+        self.created(&mut st).await.map(|_| ())
     }
 }

@@ -202,3 +202,66 @@ pub async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
 pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
     SERVER.write().await
 }
+
+/// A nats-server of the test's own with TLS (the test certificates of `.state/tls`:
+/// `server.pem` for `localhost`, clients verified against `ca.pem` when `mutual`), JetStream
+/// and the test user; stopped when dropped.
+pub struct TlsServer {
+    child: std::process::Child,
+    /// `tls://localhost:<port>`.
+    pub url: String,
+}
+
+impl TlsServer {
+    /// Starts it in `dir` (its store and configuration).
+    pub fn start(dir: &std::path::Path, mutual: bool) -> TlsServer {
+        let port = free_port();
+        let tls = super::tls::file;
+        let conf = dir.join("nats-tls.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: \"{store}\" }}\n\
+                 tls {{ cert_file: \"{cert}\", key_file: \"{key}\", ca_file: \"{ca}\", verify: {mutual} }}\n\
+                 authorization {{ users: [ {{ user: \"{user}\", password: \"{password}\" }} ] }}\n",
+                store = dir.join("nats-tls-store").display(),
+                cert = tls("server.pem"),
+                key = tls("server.key"),
+                ca = tls("ca.pem"),
+                user = user(),
+                password = password(),
+            ),
+        )
+        .unwrap();
+        let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or("nats-server");
+        let child = std::process::Command::new(bin)
+            .arg("-c")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start nats-server");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "nats-server with TLS did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        TlsServer {
+            child,
+            url: format!("tls://localhost:{port}"),
+        }
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -107,9 +107,36 @@ pub async fn connect(
         });
     }
     let servers = servers(cfg);
-    opts.connect(servers.as_slice())
-        .await
-        .map_err(|e| failure(cfg, e.kind(), &e.to_string()))
+    opts.connect(servers.as_slice()).await.map_err(|e| {
+        // A certificate that does not verify reaches us as an I/O error: rustls's error
+        // inside the io::Error.
+        let kind = match e.kind() {
+            ConnectErrorKind::Io if tls_refused(&e) => ConnectErrorKind::Tls,
+            k => k,
+        };
+        failure(cfg, kind, &e.to_string())
+    })
+}
+
+/// Whether `e`'s sources hold a TLS failure (rustls's error: an unverifiable or refused
+/// certificate, a handshake the server refused).
+fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if e.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+            {
+                return true;
+            }
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// Logs a lost connection once per outage (WARN) and its return (INFO).
