@@ -446,3 +446,34 @@ async fn mutual_tls_delivers_and_a_wrong_ca_stops() {
     }
     relay.stop();
 }
+
+/// An event larger than the server's `max_payload` (1 MiB by default) cannot be delivered:
+/// the relay stops (`tolerance = "none"`) naming the event and the limit, after delivering
+/// what came before it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_event_over_max_payload_stops_naming_it() {
+    let _server = nats::shared().await;
+    let db = Postgres::new("nats_big").await;
+    nats::create_stream(&db, WINDOW).await;
+    let (path, port) = nats::write_config(&db, "", &nats::password(), "connector.toml");
+    let mut relay = Relay::start(path, port);
+    let small = OutboxEvent::new("Order", "o-1", "OrderCreated", Some(r#"{"seq":1}"#));
+    let big_payload = format!(r#"{{"seq":2,"pad":"{}"}}"#, "x".repeat(1_200_000));
+    let big = OutboxEvent::new("Order", "o-1", "OrderCreated", Some(&big_payload));
+    db.insert(std::slice::from_ref(&small), false).await;
+    db.insert(std::slice::from_ref(&big), false).await;
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
+    // The limit is the server's max_payload (named as the Kafka sink's setting today: the
+    // delivery loop's shared "too large" refusal).
+    assert!(
+        log.contains(&big.id) && log.contains("1048576"),
+        "log:\n{log}"
+    );
+    let got = nats::read_stream(&nats::stream_name(&db)).await;
+    assert_messages(&db, &[small], &got);
+}
