@@ -375,7 +375,7 @@ async fn mutual_tls_delivers_and_a_wrong_ca_stops() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let db = MariaDb::new("nats_tls").await;
     let dir = common::relay::test_dir(db.name());
-    let server = nats::TlsServer::start(&dir, true);
+    let server = nats::OwnServer::start(&dir, true);
     let tls = common::tls::file;
     let with = |ca: &str| {
         format!(
@@ -476,4 +476,137 @@ async fn an_event_over_max_payload_stops_naming_it() {
     );
     let got = nats::read_stream(&nats::stream_name(&db)).await;
     assert_messages(&db, &[small], &got);
+}
+
+/// NKey login: the relay signs the server's nonce with `nkey_seed` and delivers; a seed the
+/// server does not know is refused, a definite error naming the NKey seed (never the seed).
+#[tokio::test(flavor = "multi_thread")]
+async fn nkey_login() {
+    let _server = nats::shared().await;
+    let db = MariaDb::new("nats_nkey").await;
+    let dir = common::relay::test_dir(db.name());
+    let user = nkeys::KeyPair::new_user();
+    let server = nats::OwnServer::start_with(
+        &dir,
+        "",
+        &format!(
+            "authorization {{ users: [ {{ nkey: {} }} ] }}",
+            user.public_key()
+        ),
+    );
+    let config = |seed: &str, file: &str| {
+        let (path, port) = nats::write_config(
+            &db,
+            &format!(
+                "nkey_seed = \"{seed}\"\nstream = \"{}\"\ncreate_stream = true\nsubjects = [\"{}.>\"]",
+                nats::stream_name(&db),
+                db.name()
+            ),
+            "unused",
+            file,
+        );
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(&nats::url(), &server.url)
+            .replace(
+                &format!("user = \"{}\"\npassword = \"unused\"\n", nats::user()),
+                "",
+            );
+        std::fs::write(&path, text).unwrap();
+        (path, port)
+    };
+    let stranger = nkeys::KeyPair::new_user().seed().unwrap();
+    let (path, port) = config(&stranger, "stranger.toml");
+    let mut relay =
+        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
+    let code = relay.wait_exit(Duration::from_secs(60));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
+    assert!(
+        log.contains("refused the login with the NKey seed"),
+        "log:\n{log}"
+    );
+    assert!(!log.contains(&stranger), "never the seed; log:\n{log}");
+
+    let (path, port) = config(&user.seed().unwrap(), "nkey.toml");
+    let mut relay = Relay::start(path, port);
+    let events = vec![OutboxEvent::new("Order", "o-1", "OrderCreated", Some("{}"))];
+    db.insert(&events, false).await;
+    let client = async_nats::ConnectOptions::with_nkey(user.seed().unwrap())
+        .connect(server.url.as_str())
+        .await
+        .unwrap();
+    let js = async_nats::jetstream::new(client);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = match js.get_stream(nats::stream_name(&db)).await {
+            Ok(mut s) => s.info().await.map(|i| i.state.messages).unwrap_or(0),
+            Err(_) => 0,
+        };
+        if n == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not delivered; log:\n{}",
+            relay.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    relay.stop();
+}
+
+/// A user the server does not let publish to the routed subjects: the server refuses each
+/// publish (`-ERR Permissions Violation`), which gets no acknowledgement; the failure says
+/// what the server reported and the connector retries from its checkpoint (nothing is
+/// checkpointed past it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subject_the_user_may_not_publish_to_is_named() {
+    let _server = nats::shared().await;
+    let db = Postgres::new("nats_perm").await;
+    let dir = common::relay::test_dir(db.name());
+    let server = nats::OwnServer::start_with(
+        &dir,
+        "",
+        &format!(
+            "authorization {{ users: [ {{ user: \"{}\", password: \"{}\", permissions: {{ publish: {{ deny: [\"{}.>\"] }} }} }} ] }}",
+            nats::user(),
+            nats::password(),
+            db.name()
+        ),
+    );
+    let extra = format!(
+        "ack_timeout = \"2s\"\nstream = \"{}\"\ncreate_stream = true\nsubjects = [\"{}.>\"]",
+        nats::stream_name(&db),
+        db.name()
+    );
+    let (path, port) = nats::write_config(&db, &extra, &nats::password(), "connector.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&nats::url(), &server.url);
+    std::fs::write(&path, text).unwrap();
+    let mut relay = Relay::start(path, port);
+    db.insert(
+        &[OutboxEvent::new("Order", "o-1", "OrderCreated", Some("{}"))],
+        false,
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = relay.log_text();
+        if log.contains("transient failure") && log.contains("the server last reported") {
+            assert!(log.contains("Permissions Violation"), "log:\n{log}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "log:\n{log}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(
+        relay.stop(),
+        Some(1),
+        "stopped without a final checkpoint past the event"
+    );
 }

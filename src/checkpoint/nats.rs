@@ -94,7 +94,7 @@ impl NatsCheckpointStore {
         let client = connect(
             &self.cfg,
             &format!("outboxd:{}:checkpoint", self.connector),
-            false,
+            None,
         )
         .await
         .map_err(|f| broker(f.class, f.detail))?;

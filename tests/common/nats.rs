@@ -203,33 +203,45 @@ pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
     SERVER.write().await
 }
 
-/// A nats-server of the test's own with TLS (the test certificates of `.state/tls`:
+/// A nats-server of the test's own (with TLS: [`OwnServer::start`]) (the test certificates of `.state/tls`:
 /// `server.pem` for `localhost`, clients verified against `ca.pem` when `mutual`), JetStream
 /// and the test user; stopped when dropped.
-pub struct TlsServer {
+pub struct OwnServer {
     child: std::process::Child,
     /// `tls://localhost:<port>`.
     pub url: String,
 }
 
-impl TlsServer {
+impl OwnServer {
     /// Starts it in `dir` (its store and configuration).
-    pub fn start(dir: &std::path::Path, mutual: bool) -> TlsServer {
-        let port = free_port();
+    pub fn start(dir: &std::path::Path, mutual: bool) -> OwnServer {
         let tls = super::tls::file;
-        let conf = dir.join("nats-tls.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: \"{store}\" }}\n\
-                 tls {{ cert_file: \"{cert}\", key_file: \"{key}\", ca_file: \"{ca}\", verify: {mutual} }}\n\
-                 authorization {{ users: [ {{ user: \"{user}\", password: \"{password}\" }} ] }}\n",
-                store = dir.join("nats-tls-store").display(),
+        Self::start_with(
+            dir,
+            &format!(
+                "tls {{ cert_file: \"{cert}\", key_file: \"{key}\", ca_file: \"{ca}\", verify: {mutual} }}",
                 cert = tls("server.pem"),
                 key = tls("server.key"),
                 ca = tls("ca.pem"),
+            ),
+            &format!(
+                "authorization {{ users: [ {{ user: \"{user}\", password: \"{password}\" }} ] }}",
                 user = user(),
                 password = password(),
+            ),
+        )
+    }
+
+    /// Starts a server of the test's own in `dir` with the configuration blocks `tls` (empty:
+    /// none; then the URL is `nats://`) and `auth`.
+    pub fn start_with(dir: &std::path::Path, tls: &str, auth: &str) -> OwnServer {
+        let port = free_port();
+        let conf = dir.join("nats-own.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: \"{store}\" }}\n{tls}\n{auth}\n",
+                store = dir.join("nats-own-store").display(),
             ),
         )
         .unwrap();
@@ -252,14 +264,17 @@ impl TlsServer {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        TlsServer {
+        OwnServer {
             child,
-            url: format!("tls://localhost:{port}"),
+            url: format!(
+                "{}://localhost:{port}",
+                if tls.is_empty() { "nats" } else { "tls" }
+            ),
         }
     }
 }
 
-impl Drop for TlsServer {
+impl Drop for OwnServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -14,7 +14,7 @@ const MAX_LISTED: usize = 10;
 /// The checks of connector `name`'s NATS JetStream sink `cfg`.
 pub async fn check(name: &str, cfg: &NatsSinkConfig) -> Vec<CheckResult> {
     let mut out = Vec::new();
-    let client = match connect(cfg, &format!("outboxd:{name}:check"), false).await {
+    let client = match connect(cfg, &format!("outboxd:{name}:check"), None).await {
         Ok(c) => c,
         Err(f) => {
             out.push(CheckResult::new(name, "nats", Status::Fail, f.detail));

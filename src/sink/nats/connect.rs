@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use async_nats::{Client, ConnectErrorKind, ConnectOptions, Event};
 
+use super::StreamNotes;
 use crate::config::sinks::NatsSinkConfig;
 use crate::error::Class;
 
@@ -57,13 +58,13 @@ fn servers(cfg: &NatsSinkConfig) -> Vec<String> {
 }
 
 /// Connects to the servers of `cfg` as `name` (the client name the server shows, e.g.
-/// `outboxd:shop`). `outages`: log one WARN when the connection is lost and one INFO when it
-/// is back (the sink's client); `false` for the checkpoint store's (quiet: the sink's
-/// says it). Errors: see [`ConnectFailure`].
+/// `outboxd:shop`). With `notes` (the sink's client): one WARN when the connection is lost
+/// and one INFO when it is back, and the server's errors noted there; without (the
+/// checkpoint store's, `check`'s): quiet. Errors: see [`ConnectFailure`].
 pub async fn connect(
     cfg: &NatsSinkConfig,
     name: &str,
-    outages: bool,
+    notes: Option<Arc<StreamNotes>>,
 ) -> Result<Client, ConnectFailure> {
     let mut opts = ConnectOptions::new()
         .name(name)
@@ -97,13 +98,14 @@ pub async fn connect(
     if cfg.tls_required {
         opts = opts.require_tls(true);
     }
-    if outages {
+    if let Some(notes) = notes {
         let url = cfg.url.clone();
         let connector = name.to_string();
         let down = Arc::new(AtomicBool::new(false));
         opts = opts.event_callback(move |event| {
-            let (url, connector, down) = (url.clone(), connector.clone(), down.clone());
-            async move { on_event(&event, &url, &connector, &down) }
+            let (url, connector, down, notes) =
+                (url.clone(), connector.clone(), down.clone(), notes.clone());
+            async move { on_event(&event, &url, &connector, &down, &notes) }
         });
     }
     let servers = servers(cfg);
@@ -139,8 +141,9 @@ fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Logs a lost connection once per outage (WARN) and its return (INFO).
-fn on_event(event: &Event, url: &str, client: &str, down: &AtomicBool) {
+/// Logs a lost connection once per outage (WARN) and its return (INFO); notes the server's
+/// errors.
+fn on_event(event: &Event, url: &str, client: &str, down: &AtomicBool, notes: &StreamNotes) {
     match event {
         Event::Disconnected if !down.swap(true, Ordering::AcqRel) => {
             tracing::warn!(client, "NATS server {url} unreachable: the client reconnects on its own; records wait (and fail after ack_timeout, the connector then restarts from its checkpoint)");
@@ -148,9 +151,7 @@ fn on_event(event: &Event, url: &str, client: &str, down: &AtomicBool) {
         Event::Connected if down.swap(false, Ordering::AcqRel) => {
             tracing::info!(client, "NATS server {url} reachable again");
         }
-        Event::ServerError(e) => {
-            tracing::debug!(client, "NATS server error: {e}");
-        }
+        Event::ServerError(e) => notes.server_error(&e.to_string()),
         _ => {}
     }
 }

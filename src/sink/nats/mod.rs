@@ -147,7 +147,7 @@ async fn acknowledge(
                         }
                         Ok(())
                     }
-                    Err(e) => Err(ack_failure(&e, &id, &subject)),
+                    Err(e) => Err(ack_failure(&e, &id, &subject, notes.server_said())),
                 };
                 deliveries.report(seq, counted, outcome);
             }
@@ -163,8 +163,10 @@ fn error_code(e: &PublishError) -> Option<ErrorCode> {
         .map(async_nats::jetstream::Error::error_code)
 }
 
-/// What a failed publish of the record with event id `id` to `subject` means.
-fn ack_failure(e: &PublishError, id: &str, subject: &str) -> SinkError {
+/// What a failed publish of the record with event id `id` to `subject` means; `said`: the
+/// last error the server reported on the connection (a publish it refused, e.g. for
+/// permissions, is never acknowledged: the failure is a timeout, explained by it).
+fn ack_failure(e: &PublishError, id: &str, subject: &str, said: Option<String>) -> SinkError {
     match (e.kind(), error_code(e)) {
         (PublishErrorKind::StreamNotFound, _) => stream_missing(id, subject),
         (PublishErrorKind::MaxPayloadExceeded, _)
@@ -187,7 +189,13 @@ fn ack_failure(e: &PublishError, id: &str, subject: &str) -> SinkError {
             id,
             subject,
             None,
-            format!("publish not acknowledged ({e})"),
+            match said {
+                Some(said) => format!(
+                    "publish not acknowledged ({e}); the server last reported: {said} (check \
+                     the user's publish permissions on the subject)"
+                ),
+                None => format!("publish not acknowledged ({e})"),
+            },
         ),
     }
 }

@@ -40,7 +40,7 @@ impl OpenSink for NatsAcked<'_> {
         let name = format!("outboxd:{}", self.connector);
         let mut sd = shutdown.clone();
         let client = tokio::select! {
-            c = connect(self.cfg, &name, true) => c.map_err(|f| SinkError::broker(BROKER, f.class, f.detail))?,
+            c = connect(self.cfg, &name, Some(self.notes.clone())) => c.map_err(|f| SinkError::broker(BROKER, f.class, f.detail))?,
             _ = sd.wait_for(|v| *v) => return Ok(None),
         };
         let js = async_nats::jetstream::ContextBuilder::new()

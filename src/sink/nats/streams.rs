@@ -17,6 +17,9 @@ pub struct StreamNotes {
     seen: Mutex<HashSet<String>>,
     /// The loaded checkpoint's age when loaded, in ms (`None`: none loaded).
     checkpoint_age_ms: Mutex<Option<i64>>,
+    /// The last error the server reported on the sink's connection (`-ERR`, e.g. a
+    /// permissions violation on a subject: the publish then gets no acknowledgement).
+    server_said: Mutex<Option<String>>,
 }
 
 impl StreamNotes {
@@ -40,7 +43,27 @@ impl StreamNotes {
             connector: connector.to_string(),
             seen: Mutex::default(),
             checkpoint_age_ms: Mutex::default(),
+            server_said: Mutex::default(),
         }
+    }
+
+    /// The server reported `error` on the sink's connection: logged (WARN) when it differs
+    /// from the last one, and kept for the failures it explains
+    /// ([`server_said`](Self::server_said)).
+    pub fn server_error(&self, error: &str) {
+        let mut said = self.server_said.lock().unwrap_or_else(|e| e.into_inner());
+        if said.as_deref() != Some(error) {
+            tracing::warn!(connector = %self.connector, "the NATS server reported: {error}");
+            *said = Some(error.to_string());
+        }
+    }
+
+    /// The last error the server reported on the sink's connection, if any.
+    pub fn server_said(&self) -> Option<String> {
+        self.server_said
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The connector's name.
@@ -57,6 +80,7 @@ impl StreamNotes {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = age;
         self.seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        *self.server_said.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Whether `stream` is new to this run (and notes it).
@@ -79,6 +103,7 @@ impl StreamNotes {
             Self {
                 connector: self.connector.clone(),
                 seen: Mutex::default(),
+                server_said: Mutex::default(),
                 checkpoint_age_ms: Mutex::new(
                     *self
                         .checkpoint_age_ms
