@@ -99,7 +99,7 @@ async fn records_and_restart<S: SourceDb>(db: &S) {
     let second = suite::sequenced_range("Order", 3, 10..60, 0);
     db.insert(&second, false).await;
     age_checkpoint(db.name(), Duration::from_secs(600)).await;
-    let mut relay = Relay::start(path, port);
+    let mut relay = Relay::start(path.clone(), port);
     let all: Vec<OutboxEvent> = first.iter().cloned().chain(second).collect();
     let got = nats::read_expecting(
         &stream,
@@ -114,7 +114,17 @@ async fn records_and_restart<S: SourceDb>(db: &S) {
         log.contains("duplicate window"),
         "the window is logged; log:\n{log}"
     );
+    assert!(
+        log.contains("longer than stream") && log.contains("duplicate window (120s)"),
+        "a checkpoint older than the window is warned about; log:\n{log}"
+    );
     relay.stop();
+    // The checkpoint commands reach the KV bucket with the sink's login.
+    let (code, out, err) =
+        common::relay::run_cli(&["checkpoint", "show", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let shown = format!("\"connector\":\"{}\",\"position\"", db.name());
+    assert!(out.contains(&shown), "{out}{err}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
