@@ -620,3 +620,42 @@ async fn a_subject_the_user_may_not_publish_to_is_named() {
         "stopped without a final checkpoint past the event"
     );
 }
+
+/// The NATS server down when the relay starts: it retries (transient, a WARN per attempt)
+/// instead of exiting, and delivers once the server is up.
+#[tokio::test(flavor = "multi_thread")]
+async fn nats_down_at_start_retries() {
+    let _server = nats::exclusive().await;
+    let db = MariaDb::new("nats_downstart").await;
+    nats::create_stream(&db, WINDOW).await;
+    let (path, port) = nats::write_config(&db, "", &nats::password(), "connector.toml");
+    nats::server("stop");
+    let restart = suite::scopeguard(|| nats::server("start"));
+    let mut relay =
+        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
+    assert_eq!(
+        relay.wait_exit(Duration::from_secs(4)),
+        None,
+        "still running; log:\n{}",
+        relay.log_text()
+    );
+    let log = relay.log_text();
+    assert!(
+        log.contains("cannot connect to the NATS server") && log.contains("transient failure"),
+        "log:\n{log}"
+    );
+    drop(restart);
+    // A first start begins at the source's position when it starts streaming.
+    relay.wait_ready(Duration::from_secs(60));
+    let events = suite::sequenced_events("Order", 3, 20, 0);
+    db.insert(&events, false).await;
+    let got = nats::read_expecting(
+        &nats::stream_name(&db),
+        events.len(),
+        Duration::from_secs(90),
+        Duration::from_secs(1),
+    )
+    .await;
+    suite::assert_exactly_once(&events, &got, &relay.log_text());
+    relay.stop();
+}
