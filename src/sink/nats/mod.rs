@@ -9,7 +9,8 @@
 //! window: a record delivered again after a restart) counts as delivered.
 //!
 //! Failures: no stream captures the subject (definite, naming the subject and how to create
-//! one); a message over the server's `max_payload` or the stream's `max_msg_size` (refused,
+//! one — once JetStream confirms it: a publish also finds "no responders" while the server
+//! shuts down or JetStream is not ready yet, which is transient); a message over the server's `max_payload` or the stream's `max_msg_size` (refused,
 //! can be dead-lettered); no acknowledgement within `ack_timeout`, a lost connection, a
 //! stream out of resources (transient: the connector restarts from its checkpoint, and the
 //! duplicate window drops what JetStream already holds).
@@ -23,7 +24,9 @@ mod streams;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::context::{PublishAckFuture, PublishError, PublishErrorKind};
+use async_nats::jetstream::context::{
+    GetStreamByNameErrorKind, PublishAckFuture, PublishError, PublishErrorKind,
+};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::ErrorCode;
 use futures_util::stream::{FuturesOrdered, StreamExt};
@@ -168,7 +171,19 @@ fn error_code(e: &PublishError) -> Option<ErrorCode> {
 /// permissions, is never acknowledged: the failure is a timeout, explained by it).
 fn ack_failure(e: &PublishError, id: &str, subject: &str, said: Option<String>) -> SinkError {
     match (e.kind(), error_code(e)) {
-        (PublishErrorKind::StreamNotFound, _) => stream_missing(id, subject),
+        // "No responders": no stream captures the subject, or JetStream does not answer
+        // (the server shutting down, JetStream not ready yet). Transient here;
+        // `missing_topics` asks JetStream which it is.
+        (PublishErrorKind::StreamNotFound, _) => SinkError::broker_record(
+            BROKER,
+            id,
+            subject,
+            None,
+            format!(
+                "no responders for subject {subject}: no JetStream stream captures it, or \
+                 JetStream is not answering"
+            ),
+        ),
         (PublishErrorKind::MaxPayloadExceeded, _)
         | (
             _,
@@ -183,7 +198,6 @@ fn ack_failure(e: &PublishError, id: &str, subject: &str, said: Option<String>) 
             Some(Refusal::TooLarge),
             format!("the message is larger than the stream or server allows ({e})"),
         ),
-        (_, Some(ErrorCode::STREAM_NOT_FOUND)) => stream_missing(id, subject),
         _ => SinkError::broker_record(
             BROKER,
             id,
@@ -273,9 +287,20 @@ impl RecordSink for NatsSink {
         Ok(())
     }
 
+    /// When `cause` is about a record whose subject no stream captures, JetStream saying so
+    /// (asked twice, a second apart): the definite error with how to create one. `None`
+    /// when a stream captures it or JetStream does not answer (transient).
     async fn missing_topics(&self, cause: &SinkError) -> Option<SinkError> {
-        // The stream-missing failure is definite and names its subject already.
-        let _ = cause;
-        None
+        let (id, subject) = cause.record()?;
+        for attempt in 0..2 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            match self.js.stream_by_subject(subject).await {
+                Err(e) if e.kind() == GetStreamByNameErrorKind::NotFound => {}
+                _ => return None,
+            }
+        }
+        Some(stream_missing(id, subject))
     }
 }
