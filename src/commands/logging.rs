@@ -19,8 +19,15 @@ use crate::cli::LogFormat;
 /// happens next. Silenced unless `RUST_LOG` names pgwire_replication.
 const PGWIRE_WORKER_TARGET: &str = "pgwire_replication::client::tokio_client";
 
+/// The log target of the NATS client (async-nats), which logs every connection event ("event:
+/// disconnected" at INFO, "authorization violation" at ERROR) on its own; the NATS sink says
+/// each outage once (WARN) and each refusal with what to check. Silenced unless `RUST_LOG`
+/// names async_nats.
+const NATS_CLIENT_TARGET: &str = "async_nats";
+
 /// Installs the tracing subscriber: `RUST_LOG` filter (default `info`; the replication
-/// worker's own error lines off, `PGWIRE_WORKER_TARGET`), text or JSON lines on stderr.
+/// worker's own error lines off, `PGWIRE_WORKER_TARGET`, and the NATS client's,
+/// `NATS_CLIENT_TARGET`), text or JSON lines on stderr.
 /// Text is coloured only when stderr is a terminal and `NO_COLOR` is unset (no-color.org),
 /// so logs redirected to a file or a collector carry no escape codes.
 pub fn init_logging(format: LogFormat) {
@@ -30,6 +37,11 @@ pub fn init_logging(format: LogFormat) {
     let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("pgwire_replication"));
     if !named {
         if let Ok(off) = format!("{PGWIRE_WORKER_TARGET}=off").parse() {
+            filter = filter.add_directive(off);
+        }
+    }
+    if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains(NATS_CLIENT_TARGET)) {
+        if let Ok(off) = format!("{NATS_CLIENT_TARGET}=off").parse() {
             filter = filter.add_directive(off);
         }
     }

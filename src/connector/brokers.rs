@@ -22,6 +22,11 @@ use super::Connector;
 /// "sink"`), for reading it (`status`, `checkpoint show`) or the at-least-once loop.
 pub(super) fn sink_store(cfg: &crate::config::ConnectorConfig) -> Box<dyn CheckpointStore> {
     match &cfg.sink {
+        SinkConfig::Nats(n) => Box::new(crate::checkpoint::NatsCheckpointStore::new(
+            n,
+            &cfg.name,
+            crate::sink::nats::StreamNotes::of(&cfg.name),
+        )),
         other => Box::new(Unavailable(other.kind())),
     }
 }
@@ -35,6 +40,14 @@ impl Connector {
         health: &Health,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
+        if let SinkConfig::Nats(n) = &self.cfg.sink {
+            let opener = crate::sink::nats::NatsAcked {
+                cfg: n,
+                connector: &self.cfg.name,
+                notes: crate::sink::nats::StreamNotes::of(&self.cfg.name),
+            };
+            return self.run_acked(&opener, store, health, shutdown).await;
+        }
         let _ = (store, health, shutdown);
         Err(SinkError::broker(
             "outboxd",

@@ -1,4 +1,4 @@
-//! Delivery of routed records to Kafka.
+//! Delivery of routed records to Kafka, and to NATS JetStream (`nats`).
 
 pub mod client;
 pub mod client_log;
@@ -9,6 +9,7 @@ pub mod link;
 #[cfg(test)]
 pub(crate) mod memory;
 pub mod missing_topic;
+pub mod nats;
 pub mod oauth;
 mod record_sink;
 mod stall;
