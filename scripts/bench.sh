@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # scripts/bench.sh — outboxd vs Debezium on Kafka Connect, one command (benches/README.md).
 #
-#   scripts/bench.sh [full|smoke] [ARGS...]
+#   scripts/bench.sh [full|smoke|failover|faults|sinks] [ARGS...]
 #
 #   full (default)  the full run; results go to benches/results/e2e.{md,json,png}
-#   smoke           a tiny run of every scenario and peer (CI); results go to .state/bench-smoke/
+#   smoke           a tiny run of every scenario and peer (CI), and of the sink lanes; results
+#                   go to .state/bench-smoke/
 #   failover        three members of a group, their owners killed, frozen and stopped in turn;
 #                   results go to benches/results/failover.{md,json} (--rounds N, --out DIR)
 #   faults          the broker frozen and killed, the databases stopped, while both sources
 #                   deliver: time from a fault's end to delivery again; results go to
 #                   benches/results/faults.{md,json} (--rounds N, --outage S, --out DIR)
+#   sinks           backlog drains into NATS JetStream, Redis Streams and RabbitMQ; results go
+#                   to benches/results/sinks.{md,json} (--events N, --payload B, --sinks ...)
 #   ARGS            passed to the harness, e.g. --sources postgres --peers outboxd,debezium
 #                   (`scripts/bench.sh full --help` lists them)
 #
@@ -42,6 +45,9 @@ eval "$(bash scripts/services.sh up)"
 if [[ "$mode" == failover || "$mode" == faults ]]; then
   exec cargo bench --bench "$mode" -- "$@"
 fi
+if [[ "$mode" == sinks ]]; then
+  exec cargo bench --bench sinks -- --command-label "scripts/bench.sh sinks $*" "$@"
+fi
 
 # --- Kafka Connect + Debezium classpath ------------------------------------------------
 # Two flat classpaths: Debezium 3.6.1 PostgreSQL (default profile) and 3.5.0 MariaDB (profile
@@ -62,5 +68,7 @@ fi
 args=(--command-label "$(echo "scripts/bench.sh $mode $*" | sed 's/ *$//')")
 if [[ "$mode" == smoke ]]; then
   args+=(--events 2000 --warmup-events 20000 --payloads 1024,200 --rates 500 --steady-secs 3 --out .state/bench-smoke)
+  cargo bench --bench e2e -- "${args[@]}" "$@"
+  exec cargo bench --bench sinks -- --events 2000 --out .state/bench-smoke --command-label "scripts/bench.sh smoke"
 fi
 exec cargo bench --bench e2e -- "${args[@]}" "$@"

@@ -19,6 +19,12 @@ use crate::cli::LogFormat;
 /// happens next. Silenced unless `RUST_LOG` names pgwire_replication.
 const PGWIRE_WORKER_TARGET: &str = "pgwire_replication::client::tokio_client";
 
+/// The log target of the NATS client (async-nats), which logs every connection event ("event:
+/// disconnected" at INFO, "authorization violation" at ERROR) on its own; the NATS sink says
+/// each outage once (WARN) and each refusal with what to check. Silenced unless `RUST_LOG`
+/// names async_nats.
+const NATS_CLIENT_TARGET: &str = "async_nats";
+
 /// The AMQP client's log target: lapin logs ERROR lines of its own for every connection a
 /// broker restart or network failure ends ("error doing IO", "Connection error"); the
 /// RabbitMQ sink reports the same failure with what happens next (one WARN per outage).
@@ -26,18 +32,17 @@ const PGWIRE_WORKER_TARGET: &str = "pgwire_replication::client::tokio_client";
 const LAPIN_TARGET: &str = "lapin";
 
 /// Installs the tracing subscriber: `RUST_LOG` filter (default `info`; the replication
-/// worker's and the AMQP client's own error lines off, `PGWIRE_WORKER_TARGET`,
-/// `LAPIN_TARGET`), text or JSON lines on stderr.
+/// worker's own error lines off, `PGWIRE_WORKER_TARGET`, and the NATS and AMQP clients',
+/// `NATS_CLIENT_TARGET`, `LAPIN_TARGET`), text or JSON lines on stderr.
 /// Text is coloured only when stderr is a terminal and `NO_COLOR` is unset (no-color.org),
 /// so logs redirected to a file or a collector carry no escape codes.
 pub fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    for target in [PGWIRE_WORKER_TARGET, LAPIN_TARGET] {
+    for target in [PGWIRE_WORKER_TARGET, NATS_CLIENT_TARGET, LAPIN_TARGET] {
         let crate_name = target.split("::").next().unwrap_or(target);
-        let named = std::env::var("RUST_LOG").is_ok_and(|v| v.contains(crate_name));
-        if !named {
+        if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains(crate_name)) {
             if let Ok(off) = format!("{target}=off").parse() {
                 filter = filter.add_directive(off);
             }

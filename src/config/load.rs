@@ -59,7 +59,7 @@ pub fn load_offline(path: &Path) -> Result<Config, ConfigError> {
     })?;
     let env = |k: &str| std::env::var(k).ok();
     let none = KafkaClientSettings::default();
-    parse_with_kafka(&text, path, Some("offline:0"), &env, &none, true)
+    parse_with_kafka(&text, path, Some("offline:0"), &env, &none, Offline::All)
 }
 
 /// Loads several files and merges their connectors (connector names must be unique across
@@ -171,7 +171,11 @@ pub fn load_all_with_env<P: AsRef<Path>>(
             opts.kafka_bootstrap,
             env,
             &process,
-            opts.without_source_secrets,
+            if opts.without_source_secrets {
+                Offline::Source
+            } else {
+                Offline::No
+            },
         )?;
         merge_section(
             &mut merged.metrics,
@@ -369,19 +373,38 @@ pub fn parse(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
     let process = native::kafka_section(text, origin, env)?.unwrap_or_default();
-    parse_with_kafka(text, origin, kafka_bootstrap_override, env, &process, false)
+    parse_with_kafka(
+        text,
+        origin,
+        kafka_bootstrap_override,
+        env,
+        &process,
+        Offline::No,
+    )
+}
+
+/// Which secrets a load leaves unresolved.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Offline {
+    /// None.
+    No,
+    /// The source's ([`LoadOptions::without_source_secrets`]: the checkpoint commands,
+    /// which reach the checkpoint store, which may be the sink's).
+    Source,
+    /// All ([`load_offline`]: nothing connects).
+    All,
 }
 
 /// [`parse`] with the process-wide Kafka settings given: they are merged into each
-/// connector's [`KafkaConfig`] (its own settings win). `offline`: passwords are not
-/// resolved ([`load_offline`]).
+/// connector's [`KafkaConfig`] (its own settings win). `offline`: which passwords are not
+/// resolved.
 fn parse_with_kafka(
     text: &str,
     origin: &Path,
     kafka_bootstrap_override: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
     process: &KafkaClientSettings,
-    offline: bool,
+    offline: Offline,
 ) -> Result<Config, ConfigError> {
     let bootstrap_override = kafka_bootstrap_override
         .map(str::to_string)
@@ -393,7 +416,8 @@ fn parse_with_kafka(
         bootstrap_override: bootstrap_override.as_deref(),
         process_bootstrap: process.bootstrap_servers.as_deref(),
         env,
-        offline,
+        offline: offline != Offline::No,
+        sink_offline: offline == Offline::All,
     };
     let mut cfg = if text.trim_start().starts_with('{')
         || debezium::looks_like_server_properties(origin, text)
@@ -477,9 +501,24 @@ pub(crate) struct LoadCtx<'a> {
     /// The source's secrets are not resolved: nothing will connect to it ([`load_offline`],
     /// [`LoadOptions::without_source_secrets`]).
     pub(crate) offline: bool,
+    /// The sink's secrets are not resolved either ([`load_offline`] only: the checkpoint
+    /// commands reach a sink that keeps the checkpoint, with its login).
+    pub(crate) sink_offline: bool,
 }
 
 impl LoadCtx<'_> {
+    /// This context for a sink's settings: its secrets resolved unless nothing connects.
+    pub(crate) fn for_sink(&self) -> LoadCtx<'_> {
+        LoadCtx {
+            path: self.path,
+            bootstrap_override: self.bootstrap_override,
+            process_bootstrap: self.process_bootstrap,
+            env: self.env,
+            offline: self.sink_offline,
+            sink_offline: self.sink_offline,
+        }
+    }
+
     pub(crate) fn invalid(
         &self,
         context: impl Into<String>,

@@ -28,6 +28,11 @@ const RABBITMQ_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(
 /// RabbitMQ sink has none (its checkpoint is a file: the configuration requires it).
 pub(super) fn sink_store(cfg: &crate::config::ConnectorConfig) -> Box<dyn CheckpointStore> {
     match &cfg.sink {
+        SinkConfig::Nats(n) => Box::new(crate::checkpoint::NatsCheckpointStore::new(
+            n,
+            &cfg.name,
+            crate::sink::nats::StreamNotes::of(&cfg.name),
+        )),
         // Never asked: the configuration gives a RabbitMQ sink a file store.
         SinkConfig::RabbitMq(_) => Box::new(Unavailable("RabbitMQ (its checkpoint is a file)")),
         other => Box::new(Unavailable(other.kind())),
@@ -43,6 +48,14 @@ impl Connector {
         health: &Health,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
+        if let SinkConfig::Nats(n) = &self.cfg.sink {
+            let opener = crate::sink::nats::NatsAcked {
+                cfg: n,
+                connector: &self.cfg.name,
+                notes: crate::sink::nats::StreamNotes::of(&self.cfg.name),
+            };
+            return self.run_acked(&opener, store, health, shutdown).await;
+        }
         if let SinkConfig::RabbitMq(rabbit) = &self.cfg.sink {
             // No transactions in AMQP 0-9-1 that could hold the checkpoint: records are
             // confirmed, then the checkpoint is written to its file (at-least-once).

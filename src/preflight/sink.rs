@@ -8,6 +8,7 @@ use crate::config::{ConnectorConfig, SinkConfig};
 pub async fn check(c: &ConnectorConfig) -> Vec<CheckResult> {
     match &c.sink {
         SinkConfig::Kafka => super::kafka::check(c).await,
+        SinkConfig::Nats(n) => crate::sink::nats::check::check(&c.name, n).await,
         SinkConfig::RabbitMq(r) => crate::sink::rabbitmq::check(&c.name, r).await,
         _ => Vec::new(),
     }

@@ -1,4 +1,5 @@
-//! Delivery of routed records to Kafka, or to another broker ([`rabbitmq`]).
+//! Delivery of routed records to Kafka, and to NATS JetStream (`nats`) and RabbitMQ
+//! ([`rabbitmq`]).
 
 pub mod client;
 pub mod client_log;
@@ -9,6 +10,7 @@ pub mod link;
 #[cfg(test)]
 pub(crate) mod memory;
 pub mod missing_topic;
+pub mod nats;
 pub mod oauth;
 pub mod rabbitmq;
 mod record_sink;

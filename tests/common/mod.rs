@@ -12,6 +12,7 @@ pub mod edges;
 pub mod faults;
 pub mod kafka;
 pub mod mariadb;
+pub mod nats;
 pub mod oauth;
 pub mod postgres;
 pub mod relay;

@@ -17,6 +17,15 @@ pub fn test_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The outboxd binary the tests run: `OUTBOXD_TEST_BIN` when set (a copy of this build's
+/// binary, for a target directory other builds share and may overwrite meanwhile), else
+/// the one cargo built for this test.
+pub fn binary() -> PathBuf {
+    std::env::var_os("OUTBOXD_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_outboxd")))
+}
+
 /// A free loopback port (bound then released).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -92,12 +101,7 @@ impl Relay {
             .append(true)
             .open(&self.log)
             .expect("relay log");
-        // OUTBOXD_TEST_BIN: another build of the binary (worktrees sharing one target
-        // directory overwrite each other's target/debug/outboxd).
-        let bin = std::env::var_os("OUTBOXD_TEST_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_outboxd")));
-        let mut cmd = Command::new(bin);
+        let mut cmd = Command::new(binary());
         cmd.arg("run");
         let mut raw = false;
         for c in &self.configs {
@@ -271,7 +275,7 @@ pub fn run_cli(args: &[&str]) -> (i32, String, String) {
 
 /// [`run_cli`] with environment variables `env` (an empty value unsets the variable).
 pub fn run_cli_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outboxd"));
+    let mut cmd = Command::new(binary());
     cmd.args(args)
         .env("OUTBOXD_KAFKA_BOOTSTRAP", super::kafka_bootstrap());
     for (k, v) in env {

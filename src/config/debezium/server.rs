@@ -331,6 +331,45 @@ quarkus.log.console.json=false
     }
 
     #[test]
+    fn a_nats_jetstream_server_file_imports_with_its_stream() {
+        let text = REDIS
+            .replace("debezium.sink.type=redis", "debezium.sink.type=nats-jetstream")
+            .replace(
+                "debezium.sink.redis.address=127.0.0.1:6379",
+                "debezium.sink.nats-jetstream.url=nats://nats:4222\n\
+                 debezium.sink.nats-jetstream.create-stream=true\n\
+                 debezium.sink.nats-jetstream.subjects=shop.>,audit.*",
+            )
+            .replace("debezium.sink.redis.user", "debezium.sink.nats-jetstream.auth.user")
+            .replace("debezium.sink.redis.password", "debezium.sink.nats-jetstream.auth.password")
+            .replace("debezium.sink.redis.batch.size=500\n", "debezium.sink.nats-jetstream.async.enabled=true\n")
+            .replace(
+                "debezium.source.offset.storage=io.debezium.storage.redis.offset.RedisOffsetBackingStore\n",
+                "",
+            );
+        let c = load(&text, &[("REDIS_PW", "nats-secret")]).unwrap_or_else(|e| panic!("{e}"));
+        let SinkConfig::Nats(n) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        assert_eq!(n.url, "nats://nats:4222");
+        assert_eq!(n.auth.user.as_deref(), Some("outboxd"));
+        assert_eq!(
+            n.auth.password.as_ref().map(|p| p.expose()),
+            Some("nats-secret")
+        );
+        let s = n.stream.as_ref().expect("a stream");
+        assert_eq!(s.name, "DebeziumStream", "Debezium Server's default name");
+        assert!(s.create);
+        assert_eq!(s.subjects, ["shop.>", "audit.*"]);
+        assert_eq!(
+            s.storage,
+            crate::config::sinks::nats::NatsStorage::Memory,
+            "Debezium Server's default storage"
+        );
+        assert_eq!(c.checkpoint, CheckpointConfig::Sink {});
+    }
+
+    #[test]
     fn a_rabbitmq_server_file_keeps_its_checkpoint_beside_the_offsets() {
         let text = REDIS
             .replace("debezium.sink.type=redis", "debezium.sink.type=rabbitmq")

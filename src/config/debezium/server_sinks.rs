@@ -28,6 +28,7 @@ fn rule(kind: &str, key: &str) -> Option<Map> {
             Ignore("outboxd always publishes asynchronously and awaits every acknowledgement")
         }
         ("nats-jetstream", k) if k.starts_with("sync.") => Ignore(RETRIES),
+        ("nats-jetstream", "auth.seed") => To("nkey_seed"),
         ("redis", "user") => To("user"),
         ("redis", "password") => To("password"),
         ("redis", "batch.size") => Ignore(BATCHING),
@@ -140,6 +141,7 @@ pub(super) fn sink_table(
                 }
             }
         }
+        "nats-jetstream" => nats_stream(&mut keys, &mut t, ignored, &at)?,
         _ => {}
     }
     for (k, v) in keys {
@@ -160,4 +162,50 @@ pub(super) fn sink_table(
         }
     }
     Ok(t)
+}
+
+/// Debezium Server's NATS JetStream stream keys: with `create-stream=true` the stream
+/// `stream-name` (default `DebeziumStream`) capturing `subjects` (comma-separated, default
+/// `*.*.*`) with `storage` (default `memory`) is created when missing, as there; without, a
+/// given `stream-name` is checked at start and `subjects`/`storage` have no effect.
+fn nats_stream(
+    keys: &mut BTreeMap<String, String>,
+    t: &mut toml::Table,
+    ignored: &mut Vec<(String, String)>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), (String, String)> {
+    let create = keys
+        .remove("create-stream")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let name = keys.remove("stream-name");
+    let subjects = keys.remove("subjects");
+    let storage = keys.remove("storage");
+    if create {
+        let name = name.unwrap_or_else(|| "DebeziumStream".into());
+        let subjects = subjects.unwrap_or_else(|| "*.*.*".into());
+        t.insert("stream".into(), toml::Value::String(name.trim().into()));
+        t.insert("create_stream".into(), toml::Value::Boolean(true));
+        t.insert(
+            "subjects".into(),
+            toml::Value::Array(
+                subjects
+                    .split(',')
+                    .map(|s| toml::Value::String(s.trim().into()))
+                    .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+                    .collect(),
+            ),
+        );
+        let storage = storage.unwrap_or_else(|| "memory".into());
+        t.insert("storage".into(), toml::Value::String(storage.trim().into()));
+    } else {
+        if let Some(name) = name {
+            t.insert("stream".into(), toml::Value::String(name.trim().into()));
+        }
+        for (k, v) in [("subjects", subjects), ("storage", storage)] {
+            if v.is_some() {
+                ignored.push((at(k), "used only with create-stream=true".into()));
+            }
+        }
+    }
+    Ok(())
 }

@@ -81,6 +81,9 @@ pub(crate) fn from_toml(
     here: &str,
     ctx: &crate::config::load::LoadCtx<'_>,
 ) -> Result<SinkConfig, crate::config::error::ConfigError> {
+    // The checkpoint commands load without the source's secrets, not the sink's: a sink that
+    // keeps the checkpoint is reached with its login.
+    let ctx = &ctx.for_sink();
     let kind =
         match table.remove("type") {
             Some(toml::Value::String(s)) => s,
@@ -200,8 +203,8 @@ dbname = "shop"
                 "unknown sink type",
             ),
             (
-                toml(&format!("{nats}\nstream = 1"), ""),
-                "unknown field `stream`",
+                toml(&format!("{nats}\nstreem = 1"), ""),
+                "unknown field `streem`",
             ),
             (
                 toml(&format!("{nats}\npassword = \"p\""), ""),
