@@ -48,9 +48,10 @@ fn rule(kind: &str, key: &str) -> Option<Map> {
             "outboxd declares no queues: declare and bind them yourself (a message no queue is \
              bound for is refused, never dropped)",
         ),
-        ("rabbitmq", "null.value") => {
-            Ignore("a tombstone (NULL payload) is published with an empty body and its headers")
-        }
+        ("rabbitmq", "null.value") => Ignore(
+            "a tombstone (NULL payload) is published with an empty body and the header \
+                 outboxd.tombstone = true",
+        ),
         _ => return None,
     })
 }

@@ -3,7 +3,7 @@
 //!
 //! | record | message |
 //! |---|---|
-//! | value | the body (a tombstone, `None`: an empty body; AMQP has no null body) |
+//! | value | the body (a tombstone, `None`: an empty body, AMQP has no null body, and the header `outboxd.tombstone` = `true`, as the NATS sink's `Outboxd-Tombstone`) |
 //! | headers (Debezium's, `id`, placements) | the `headers` table, each a long string (binary-safe); a header without value (a NULL column) is a field of type void (`V`), as Debezium Server's Java client writes a `null`. An AMQP table has no order (sorted by name here) and one value per name: a repeated name keeps its last value |
 //! | `id` header (the outbox event id) | also `message_id`, for consumer-side dedupe |
 //! | key (the aggregate id) | `correlation_id` when it is UTF-8 of at most 255 bytes (as Confluent's RabbitMQ sink forwards the key); otherwise the header `outboxd.key` (bytes). Debezium Server's sink does not send the key. |
@@ -20,6 +20,8 @@ use crate::record::KafkaRecord;
 
 /// The header carrying a key that does not fit `correlation_id`.
 pub const KEY_HEADER: &str = "outboxd.key";
+/// The header marking a tombstone (a record without value), whose body is empty.
+pub const TOMBSTONE_HEADER: &str = "outboxd.tombstone";
 
 /// AMQP's `delivery_mode` of a persistent message.
 const PERSISTENT: u8 = 2;
@@ -74,6 +76,12 @@ pub fn properties(record: &KafkaRecord) -> Result<BasicProperties, Unsendable> {
             None => AMQPValue::Void,
         };
         headers.insert(field, v);
+    }
+    if record.value.is_none() {
+        headers.insert(
+            TOMBSTONE_HEADER.into(),
+            AMQPValue::LongString(LongString::from("true")),
+        );
     }
     let mut props = BasicProperties::default().with_delivery_mode(PERSISTENT);
     if let Some(key) = &record.key {
@@ -145,6 +153,7 @@ mod tests {
             Some(&AMQPValue::LongString(vec![0, 255].into()))
         );
         assert!(h.inner().get(KEY_HEADER).is_none());
+        assert!(h.inner().get(TOMBSTONE_HEADER).is_none());
         assert_eq!(body(&r), b"{\"a\":1}");
         assert_eq!(
             routing_key(&r, None).unwrap().as_str(),
@@ -165,6 +174,10 @@ mod tests {
             Some(&AMQPValue::LongString(vec![b'k'; 300].into()))
         );
         assert_eq!(body(&r), b"");
+        assert_eq!(
+            p.headers().as_ref().unwrap().inner().get(TOMBSTONE_HEADER),
+            Some(&AMQPValue::LongString(b"true".to_vec().into()))
+        );
         r.topic = "t".repeat(256);
         assert!(routing_key(&r, None).unwrap_err().0.contains("256 bytes"));
         r.headers.push(("h".repeat(256), None));
