@@ -17,6 +17,7 @@ pub mod file;
 pub mod kafka;
 #[cfg(test)]
 pub(crate) mod memory;
+pub mod redis;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +27,7 @@ pub use error::CheckpointError;
 pub use fenced::FencedCheckpointStore;
 pub use file::FileCheckpointStore;
 pub use kafka::KafkaCheckpointStore;
+pub use redis::RedisCheckpointStore;
 
 /// One stored checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -4,24 +4,30 @@
 //! | sink | loop | checkpoint |
 //! |---|---|---|
 //! | NATS JetStream | at-least-once, `Nats-Msg-Id` dedupe window | KV bucket, revision-fenced |
-//! | Redis Streams | exactly-once: `XADD`s and checkpoint in one `MULTI`/`EXEC` | a key, fenced by `WATCH` |
+//! | Redis Streams | exactly-once: `XADD`s and checkpoint in one Lua script (`EVAL`) | a key, fenced by an epoch key the script checks |
 //! | RabbitMQ | at-least-once, publisher confirms | file |
 
 use tokio::sync::watch;
 
-use crate::checkpoint::CheckpointStore;
-use crate::config::SinkConfig;
+use crate::checkpoint::{CheckpointStore, RedisCheckpointStore};
+use crate::config::sinks::RedisSinkConfig;
+use crate::config::{CheckpointConfig, SinkConfig};
+use crate::pipeline::transactional::BatchOptions;
+use crate::sink::redis::Mode;
+use crate::sink::RedisSink;
 use crate::error::Class;
 use crate::health::Health;
 use crate::pipeline::Error;
 use crate::sink::SinkError;
 
+use super::open::OpenSink;
 use super::Connector;
 
 /// The checkpoint store a non-Kafka sink keeps itself (`[connectors.checkpoint] store =
 /// "sink"`), for reading it (`status`, `checkpoint show`) or the at-least-once loop.
 pub(super) fn sink_store(cfg: &crate::config::ConnectorConfig) -> Box<dyn CheckpointStore> {
     match &cfg.sink {
+        SinkConfig::Redis(r) => Box::new(RedisCheckpointStore::new(r, &cfg.name)),
         other => Box::new(Unavailable(other.kind())),
     }
 }
@@ -35,6 +41,29 @@ impl Connector {
         health: &Health,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
+        if let SinkConfig::Redis(r) = &self.cfg.sink {
+            let name = self.cfg.name.as_str();
+            return match &self.cfg.checkpoint {
+                CheckpointConfig::Sink {} => {
+                    let opener = RedisOpen {
+                        cfg: r,
+                        connector: name,
+                        mode: Mode::Transactional,
+                    };
+                    let store = RedisCheckpointStore::new(r, name);
+                    self.run_transactional(&opener, &store, &redis_batch(), health, shutdown)
+                        .await
+                }
+                _ => {
+                    let opener = RedisOpen {
+                        cfg: r,
+                        connector: name,
+                        mode: Mode::Acked,
+                    };
+                    self.run_acked(&opener, store, health, shutdown).await
+                }
+            };
+        }
         let _ = (store, health, shutdown);
         Err(SinkError::broker(
             "outboxd",
@@ -42,6 +71,38 @@ impl Connector {
             format!("sink type {} is not built yet", self.cfg.sink.kind()),
         )
         .into())
+    }
+}
+
+/// The bounds of one Redis batch (one commit script): fewer records and bytes than a Kafka
+/// transaction's, because Redis runs the script to its end before it serves any other
+/// client (5,000 records take a few milliseconds).
+fn redis_batch() -> BatchOptions {
+    BatchOptions {
+        max_events: 5_000,
+        max_bytes: 8 * 1024 * 1024,
+        ..BatchOptions::default()
+    }
+}
+
+/// Opens a connector's Redis sink ([`RedisSink::open`]): for the exactly-once loop fenced by
+/// a new epoch, for the at-least-once loop (a file checkpoint) appending record by record.
+struct RedisOpen<'a> {
+    cfg: &'a RedisSinkConfig,
+    connector: &'a str,
+    mode: Mode,
+}
+
+impl OpenSink for RedisOpen<'_> {
+    type Sink = RedisSink;
+
+    async fn open(&self, shutdown: &watch::Receiver<bool>) -> Result<Option<RedisSink>, Error> {
+        Ok(RedisSink::open(self.cfg, self.connector, self.mode, shutdown).await?)
+    }
+
+    /// Every batch is committed or dropped by the loop, every record answered when sent.
+    async fn close(&self, _sink: RedisSink) -> Result<(), Error> {
+        Ok(())
     }
 }
 

@@ -1,4 +1,4 @@
-//! Delivery of routed records to Kafka.
+//! Delivery of routed records to Kafka, and to Redis Streams ([`redis`]).
 
 pub mod client;
 pub mod client_log;
@@ -11,6 +11,7 @@ pub(crate) mod memory;
 pub mod missing_topic;
 pub mod oauth;
 mod record_sink;
+pub(crate) mod redis;
 mod stall;
 pub(crate) mod topics;
 pub mod tracker;
@@ -18,6 +19,7 @@ pub mod tracker;
 pub use crate::record::KafkaRecord;
 pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
+pub(crate) use self::redis::RedisSink;
 pub use link::{KafkaLink, LinkFailure};
 pub(crate) use record_sink::{RecordSink, TransactionalSink};
 pub use tracker::{DeliveryTracker, Refused};

@@ -252,7 +252,6 @@ impl DeliveryTracker {
     /// For a sink that is not librdkafka's producer (another broker's client, the delivery
     /// loops' in-memory sink): counts a record of `counted` bytes ([`counted_size`]) to
     /// `topic` as enqueued and returns its number, which its [`report`](Self::report) names.
-    #[cfg(test)]
     pub(crate) fn enqueue(&self, topic: &str, counted: u64) -> u64 {
         let seq = self.sent();
         self.enqueued(counted);
@@ -263,7 +262,6 @@ impl DeliveryTracker {
     /// For a sink that is not librdkafka's producer: the broker's answer for record `seq`
     /// of `counted` bytes, as [`enqueue`](Self::enqueue) numbered it: acknowledged, or
     /// failed with `outcome`'s error (a refusal when [`SinkError::refusal`] says so).
-    #[cfg(test)]
     pub(crate) fn report(&self, seq: u64, counted: u64, outcome: Result<(), SinkError>) {
         self.reports.fetch_add(1, Ordering::AcqRel);
         match outcome {
