@@ -33,8 +33,16 @@ fn redis_password() -> String {
     std::env::var("OUTBOXD_REDIS_PASSWORD").unwrap_or_else(|_| "outboxd-redis-secret".into())
 }
 
+/// Held (read) by every test while it uses Redis, and (write) by the test that stops it, so
+/// the outage hits only that test.
+static REDIS_UP: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// A connection to the test Redis as the test user.
 fn redis() -> redis::Connection {
+    try_redis().expect("connect to Redis: run scripts/services.sh up (or set OUTBOXD_REDIS_URL)")
+}
+
+fn try_redis() -> Option<redis::Connection> {
     use redis::IntoConnectionInfo;
     let info = redis_url().into_connection_info().unwrap();
     let login = info
@@ -45,7 +53,7 @@ fn redis() -> redis::Connection {
     redis::Client::open(info.set_redis_settings(login))
         .unwrap()
         .get_connection()
-        .expect("connect to Redis: run scripts/services.sh up (or set OUTBOXD_REDIS_URL)")
+        .ok()
 }
 
 /// Stops (`stop`) or starts (`start`) the test Redis.
@@ -61,6 +69,19 @@ fn redis_ctl(what: &str) {
             assert!(ok, "{script} {what} failed");
         }
         Err(_) => suite::services(&[what, "redis"]),
+    }
+    if what == "start" {
+        // Up once it answers PONG (not LOADING while it reads its append-only file).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let pong: Option<String> =
+                try_redis().and_then(|mut c| redis::cmd("PING").query(&mut c).ok());
+            if pong.as_deref() == Some("PONG") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "Redis did not come back");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
@@ -119,7 +140,12 @@ fn read_expecting(stream: &str, n: usize, within: Duration) -> Vec<Entry> {
 
 /// Writes a connector config for `db` with a Redis sink (`sink_extra` added to
 /// `[connectors.sink]`, `password` as the password) and returns (path, metrics port).
-fn write_config<S: SourceDb>(db: &S, sink_extra: &str, password: &str, file: &str) -> (PathBuf, u16) {
+fn write_config<S: SourceDb>(
+    db: &S,
+    sink_extra: &str,
+    password: &str,
+    file: &str,
+) -> (PathBuf, u16) {
     let dir = test_dir(db.name());
     let port = free_port();
     let cfg = format!(
@@ -210,6 +236,7 @@ fn assert_exactly_once_extended(events: &[OutboxEvent], got: &[Entry], log: &str
 /// headers); a restart resumes where the checkpoint is, with nothing lost or repeated.
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_to_streams_extended_and_restart() {
+    let _up = REDIS_UP.read().await;
     let db = MariaDb::new("redis_maria").await;
     to_streams_and_restart(&db).await;
 }
@@ -217,6 +244,7 @@ async fn mariadb_to_streams_extended_and_restart() {
 /// The same from PostgreSQL.
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_to_streams_extended_and_restart() {
+    let _up = REDIS_UP.read().await;
     let db = Postgres::new("redis_pg").await;
     to_streams_and_restart(&db).await;
 }
@@ -224,7 +252,12 @@ async fn postgres_to_streams_extended_and_restart() {
 async fn to_streams_and_restart<S: SourceDb>(db: &S) {
     let mut relay = start(db, EXTENDED);
     let orders = suite::sequenced_range("Order", 3, 0..20, 0);
-    let mut customers = vec![OutboxEvent::new("Customer", "c-1", "Created", Some("{\"n\":1}"))];
+    let mut customers = vec![OutboxEvent::new(
+        "Customer",
+        "c-1",
+        "Created",
+        Some("{\"n\":1}"),
+    )];
     db.insert(&orders, false).await;
     db.insert(&customers, false).await;
     let stream = suite::topic(db, "Order");
@@ -257,11 +290,16 @@ async fn to_streams_and_restart<S: SourceDb>(db: &S) {
 /// record value.
 #[tokio::test(flavor = "multi_thread")]
 async fn compact_layout_is_key_to_value() {
+    let _up = REDIS_UP.read().await;
     let db = Postgres::new("redis_compact").await;
     let mut relay = start(&db, "");
     let events = suite::sequenced_range("Order", 2, 0..4, 0);
     db.insert(&events, false).await;
-    let got = read_expecting(&suite::topic(&db, "Order"), events.len(), Duration::from_secs(60));
+    let got = read_expecting(
+        &suite::topic(&db, "Order"),
+        events.len(),
+        Duration::from_secs(60),
+    );
     assert_eq!(got.len(), events.len(), "{}", relay.log_text());
     for (entry, e) in got.iter().zip(&events) {
         assert_eq!(
@@ -278,6 +316,7 @@ async fn compact_layout_is_key_to_value() {
 /// per-key order.
 #[tokio::test(flavor = "multi_thread")]
 async fn kill9_under_a_writer_exactly_once() {
+    let _up = REDIS_UP.read().await;
     let db = MariaDb::new("redis_kill").await;
     let relay = start(&db, EXTENDED);
     let events = suite::sequenced_events("Wallet", 10, 3_000, 50);
@@ -309,6 +348,7 @@ async fn kill9_under_a_writer_exactly_once() {
 /// relay resumes from its checkpoint; every event once.
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_restarted_mid_stream() {
+    let _down = REDIS_UP.write().await;
     let db = Postgres::new("redis_outage").await;
     let mut relay = start(&db, EXTENDED);
     let events = suite::sequenced_events("Account", 5, 1_500, 20);
@@ -346,13 +386,17 @@ async fn redis_restarted_mid_stream() {
 /// error, and every event is in the stream once.
 #[tokio::test(flavor = "multi_thread")]
 async fn second_instance_fences_the_first() {
+    let _up = REDIS_UP.read().await;
     let db = MariaDb::new("redis_fence").await;
     let (pa, porta) = write_config(&db, EXTENDED, &redis_password(), "a.toml");
     let mut a = Relay::start(pa, porta);
     let first = suite::sequenced_range("Order", 3, 0..10, 0);
     db.insert(&first, false).await;
     let stream = suite::topic(&db, "Order");
-    assert_eq!(read_expecting(&stream, 10, Duration::from_secs(60)).len(), 10);
+    assert_eq!(
+        read_expecting(&stream, 10, Duration::from_secs(60)).len(),
+        10
+    );
     let (pb, portb) = write_config(&db, EXTENDED, &redis_password(), "b.toml");
     let mut b = Relay::start(pb, portb);
     let second = suite::sequenced_range("Order", 3, 10..20, 0);
@@ -378,6 +422,7 @@ async fn second_instance_fences_the_first() {
 /// A wrong password: a definite error saying what to check, exit non-zero.
 #[tokio::test(flavor = "multi_thread")]
 async fn refused_password_stops_with_a_clear_error() {
+    let _up = REDIS_UP.read().await;
     let db = Postgres::new("redis_badpw").await;
     let (path, port) = write_config(&db, "", "not-the-password", "connector.toml");
     let mut relay = Relay::launch_with_args(
@@ -387,12 +432,19 @@ async fn refused_password_stops_with_a_clear_error() {
     );
     let code = relay.wait_exit(Duration::from_secs(30));
     let log = relay.log_text();
-    assert!(matches!(code, Some(c) if c != 0), "exit non-zero; log:\n{log}");
     assert!(
-        log.contains("Redis refused the login") && log.contains("check the sink's user and password"),
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
+    assert!(
+        log.contains("Redis refused the login")
+            && log.contains("check the sink's user and password"),
         "the error says what to check; log:\n{log}"
     );
-    assert!(!log.contains("not-the-password"), "the password is never logged");
+    assert!(
+        !log.contains("not-the-password"),
+        "the password is never logged"
+    );
 }
 
 /// A stream key that holds another type: a definite error naming it; nothing of the batch
@@ -400,6 +452,7 @@ async fn refused_password_stops_with_a_clear_error() {
 /// delivers the events).
 #[tokio::test(flavor = "multi_thread")]
 async fn stream_key_of_the_wrong_type() {
+    let _up = REDIS_UP.read().await;
     let db = MariaDb::new("redis_wrongtype").await;
     let stream = suite::topic(&db, "Order");
     let _: () = redis::cmd("RPUSH")
@@ -411,12 +464,18 @@ async fn stream_key_of_the_wrong_type() {
     let ok = suite::sequenced_range("Invoice", 1, 0..3, 0);
     db.insert(&ok, false).await;
     let invoices = suite::topic(&db, "Invoice");
-    assert_eq!(read_expecting(&invoices, 3, Duration::from_secs(60)).len(), 3);
+    assert_eq!(
+        read_expecting(&invoices, 3, Duration::from_secs(60)).len(),
+        3
+    );
     let orders = suite::sequenced_range("Order", 2, 0..5, 0);
     db.insert(&orders, false).await;
     let code = relay.wait_exit(Duration::from_secs(60));
     let log = relay.log_text();
-    assert!(matches!(code, Some(c) if c != 0), "exit non-zero; log:\n{log}");
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
     assert!(
         log.contains(&format!("the key {stream} holds a list, not a stream")),
         "the error names the key; log:\n{log}"
@@ -428,5 +487,39 @@ async fn stream_key_of_the_wrong_type() {
     assert_exactly_once_extended(&orders, &got, &relay.log_text());
     // The invoices before it were committed once, and not again.
     assert_eq!(read_stream(&invoices).len(), 3);
+    assert_eq!(relay.stop(), Some(0));
+}
+
+// ---------------------------------------------------------------- at-least-once
+
+/// With a file checkpoint the sink appends record by record (at-least-once): every event
+/// arrives, and a restart resumes from the file.
+#[tokio::test(flavor = "multi_thread")]
+async fn file_checkpoint_at_least_once() {
+    let _up = REDIS_UP.read().await;
+    let db = MariaDb::new("redis_file").await;
+    let file = test_dir(db.name()).join("checkpoint.json");
+    let extra = format!(
+        "{EXTENDED}\n\n[connectors.checkpoint]\nstore = \"file\"\npath = \"{}\"",
+        file.display()
+    );
+    let mut relay = start(&db, &extra);
+    let first = suite::sequenced_range("Order", 3, 0..30, 0);
+    db.insert(&first, false).await;
+    let stream = suite::topic(&db, "Order");
+    assert_eq!(
+        read_expecting(&stream, 30, Duration::from_secs(60)).len(),
+        30
+    );
+    assert_eq!(relay.stop(), Some(0));
+    assert!(file.exists(), "the file store holds the checkpoint");
+    let second = suite::sequenced_range("Order", 3, 30..40, 0);
+    db.insert(&second, false).await;
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let all: Vec<OutboxEvent> = first.into_iter().chain(second).collect();
+    let got = read_expecting(&stream, all.len(), Duration::from_secs(60));
+    // A clean stop checkpoints everything: nothing is repeated here either.
+    assert_exactly_once_extended(&all, &got, &relay.log_text());
     assert_eq!(relay.stop(), Some(0));
 }

@@ -50,7 +50,11 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 format!("cannot read the stored checkpoint: {why}"),
             ));
         }
-        results.extend(preflight::kafka::check(c).await);
+        if let crate::config::SinkConfig::Redis(r) = &c.sink {
+            results.extend(preflight::redis::check(c, r).await);
+        } else {
+            results.extend(preflight::kafka::check(c).await);
+        }
     }
     let failed = results.iter().filter(|r| r.status == Status::Fail).count();
     for r in &results {

@@ -12,12 +12,12 @@ use tokio::sync::watch;
 use crate::checkpoint::{CheckpointStore, RedisCheckpointStore};
 use crate::config::sinks::RedisSinkConfig;
 use crate::config::{CheckpointConfig, SinkConfig};
-use crate::pipeline::transactional::BatchOptions;
-use crate::sink::redis::Mode;
-use crate::sink::RedisSink;
 use crate::error::Class;
 use crate::health::Health;
+use crate::pipeline::transactional::BatchOptions;
 use crate::pipeline::Error;
+use crate::sink::redis::Mode;
+use crate::sink::RedisSink;
 use crate::sink::SinkError;
 
 use super::open::OpenSink;
@@ -41,29 +41,50 @@ impl Connector {
         health: &Health,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), Error> {
-        if let SinkConfig::Redis(r) = &self.cfg.sink {
-            let name = self.cfg.name.as_str();
-            return match &self.cfg.checkpoint {
-                CheckpointConfig::Sink {} => {
-                    let opener = RedisOpen {
-                        cfg: r,
-                        connector: name,
-                        mode: Mode::Transactional,
-                    };
-                    let store = RedisCheckpointStore::new(r, name);
-                    self.run_transactional(&opener, &store, &redis_batch(), health, shutdown)
-                        .await
-                }
-                _ => {
-                    let opener = RedisOpen {
-                        cfg: r,
-                        connector: name,
-                        mode: Mode::Acked,
-                    };
-                    self.run_acked(&opener, store, health, shutdown).await
-                }
-            };
+        match &self.cfg.sink {
+            SinkConfig::Redis(r) => self.run_on_redis(r, store, health, shutdown).await,
+            _ => self.not_built(store, health, shutdown),
         }
+    }
+
+    /// A Redis Streams sink: the exactly-once loop with the checkpoint in Redis (`store =
+    /// "sink"`), else the at-least-once loop with the configured store.
+    async fn run_on_redis(
+        &self,
+        r: &RedisSinkConfig,
+        store: &mut dyn CheckpointStore,
+        health: &Health,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(), Error> {
+        match &self.cfg.checkpoint {
+            CheckpointConfig::Sink {} => {
+                let opener = RedisOpen {
+                    cfg: r,
+                    connector: self,
+                    mode: Mode::Transactional,
+                };
+                let store = RedisCheckpointStore::new(r, &self.cfg.name);
+                self.run_transactional(&opener, &store, &redis_batch(), health, shutdown)
+                    .await
+            }
+            _ => {
+                let opener = RedisOpen {
+                    cfg: r,
+                    connector: self,
+                    mode: Mode::Acked,
+                };
+                self.run_acked(&opener, store, health, shutdown).await
+            }
+        }
+    }
+
+    /// Placeholder for the sinks not built yet.
+    fn not_built(
+        &self,
+        store: &mut dyn CheckpointStore,
+        health: &Health,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(), Error> {
         let _ = (store, health, shutdown);
         Err(SinkError::broker(
             "outboxd",
@@ -89,15 +110,19 @@ fn redis_batch() -> BatchOptions {
 /// a new epoch, for the at-least-once loop (a file checkpoint) appending record by record.
 struct RedisOpen<'a> {
     cfg: &'a RedisSinkConfig,
-    connector: &'a str,
+    connector: &'a Connector,
     mode: Mode,
 }
 
 impl OpenSink for RedisOpen<'_> {
     type Sink = RedisSink;
 
+    /// In a group, only while this member owns the connector: taking an epoch fences the
+    /// owner.
     async fn open(&self, shutdown: &watch::Receiver<bool>) -> Result<Option<RedisSink>, Error> {
-        Ok(RedisSink::open(self.cfg, self.connector, self.mode, shutdown).await?)
+        self.connector.still_owned()?;
+        let name = self.connector.cfg.name.as_str();
+        Ok(RedisSink::open(self.cfg, name, self.mode, shutdown).await?)
     }
 
     /// Every batch is committed or dropped by the loop, every record answered when sent.

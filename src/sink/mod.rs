@@ -16,10 +16,10 @@ mod stall;
 pub(crate) mod topics;
 pub mod tracker;
 
+pub(crate) use self::redis::RedisSink;
 pub use crate::record::KafkaRecord;
 pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
-pub(crate) use self::redis::RedisSink;
 pub use link::{KafkaLink, LinkFailure};
 pub(crate) use record_sink::{RecordSink, TransactionalSink};
 pub use tracker::{DeliveryTracker, Refused};

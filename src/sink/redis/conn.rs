@@ -33,7 +33,10 @@ pub(crate) async fn connect(
     let bad_url = |e: RedisError| {
         (
             Class::Definite,
-            format!("the sink url is not a Redis URL ({}); use redis://host:port/db or rediss://...", e.kind_text()),
+            format!(
+                "the sink url is not a Redis URL ({}); use redis://host:port/db or rediss://...",
+                e.kind_text()
+            ),
         )
     };
     let mut info = cfg.url.as_str().into_connection_info().map_err(bad_url)?;
@@ -206,7 +209,7 @@ pub(crate) async fn durability(conn: &mut MultiplexedConnection) -> Result<Strin
     let (aof, fsync) = (get("appendonly"), get("appendfsync"));
     match (aof.as_str(), fsync.as_str()) {
         ("yes", "always") => Ok(format!("appendonly {aof}, appendfsync {fsync}: a committed batch survives a Redis crash")),
-        ("yes", "everysec") => Err(format!("appendonly {aof}, appendfsync {fsync}: a Redis or host crash can lose the last second of committed batches together with their checkpoint (nothing is duplicated, but those events are gone from the streams); set appendfsync always for no loss")),
+        ("yes", "everysec") => Err(format!("appendonly {aof}, appendfsync {fsync}: a Redis or host crash can lose the last second of committed batches together with their checkpoint (never one without the other: nothing is duplicated); the relay then resumes from the older checkpoint, which brings them back only while the source still has them (a PostgreSQL slot may have released them); set appendfsync always for no window")),
         ("yes", _) => Err(format!("appendonly {aof}, appendfsync {fsync}: the operating system decides when committed batches reach the disk; set appendfsync always (or everysec)")),
         _ => Err(format!("appendonly {aof}: without the append-only file a Redis restart loses everything since the last RDB snapshot, records and checkpoint alike; set appendonly yes and appendfsync always")),
     }

@@ -107,7 +107,18 @@ mod tests {
         let f = layout(MessageFormat::Extended).fields(&record(Some("42"), Some("v")));
         assert_eq!(
             text(f),
-            ["key", "42", "value", "v", "ID", "e-1", "EVENTTYPE", "Created", "EMPTY", ""]
+            [
+                "key",
+                "42",
+                "value",
+                "v",
+                "ID",
+                "e-1",
+                "EVENTTYPE",
+                "Created",
+                "EMPTY",
+                ""
+            ]
         );
     }
 

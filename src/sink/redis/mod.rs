@@ -193,7 +193,10 @@ impl RedisSink {
 
     fn is_checkpoint(&self, record: &KafkaRecord) -> bool {
         record.topic == self.checkpoint_key
-            && record.headers.first().is_some_and(|(k, _)| k == CHECKPOINT_MARK)
+            && record
+                .headers
+                .first()
+                .is_some_and(|(k, _)| k == CHECKPOINT_MARK)
     }
 
     fn batch(&self) -> std::sync::MutexGuard<'_, Batch> {
@@ -289,7 +292,11 @@ impl RedisSink {
                 let (index, kind) = script::wrong_type(e.detail().unwrap_or_default())
                     .unwrap_or((0, "another type"));
                 let (key, what, record) = match index {
-                    0 => (self.checkpoint_key.clone(), "a string (the checkpoint)", None),
+                    0 => (
+                        self.checkpoint_key.clone(),
+                        "a string (the checkpoint)",
+                        None,
+                    ),
                     i => {
                         let key = batch.streams.get(i - 1).cloned().unwrap_or_default();
                         let id = batch.first_ids.get(i - 1).cloned().unwrap_or_default();
