@@ -239,7 +239,20 @@ impl RedisSink {
                     refusal: None,
                 }
             } else {
-                self.failed(&e, &format!("XADD to {}", record.topic))
+                match self.failed(&e, &format!("XADD to {}", record.topic)) {
+                    SinkError::Broker {
+                        class: Class::Transient,
+                        detail,
+                        ..
+                    } => SinkError::broker_record(
+                        BROKER,
+                        &record.event_id(),
+                        &record.topic,
+                        None,
+                        detail,
+                    ),
+                    other => other,
+                }
             }
         });
         self.deliveries.report(seq, counted, outcome);
