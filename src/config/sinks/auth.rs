@@ -51,12 +51,26 @@ impl AuthToml {
     /// than one of `password*`, an unset variable or unreadable file, a certificate without
     /// its key (or the reverse).
     pub(crate) fn build(self, here: &str, ctx: &LoadCtx<'_>) -> Result<SinkAuth, ConfigError> {
-        let password = crate::config::native::secret_setting(
+        // Resolved even when the source's secrets are not (`checkpoint show/set/reset`: the
+        // checkpoint may live in the sink, which needs its login); fully offline
+        // (`binlog decode`) a password that cannot be resolved is left out.
+        let online = LoadCtx {
+            path: ctx.path,
+            bootstrap_override: ctx.bootstrap_override,
+            process_bootstrap: ctx.process_bootstrap,
+            env: ctx.env,
+            offline: false,
+        };
+        let password = match crate::config::native::secret_setting(
             "password",
             (&self.password, &self.password_env, &self.password_file),
             here,
-            ctx,
-        )?;
+            &online,
+        ) {
+            Ok(p) => p,
+            Err(_) if ctx.offline => None,
+            Err(e) => return Err(e),
+        };
         if password.is_some() && self.user.is_none() {
             return Err(ctx.invalid(
                 format!("{here}.password"),
