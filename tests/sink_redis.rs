@@ -523,3 +523,158 @@ async fn file_checkpoint_at_least_once() {
     assert_exactly_once_extended(&all, &got, &relay.log_text());
     assert_eq!(relay.stop(), Some(0));
 }
+
+// ---------------------------------------------------------------- TLS
+
+/// A Redis of the test's own that takes only TLS with a client certificate
+/// (`OUTBOXD_TEST_TLS_DIR`'s CA and `localhost` server certificate), on a free port;
+/// stopped when dropped.
+struct TlsRedis {
+    port: u16,
+    pid: u32,
+}
+
+impl TlsRedis {
+    fn start(name: &str) -> TlsRedis {
+        let dir = test_dir(name).join("redis-tls");
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let tls = common::tls::dir();
+        let conf = format!(
+            "port 0\ntls-port {port}\nbind 127.0.0.1\ntls-cert-file {t}/server.pem\n\
+             tls-key-file {t}/server.key\ntls-ca-cert-file {t}/ca.pem\ntls-auth-clients yes\n\
+             save \"\"\nappendonly no\ndir {d}\ndaemonize yes\npidfile {d}/redis.pid\n\
+             logfile {d}/redis.log\nuser default off\nuser outboxd on >tls-secret ~* &* +@all\n",
+            t = tls.display(),
+            d = dir.display()
+        );
+        std::fs::write(dir.join("redis.conf"), conf).unwrap();
+        let ok = std::process::Command::new("redis-server")
+            .arg(dir.join("redis.conf"))
+            .status()
+            .expect("run redis-server (the Debian package redis-server)")
+            .success();
+        assert!(ok, "redis-server with TLS did not start");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let pid = loop {
+            if let Some(pid) = std::fs::read_to_string(dir.join("redis.pid"))
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(Instant::now() < deadline, "no pid file from redis-server");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        TlsRedis { port, pid }
+    }
+
+    fn connection(&self) -> redis::Connection {
+        use redis::IntoConnectionInfo;
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let read = |f: &str| std::fs::read(common::tls::dir().join(f)).unwrap();
+        let info = format!("rediss://localhost:{}", self.port)
+            .into_connection_info()
+            .unwrap();
+        let login = info
+            .redis_settings()
+            .clone()
+            .set_username("outboxd")
+            .set_password("tls-secret");
+        redis::Client::build_with_tls(
+            info.set_redis_settings(login),
+            redis::TlsCertificates {
+                client_tls: Some(redis::ClientTlsConfig {
+                    client_cert: read("client.pem"),
+                    client_key: read("client.key"),
+                }),
+                root_cert: Some(read("ca.pem")),
+            },
+        )
+        .unwrap()
+        .get_connection()
+        .unwrap()
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg(self.pid.to_string())
+            .status();
+    }
+}
+
+/// `rediss://` with `tls_ca` and a client certificate: events arrive; a CA that did not sign
+/// the server's certificate is a definite error saying what to check.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_with_a_client_certificate() {
+    let db = Postgres::new("redis_tls").await;
+    let server = TlsRedis::start(db.name());
+    let tls = common::tls::dir();
+    let dir = test_dir(db.name());
+    let port = free_port();
+    let write = |ca: &str, file: &str| {
+        let cfg = format!(
+            r#"[metrics]
+listen = "127.0.0.1:{port}"
+
+[[connectors]]
+name = "{name}"
+{source}
+
+[connectors.router]
+"route.topic.replacement" = "{name}.${{routedByValue}}"
+"table.fields.additional.placement" = "event_type:header:eventType"
+
+[connectors.sink]
+type = "redis"
+url = "rediss://localhost:{redis}"
+user = "outboxd"
+password = "tls-secret"
+tls_ca = "{t}/{ca}"
+tls_cert = "{t}/client.pem"
+tls_key = "{t}/client.key"
+message_format = "extended"
+"#,
+            name = db.name(),
+            source = db.source_toml(&db.outbox_table()),
+            redis = server.port,
+            t = tls.display(),
+        );
+        let path = dir.join(file);
+        std::fs::write(&path, cfg).unwrap();
+        path
+    };
+    let mut relay = Relay::start(write("ca.pem", "tls.toml"), port);
+    let events = suite::sequenced_range("Order", 2, 0..5, 0);
+    db.insert(&events, false).await;
+    let stream = suite::topic(&db, "Order");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut conn = server.connection();
+    loop {
+        let n: usize = redis::cmd("XLEN").arg(&stream).query(&mut conn).unwrap();
+        if n >= events.len() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", relay.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(relay.stop(), Some(0));
+    let mut other = Relay::launch_with_args(
+        &[write("other-ca.pem", "other.toml").to_str().unwrap()],
+        port,
+        dir.join("other.log"),
+    );
+    let code = other.wait_exit(Duration::from_secs(30));
+    let log = other.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
+    assert!(
+        log.contains("the TLS handshake with Redis failed") && log.contains("check tls_ca"),
+        "the error says what to check; log:\n{log}"
+    );
+}

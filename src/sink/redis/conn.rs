@@ -157,10 +157,16 @@ pub(crate) fn classify(e: &RedisError, doing: &str) -> (Class, String) {
     }
 }
 
+/// The kind of the I/O error under `e`, if it is one (redis-rs keeps it as an
+/// `Arc<dyn Error>`).
 fn io_kind(e: &RedisError) -> Option<std::io::ErrorKind> {
-    std::error::Error::source(e)
-        .and_then(|s| s.downcast_ref::<std::io::Error>())
-        .map(std::io::Error::kind)
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    let source = std::error::Error::source(e)?;
+    let io = match source.downcast_ref::<Shared>() {
+        Some(shared) => shared.downcast_ref::<std::io::Error>(),
+        None => source.downcast_ref::<std::io::Error>(),
+    };
+    io.map(std::io::Error::kind)
 }
 
 /// Connectors whose Redis outage was announced (one WARN per outage): set when a failure
