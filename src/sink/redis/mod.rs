@@ -326,7 +326,23 @@ impl RedisSink {
                     refusal: None,
                 });
             }
-            Err(e) => return Err(self.failed(&e, "committing a batch (EVAL)")),
+            Err(e) => {
+                let mut f = self.failed(&e, "committing a batch (EVAL)");
+                if let SinkError::Broker {
+                    class: Class::Definite,
+                    detail,
+                    ..
+                } = &mut f
+                {
+                    // Not a check of the script's own: a write failed that no check foresaw.
+                    detail.push_str(
+                        "; the commit script stopped, and records it appended before that may \
+                         be in their streams without the checkpoint (a restart appends them \
+                         again)",
+                    );
+                }
+                return Err(f);
+            }
         }
         if let Some((replicas, timeout_ms)) = self.wait {
             let acked: Result<i64, _> = redis::cmd("WAIT")
