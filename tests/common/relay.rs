@@ -6,6 +6,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The outboxd binary the tests run: `$OUTBOXD_TEST_BIN` when set (a copy of one's own
+/// build, when several worktrees share a target directory and its `debug/outboxd` may be
+/// another's), else the one Cargo built for this test.
+pub fn outboxd_bin() -> PathBuf {
+    std::env::var_os("OUTBOXD_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_outboxd")))
+}
+
 /// Directory for a test's files (configs, checkpoints, logs), under the project's ignored
 /// state directory.
 pub fn test_dir(name: &str) -> PathBuf {
@@ -92,7 +101,7 @@ impl Relay {
             .append(true)
             .open(&self.log)
             .expect("relay log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_outboxd"));
+        let mut cmd = Command::new(outboxd_bin());
         cmd.arg("run");
         let mut raw = false;
         for c in &self.configs {
@@ -266,7 +275,7 @@ pub fn run_cli(args: &[&str]) -> (i32, String, String) {
 
 /// [`run_cli`] with environment variables `env` (an empty value unsets the variable).
 pub fn run_cli_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outboxd"));
+    let mut cmd = Command::new(outboxd_bin());
     cmd.args(args)
         .env("OUTBOXD_KAFKA_BOOTSTRAP", super::kafka_bootstrap());
     for (k, v) in env {
