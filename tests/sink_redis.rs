@@ -318,7 +318,8 @@ async fn compact_layout_is_key_to_value() {
 async fn kill9_under_a_writer_exactly_once() {
     let _up = REDIS_UP.read().await;
     let db = MariaDb::new("redis_kill").await;
-    let relay = start(&db, EXTENDED);
+    // Small batches: many commits for the kills to land in.
+    let relay = start(&db, &format!("{EXTENDED}\nbatch_max_events = 100"));
     let events = suite::sequenced_events("Wallet", 10, 3_000, 50);
     let killer = tokio::task::spawn_blocking(move || {
         let mut relay = relay;
