@@ -679,3 +679,28 @@ message_format = "extended"
         "the error says what to check; log:\n{log}"
     );
 }
+
+// ---------------------------------------------------------------- check
+
+/// `outboxd check` on a connector with a Redis sink: the login and the persistence settings
+/// (the test Redis runs with appendonly yes, appendfsync always), no Kafka check.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_reports_login_and_persistence() {
+    let _up = REDIS_UP.read().await;
+    let db = Postgres::new("redis_check").await;
+    let (path, _) = write_config(&db, "", &redis_password(), "connector.toml");
+    let (code, out, err) = common::relay::run_cli(&["check", "--config", path.to_str().unwrap()]);
+    assert!(
+        out.contains("redis: ") && out.contains(&format!("logged in as {}", redis_user())),
+        "check names the login:\n{out}\n{err}"
+    );
+    assert!(
+        out.contains("redis persistence: appendonly yes, appendfsync always"),
+        "check prints the persistence settings:\n{out}\n{err}"
+    );
+    assert!(
+        !out.contains("kafka"),
+        "no Kafka check for a Redis sink:\n{out}"
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+}
