@@ -704,3 +704,126 @@ async fn check_reports_login_and_persistence() {
     );
     assert_eq!(code, 0, "{out}\n{err}");
 }
+
+// ---------------------------------------------------------------- WAIT
+
+/// A replica of the test Redis, started by the test on a free port; stopped when dropped.
+struct Replica {
+    pid: u32,
+    dir: PathBuf,
+}
+
+impl Replica {
+    fn start(name: &str) -> Replica {
+        use redis::IntoConnectionInfo;
+        let dir = test_dir(name).join("replica");
+        std::fs::create_dir_all(&dir).unwrap();
+        let info = redis_url().into_connection_info().unwrap();
+        let (host, port) = match info.addr() {
+            redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
+            other => panic!("a TCP Redis URL, not {other:?}"),
+        };
+        let conf = format!(
+            "port {p}\nbind 127.0.0.1\nreplicaof {host} {port}\nmasteruser {u}\nmasterauth {pw}\n\
+             save \"\"\nappendonly no\ndir {d}\ndaemonize yes\npidfile {d}/redis.pid\n\
+             logfile {d}/redis.log\n",
+            p = free_port(),
+            u = redis_user(),
+            pw = redis_password(),
+            d = dir.display()
+        );
+        std::fs::write(dir.join("redis.conf"), conf).unwrap();
+        let _ = std::fs::remove_file(dir.join("redis.pid"));
+        let ok = std::process::Command::new("redis-server")
+            .arg(dir.join("redis.conf"))
+            .status()
+            .expect("run redis-server")
+            .success();
+        assert!(ok, "the replica did not start");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let pid = loop {
+            if let Some(pid) = std::fs::read_to_string(dir.join("redis.pid"))
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(Instant::now() < deadline, "no pid file from the replica");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // Attached once a WAIT for one replica answers 1.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let n: i64 = redis::cmd("WAIT")
+                .arg(1)
+                .arg(500)
+                .query(&mut redis())
+                .unwrap();
+            if n >= 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the replica did not attach");
+        }
+        Replica { pid, dir }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg(self.pid.to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = &self.dir;
+    }
+}
+
+/// `wait_replicas = 1`: with a replica attached every commit is acknowledged; with it gone
+/// the commit is written on the primary but reported as a transient failure, and once the
+/// replica is back every event is in the stream exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_replicas_holds_until_a_replica_acknowledges() {
+    // Exclusive: the test's replica must be the only one coming and going.
+    let _down = REDIS_UP.write().await;
+    let db = MariaDb::new("redis_wait").await;
+    let replica = Replica::start(db.name());
+    let mut relay = start(
+        &db,
+        &format!("{EXTENDED}\nwait_replicas = 1\nwait_timeout = 300"),
+    );
+    let first = suite::sequenced_range("Order", 3, 0..10, 0);
+    db.insert(&first, false).await;
+    let stream = suite::topic(&db, "Order");
+    assert_eq!(
+        read_expecting(&stream, 10, Duration::from_secs(60)).len(),
+        10
+    );
+    drop(replica);
+    let second = suite::sequenced_range("Order", 3, 10..20, 0);
+    db.insert(&second, false).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !relay
+        .log_text()
+        .contains("replicas asked for (wait_replicas)")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no WAIT failure reported:\n{}",
+            relay.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let replica = Replica::start(db.name());
+    let third = suite::sequenced_range("Order", 3, 20..30, 0);
+    db.insert(&third, false).await;
+    let all: Vec<OutboxEvent> = first.into_iter().chain(second).chain(third).collect();
+    let got = read_expecting(&stream, all.len(), Duration::from_secs(60));
+    assert_exactly_once_extended(&all, &got, &relay.log_text());
+    assert_eq!(relay.stop(), Some(0));
+    drop(replica);
+}
