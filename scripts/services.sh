@@ -12,8 +12,17 @@
 #                 PLAINTEXT/controller super users)
 #   mariadb-tls   a second MariaDB, TLS only          127.0.0.1:33307  require_secure_transport
 #   postgres-tls  a second PostgreSQL, TLS only       127.0.0.1:35433  hostssl only
+#   nats          NATS 2.9 (Debian nats-server),      127.0.0.1:34222  clients (user/password)
+#                 JetStream (store .state/nats/data)  127.0.0.1:38222  monitoring HTTP (/healthz, /jsz)
+#   redis         Redis 7.0 (Debian redis-server)     127.0.0.1:36379  AOF, appendfsync always; ACL
+#                                                                      user, `default` user off
+#   rabbitmq      RabbitMQ 3.10 (Debian package,      127.0.0.1:35672  AMQP 0-9-1
+#                 Erlang 25), node outboxd@localhost  127.0.0.1:35552  streams (rabbitmq_stream)
+#                 as the rabbitmq OS user; cookie,    127.0.0.1:35690  management HTTP API
+#                 mnesia, logs under .state/rabbitmq  127.0.0.1:35700  Erlang distribution
+#                                                     127.0.0.1:34369  its own epmd
 #
-# Usage: scripts/services.sh COMMAND [SERVICE...]     (no SERVICE = all five)
+# Usage: scripts/services.sh COMMAND [SERVICE...]     (no SERVICE = all eight)
 #
 #   install          install what is missing (apt packages, Kafka jars, and the build's
 #                    libssl-dev, libcurl4-openssl-dev + pkg-config); idempotent
@@ -38,6 +47,11 @@
 #                      kafka-tool TopicCommand --bootstrap-server localhost:39094 \
 #                          --command-config .state/tls/kafka-client-sasl-scram-sha-512.properties --list
 #                    (CLASS without a package is looked up in org.apache.kafka.tools)
+#   rabbitmq-tool TOOL [ARGS...] run RabbitMQ's CLI (rabbitmqctl, rabbitmq-diagnostics,
+#                    rabbitmq-plugins, rabbitmq-queues, rabbitmq-streams, rabbitmq-upgrade)
+#                    against the local node, with its cookie, node name and epmd port, e.g.
+#                      rabbitmq-tool rabbitmqctl list_queues name messages
+#                    (Debian's /usr/sbin/rabbitmqctl would look for the system node instead)
 #
 # Typical use:   eval "$(scripts/services.sh up)"
 # Only the export lines go to stdout; progress and errors go to stderr.
@@ -46,7 +60,9 @@
 # script only overrides host-specific settings (ports, loopback, paths) on top of them.
 # The secured servers add docker/mariadb/{tls.cnf,init-tls.sql},
 # docker/postgres/{tls.conf,pg_hba-tls.conf,pg_ident-tls.conf,init-tls.sql} and
-# docker/kafka/secured.properties.
+# docker/kafka/secured.properties. The brokers nats, redis and rabbitmq have no files in
+# docker/ (nor services in docker-compose.yml): this script writes their whole configuration
+# into .state/<service>/ at every start (nats.conf, redis.conf, rabbitmq.conf).
 #
 # Test certificates, .state/tls/ (made by `up`/`tls` with openssl and the JDK's keytool,
 # once; made anew when a file is missing or a certificate expires within a day; RSA 2048,
@@ -72,6 +88,12 @@
 #   outboxd_admin / admin-secret, outboxd / outboxd-secret   every database server
 #   outboxd_mtls  (client certificate; MariaDB also mtls-secret)   mariadb-tls, postgres-tls
 #   outboxd / outboxd-sasl-secret   Kafka SASL_SSL: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN
+#   outboxd / outboxd-nats-secret   NATS (the only user; no anonymous access)
+#   outboxd / outboxd-redis-secret  Redis ACL user (~* &* +@all); `default` is off (NOAUTH
+#                                   without AUTH), e.g. redis-cli -p 36379 --user outboxd
+#                                   --pass outboxd-redis-secret
+#   outboxd / outboxd-rabbit-secret RabbitMQ, tag administrator, all permissions on vhost /
+#                                   (no guest user); AMQP, streams and the management API
 #
 # `env` prints, besides the plaintext services' OUTBOXD_TEST_{MYSQL,PG}[_ADMIN]_URL and
 # OUTBOXD_KAFKA_BOOTSTRAP: OUTBOXD_TEST_{MYSQL,PG}_TLS_URL, ..._TLS_ADMIN_URL and
@@ -79,7 +101,11 @@
 # OUTBOXD_KAFKA_SASL_BOOTSTRAP / OUTBOXD_KAFKA_SSL_BOOTSTRAP (localhost:PORT),
 # OUTBOXD_KAFKA_SASL_USER / OUTBOXD_KAFKA_SASL_PASSWORD, OUTBOXD_TEST_TLS_DIR (absolute) and
 # one OUTBOXD_TEST_TLS_* per file above (CA, OTHER_CA, CLIENT_CERT, CLIENT_KEY, CLIENT_P12,
-# TRUSTSTORE_P12, TRUSTSTORE_JKS) with OUTBOXD_TEST_TLS_{KEYSTORE,TRUSTSTORE}_PASSWORD.
+# TRUSTSTORE_P12, TRUSTSTORE_JKS) with OUTBOXD_TEST_TLS_{KEYSTORE,TRUSTSTORE}_PASSWORD;
+# for the brokers OUTBOXD_NATS_URL (nats://127.0.0.1:PORT), OUTBOXD_NATS_MONITOR_URL,
+# OUTBOXD_REDIS_URL (redis://127.0.0.1:PORT), OUTBOXD_RABBITMQ_URL
+# (amqp://127.0.0.1:PORT/%2f), OUTBOXD_RABBITMQ_STREAM_PORT, OUTBOXD_RABBITMQ_MANAGEMENT_URL:
+# URLs without credentials; those are OUTBOXD_{NATS,REDIS,RABBITMQ}_{USER,PASSWORD}.
 #
 # Environment:
 #   OUTBOXD_SERVICES_TIMEOUT       seconds to wait for a service to get ready (default 120)
@@ -95,7 +121,7 @@ KAFKA_POM="$ROOT/scripts/kafka/pom.xml"
 KAFKA_LOG4J="$ROOT/scripts/kafka/log4j2.properties"
 KAFKA_TOOLS_LOG4J="$ROOT/scripts/kafka/log4j2-tools.properties"
 
-ALL_SERVICES=(mariadb postgres kafka mariadb-tls postgres-tls)
+ALL_SERVICES=(mariadb postgres kafka mariadb-tls postgres-tls nats redis rabbitmq)
 
 # OUTBOXD_SERVICES_PORT_OFFSET moves every port by that much, so a second checkout (a git
 # worktree, say) can run its own services beside these without touching them.
@@ -112,6 +138,16 @@ KAFKA_SASL_PORT=$((39094 + PORT_OFFSET))
 KAFKA_SSL_PORT=$((39095 + PORT_OFFSET))
 MARIADB_TLS_PORT=$((33307 + PORT_OFFSET))
 PG_TLS_PORT=$((35433 + PORT_OFFSET))
+NATS_PORT=$((34222 + PORT_OFFSET))
+NATS_MONITOR_PORT=$((38222 + PORT_OFFSET))
+REDIS_PORT=$((36379 + PORT_OFFSET))
+RABBITMQ_PORT=$((35672 + PORT_OFFSET))            # AMQP 0-9-1
+RABBITMQ_STREAM_PORT=$((35552 + PORT_OFFSET))     # rabbitmq_stream plugin
+RABBITMQ_MANAGEMENT_PORT=$((35690 + PORT_OFFSET)) # rabbitmq_management plugin (HTTP API)
+RABBITMQ_DIST_PORT=$((35700 + PORT_OFFSET))       # Erlang distribution (rabbitmqctl)
+RABBITMQ_CTL_PORT_MIN=$((35701 + PORT_OFFSET))    # the CLI tools' own distribution ports,
+RABBITMQ_CTL_PORT_MAX=$((35710 + PORT_OFFSET))    # one per concurrent call
+RABBITMQ_EPMD_PORT=$((34369 + PORT_OFFSET))       # Erlang port mapper
 
 PG_BIN=/usr/lib/postgresql/15/bin      # /usr/local/bin/postgres may be a symlink/wrapper
 PG_OS_USER=postgres                    # postgres refuses to run as root
@@ -126,6 +162,12 @@ MTLS_USER=outboxd_mtls                 # client certificate CN=outboxd (docker/*
 MTLS_MARIADB_PASSWORD=mtls-secret      # MariaDB wants the certificate and a password
 KAFKA_SASL_USER=outboxd                # docker/kafka/secured.properties (PLAIN) + SCRAM
 KAFKA_SASL_PASSWORD=outboxd-sasl-secret
+NATS_USER=outboxd                      # the brokers' only (NATS, Redis) or added user
+NATS_PASSWORD=outboxd-nats-secret
+REDIS_USER=outboxd
+REDIS_PASSWORD=outboxd-redis-secret
+RABBITMQ_USER=outboxd
+RABBITMQ_PASSWORD=outboxd-rabbit-secret
 KEYSTORE_PASSWORD=keystore-secret      # server.p12, client.p12 (and their keys)
 TRUSTSTORE_PASSWORD=truststore-secret  # truststore.p12, truststore.jks
 
@@ -175,6 +217,8 @@ read_pid() {
   case "$svc:$comm" in
     mariadb:mariadbd|postgres:postgres|kafka:java|mariadb-tls:mariadbd|postgres-tls:postgres)
       printf '%s\n' "$pid" ;;
+    nats:nats-server|redis:redis-server|rabbitmq:beam.smp)
+      printf '%s\n' "$pid" ;;
   esac
 }
 
@@ -185,6 +229,7 @@ port_of() {
   case "$1" in
     mariadb) echo "$MARIADB_PORT" ;; postgres) echo "$PG_PORT" ;; kafka) echo "$KAFKA_PORT" ;;
     mariadb-tls) echo "$MARIADB_TLS_PORT" ;; postgres-tls) echo "$PG_TLS_PORT" ;;
+    nats) echo "$NATS_PORT" ;; redis) echo "$REDIS_PORT" ;; rabbitmq) echo "$RABBITMQ_PORT" ;;
   esac
 }
 
@@ -210,7 +255,9 @@ reserve_ports() {
   cur="$(cat "$f" 2>/dev/null)" || return 0
   want="$cur"
   for p in "$MARIADB_PORT" "$PG_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT" \
-           "$KAFKA_SSL_PORT" "$MARIADB_TLS_PORT" "$PG_TLS_PORT"; do
+           "$KAFKA_SSL_PORT" "$MARIADB_TLS_PORT" "$PG_TLS_PORT" "$NATS_PORT" "$NATS_MONITOR_PORT" \
+           "$REDIS_PORT" "$RABBITMQ_PORT" "$RABBITMQ_STREAM_PORT" "$RABBITMQ_MANAGEMENT_PORT" \
+           "$RABBITMQ_DIST_PORT" "$RABBITMQ_EPMD_PORT"; do
     taken=0
     for r in ${cur//,/ }; do
       lo="${r%-*}"; hi="${r#*-}"
@@ -352,6 +399,32 @@ install_debs() {
     log "install: stopping the distro's postgresql@15-main cluster that the package started"
     pg_ctlcluster 15 main stop >&2 || true
   fi
+  # The same for the brokers (their init scripts run invoke-rc.d, which policy-rc.d stops;
+  # nats-server has only a systemd unit): Redis on 6379, RabbitMQ on 5672/25672, and the
+  # epmd that Erlang starts beside a node, on 0.0.0.0:4369 (ours use their own, loopback).
+  local what="the distro's service that the package started"
+  if [[ " ${missing[*]} " == *" redis-server "* ]]; then
+    stop_listener install 6379 redis-server "$what (redis-server)"
+  fi
+  if [[ " ${missing[*]} " == *" nats-server "* ]]; then
+    stop_listener install 4222 nats-server "$what (nats-server)"
+  fi
+  if [[ " ${missing[*]} " == *" rabbitmq-server "* ]]; then
+    stop_listener install 25672 beam.smp "$what (rabbitmq-server)"
+    stop_listener install 4369 epmd "the system's epmd (Erlang port mapper, 0.0.0.0:4369)"
+  fi
+}
+
+# stop_listener WHO PORT COMM WHAT: TERM the program COMM that listens on PORT (on any
+# address), if one does, and wait up to 30 s for it to go.
+stop_listener() {
+  local who="$1" port="$2" comm="$3" what="$4" p n
+  for p in $(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == "$comm" ]] || continue
+    log "$who: stopping $what, pid $p on :$port"
+    kill "$p" 2>/dev/null || true
+    for ((n = 0; n < 150; n++)); do pid_alive "$p" || break; sleep 0.2; done
+  done
 }
 
 install_kafka_jars() {
@@ -389,6 +462,9 @@ cmd_install() {
         command -v java >/dev/null || debs+=(openjdk-17-jre-headless)
         command -v mvn  >/dev/null || debs+=(maven)
         ;;
+      nats)     debs+=(nats-server curl) ;;      # curl: the readiness check (/healthz)
+      redis)    debs+=(redis-server redis-tools) ;;
+      rabbitmq) debs+=(rabbitmq-server curl) ;;  # Erlang 25 comes with it (erlang-base, epmd)
     esac
   done
   # The secured servers' certificates (kafka carries secured listeners too): openssl, and
@@ -661,15 +737,18 @@ PG_TLS_DIR="$STATE/postgres-tls"
 # The server runs as the postgres OS user, which must be able to reach DIR. A checkout
 # under a root-owned 0700 directory (e.g. mktemp -d) would stop it, so add o+x ("search",
 # not read) to every ancestor that lacks it.
-pg_ensure_traversable() {
-  local svc="$1" target="$2" d ancestors=() i
+pg_ensure_traversable() { ensure_traversable "$PG_OS_USER" "$@"; }
+
+# ensure_traversable USER SVC DIR: the same for any OS user (RabbitMQ's too).
+ensure_traversable() {
+  local user="$1" svc="$2" target="$3" d ancestors=() i
   d="$target"
   while [[ "$d" != "/" ]]; do d="$(dirname "$d")"; ancestors+=("$d"); done
   # Outermost first: a directory can only be tested once its parents let us through.
   for ((i = ${#ancestors[@]} - 1; i >= 0; i--)); do
     d="${ancestors[i]}"
-    if ! runuser -u "$PG_OS_USER" -- test -x "$d"; then
-      log "$svc: chmod o+x $d (so the $PG_OS_USER user can reach $target)"
+    if ! runuser -u "$user" -- test -x "$d"; then
+      log "$svc: chmod o+x $d (so the $user user can reach $target)"
       chmod o+x "$d"
     fi
   done
@@ -913,6 +992,295 @@ kafka_up() {
 # the next start needs no log recovery. The data is kept.
 kafka_down() { stop_pid kafka TERM; }
 
+# --- NATS (JetStream) -----------------------------------------------------------------------
+NATS_DIR="$STATE/nats"
+
+# The whole config, written on every start: client port and monitoring (/healthz, /jsz,
+# /varz) on loopback, JetStream with its store under .state/nats/data, and one user.
+nats_write_conf() {
+  cat >"$NATS_DIR/nats.conf" <<EOF2
+# Written by scripts/services.sh on every start of nats; edit that script instead.
+server_name: outboxd
+listen: "127.0.0.1:$NATS_PORT"
+http: "127.0.0.1:$NATS_MONITOR_PORT"
+pid_file: "$NATS_DIR/nats-server.pid"
+
+jetstream {
+  store_dir: "$NATS_DIR/data"
+  max_memory_store: 256MB
+  max_file_store: 2GB
+}
+
+# No accounts: the user is in the global account, which has JetStream. Clients without
+# these credentials are refused (Authorization Violation).
+authorization {
+  users: [
+    { user: "$NATS_USER", password: "$NATS_PASSWORD" }
+  ]
+}
+EOF2
+}
+
+# /healthz answers 200 once the server (JetStream included) is ready.
+nats_ready() {
+  port_open "$NATS_PORT" &&
+    curl -sf --max-time 2 "http://127.0.0.1:$NATS_MONITOR_PORT/healthz" >/dev/null
+}
+
+nats_up() {
+  local pid; pid="$(read_pid nats)"
+  if pid_alive "$pid"; then
+    wait_until nats "$pid" "$NATS_DIR/nats.log" nats_ready
+    log "nats: already running (pid $pid)"
+    return 0
+  fi
+  check_port_free nats "$NATS_PORT"
+  check_port_free nats-monitor "$NATS_MONITOR_PORT"
+  [[ -x /usr/sbin/nats-server ]] || die "nats: /usr/sbin/nats-server not found (run install)"
+  command -v curl >/dev/null || die "nats: curl not found (run install)"
+  mkdir -p "$NATS_DIR/data"
+  nats_write_conf
+  log "nats: starting on 127.0.0.1:$NATS_PORT (JetStream; monitoring :$NATS_MONITOR_PORT)"
+  printf '\n==== %s services.sh: starting nats ====\n' "$(date -Is)" >>"$NATS_DIR/nats.log"
+  launch "$NATS_DIR/nats.log" /usr/sbin/nats-server -c "$NATS_DIR/nats.conf"
+  pid="$LAUNCHED_PID"
+  echo "$pid" >"$(pid_file nats)"
+  wait_until nats "$pid" "$NATS_DIR/nats.log" nats_ready
+  log "nats: ready (pid $pid)"
+}
+
+# SIGTERM: JetStream's streams are flushed and closed, the data is kept.
+nats_down() { stop_pid nats TERM; }
+
+# --- Redis (Streams) ------------------------------------------------------------------------
+REDIS_DIR="$STATE/redis"
+
+# The whole config, written on every start (the distro's /etc/redis/redis.conf is not
+# read): loopback, AOF fsynced on every write, and ACLs instead of requirepass. The
+# `default` user is off, so every connection must AUTH as outboxd (a client that forgets
+# to gets NOAUTH, not silent success).
+redis_write_conf() {
+  cat >"$REDIS_DIR/redis.conf" <<EOF2
+# Written by scripts/services.sh on every start of redis; edit that script instead.
+bind 127.0.0.1
+port $REDIS_PORT
+protected-mode yes
+daemonize no
+supervised no
+pidfile $REDIS_DIR/redis-server.pid
+logfile ""
+loglevel notice
+dir $REDIS_DIR/data
+# Durability from the append-only file alone, fsynced before every reply; no RDB snapshots.
+appendonly yes
+appendfsync always
+appenddirname appendonlydir
+save ""
+user default off
+user $REDIS_USER on >$REDIS_PASSWORD ~* &* +@all
+EOF2
+}
+
+redis_cli() {
+  REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli --no-auth-warning -h 127.0.0.1 -p "$REDIS_PORT" \
+    --user "$REDIS_USER" "$@"
+}
+
+# PONG (not LOADING ...: while it replays the AOF) as the outboxd user.
+redis_ready() { [[ "$(redis_cli ping 2>/dev/null)" == PONG ]]; }
+
+redis_up() {
+  local pid; pid="$(read_pid redis)"
+  if pid_alive "$pid"; then
+    wait_until redis "$pid" "$REDIS_DIR/redis.log" redis_ready
+    log "redis: already running (pid $pid)"
+    return 0
+  fi
+  check_port_free redis "$REDIS_PORT"
+  command -v redis-server >/dev/null || die "redis: redis-server not found (run install)"
+  command -v redis-cli >/dev/null || die "redis: redis-cli not found (run install)"
+  mkdir -p "$REDIS_DIR/data"
+  redis_write_conf
+  log "redis: starting on 127.0.0.1:$REDIS_PORT (AOF, appendfsync always)"
+  printf '\n==== %s services.sh: starting redis ====\n' "$(date -Is)" >>"$REDIS_DIR/redis.log"
+  launch "$REDIS_DIR/redis.log" redis-server "$REDIS_DIR/redis.conf"
+  pid="$LAUNCHED_PID"
+  echo "$pid" >"$(pid_file redis)"
+  wait_until redis "$pid" "$REDIS_DIR/redis.log" redis_ready
+  log "redis: ready (pid $pid)"
+}
+
+# SIGTERM: Redis fsyncs the AOF and exits; the data is kept.
+redis_down() { stop_pid redis TERM; }
+
+# --- RabbitMQ (AMQP 0-9-1 + streams) ----------------------------------------------------------
+# One node, outboxd@localhost, run as the rabbitmq OS user with everything of its own under
+# .state/rabbitmq: the Erlang cookie (HOME), mnesia, logs, config, and its own epmd on
+# 127.0.0.1 (ERL_EPMD_PORT), so neither /var/lib/rabbitmq nor the system's epmd on 4369 is
+# touched. The scripts in /usr/lib/rabbitmq/bin are called directly: Debian's
+# /usr/sbin/rabbitmq* wrappers `su` to rabbitmq, which resets HOME (and so the cookie).
+RABBITMQ_DIR="$STATE/rabbitmq"
+RABBITMQ_OS_USER=rabbitmq
+RABBITMQ_NODE=outboxd@localhost
+RABBITMQ_SBIN=/usr/lib/rabbitmq/bin
+# The management plugin costs no measurable start time here (~4-5 s either way) and 20 MB;
+# its HTTP API is a cheap way for tests to look at queues (the CLI starts a VM per call).
+RABBITMQ_PLUGINS=(rabbitmq_stream rabbitmq_management)
+
+# The environment of the node and of its CLI tools alike (env -i: nothing else leaks in).
+RABBITMQ_ENV=(
+  HOME="$RABBITMQ_DIR/home" PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 LC_ALL=C.UTF-8
+  RABBITMQ_NODENAME="$RABBITMQ_NODE"
+  RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$RABBITMQ_PORT"
+  RABBITMQ_DIST_PORT="$RABBITMQ_DIST_PORT"
+  ERL_EPMD_ADDRESS=127.0.0.1 ERL_EPMD_PORT="$RABBITMQ_EPMD_PORT"
+  # Distribution on loopback only, the node's and the CLI tools' (which would otherwise
+  # listen on 0.0.0.0, by default on 35672-35682: our AMQP port).
+  RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+  RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+  RABBITMQ_CTL_DIST_PORT_MIN="$RABBITMQ_CTL_PORT_MIN" RABBITMQ_CTL_DIST_PORT_MAX="$RABBITMQ_CTL_PORT_MAX"
+  RABBITMQ_CONF_ENV_FILE="$RABBITMQ_DIR/rabbitmq-env.conf"
+  RABBITMQ_CONFIG_FILE="$RABBITMQ_DIR/rabbitmq.conf"
+  RABBITMQ_ADVANCED_CONFIG_FILE="$RABBITMQ_DIR/advanced.config"
+  RABBITMQ_ENABLED_PLUGINS_FILE="$RABBITMQ_DIR/enabled_plugins"
+  RABBITMQ_MNESIA_BASE="$RABBITMQ_DIR/mnesia"
+  RABBITMQ_LOG_BASE="$RABBITMQ_DIR/log"
+  RABBITMQ_PID_FILE="$RABBITMQ_DIR/rabbitmq.pid"
+  ERL_CRASH_DUMP="$RABBITMQ_DIR/log/erl_crash.dump"
+)
+
+# rabbitmq_as CMD...: CMD as the rabbitmq user, in .state/rabbitmq, with RABBITMQ_ENV only.
+rabbitmq_as() {
+  setpriv --reuid="$RABBITMQ_OS_USER" --regid="$RABBITMQ_OS_USER" --init-groups \
+    env -i -C "$RABBITMQ_DIR" "${RABBITMQ_ENV[@]}" "$@"
+}
+
+# rabbitmq_ctl TOOL ARGS...: rabbitmqctl, rabbitmq-diagnostics, ... against our node.
+rabbitmq_ctl() { local tool="$1"; shift; rabbitmq_as "$RABBITMQ_SBIN/$tool" "$@"; }
+
+# The config, written on every start. default_user is created (instead of guest) when the
+# node boots with an empty database; rabbitmq_ensure_user keeps it so afterwards.
+rabbitmq_write_conf() {
+  local d="$RABBITMQ_DIR"
+  cat >"$d/rabbitmq.conf" <<EOF2
+# Written by scripts/services.sh on every start of rabbitmq; edit that script instead.
+# AMQP: RABBITMQ_NODE_IP_ADDRESS / RABBITMQ_NODE_PORT (127.0.0.1:$RABBITMQ_PORT).
+stream.listeners.tcp.1 = 127.0.0.1:$RABBITMQ_STREAM_PORT
+stream.advertised_host = 127.0.0.1
+stream.advertised_port = $RABBITMQ_STREAM_PORT
+default_vhost = /
+default_user = $RABBITMQ_USER
+default_pass = $RABBITMQ_PASSWORD
+default_user_tags.administrator = true
+default_permissions.configure = .*
+default_permissions.read = .*
+default_permissions.write = .*
+loopback_users = none
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $RABBITMQ_MANAGEMENT_PORT
+# One log, the node's stdout (.state/rabbitmq/rabbitmq.log).
+log.console = true
+log.console.level = info
+log.console.use_colors = off
+log.file = false
+EOF2
+  printf '# Written by scripts/services.sh: keeps /etc/rabbitmq/rabbitmq-env.conf out.\n' \
+    >"$d/rabbitmq-env.conf"
+  printf '[%s].\n' "$(IFS=,; echo "${RABBITMQ_PLUGINS[*]}")" >"$d/enabled_plugins"
+}
+
+# "Server startup complete" in this start's part of the log (after the plugins started),
+# and the listeners answer. .state/rabbitmq/log-offset: where this start's part begins.
+rabbitmq_started() {
+  local offset; offset="$(cat "$RABBITMQ_DIR/log-offset" 2>/dev/null || echo 0)"
+  rabbitmq_listening &&
+    tail -c +"$((offset + 1))" "$RABBITMQ_DIR/rabbitmq.log" | grep -F 'Server startup complete' >/dev/null
+}
+
+rabbitmq_listening() {
+  port_open "$RABBITMQ_PORT" && port_open "$RABBITMQ_STREAM_PORT" && port_open "$RABBITMQ_MANAGEMENT_PORT"
+}
+
+# The outboxd user as it should be: its password, the administrator tag, all permissions on
+# vhost /. Asked of the management API (curl; each CLI call costs the start of an Erlang VM,
+# 1-2 s here).
+rabbitmq_user_ok() {
+  local api="http://127.0.0.1:$RABBITMQ_MANAGEMENT_PORT/api" me perms
+  me="$(curl -sf --max-time 5 -u "$RABBITMQ_USER:$RABBITMQ_PASSWORD" "$api/whoami")" &&
+    [[ "$me" == *'"tags":['*'"administrator"'* ]] &&
+    perms="$(curl -sf --max-time 5 -u "$RABBITMQ_USER:$RABBITMQ_PASSWORD" \
+               "$api/permissions/%2F/$RABBITMQ_USER")" &&
+    [[ "$perms" == *'"configure":".*","write":".*","read":".*"'* ]]
+}
+
+# default_user makes that user when a node boots with an empty database; on an older one
+# (or after a change by hand) rabbitmqctl makes or repairs it.
+rabbitmq_ensure_user() {
+  local out="$RABBITMQ_DIR/ctl.log"
+  rabbitmq_user_ok && return 0
+  log "rabbitmq: (re)making user $RABBITMQ_USER (administrator, all permissions on /)"
+  : >"$out"
+  rabbitmq_ctl rabbitmqctl -q add_user "$RABBITMQ_USER" "$RABBITMQ_PASSWORD" >>"$out" 2>&1 9>&- ||
+    rabbitmq_ctl rabbitmqctl -q change_password "$RABBITMQ_USER" "$RABBITMQ_PASSWORD" >>"$out" 2>&1 9>&- ||
+    { tail_log "$out"; die "rabbitmq: could not add user $RABBITMQ_USER"; }
+  { rabbitmq_ctl rabbitmqctl -q set_user_tags "$RABBITMQ_USER" administrator &&
+    rabbitmq_ctl rabbitmqctl -q set_permissions -p / "$RABBITMQ_USER" '.*' '.*' '.*'
+  } >>"$out" 2>&1 9>&- || { tail_log "$out"; die "rabbitmq: could not set up user $RABBITMQ_USER"; }
+  rabbitmq_user_ok || die "rabbitmq: user $RABBITMQ_USER still not as expected after repair; see $out"
+}
+
+rabbitmq_up() {
+  local pid d="$RABBITMQ_DIR"; pid="$(read_pid rabbitmq)"
+  if pid_alive "$pid"; then
+    wait_until rabbitmq "$pid" "$d/rabbitmq.log" rabbitmq_listening
+    log "rabbitmq: already running (pid $pid)"
+    return 0
+  fi
+  check_port_free rabbitmq "$RABBITMQ_PORT"
+  check_port_free rabbitmq-stream "$RABBITMQ_STREAM_PORT"
+  check_port_free rabbitmq-management "$RABBITMQ_MANAGEMENT_PORT"
+  check_port_free rabbitmq-dist "$RABBITMQ_DIST_PORT"
+  [[ -x "$RABBITMQ_SBIN/rabbitmq-server" ]] || die "rabbitmq: $RABBITMQ_SBIN/rabbitmq-server not found (run install)"
+  id "$RABBITMQ_OS_USER" >/dev/null 2>&1 || die "rabbitmq: OS user $RABBITMQ_OS_USER missing (run install)"
+  command -v curl >/dev/null || die "rabbitmq: curl not found (run install)"
+
+  mkdir -p "$d/home" "$d/mnesia" "$d/log"
+  # The cookie the node and the CLI tools share; made here (not by whichever Erlang VM
+  # comes first), so it always belongs to the rabbitmq user, mode 0400 as Erlang wants.
+  if [[ ! -s "$d/home/.erlang.cookie" ]]; then
+    head -c 32 /dev/urandom | sha256sum | cut -c1-40 | tr -d '\n' >"$d/home/.erlang.cookie"
+  fi
+  chmod 0400 "$d/home/.erlang.cookie"
+  chmod 0700 "$d/home"
+  rabbitmq_write_conf
+  touch "$d/rabbitmq.log"
+  chown -R "$RABBITMQ_OS_USER:$RABBITMQ_OS_USER" "$d"
+  ensure_traversable "$RABBITMQ_OS_USER" rabbitmq "$d"
+
+  log "rabbitmq: starting $RABBITMQ_NODE on 127.0.0.1:$RABBITMQ_PORT (stream :$RABBITMQ_STREAM_PORT," \
+      "management :$RABBITMQ_MANAGEMENT_PORT, distribution :$RABBITMQ_DIST_PORT, epmd :$RABBITMQ_EPMD_PORT)"
+  stat -c %s "$d/rabbitmq.log" >"$d/log-offset"
+  printf '\n==== %s services.sh: starting rabbitmq ====\n' "$(date -Is)" >>"$d/rabbitmq.log"
+  # RUNNING_UNDER_SYSTEMD makes the script exec erl in its own place (as it does under the
+  # systemd unit) rather than wait on it, so the pid recorded is the broker's beam.smp,
+  # which stops cleanly on SIGTERM.
+  launch "$d/rabbitmq.log" setpriv --reuid="$RABBITMQ_OS_USER" --regid="$RABBITMQ_OS_USER" \
+    --init-groups env -i -C "$d" "${RABBITMQ_ENV[@]}" RUNNING_UNDER_SYSTEMD=true \
+    "$RABBITMQ_SBIN/rabbitmq-server"
+  pid="$LAUNCHED_PID"
+  echo "$pid" >"$(pid_file rabbitmq)"
+  wait_until rabbitmq "$pid" "$d/rabbitmq.log" rabbitmq_started
+  rabbitmq_ensure_user
+  log "rabbitmq: ready (pid $pid)"
+}
+
+# SIGTERM: the VM's init:stop(), RabbitMQ's orderly shutdown. Then our epmd, which the node
+# started and which would otherwise outlive it.
+rabbitmq_down() {
+  stop_pid rabbitmq TERM
+  stop_listener rabbitmq "$RABBITMQ_EPMD_PORT" epmd "its epmd"
+}
+
 # --- env / status ---------------------------------------------------------------------------
 env_lines() {
   cat <<EOF
@@ -941,6 +1309,18 @@ export OUTBOXD_TEST_TLS_TRUSTSTORE_P12=$TLS_DIR/truststore.p12
 export OUTBOXD_TEST_TLS_TRUSTSTORE_JKS=$TLS_DIR/truststore.jks
 export OUTBOXD_TEST_TLS_KEYSTORE_PASSWORD=$KEYSTORE_PASSWORD
 export OUTBOXD_TEST_TLS_TRUSTSTORE_PASSWORD=$TRUSTSTORE_PASSWORD
+export OUTBOXD_NATS_URL=nats://127.0.0.1:$NATS_PORT
+export OUTBOXD_NATS_USER=$NATS_USER
+export OUTBOXD_NATS_PASSWORD=$NATS_PASSWORD
+export OUTBOXD_NATS_MONITOR_URL=http://127.0.0.1:$NATS_MONITOR_PORT
+export OUTBOXD_REDIS_URL=redis://127.0.0.1:$REDIS_PORT
+export OUTBOXD_REDIS_USER=$REDIS_USER
+export OUTBOXD_REDIS_PASSWORD=$REDIS_PASSWORD
+export OUTBOXD_RABBITMQ_URL=amqp://127.0.0.1:$RABBITMQ_PORT/%2f
+export OUTBOXD_RABBITMQ_USER=$RABBITMQ_USER
+export OUTBOXD_RABBITMQ_PASSWORD=$RABBITMQ_PASSWORD
+export OUTBOXD_RABBITMQ_STREAM_PORT=$RABBITMQ_STREAM_PORT
+export OUTBOXD_RABBITMQ_MANAGEMENT_URL=http://127.0.0.1:$RABBITMQ_MANAGEMENT_PORT
 EOF
 }
 
@@ -955,6 +1335,12 @@ cmd_status() {
       elif [[ "$s" == kafka ]] && port_open "$port"; then
         printf '%-12s running  pid %-7s 127.0.0.1:%s, SASL_SSL localhost:%s, SSL localhost:%s\n' \
           "$s" "$pid" "$port" "$KAFKA_SASL_PORT" "$KAFKA_SSL_PORT"
+      elif [[ "$s" == nats ]] && port_open "$port"; then
+        printf '%-12s running  pid %-7s 127.0.0.1:%s, monitoring http://127.0.0.1:%s\n' \
+          "$s" "$pid" "$port" "$NATS_MONITOR_PORT"
+      elif [[ "$s" == rabbitmq ]] && port_open "$port"; then
+        printf '%-12s running  pid %-7s 127.0.0.1:%s, stream :%s, management http://127.0.0.1:%s\n' \
+          "$s" "$pid" "$port" "$RABBITMQ_STREAM_PORT" "$RABBITMQ_MANAGEMENT_PORT"
       elif port_open "$port"; then
         printf '%-12s running  pid %-7s 127.0.0.1:%s\n' "$s" "$pid" "$port"
       else
@@ -976,6 +1362,21 @@ cmd_kafka_tool() {
     -cp "$KAFKA_LIBS/*" "$cls" "$@"
 }
 
+# rabbitmq-tool TOOL ARGS...: RabbitMQ's CLI with the node's environment (cookie, node name,
+# epmd port), as the rabbitmq user.
+cmd_rabbitmq_tool() {
+  (( $# )) || die "rabbitmq-tool: name a tool, e.g. rabbitmqctl list_queues"
+  local tool="$1"; shift
+  case "$tool" in
+    rabbitmqctl|rabbitmq-diagnostics|rabbitmq-plugins|rabbitmq-queues|rabbitmq-streams|rabbitmq-upgrade) ;;
+    *) die "rabbitmq-tool: unknown tool '$tool' (rabbitmqctl, rabbitmq-diagnostics, rabbitmq-plugins,
+       rabbitmq-queues, rabbitmq-streams, rabbitmq-upgrade)" ;;
+  esac
+  [[ $EUID -eq 0 ]] || die "rabbitmq-tool: run as root (it runs the tool as the $RABBITMQ_OS_USER user)"
+  [[ -s "$RABBITMQ_DIR/home/.erlang.cookie" ]] || die "rabbitmq-tool: no $RABBITMQ_DIR yet (run up rabbitmq)"
+  rabbitmq_ctl "$tool" "$@"
+}
+
 # --- main ---------------------------------------------------------------------------------
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; }
 
@@ -985,6 +1386,7 @@ main() {
     kafka-start) cmd=up;   set -- kafka ;;
     kafka-stop)  cmd=down; set -- kafka ;;
     kafka-tool)  cmd_kafka_tool "$@" ;;
+    rabbitmq-tool) cmd_rabbitmq_tool "$@"; return $? ;;
     start)       cmd=up ;;
     tls)         (( $# == 0 )) || die "tls: takes no service names" ;;
     stop)        cmd=down ;;
@@ -1010,7 +1412,7 @@ main() {
     *) usage; die "unknown command '$cmd'" ;;
   esac
 
-  [[ $EUID -eq 0 ]] || die "run as root (installs packages; runs mariadbd/postgres/kafka)"
+  [[ $EUID -eq 0 ]] || die "run as root (installs packages; runs mariadbd/postgres/kafka/brokers)"
   mkdir -p "$STATE"
   # One services.sh at a time per checkout (fd 9; daemons are started without it).
   exec 9>"$STATE/.lock"

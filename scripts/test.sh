@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh — the whole test suite against real services:
-# brings up MariaDB, PostgreSQL and Kafka (scripts/services.sh, idempotent), resolves the
-# Kafka Connect + Debezium classpath (scripts/connect.sh), then runs `cargo test`
+# brings up MariaDB, PostgreSQL, Kafka and the brokers (NATS, Redis, RabbitMQ; all of
+# scripts/services.sh, idempotent), resolves the Kafka Connect + Debezium classpath
+# (scripts/connect.sh), then runs `cargo test`
 # (unit tests, the offline binlog decoder on ../shared/fixtures, the end-to-end suites
 # through the real outboxd binary, and the differential tests against real Debezium). Extra
 # arguments go to `cargo test`.

@@ -1,4 +1,4 @@
-//! `outboxd check`: preflight of every connector's source and Kafka.
+//! `outboxd check`: preflight of every connector's source and sink.
 
 use std::process::ExitCode;
 
@@ -50,11 +50,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 format!("cannot read the stored checkpoint: {why}"),
             ));
         }
-        if let crate::config::SinkConfig::Redis(r) = &c.sink {
-            results.extend(preflight::redis::check(c, r).await);
-        } else {
-            results.extend(preflight::kafka::check(c).await);
-        }
+        results.extend(preflight::sink::check(c).await);
     }
     let failed = results.iter().filter(|r| r.status == Status::Fail).count();
     for r in &results {

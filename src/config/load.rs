@@ -395,8 +395,14 @@ fn parse_with_kafka(
         env,
         offline,
     };
-    let mut cfg = if text.trim_start().starts_with('{') {
-        let connector = debezium::parse(text, &ctx)?;
+    let mut cfg = if text.trim_start().starts_with('{')
+        || debezium::looks_like_server_properties(origin, text)
+    {
+        let connector = if text.trim_start().starts_with('{') {
+            debezium::parse(text, &ctx)?
+        } else {
+            debezium::parse_server(text, &ctx)?
+        };
         Config {
             connectors: vec![connector],
             metrics: MetricsConfig::default(),

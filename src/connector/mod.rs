@@ -207,7 +207,10 @@ impl Connector {
         ] {
             metrics::counter!(counter, m::LABEL_CONNECTOR => name.clone()).increment(0);
         }
-        health.watch_kafka(&name, self.link.clone());
+        if self.cfg.sink.is_kafka() {
+            // Another broker's outage shows as the connector retrying.
+            health.watch_kafka(&name, self.link.clone());
+        }
         m::StreamingStats::of(&name)
             .set_debezium_labels(self.cfg.source.plugin(), self.cfg.debezium_server());
         let result = self.supervise(&health, shutdown).await;

@@ -184,6 +184,11 @@ impl Definition {
         {
             put(option, value);
         }
+        // Where records go, when not Kafka (so that a Kafka connector's definition reads as
+        // before); secrets print as `***`: a differing password is not told apart.
+        if !cfg.sink.is_kafka() {
+            put("sink", format!("{:?}", cfg.sink));
+        }
         // Not `kafka.bootstrap_servers`: every member of a group reaches the group's cluster
         // (the group lives there, and a member's connectors must use that cluster), whatever
         // addresses its files or environment list for it, in whatever order.

@@ -26,6 +26,16 @@ pub enum GroupError {
         /// The group.
         group: String,
     },
+    /// Records go to another broker and no Kafka cluster is named for the group to live on.
+    #[error("connector {connector} delivers to {sink}, and group {group} coordinates its members through Kafka: name the group's cluster with --kafka-bootstrap, OUTBOXD_KAFKA_BOOTSTRAP or [kafka] bootstrap_servers (the connector's records still go to {sink})")]
+    NoCluster {
+        /// The connector.
+        connector: String,
+        /// Its sink type.
+        sink: &'static str,
+        /// The group.
+        group: String,
+    },
     /// The connectors do not all use one Kafka cluster (the group lives on one).
     #[error("connectors {first} and {other} use different Kafka clusters ({first_bootstrap} and {other_bootstrap}); a group's members and connectors share one cluster")]
     Clusters {
@@ -110,6 +120,13 @@ impl GroupPlan {
             });
         }
         for c in &cfg.connectors {
+            if c.kafka.bootstrap_servers.trim().is_empty() {
+                return Err(GroupError::NoCluster {
+                    connector: c.name.clone(),
+                    sink: c.sink.kind(),
+                    group: name.to_string(),
+                });
+            }
             if let CheckpointConfig::File { .. } = c.checkpoint {
                 return Err(GroupError::FileStore {
                     connector: c.name.clone(),
@@ -174,6 +191,20 @@ server_id = 7
 {extra}
 "#
         )
+    }
+
+    #[test]
+    fn a_group_with_another_broker_needs_a_kafka_cluster_named() {
+        let redis = connector(
+            "r",
+            "[connectors.sink]\ntype = \"redis\"\nurl = \"redis://h:6379\"",
+        );
+        let none =
+            crate::config::parse(&redis, std::path::Path::new("t.toml"), None, &|_| None).unwrap();
+        let e = GroupPlan::for_config(&none, Some("prod")).unwrap_err();
+        assert!(matches!(e, GroupError::NoCluster { .. }), "{e}");
+        assert!(e.to_string().contains("--kafka-bootstrap"), "{e}");
+        assert!(GroupPlan::for_config(&config(&redis), Some("prod")).is_ok());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod kafka;
 pub mod redis;
+pub mod sink;
 
 pub use crate::requirement::{CheckResult, Status};
 

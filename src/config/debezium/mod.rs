@@ -35,6 +35,8 @@ mod errors;
 mod mysql;
 mod postgres;
 mod security;
+mod server;
+mod server_sinks;
 mod snapshot;
 mod tables;
 mod transforms;
@@ -45,6 +47,7 @@ use super::{
     LoadCtx, DEFAULT_MAX_RECORD_BYTES,
 };
 use connector::Kind;
+pub(super) use server::{looks_like_server_properties, parse_server};
 
 /// The string-valued config map, consumed key by key, and the keys reported so far.
 struct Keys {
@@ -69,7 +72,35 @@ impl Keys {
 /// The connector of a Debezium connector JSON `text`. Errors name the file (`ctx.path`),
 /// the connector and the key.
 pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, ConfigError> {
-    let (outer_name, mut keys) = document::read(text, ctx)?;
+    let (outer_name, keys) = document::read(text, ctx)?;
+    from_keys(outer_name, keys, Destination::kafka(), ctx)
+}
+
+/// Where an imported connector's records and checkpoint go: Kafka and its checkpoint topic
+/// for a Connect connector JSON; a Debezium Server file names its sink (`server.rs`).
+struct Destination {
+    sink: crate::config::SinkConfig,
+    /// `None`: the default store for the sink.
+    checkpoint: Option<CheckpointConfig>,
+}
+
+impl Destination {
+    fn kafka() -> Self {
+        Destination {
+            sink: crate::config::SinkConfig::Kafka,
+            checkpoint: None,
+        }
+    }
+}
+
+/// The connector of a config map (`keys`; `outer_name`: the REST shape's `"name"`) whose
+/// records go to `dest`.
+fn from_keys(
+    outer_name: Option<String>,
+    mut keys: Keys,
+    dest: Destination,
+    ctx: &LoadCtx<'_>,
+) -> Result<ConnectorConfig, ConfigError> {
     let name = connector::name(&mut keys, outer_name, ctx)?;
     let here = format!("connector `{name}`");
     let invalid = |(k, m): KeyError| ctx.invalid(format!("{here}: {k}"), m);
@@ -91,15 +122,21 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
     postgres::message_prefixes(&mut keys, &mut source, decode).map_err(invalid)?;
 
     let client = security::producer_security(&mut keys).map_err(invalid)?;
-    let bootstrap_servers =
-        bootstrap::servers(&mut keys, ctx).ok_or_else(|| ConfigError::MissingBootstrap {
+    let bootstrap_servers = bootstrap::servers(&mut keys, ctx)
+        // Nothing connects to Kafka when records go elsewhere.
+        .or_else(|| (!dest.sink.is_kafka()).then(String::new))
+        .ok_or_else(|| ConfigError::MissingBootstrap {
             path: ctx.path.to_path_buf(),
             connector: name.clone(),
         })?;
     let errors = errors::error_policy(&mut keys).map_err(invalid)?;
     let ignored_keys = unused::report(keys);
 
-    let checkpoint = ctx.default_checkpoint(&name);
+    let checkpoint = match dest.checkpoint {
+        Some(c) => c,
+        None if dest.sink.is_kafka() => ctx.default_checkpoint(&name),
+        None => CheckpointConfig::Sink {},
+    };
     let checkpoint_topic = match &checkpoint {
         CheckpointConfig::Kafka { topic, .. } => Some(topic.as_str()),
         CheckpointConfig::File { .. } | CheckpointConfig::Sink {} => None,
@@ -112,7 +149,7 @@ pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, Co
         source,
         router,
         errors,
-        sink: crate::config::SinkConfig::Kafka,
+        sink: dest.sink,
         kafka: KafkaConfig {
             bootstrap_servers,
             client,

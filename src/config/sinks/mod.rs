@@ -136,3 +136,94 @@ pub(crate) fn from_toml(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::SinkConfig;
+    use crate::config::CheckpointConfig;
+
+    fn toml(sink: &str, checkpoint: &str) -> String {
+        format!(
+            r#"
+[[connectors]]
+name = "shop"
+tables = ["public.outbox_events"]
+[connectors.source]
+kind = "postgres"
+host = "127.0.0.1"
+user = "outboxd"
+password = "pw"
+dbname = "shop"
+{sink}
+{checkpoint}
+"#
+        )
+    }
+
+    fn load(text: &str) -> Result<crate::config::ConnectorConfig, String> {
+        let env = |_: &str| None;
+        crate::config::parse(text, Path::new("t.toml"), None, &env)
+            .map(|mut c| c.connectors.remove(0))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_non_kafka_sink_needs_no_bootstrap_and_keeps_its_own_checkpoint() {
+        let c = load(&toml(
+            "[connectors.sink]\ntype = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\nuser = \"u\"\npassword = \"p\"",
+            "",
+        ))
+        .unwrap();
+        assert!(matches!(c.sink, SinkConfig::Redis(_)));
+        assert_eq!(c.checkpoint, CheckpointConfig::Sink {});
+        assert_eq!(
+            c.sink.own_checkpoint("shop").as_deref(),
+            Some("Redis key outboxd:checkpoint:shop")
+        );
+    }
+
+    #[test]
+    fn sink_and_checkpoint_settings_that_do_not_fit_are_refused() {
+        let nats = "[connectors.sink]\ntype = \"nats-jetstream\"\nurl = \"nats://127.0.0.1:4222\"";
+        let rabbit = "[connectors.sink]\ntype = \"rabbitmq\"\nurl = \"amqp://127.0.0.1:5672/%2f\"";
+        let kafka_store = "[connectors.checkpoint]\nstore = \"kafka\"";
+        for (text, says) in [
+            (toml(nats, kafka_store), "not in Kafka"),
+            (
+                toml(rabbit, ""),
+                "RabbitMQ sink keeps its checkpoint in a file",
+            ),
+            (
+                toml("[connectors.sink]\ntype = \"pulsar\"", ""),
+                "unknown sink type",
+            ),
+            (
+                toml(&format!("{nats}\nstream = 1"), ""),
+                "unknown field `stream`",
+            ),
+            (
+                toml(&format!("{nats}\npassword = \"p\""), ""),
+                "without `user`",
+            ),
+            (
+                toml("[connectors.sink]\ntype = \"kafka\"\nurl = \"x\"", ""),
+                "[connectors.kafka]",
+            ),
+            (
+                toml(
+                    "[connectors.kafka]\nbootstrap_servers = \"127.0.0.1:9092\"",
+                    "[connectors.checkpoint]\nstore = \"sink\"",
+                ),
+                "non-Kafka [connectors.sink]",
+            ),
+        ] {
+            let e = load(&text).map(|c| format!("{c:?}")).unwrap_err();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        let file = "[connectors.checkpoint]\nstore = \"file\"\npath = \"/tmp/x.json\"";
+        let c = load(&toml(rabbit, file)).unwrap();
+        assert!(matches!(c.checkpoint, CheckpointConfig::File { .. }));
+    }
+}

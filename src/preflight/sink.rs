@@ -1,0 +1,14 @@
+//! `check`'s sink checks: Kafka's ([`super::kafka`]) or the other broker's (each next to its
+//! sink in `crate::sink`).
+
+use super::CheckResult;
+use crate::config::{ConnectorConfig, SinkConfig};
+
+/// The checks of connector `c`'s sink.
+pub async fn check(c: &ConnectorConfig) -> Vec<CheckResult> {
+    match &c.sink {
+        SinkConfig::Kafka => super::kafka::check(c).await,
+        SinkConfig::Redis(r) => super::redis::check(c, r).await,
+        _ => Vec::new(),
+    }
+}
