@@ -182,10 +182,9 @@ impl Destination {
             }
             Sink::RabbitMq => {
                 let url = url.replacen("://", &format!("://{user}:{password}@"), 1);
-                let conn =
-                    lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
-                        .await
-                        .context("connecting to RabbitMQ")?;
+                let conn = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
+                    .await
+                    .context("connecting to RabbitMQ")?;
                 let ch = conn.create_channel().await?;
                 let _ = ch
                     .queue_delete(dest.into(), lapin::options::QueueDeleteOptions::default())
@@ -212,10 +211,17 @@ impl Destination {
                     .get_stream(stream.as_str())
                     .await
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
-                s.info().await.map_err(|e| anyhow::anyhow!("{e}"))?.state.messages
+                s.info()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                    .state
+                    .messages
             }
             Destination::Redis(con, key) => {
-                redis::cmd("XLEN").arg(key.as_str()).query_async(con).await?
+                redis::cmd("XLEN")
+                    .arg(key.as_str())
+                    .query_async(con)
+                    .await?
             }
             Destination::RabbitMq(ch, q, _) => u64::from(
                 ch.queue_declare(
@@ -245,7 +251,10 @@ impl Destination {
             }
             Destination::RabbitMq(ch, q, conn) => {
                 let _ = ch
-                    .queue_delete(q.as_str().into(), lapin::options::QueueDeleteOptions::default())
+                    .queue_delete(
+                        q.as_str().into(),
+                        lapin::options::QueueDeleteOptions::default(),
+                    )
                     .await;
                 let _ = conn.close(200, "done".into()).await;
             }
@@ -371,7 +380,11 @@ async fn await_count(
             last = s;
         }
         if let Some(status) = relay.try_wait()? {
-            bail!("the relay exited ({status}); end of {}:\n{}", log.display(), tail(log));
+            bail!(
+                "the relay exited ({status}); end of {}:\n{}",
+                log.display(),
+                tail(log)
+            );
         }
         let have = dest.count().await?;
         if have >= n {
@@ -446,7 +459,8 @@ async fn lane(sink: Sink, o: &Options, run: u32) -> Result<Drain> {
     stop(&mut relay)?;
     let have = dest.count().await?;
     dest.drop_it().await;
-    db.query_drop(format!("DROP DATABASE IF EXISTS {name}")).await?;
+    db.query_drop(format!("DROP DATABASE IF EXISTS {name}"))
+        .await?;
     if have != 1 + o.events {
         bail!(
             "{} holds {have} events after the drain, expected {} (exactly {}): see {}",

@@ -9,6 +9,7 @@ pub async fn check(c: &ConnectorConfig) -> Vec<CheckResult> {
     match &c.sink {
         SinkConfig::Kafka => super::kafka::check(c).await,
         SinkConfig::Nats(n) => crate::sink::nats::check::check(&c.name, n).await,
+        SinkConfig::Redis(r) => super::redis::check(c, r).await,
         _ => Vec::new(),
     }
 }

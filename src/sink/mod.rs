@@ -1,4 +1,5 @@
-//! Delivery of routed records to Kafka, and to NATS JetStream (`nats`).
+//! Delivery of routed records to Kafka, and to NATS JetStream ([`nats`]) and Redis Streams
+//! ([`redis`]).
 
 pub mod client;
 pub mod client_log;
@@ -12,10 +13,12 @@ pub mod missing_topic;
 pub mod nats;
 pub mod oauth;
 mod record_sink;
+pub(crate) mod redis;
 mod stall;
 pub(crate) mod topics;
 pub mod tracker;
 
+pub(crate) use self::redis::RedisSink;
 pub use crate::record::KafkaRecord;
 pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;
