@@ -18,6 +18,7 @@ pub mod kafka;
 #[cfg(test)]
 pub(crate) mod memory;
 pub mod nats;
+pub mod redis;
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +29,7 @@ pub use fenced::FencedCheckpointStore;
 pub use file::FileCheckpointStore;
 pub use kafka::KafkaCheckpointStore;
 pub use nats::NatsCheckpointStore;
+pub use redis::RedisCheckpointStore;
 
 /// One stored checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

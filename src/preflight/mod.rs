@@ -3,6 +3,7 @@
 //! prerequisites are this list.
 
 pub mod kafka;
+pub mod redis;
 pub mod sink;
 
 pub use crate::requirement::{CheckResult, Status};

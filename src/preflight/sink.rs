@@ -10,6 +10,6 @@ pub async fn check(c: &ConnectorConfig) -> Vec<CheckResult> {
         SinkConfig::Kafka => super::kafka::check(c).await,
         SinkConfig::Nats(n) => crate::sink::nats::check::check(&c.name, n).await,
         SinkConfig::RabbitMq(r) => crate::sink::rabbitmq::check(&c.name, r).await,
-        _ => Vec::new(),
+        SinkConfig::Redis(r) => super::redis::check(c, r).await,
     }
 }

@@ -1,5 +1,5 @@
-//! Delivery of routed records to Kafka, and to NATS JetStream (`nats`) and RabbitMQ
-//! ([`rabbitmq`]).
+//! Delivery of routed records to Kafka, and to NATS JetStream ([`nats`]), Redis Streams
+//! ([`redis`]) and RabbitMQ ([`rabbitmq`]).
 
 pub mod client;
 pub mod client_log;
@@ -14,10 +14,12 @@ pub mod nats;
 pub mod oauth;
 pub mod rabbitmq;
 mod record_sink;
+pub(crate) mod redis;
 mod stall;
 pub(crate) mod topics;
 pub mod tracker;
 
+pub(crate) use self::redis::RedisSink;
 pub use crate::record::KafkaRecord;
 pub use error::{Refusal, SinkError};
 pub use kafka::KafkaSink;

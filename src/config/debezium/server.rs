@@ -300,6 +300,39 @@ quarkus.log.console.json=false
     }
 
     #[test]
+    fn a_redis_server_files_entry_layout_imports() {
+        let text = format!(
+            "{REDIS}debezium.sink.redis.message.format=extended\n\
+             debezium.sink.redis.null.key=nokey\ndebezium.sink.redis.null.value=tombstone\n"
+        );
+        let c = load(&text, &[("REDIS_PW", "x")]).unwrap_or_else(|e| panic!("{e}"));
+        let SinkConfig::Redis(r) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        assert_eq!(
+            r.message_format,
+            crate::config::sinks::redis::MessageFormat::Extended
+        );
+        assert_eq!(
+            (r.null_key.as_str(), r.null_value.as_str()),
+            ("nokey", "tombstone")
+        );
+        let d = load(REDIS, &[("REDIS_PW", "x")]).unwrap_or_else(|e| panic!("{e}"));
+        let SinkConfig::Redis(r) = &d.sink else {
+            panic!("{:?}", d.sink)
+        };
+        // Debezium Server's defaults.
+        assert_eq!(
+            r.message_format,
+            crate::config::sinks::redis::MessageFormat::Compact
+        );
+        assert_eq!(
+            (r.null_key.as_str(), r.null_value.as_str()),
+            ("default", "default")
+        );
+    }
+
+    #[test]
     fn a_redis_server_file_imports_with_its_sink_and_secrets() {
         let env = [
             ("REDIS_PW", "redis-secret"),

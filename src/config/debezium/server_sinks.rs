@@ -31,6 +31,9 @@ fn rule(kind: &str, key: &str) -> Option<Map> {
         ("nats-jetstream", "auth.seed") => To("nkey_seed"),
         ("redis", "user") => To("user"),
         ("redis", "password") => To("password"),
+        ("redis", "message.format") => To("message_format"),
+        ("redis", "null.key") => To("null_key"),
+        ("redis", "null.value") => To("null_value"),
         ("redis", "batch.size") => Ignore(BATCHING),
         ("redis", "connection.timeout.ms" | "socket.timeout.ms") => {
             Ignore("outboxd's own timeouts apply")

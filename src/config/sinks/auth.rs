@@ -51,6 +51,9 @@ impl AuthToml {
     /// than one of `password*`, an unset variable or unreadable file, a certificate without
     /// its key (or the reverse).
     pub(crate) fn build(self, here: &str, ctx: &LoadCtx<'_>) -> Result<SinkAuth, ConfigError> {
+        // `ctx` is the sink's (`LoadCtx::for_sink`): resolved even when the source's secrets
+        // are not (`checkpoint show/set/reset`: the checkpoint may live in the sink, which
+        // needs its login).
         let password = crate::config::native::secret_setting(
             "password",
             (&self.password, &self.password_env, &self.password_file),

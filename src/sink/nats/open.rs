@@ -12,9 +12,7 @@ use super::connect::{connect, BROKER};
 use super::{NatsSink, StreamNotes};
 use crate::config::sinks::nats::{NatsStorage, NatsStreamConfig};
 use crate::config::sinks::NatsSinkConfig;
-use crate::connector::OpenSink;
 use crate::error::Class;
-use crate::pipeline::Error;
 use crate::sink::SinkError;
 
 /// Most publishes awaiting their acknowledgement at once; `send` waits beyond.
@@ -30,13 +28,15 @@ pub struct NatsAcked<'a> {
     pub notes: Arc<StreamNotes>,
 }
 
-impl OpenSink for NatsAcked<'_> {
-    type Sink = NatsSink;
-
+impl NatsAcked<'_> {
     /// Connects (a refused login or TLS: definite; unreachable: transient), then checks the
     /// configured stream: missing, it is created when `create_stream` says so, else a
     /// definite error saying how to create it.
-    async fn open(&self, shutdown: &watch::Receiver<bool>) -> Result<Option<NatsSink>, Error> {
+    /// `Ok(None)`: `shutdown` came first.
+    pub async fn open(
+        &self,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<Option<NatsSink>, SinkError> {
         let name = format!("outboxd:{}", self.connector);
         let mut sd = shutdown.clone();
         let client = tokio::select! {
@@ -59,8 +59,9 @@ impl OpenSink for NatsAcked<'_> {
         )))
     }
 
-    async fn close(&self, sink: NatsSink) -> Result<(), Error> {
-        sink.flush().await.map_err(Error::from)
+    /// Ends a run: waits for the acknowledgements still due.
+    pub async fn close(&self, sink: NatsSink) -> Result<(), SinkError> {
+        sink.flush().await
     }
 }
 

@@ -16,9 +16,7 @@ use tokio::sync::watch;
 use super::errors::{self, Target, BROKER};
 use super::RabbitMqSink;
 use crate::config::sinks::RabbitMqSinkConfig;
-use crate::connector::OpenSink;
 use crate::error::Class;
-use crate::pipeline::Error;
 use crate::retry::Backoff;
 use crate::sink::SinkError;
 
@@ -101,7 +99,8 @@ impl EpisodeLog {
     }
 }
 
-/// Opens a connector's RabbitMQ sink ([`OpenSink`]) for the at-least-once loop.
+/// Opens a connector's RabbitMQ sink for the at-least-once loop (the connector wraps it as
+/// its `OpenSink`).
 pub(crate) struct RabbitMqOpener<'a> {
     cfg: &'a RabbitMqSinkConfig,
     connector: &'a str,
@@ -121,12 +120,12 @@ impl<'a> RabbitMqOpener<'a> {
         }
     }
 
-    /// Whether the run that ended with transient `failure` ended in an episode that is
-    /// reported on its own (the connection lost: one WARN now, unless the outage was
+    /// Whether the run that ended with `failure` (`transient` or not) ended in an episode
+    /// that is reported on its own (the connection lost: one WARN now, unless the outage was
     /// reported already; a queue full: its WARN was written): then the connector runs again
     /// after a short wait without its restart WARN.
-    pub(crate) fn retry_quietly(&self, failure: &Error) -> bool {
-        if !failure.is_transient() {
+    pub(crate) fn retry_quietly(&self, transient: bool, failure: &dyn std::fmt::Display) -> bool {
+        if !transient {
             return false;
         }
         let end = self.episodes.lock().last_end.take();
@@ -224,13 +223,14 @@ impl<'a> RabbitMqOpener<'a> {
     }
 }
 
-impl OpenSink for RabbitMqOpener<'_> {
-    type Sink = RabbitMqSink;
-
+impl RabbitMqOpener<'_> {
     /// Connects, waiting for a broker that is down (transient failures: one WARN per
-    /// outage) until it is back or `shutdown`; a refused login, a TLS failure, a missing
-    /// exchange stop at once.
-    async fn open(&self, shutdown: &watch::Receiver<bool>) -> Result<Option<RabbitMqSink>, Error> {
+    /// outage) until it is back or `shutdown` (`Ok(None)`); a refused login, a TLS failure,
+    /// a missing exchange stop at once.
+    pub(crate) async fn open(
+        &self,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<Option<RabbitMqSink>, SinkError> {
         let mut backoff = Backoff::new(MAX_RECONNECT_WAIT);
         loop {
             let mut sd = shutdown.clone();
@@ -244,7 +244,7 @@ impl OpenSink for RabbitMqOpener<'_> {
                     return Ok(Some(sink));
                 }
                 Err(f) if f.class() == Class::Transient => f,
-                Err(f) => return Err(f.into()),
+                Err(f) => return Err(f),
             };
             let wait = backoff.next_wait();
             if self.episodes.outage_begins() {
@@ -260,11 +260,11 @@ impl OpenSink for RabbitMqOpener<'_> {
         }
     }
 
-    async fn close(&self, sink: RabbitMqSink) -> Result<(), Error> {
+    /// Ends a run on `sink`: notes whether it ended with the connection lost, closes it.
+    pub(crate) async fn close(&self, sink: RabbitMqSink) {
         if sink.deliveries.failure().is_some() && !sink.connection.status().connected() {
             self.episodes.lock().last_end = Some(End::Lost);
         }
         sink.close().await;
-        Ok(())
     }
 }
