@@ -11,6 +11,8 @@
 //! to `--out` (`sinks.md`, `sinks.json`); `scripts/bench.sh sinks` runs it, `smoke` a tiny
 //! run of it. Kafka's figures are the e2e benchmark's (`benches/results/e2e.md`).
 
+// Shared with the e2e benchmark, which uses all of it; this one only samples one process.
+#[allow(dead_code)]
 #[path = "../e2e/procstat.rs"]
 mod procstat;
 
