@@ -74,7 +74,7 @@ impl StreamNotes {
     /// The run starts from a checkpoint written at `updated_at_ms` (ms since the epoch).
     /// Streams are looked at again (their windows logged) in this run.
     pub fn loaded(&self, updated_at_ms: Option<i64>) {
-        let age = updated_at_ms.map(|t| (crate::checkpoint::now_ms() - t).max(0));
+        let age = updated_at_ms.map(|t| (crate::clock::now_ms() - t).max(0));
         *self
             .checkpoint_age_ms
             .lock()
