@@ -478,12 +478,12 @@ async fn an_event_over_max_payload_stops_naming_it() {
         matches!(code, Some(c) if c != 0),
         "exit non-zero; log:\n{log}"
     );
-    // The limit is the server's max_payload (named as the Kafka sink's setting today: the
-    // delivery loop's shared "too large" refusal).
+    // The limit is the server's max_payload, named as such.
     assert!(
-        log.contains(&big.id) && log.contains("1048576"),
+        log.contains(&big.id) && log.contains("max_payload (1048576)"),
         "log:\n{log}"
     );
+    assert!(!log.contains("kafka.max_record_bytes"), "log:\n{log}");
     let got = nats::read_stream(&nats::stream_name(&db)).await;
     assert_messages(&db, &[small], &got);
 }

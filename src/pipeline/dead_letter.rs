@@ -442,6 +442,7 @@ mod tests {
                 topic: "shop.Big".into(),
                 size,
                 limit: 1_000_000,
+                limit_of: crate::sink::RecordLimit::Kafka,
             },
         ] {
             let cause = Cause::Refused(refusal);

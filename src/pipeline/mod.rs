@@ -342,6 +342,7 @@ pub async fn run<S: RecordSink>(
         deliveries,
         counters: m::EventCounters::new(connector),
         stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan)
+            .with_limit_of(sink.record_limit())
             .with_dedupe(dedupe),
         markers: VecDeque::new(),
         txn: SourceTxn::new(resume.as_ref(), opts.max_in_flight / 2, 4 * 1024 * 1024),

@@ -260,7 +260,7 @@ pub fn plan_refusals(
     refused.retain(|r| !too_large(r) || Some(r.seq) == largest);
     refused.sort_by_key(|r| r.seq);
     for Refused { seq, refusal, .. } in refused {
-        tracing::warn!(connector, ordinal = seq, "Kafka refused a record for good: {refusal}; replaying from the last checkpoint to {} it", if dead_letters { "dead-letter" } else { "stop at" });
+        tracing::warn!(connector, ordinal = seq, "the sink refused a record for good: {refusal}; replaying from the last checkpoint to {} it", if dead_letters { "dead-letter" } else { "stop at" });
         plan.insert(seq, planned(refusal, dead_letters));
         if !dead_letters {
             break; // the stop is at the first refused record

@@ -49,6 +49,8 @@ pub struct Stage<'a> {
     router: &'a EventRouter,
     policy: &'a ErrorPolicy,
     max_record_bytes: usize,
+    /// What sets `max_record_bytes` (the sink's [`crate::sink::RecordSink::record_limit`]).
+    limit_of: crate::sink::RecordLimit,
     plan: Plan,
     /// The events Debezium delivered before a switch, skipped ([`Dedupe`]).
     dedupe: Option<&'a Dedupe>,
@@ -69,6 +71,7 @@ impl<'a> Stage<'a> {
             router,
             policy,
             max_record_bytes,
+            limit_of: crate::sink::RecordLimit::Kafka,
             plan,
             dedupe: None,
         }
@@ -202,6 +205,12 @@ impl<'a> Stage<'a> {
         Step::DeadLetter(self.dead_letter(change, &id, &cause, contents, at))
     }
 
+    /// The same stage, its records limited by `limit_of` (default: Kafka's setting).
+    pub fn with_limit_of(mut self, limit_of: crate::sink::RecordLimit) -> Self {
+        self.limit_of = limit_of;
+        self
+    }
+
     fn check_size(&self, record: &KafkaRecord) -> Option<Cause> {
         let size = record.approx_size();
         (size > self.max_record_bytes).then(|| {
@@ -210,6 +219,7 @@ impl<'a> Stage<'a> {
                 topic: record.topic.clone(),
                 size,
                 limit: self.max_record_bytes,
+                limit_of: self.limit_of,
             })
         })
     }

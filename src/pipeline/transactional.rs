@@ -550,6 +550,7 @@ pub async fn run<S: TransactionalSink, C: CheckpointRecords>(
         opts,
         counters: m::EventCounters::new(connector),
         stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan)
+            .with_limit_of(sink.record_limit())
             .with_dedupe(dedupe),
         txn: SourceTxn::new(
             resume.as_ref(),

@@ -25,6 +25,44 @@ pub enum Refusal {
     Other,
 }
 
+/// What limits the size of a sink's records, for the error that names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordLimit {
+    /// `kafka.max_record_bytes` (with the topic's `max.message.bytes`).
+    #[default]
+    Kafka,
+    /// The NATS server's `max_payload` (and a stream's `max_msg_size`).
+    Nats,
+    /// Redis's largest string value (`proto-max-bulk-len`, 512 MiB by default).
+    Redis,
+    /// RabbitMQ's `max_message_size`.
+    RabbitMq,
+}
+
+impl RecordLimit {
+    /// "... more than " + the limit of `limit` bytes and what to change.
+    fn advice(self, limit: usize) -> String {
+        match self {
+            RecordLimit::Kafka => format!(
+                "kafka.max_record_bytes={limit}; raise kafka.max_record_bytes together with the \
+                 topic's max.message.bytes (and the broker's message.max.bytes), or shrink the \
+                 event"
+            ),
+            RecordLimit::Nats => format!(
+                "the NATS server's max_payload ({limit}); raise max_payload in the server's \
+                 configuration (and the stream's max_msg_size), or shrink the event"
+            ),
+            RecordLimit::Redis => {
+                format!("Redis takes in one entry ({limit}, proto-max-bulk-len); shrink the event")
+            }
+            RecordLimit::RabbitMq => format!(
+                "RabbitMQ's max_message_size ({limit}); raise max_message_size in \
+                 rabbitmq.conf, or shrink the event"
+            ),
+        }
+    }
+}
+
 /// A failure of the Kafka producer or of one of its records.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SinkError {
@@ -48,11 +86,11 @@ pub enum SinkError {
         /// The value outboxd sets.
         fixed: &'static str,
     },
-    /// An outbox event is larger than `kafka.max_record_bytes`: refused before sending.
+    /// An outbox event is larger than the sink takes (Kafka: `kafka.max_record_bytes`):
+    /// refused before sending.
     #[error(
-        "outbox event {id} for topic {topic} is {size} bytes, more than \
-         kafka.max_record_bytes={limit}; raise kafka.max_record_bytes together with the \
-         topic's max.message.bytes (and the broker's message.max.bytes), or shrink the event"
+        "outbox event {id} for topic {topic} is {size} bytes, more than {}",
+        limit_of.advice(*limit)
     )]
     RecordTooLarge {
         /// The event id (`id` header).
@@ -61,8 +99,10 @@ pub enum SinkError {
         topic: String,
         /// The record's size (`KafkaRecord::approx_size`).
         size: usize,
-        /// `kafka.max_record_bytes`.
+        /// The largest record the sink takes (Kafka: `kafka.max_record_bytes`).
         limit: usize,
+        /// What sets that limit.
+        limit_of: RecordLimit,
     },
     /// `kafka.max_record_bytes` and the producer's size settings do not fit together (a
     /// record of the allowed size could never be produced): refused at startup.

@@ -305,6 +305,7 @@ impl KafkaSink {
             topic: record.topic.clone(),
             size,
             limit: self.max_record_bytes,
+            limit_of: crate::sink::RecordLimit::Kafka,
         })
     }
 

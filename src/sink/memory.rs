@@ -199,6 +199,7 @@ impl RecordSink for MemorySink {
                 topic: record.topic.clone(),
                 size,
                 limit: self.max_record_bytes,
+                limit_of: crate::sink::RecordLimit::Kafka,
             });
         }
         let next = self.state().next.pop_front().unwrap_or(OnSend::Keep);

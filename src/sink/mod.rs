@@ -21,7 +21,7 @@ pub mod tracker;
 
 pub(crate) use self::redis::RedisSink;
 pub use crate::record::KafkaRecord;
-pub use error::{Refusal, SinkError};
+pub use error::{RecordLimit, Refusal, SinkError};
 pub use kafka::KafkaSink;
 pub use link::{KafkaLink, LinkFailure};
 pub(crate) use record_sink::{RecordSink, TransactionalSink};

@@ -16,7 +16,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::{DeliveryTracker, KafkaRecord, KafkaSink, SinkError};
+use super::{DeliveryTracker, KafkaRecord, KafkaSink, RecordLimit, SinkError};
 
 /// A sink the at-least-once delivery loop sends records to.
 pub(crate) trait RecordSink: Sync {
@@ -27,6 +27,12 @@ pub(crate) trait RecordSink: Sync {
     /// one is refused when sent (and dead-lettered without its value under a dead-letter
     /// policy).
     fn max_record_bytes(&self) -> usize;
+
+    /// What sets [`max_record_bytes`](Self::max_record_bytes), for the error that names it
+    /// (default: Kafka's `kafka.max_record_bytes`).
+    fn record_limit(&self) -> RecordLimit {
+        RecordLimit::Kafka
+    }
 
     /// Sends `record`: on `Ok` it is numbered [`DeliveryTracker::sent`] (as it was before
     /// the call) and its outcome comes later through the tracker. Waits while the sink's

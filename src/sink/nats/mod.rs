@@ -240,6 +240,10 @@ impl RecordSink for NatsSink {
         self.max_payload
     }
 
+    fn record_limit(&self) -> crate::sink::RecordLimit {
+        crate::sink::RecordLimit::Nats
+    }
+
     async fn send(&self, record: &KafkaRecord) -> Result<(), SinkError> {
         let (headers, payload) = message::message(record)?;
         let id = record.event_id();

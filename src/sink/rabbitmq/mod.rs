@@ -172,6 +172,10 @@ impl RecordSink for RabbitMqSink {
         self.max_message_bytes
     }
 
+    fn record_limit(&self) -> crate::sink::RecordLimit {
+        crate::sink::RecordLimit::RabbitMq
+    }
+
     async fn send(&self, record: &KafkaRecord) -> Result<(), SinkError> {
         let id = record.event_id();
         let unsendable = |u: message::Unsendable| {

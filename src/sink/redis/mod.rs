@@ -401,6 +401,10 @@ impl RecordSink for RedisSink {
         MAX_RECORD_BYTES
     }
 
+    fn record_limit(&self) -> crate::sink::RecordLimit {
+        crate::sink::RecordLimit::Redis
+    }
+
     async fn send(&self, record: &KafkaRecord) -> Result<(), SinkError> {
         let size = record.approx_size();
         if size > MAX_RECORD_BYTES {
@@ -409,6 +413,7 @@ impl RecordSink for RedisSink {
                 topic: record.topic.clone(),
                 size,
                 limit: MAX_RECORD_BYTES,
+                limit_of: crate::sink::RecordLimit::Redis,
             });
         }
         if let Some(f) = self.fatal() {
