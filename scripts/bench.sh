@@ -26,9 +26,9 @@ cd "$ROOT"
 
 mode="${1:-full}"
 case "$mode" in
-  full | smoke | failover | faults) shift || true ;;
+  full | smoke | failover | faults | sinks) shift || true ;;
   -*) mode=full ;;
-  *) echo "usage: scripts/bench.sh [full|smoke|failover|faults] [ARGS...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench.sh [full|smoke|failover|faults|sinks] [ARGS...]" >&2; exit 2 ;;
 esac
 
 log() { printf '[bench] %s\n' "$*" >&2; }

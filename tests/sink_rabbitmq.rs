@@ -836,48 +836,6 @@ async fn tls_with_a_ca_and_a_client_certificate() {
     relay.stop();
 }
 
-/// Not an assertion: how fast a backlog drains into RabbitMQ (run with `--ignored
-/// --nocapture`; numbers go to benchmarks, not to tests).
-#[tokio::test(flavor = "multi_thread")]
-#[ignore]
-async fn backlog_drain_rate() {
-    let _broker = BROKER.read().await;
-    let db = MariaDb::new("rabbit29_b").await;
-    let (_conn, ch) = channel().await;
-    let exchange = unique("rabbit29_x");
-    let queue = unique("rabbit29_q");
-    declare_exchange(&ch, &exchange).await;
-    bound_queue(&ch, &queue, &exchange, "#", FieldTable::default()).await;
-    let (path, port) = write_config(&db, &exchange, "", "");
-    let mut relay = start(path, port);
-    relay.stop(); // the checkpoint: the backlog below is read from there
-    let events = sequenced_events("Ledger", 100, 20_000, 200);
-    for chunk in events.chunks(1000) {
-        db.insert(chunk, false).await;
-    }
-    let t0 = Instant::now();
-    relay.spawn();
-    relay.wait_ready(Duration::from_secs(60));
-    let got = consume(
-        &queue,
-        events.len(),
-        Duration::from_secs(300),
-        Duration::from_millis(300),
-    )
-    .await;
-    let secs = t0.elapsed().as_secs_f64() - 0.3;
-    assert_all_present(&events, &got, &relay.log_text());
-    println!(
-        "backlog of {} events (~300 B each) drained in {secs:.1}s: {:.0} events/s (start included)",
-        events.len(),
-        events.len() as f64 / secs
-    );
-    let _ = ch
-        .queue_delete(queue.as_str().into(), Default::default())
-        .await;
-    relay.stop();
-}
-
 /// The broker down when the relay starts: one WARN, nothing read meanwhile; once it is up,
 /// everything written meanwhile is delivered.
 #[tokio::test(flavor = "multi_thread")]
