@@ -827,3 +827,98 @@ async fn wait_replicas_holds_until_a_replica_acknowledges() {
     assert_eq!(relay.stop(), Some(0));
     drop(replica);
 }
+
+// ---------------------------------------------------------------- Debezium Server
+
+/// A Debezium Server `application.properties` (PostgreSQL outbox, EventRouter, Redis sink,
+/// `simplestring` formats) runs as is: its events reach the streams in Debezium Server's
+/// compact layout (key -> value), the password comes from the environment variable named
+/// after its key, and a restart resumes where the checkpoint is.
+#[tokio::test(flavor = "multi_thread")]
+async fn debezium_server_properties_run_as_is() {
+    let _up = REDIS_UP.read().await;
+    let db = Postgres::new("redis_dbzserver").await;
+    let (host, port, user, password) = &db.relay;
+    let address = redis_url()
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_string();
+    let props = format!(
+        "# Debezium Server: PostgreSQL outbox to Redis Streams\n\
+         debezium.sink.type=redis\n\
+         debezium.sink.redis.address={address}\n\
+         debezium.sink.redis.user={ruser}\n\
+         debezium.sink.redis.password=${{TEST_REDIS_PASSWORD}}\n\
+         debezium.sink.redis.batch.size=500\n\
+         debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n\
+         debezium.source.offset.storage=io.debezium.storage.redis.offset.RedisOffsetBackingStore\n\
+         debezium.source.database.hostname={host}\n\
+         debezium.source.database.port={port}\n\
+         debezium.source.database.user={user}\n\
+         debezium.source.database.password=overridden-by-the-environment\n\
+         debezium.source.database.dbname={name}\n\
+         debezium.source.topic.prefix={name}\n\
+         debezium.source.plugin.name=pgoutput\n\
+         debezium.source.slot.name={slot}\n\
+         debezium.source.publication.name={publication}\n\
+         debezium.source.publication.autocreate.mode={autocreate}\n\
+         debezium.source.table.include.list={table}\n\
+         debezium.source.snapshot.mode=never\n\
+         debezium.transforms=outbox\n\
+         debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n\
+         debezium.transforms.outbox.route.topic.replacement={name}.${{routedByValue}}\n\
+         debezium.transforms.outbox.route.by.field=aggregate_type\n\
+         debezium.transforms.outbox.table.field.event.key=aggregate_id\n\
+         debezium.transforms.outbox.table.field.event.type=event_type\n\
+         debezium.format.key=simplestring\n\
+         debezium.format.value=simplestring\n\
+         quarkus.log.level=INFO\n",
+        ruser = redis_user(),
+        name = db.db,
+        slot = db.slot,
+        publication = db.publication,
+        autocreate = db.autocreate,
+        table = db.outbox_table(),
+    );
+    let dir = test_dir(&db.db);
+    let path = dir.join("application.properties");
+    std::fs::write(&path, props).unwrap();
+    let metrics = free_port();
+    let listen = format!("127.0.0.1:{metrics}");
+    let env = [
+        ("TEST_REDIS_PASSWORD", redis_password()),
+        ("DEBEZIUM_SOURCE_DATABASE_PASSWORD", password.clone()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut relay = Relay::launch_with_env(
+        &[path.to_str().unwrap(), "--metrics-listen", &listen],
+        metrics,
+        dir.join("application.log"),
+        &env,
+    );
+    relay.wait_ready(Duration::from_secs(60));
+    let events = suite::sequenced_range("Order", 2, 0..6, 0);
+    db.insert(&events, false).await;
+    let stream = format!("{}.Order", db.db);
+    let got = read_expecting(&stream, events.len(), Duration::from_secs(60));
+    let want: Vec<Vec<(String, String)>> = events
+        .iter()
+        .map(|e| vec![(e.aggregate_id.clone(), e.payload.clone().unwrap())])
+        .collect();
+    let got_fields: Vec<Vec<(String, String)>> = got.into_iter().map(|e| e.fields).collect();
+    assert_eq!(got_fields, want, "{}", relay.log_text());
+    assert_eq!(relay.stop(), Some(0));
+    let log = relay.log_text();
+    assert!(
+        !log.contains(&redis_password()) && !log.contains(password.as_str()),
+        "a password in the log:\n{log}"
+    );
+    // Written while it is down: delivered once after the restart.
+    let more = suite::sequenced_range("Order", 2, 6..10, 0);
+    db.insert(&more, false).await;
+    relay.spawn();
+    relay.wait_ready(Duration::from_secs(60));
+    let got = read_expecting(&stream, events.len() + more.len(), Duration::from_secs(60));
+    assert_eq!(got.len(), events.len() + more.len(), "{}", relay.log_text());
+    assert_eq!(relay.stop(), Some(0));
+}

@@ -278,16 +278,13 @@ async fn database(name: &str) -> Result<mysql_async::Conn> {
     conn.query_drop(format!("CREATE DATABASE {name}")).await?;
     conn.query_drop(format!("USE {name}")).await?;
     let schema = std::fs::read_to_string(repo_root().join("migrations/mysql/001_outbox.sql"))?;
-    for stmt in schema
-        .split(';')
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.trim_start().starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .filter(|s| !s.trim().is_empty())
-    {
+    // Comments (`--` to the end of the line) out first: they may hold a `;`.
+    let code: String = schema
+        .lines()
+        .map(|l| l.split("--").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for stmt in code.split(';').filter(|s| !s.trim().is_empty()) {
         conn.query_drop(stmt).await?;
     }
     Ok(conn)

@@ -122,12 +122,23 @@ pub(crate) fn parse_server(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorCon
                 .map_err(|(k, m)| ctx.invalid(k, m))?;
             let sink = crate::config::sinks::from_toml(table, &here, ctx)?;
             let checkpoint = match sink {
-                SinkConfig::RabbitMq(_) => Some(CheckpointConfig::File {
-                    path: offsets
+                SinkConfig::RabbitMq(_) => {
+                    let path = offsets
                         .parent()
                         .unwrap_or(Path::new(""))
-                        .join(format!("outboxd.{name}.checkpoint.json")),
-                }),
+                        .join(format!("outboxd.{name}.checkpoint.json"));
+                    if map.remove("offset.storage.file.filename").is_some() {
+                        ignored.push((
+                            "debezium.source.offset.storage.file.filename".into(),
+                            format!(
+                                "places outboxd's checkpoint file beside it: {} (relative to \
+                                 the working directory, as Debezium Server's offsets file)",
+                                path.display()
+                            ),
+                        ));
+                    }
+                    Some(CheckpointConfig::File { path })
+                }
                 _ => None,
             };
             Destination { sink, checkpoint }
@@ -188,12 +199,26 @@ fn overridden(k: &str, v: String, env: &dyn Fn(&str) -> Option<String>) -> Strin
     env(&var).unwrap_or(v)
 }
 
+/// The EventRouter's own placeholders (`route.topic.replacement`), kept as written when no
+/// environment variable of the name is set.
+const ROUTER_PLACEHOLDERS: [&str; 1] = ["routedByValue"];
+
 /// `v` with every `${NAME}` / `${NAME:default}` replaced by the environment variable (or
-/// the default). Errors: an unset variable without default, an unclosed `${`.
+/// the default). `$${` and `\${` stand for a literal `${` (MicroProfile Config's escapes;
+/// the properties syntax has already turned a written `\\${` into `\${`), and the
+/// EventRouter's `${routedByValue}` is kept when no variable of that name is set. Errors:
+/// another unset variable without default, an unclosed `${`.
 fn expand(v: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(v.len());
     let mut rest = v;
     while let Some(at) = rest.find("${") {
+        if rest[..at].ends_with(['$', '\\']) {
+            // Escaped: the `${` itself, without the escape character.
+            out.push_str(&rest[..at - 1]);
+            out.push_str("${");
+            rest = &rest[at + 2..];
+            continue;
+        }
         out.push_str(&rest[..at]);
         let Some(end) = rest[at..].find('}') else {
             return Err(format!("an expression `${{` is not closed in {v:?}"));
@@ -206,6 +231,9 @@ fn expand(v: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, Strin
         match (env(name), default) {
             (Some(val), _) => out.push_str(&val),
             (None, Some(d)) => out.push_str(d),
+            (None, None) if ROUTER_PLACEHOLDERS.contains(&name) => {
+                out.push_str(&rest[at..at + end + 1]);
+            }
             (None, None) => {
                 return Err(format!(
                     "environment variable {name} is not set (the value refers to ${{{name}}}); \
@@ -232,6 +260,14 @@ mod tests {
             .unwrap_err()
             .contains("NOPE is not set"));
         assert!(expand("${DB_PW", &env).is_err());
+        // The EventRouter's placeholder, and the escapes, stay as `${...}`.
+        assert_eq!(
+            expand("outbox.${routedByValue}", &env).unwrap(),
+            "outbox.${routedByValue}"
+        );
+        assert_eq!(expand("a$${DB_PW}", &env).unwrap(), "a${DB_PW}");
+        assert_eq!(expand("a\\${NOPE}", &env).unwrap(), "a${NOPE}");
+        assert_eq!(expand("é${DB_PW}", &env).unwrap(), "és3cret");
     }
 
     #[test]

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 /// What becomes of one Debezium Server sink key.
 enum Map {
+    /// Refused: what to set instead.
+    Refuse(&'static str),
     /// The outboxd TOML key, same value.
     To(&'static str),
     /// Not used: the reason (it has no effect on what is delivered, or outboxd does it its
@@ -19,7 +21,7 @@ const BATCHING: &str = "outboxd batches by its own bounds";
 
 /// The mapping of sink `kind`'s keys.
 fn rule(kind: &str, key: &str) -> Option<Map> {
-    use Map::{Ignore, To};
+    use Map::{Ignore, Refuse, To};
     Some(match (kind, key) {
         ("nats-jetstream", "url") => To("url"),
         ("nats-jetstream", "auth.user") => To("user"),
@@ -39,6 +41,10 @@ fn rule(kind: &str, key: &str) -> Option<Map> {
             Ignore("outboxd's own timeouts apply")
         }
         ("redis", k) if k.starts_with("retry.") => Ignore(RETRIES),
+        ("redis", k) if k.starts_with("wait.") => Refuse(
+            "outboxd waits for replicas by count: set wait_replicas and wait_timeout in \
+             [connectors.sink] (TOML) instead",
+        ),
         ("redis", k) if k.starts_with("memory.") || k == "buffer.fill.rate" => Ignore(
             "outboxd does not throttle on Redis memory; Redis refuses writes at maxmemory and \
              outboxd retries",
@@ -154,12 +160,13 @@ pub(super) fn sink_table(
                 t.insert(to.into(), toml::Value::String(v));
             }
             Some(Map::Ignore(why)) => ignored.push((at(&k), why.into())),
+            Some(Map::Refuse(what)) => return Err((at(&k), format!("is refused: {what}"))),
             None => {
                 return Err((
                     at(&k),
                     format!(
                         "is not a setting outboxd can reproduce for the {kind} sink; remove it \
-                         or set the sink in TOML ([connectors.sink], see README \"Sinks\")"
+                         or set the sink in TOML ([connectors.sink], see README \"Other brokers\")"
                     ),
                 ))
             }
