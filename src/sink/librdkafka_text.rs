@@ -55,6 +55,9 @@ pub(crate) enum Meaning {
     Retrying,
     /// An `_AUTHENTICATION` error about an OAUTHBEARER token (not one of SCRAM/PLAIN).
     OauthbearerToken,
+    /// An `_AUTHENTICATION` error whose SASL handshake request failed because the
+    /// connection did (`Local: Broker transport failure`): no credentials were refused.
+    HandshakeTransportFailure,
     /// librdkafka could not get a token (as opposed to a broker refusing one).
     TokenNotAcquired,
     /// outboxd's own token source (`sink::oauth`) said it retries.
@@ -216,6 +219,13 @@ pub(crate) const PATTERNS: &[Pattern] = &[
         place: Place::End,
         texts: &["retrying"],
         source: "rdkafka_idempotence.c rd_kafka_idemp_request_pid_failed: GETPID \"%s: retrying\"",
+    },
+    Pattern {
+        meaning: Meaning::HandshakeTransportFailure,
+        facilities: &[],
+        place: Place::Within,
+        texts: &["mechanism handshake failed: Local: Broker transport failure"],
+        source: "rdkafka_request.c rd_kafka_handle_SaslHandshake: \"SASL %s mechanism handshake failed: %s: broker's supported mechanisms: %s\" with rd_kafka_err2str(_TRANSPORT)",
     },
     Pattern {
         meaning: Meaning::OauthbearerToken,
@@ -438,6 +448,12 @@ pub(crate) enum TokenReason {
 
 /// What an `_AUTHENTICATION` error's `reason` says about an OAUTHBEARER token; `None` when
 /// it is not about one (a refused SCRAM or PLAIN login).
+/// Whether an `_AUTHENTICATION` error's `reason` says only that the connection failed during
+/// the SASL handshake (a transient outage, not refused credentials).
+pub(crate) fn handshake_transport_failure(reason: &str) -> bool {
+    classify(None, reason).has(Meaning::HandshakeTransportFailure)
+}
+
 pub(crate) fn token_reason(reason: &str) -> Option<TokenReason> {
     let m = classify(None, reason);
     if !m.has(Meaning::OauthbearerToken) {
@@ -835,5 +851,17 @@ mod tests {
             txn_refusal("ADDPARTS", &line).map(|(_, c)| c),
             Some(RDKafkaErrorCode::InvalidTopic)
         );
+    }
+
+    #[test]
+    fn a_sasl_handshake_cut_by_the_connection_is_no_refusal() {
+        // The SASL_SSL test broker, under load (a CI run: edges_mariadb).
+        let cut = "GroupCoordinator: SASL SCRAM-SHA-256 mechanism handshake failed: Local: Broker transport failure: broker's supported mechanisms: (n/a) (after 0ms in state DOWN)";
+        assert!(handshake_transport_failure(cut));
+        let refused = "SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512";
+        assert!(!handshake_transport_failure(refused));
+        // Put together from the format string: the broker does not offer the mechanism.
+        let unsupported = "SASL SCRAM-SHA-256 mechanism handshake failed: Broker: Unsupported SASL mechanism: broker's supported mechanisms: PLAIN";
+        assert!(!handshake_transport_failure(unsupported));
     }
 }

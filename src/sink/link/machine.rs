@@ -50,10 +50,15 @@ pub(crate) enum ErrorKind {
 
 impl ErrorKind {
     /// The kind of `error` with librdkafka's description `reason`: its code decides, and
-    /// for `_AUTHENTICATION` whether `reason` is about an OAUTHBEARER token
-    /// ([`text::token_reason`]).
+    /// for `_AUTHENTICATION` whether the connection cut the handshake short (a connection
+    /// failure: [`text::handshake_transport_failure`]) or `reason` is about an OAUTHBEARER
+    /// token ([`text::token_reason`]).
     pub(crate) fn of(error: &KafkaError, reason: &str) -> Self {
         match error.rdkafka_error_code() {
+            // A handshake the connection cut short refused nothing: an outage.
+            Some(RDKafkaErrorCode::Authentication) if text::handshake_transport_failure(reason) => {
+                ErrorKind::Connection
+            }
             Some(RDKafkaErrorCode::Authentication) => match text::token_reason(reason) {
                 Some(t) => ErrorKind::Token(t),
                 None => ErrorKind::Authentication,
