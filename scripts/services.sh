@@ -89,9 +89,9 @@
 #   outboxd_mtls  (client certificate; MariaDB also mtls-secret)   mariadb-tls, postgres-tls
 #   outboxd / outboxd-sasl-secret   Kafka SASL_SSL: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN
 #   outboxd / outboxd-nats-secret   NATS (the only user; no anonymous access)
-#   outboxd / outboxd-redis-secret  Redis ACL user (~* &* +@all); `default` is off (NOAUTH
-#                                   without AUTH), e.g. redis-cli -p 36379 --user outboxd
-#                                   --pass outboxd-redis-secret
+#   outboxd / outboxd-redis-secret  Redis ACL user (~* &* +@all); `default` has the password
+#                                   default-redis-secret (NOAUTH without AUTH), e.g.
+#                                   redis-cli -p 36379 --user outboxd --pass outboxd-redis-secret
 #   outboxd / outboxd-rabbit-secret RabbitMQ, tag administrator, all permissions on vhost /
 #                                   (no guest user); AMQP, streams and the management API
 #
@@ -166,6 +166,7 @@ NATS_USER=outboxd                      # the brokers' only (NATS, Redis) or adde
 NATS_PASSWORD=outboxd-nats-secret
 REDIS_USER=outboxd
 REDIS_PASSWORD=outboxd-redis-secret
+REDIS_DEFAULT_PASSWORD=default-redis-secret   # `default` stays on (redis_write_conf)
 RABBITMQ_USER=outboxd
 RABBITMQ_PASSWORD=outboxd-rabbit-secret
 KEYSTORE_PASSWORD=keystore-secret      # server.p12, client.p12 (and their keys)
@@ -1056,9 +1057,11 @@ nats_down() { stop_pid nats TERM; }
 REDIS_DIR="$STATE/redis"
 
 # The whole config, written on every start (the distro's /etc/redis/redis.conf is not
-# read): loopback, AOF fsynced on every write, and ACLs instead of requirepass. The
-# `default` user is off, so every connection must AUTH as outboxd (a client that forgets
-# to gets NOAUTH, not silent success).
+# read): loopback, AOF fsynced on every write, and ACL users. The `default` user has a
+# password of its own (a client that forgets to AUTH gets NOAUTH, not silent success) but
+# stays on: Redis 7.0 replays the append-only file's MULTI/EXEC blocks as `default`, and
+# with `default` off drops them all (NOPERM, redis/redis#14541): a restart would lose every
+# committed batch of the Redis sink (README, "Redis Streams"; the sink refuses such a server).
 redis_write_conf() {
   cat >"$REDIS_DIR/redis.conf" <<EOF2
 # Written by scripts/services.sh on every start of redis; edit that script instead.
@@ -1076,7 +1079,7 @@ appendonly yes
 appendfsync always
 appenddirname appendonlydir
 save ""
-user default off
+user default on >$REDIS_DEFAULT_PASSWORD ~* &* +@all
 user $REDIS_USER on >$REDIS_PASSWORD ~* &* +@all
 EOF2
 }

@@ -448,6 +448,62 @@ async fn refused_password_stops_with_a_clear_error() {
     );
 }
 
+/// A server whose `default` user is off would drop every committed batch when it replays
+/// its append-only file (redis/redis#14541): the exactly-once sink refuses it, saying why
+/// and what to change, before reading anything; `allow_default_user_off = true` runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_with_the_default_user_off_is_refused() {
+    // Written (exclusive): the other tests' relays reconnect meanwhile and would refuse too.
+    let _up = REDIS_UP.write().await;
+    let db = Postgres::new("redis_default_off").await;
+    /// Turns `default` back on however the test ends.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _: redis::RedisResult<()> = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("default")
+                .arg("on")
+                .query(&mut redis());
+        }
+    }
+    let _restore = Restore;
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("off")
+        .query(&mut redis())
+        .unwrap();
+    let (path, port) = write_config(&db, "", &redis_password(), "connector.toml");
+    let mut relay = Relay::launch_with_args(
+        &[path.to_str().unwrap()],
+        port,
+        test_dir(db.name()).join("relay.log"),
+    );
+    let code = relay.wait_exit(Duration::from_secs(30));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero; log:\n{log}"
+    );
+    assert!(
+        log.contains("`default` user is off") && log.contains("allow_default_user_off"),
+        "the error says why and what to change; log:\n{log}"
+    );
+    let (path, port) = write_config(
+        &db,
+        "allow_default_user_off = true",
+        &redis_password(),
+        "allowed.toml",
+    );
+    let mut relay = Relay::start(path, port);
+    let events = suite::sequenced_range("Order", 1, 0..3, 0);
+    db.insert(&events, false).await;
+    let got = read_expecting(&suite::topic(&db, "Order"), 3, Duration::from_secs(60));
+    assert_eq!(got.len(), 3, "{}", relay.log_text());
+    assert_eq!(relay.stop(), Some(0));
+}
+
 /// A stream key that holds another type: a definite error naming it; nothing of the batch
 /// is written and the checkpoint does not pass it (once the key is removed, a restart
 /// delivers the events).

@@ -6,7 +6,7 @@
 use super::{CheckResult, Status};
 use crate::config::sinks::RedisSinkConfig;
 use crate::config::ConnectorConfig;
-use crate::sink::redis::{classify, connect, durability};
+use crate::sink::redis::{aof_replay_hazard, classify, connect, durability};
 
 /// Checks the Redis sink `r` of connector `cfg`.
 pub async fn check(cfg: &ConnectorConfig, r: &RedisSinkConfig) -> Vec<CheckResult> {
@@ -56,6 +56,14 @@ pub async fn check(cfg: &ConnectorConfig, r: &RedisSinkConfig) -> Vec<CheckResul
         Ok(ok) => CheckResult::new(name, "redis persistence", Status::Pass, ok),
         Err(warn) => CheckResult::new(name, "redis persistence", Status::Warn, warn),
     });
+    if matches!(cfg.checkpoint, crate::config::CheckpointConfig::Sink {}) {
+        out.push(match aof_replay_hazard(&mut conn).await {
+            Ok(None) => CheckResult::new(name, "redis default user", Status::Pass, "on: the append-only file's transactions replay"),
+            Ok(Some(_)) if r.allow_default_user_off => CheckResult::new(name, "redis default user", Status::Warn, "off, allowed by allow_default_user_off: make sure this Redis has the fix of redis/redis#14541, or a restart drops every committed batch"),
+            Ok(Some(problem)) => CheckResult::new(name, "redis default user", Status::Fail, problem),
+            Err(why) => CheckResult::new(name, "redis default user", Status::Warn, format!("could not be checked ({why}); with it off, Redis drops the sink's commits when it replays its append-only file (redis/redis#14541)")),
+        });
+    }
     out
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct RedisToml {
     #[serde(default)]
     maxlen: Option<u64>,
     #[serde(default)]
+    allow_default_user_off: bool,
+    #[serde(default)]
     wait_replicas: Option<u32>,
     #[serde(default)]
     wait_timeout: Option<u64>,
@@ -96,6 +98,11 @@ pub struct RedisSinkConfig {
     pub batch_max_events: usize,
     /// Most record bytes per commit script (`batch_max_bytes`, default 8 MiB).
     pub batch_max_bytes: usize,
+    /// Run against a server whose `default` user is off (`allow_default_user_off`, default
+    /// false): Redis 7.0 replays the append-only file's transactions as `default` and drops
+    /// them with it off (redis/redis#14541), so the exactly-once sink refuses such a server
+    /// unless its Redis is known to have the fix.
+    pub allow_default_user_off: bool,
     /// Login and TLS.
     pub auth: SinkAuth,
 }
@@ -158,6 +165,7 @@ impl RedisToml {
             null_key: self.null_key.unwrap_or_else(|| "default".into()),
             null_value: self.null_value.unwrap_or_else(|| "default".into()),
             maxlen: self.maxlen,
+            allow_default_user_off: self.allow_default_user_off,
             wait_replicas: self.wait_replicas.unwrap_or(0),
             wait_timeout_ms: self.wait_timeout.unwrap_or(1000),
             batch_max_events: self.batch_max_events.unwrap_or(5_000),

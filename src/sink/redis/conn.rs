@@ -220,3 +220,91 @@ pub(crate) async fn durability(conn: &mut MultiplexedConnection) -> Result<Strin
         _ => Err(format!("appendonly {aof}: without the append-only file a Redis restart loses everything since the last RDB snapshot, records and checkpoint alike; set appendonly yes and appendfsync always")),
     }
 }
+
+/// Whether the server would drop the sink's commits when it replays its append-only file:
+/// Redis (7.0 at least) replays a script's writes as a `MULTI`/`EXEC` block run by the
+/// `default` user, and when `default` is off every block fails with NOPERM and is skipped
+/// (redis/redis#14541): after a restart the streams lose every batch while the checkpoint,
+/// written alone when a batch holds no record, survives. `Ok(Some(problem))` when `default`
+/// is off and the append-only file is on; `Ok(None)` when not; `Err(why)` when it cannot be
+/// read (`ACL GETUSER` refused).
+pub(crate) async fn aof_replay_hazard(
+    conn: &mut MultiplexedConnection,
+) -> Result<Option<String>, String> {
+    let user: redis::Value = redis::cmd("ACL")
+        .arg("GETUSER")
+        .arg("default")
+        .query_async(conn)
+        .await
+        .map_err(|e| format!("ACL GETUSER default: {}", e.kind_text()))?;
+    if !default_user_off(&user) {
+        return Ok(None);
+    }
+    let aof: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .query_async(conn)
+        .await
+        .map_err(|e| format!("CONFIG GET appendonly: {}", e.kind_text()))?;
+    if aof.get(1).map(String::as_str) != Some("yes") {
+        return Ok(None);
+    }
+    Ok(Some(
+        "Redis's `default` user is off: Redis replays the append-only file's transactions as \
+         `default` and, with it off, drops them all (NOPERM, redis/redis#14541), so after a \
+         Redis restart every committed batch would be gone from the streams while its \
+         checkpoint stays; turn `default` on with a password of its own (ACL SETUSER default \
+         on >PASSWORD, or requirepass), or, on a Redis with the fix, set \
+         allow_default_user_off = true in [connectors.sink]"
+            .to_string(),
+    ))
+}
+
+/// Whether an `ACL GETUSER` answer's `flags` hold `off`.
+fn default_user_off(user: &redis::Value) -> bool {
+    use redis::Value as V;
+    let text = |v: &V| match v {
+        V::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        V::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let pairs: Vec<(&V, &V)> = match user {
+        V::Array(items) => items
+            .chunks(2)
+            .filter_map(|kv| Some((kv.first()?, kv.get(1)?)))
+            .collect(),
+        V::Map(m) => m.iter().map(|(k, v)| (k, v)).collect(),
+        _ => return false,
+    };
+    pairs.into_iter().any(|(k, v)| {
+        text(k).as_deref() == Some("flags")
+            && matches!(v, V::Array(flags) | V::Set(flags) if flags.iter().any(|f| text(f).as_deref() == Some("off")))
+    })
+}
+
+#[cfg(test)]
+mod hazard_tests {
+    use super::default_user_off;
+    use redis::Value as V;
+
+    fn getuser(flags: &[&str]) -> V {
+        V::Array(vec![
+            V::BulkString(b"flags".to_vec()),
+            V::Array(
+                flags
+                    .iter()
+                    .map(|f| V::BulkString(f.as_bytes().to_vec()))
+                    .collect(),
+            ),
+            V::BulkString(b"passwords".to_vec()),
+            V::Array(vec![]),
+        ])
+    }
+
+    #[test]
+    fn the_default_users_off_flag_is_read_from_acl_getuser() {
+        assert!(default_user_off(&getuser(&["off", "sanitize-payload"])));
+        assert!(!default_user_off(&getuser(&["on", "sanitize-payload"])));
+        assert!(!default_user_off(&V::Nil));
+    }
+}

@@ -46,7 +46,7 @@ use crate::record::KafkaRecord;
 use super::tracker::counted_size;
 use super::{DeliveryTracker, KafkaLink, RecordSink, SinkError, TransactionalSink};
 
-pub(crate) use conn::{classify, connect, durability, BROKER};
+pub(crate) use conn::{aof_replay_hazard, classify, connect, durability, BROKER};
 use layout::Layout;
 
 /// The header marking the checkpoint record of a transaction (never a routed record's:
@@ -141,6 +141,9 @@ impl RedisSink {
                 Ok((mut conn, epoch)) => {
                     if conn::outage_ended(connector) {
                         tracing::info!(connector, "Redis answers again");
+                    }
+                    if mode == Mode::Transactional {
+                        refuse_aof_replay_hazard(cfg, connector, &mut conn).await?;
                     }
                     report_durability(connector, &mut conn).await;
                     tracing::debug!(connector, epoch, key = %epoch_key, "opened the Redis sink");
@@ -373,6 +376,31 @@ fn redacted(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
         _ => url.to_string(),
+    }
+}
+
+/// Refuses (definite) a server that would drop the commits when it replays its append-only
+/// file ([`conn::aof_replay_hazard`]), unless `allow_default_user_off`; WARNs, once per
+/// connector and process, when that cannot be checked.
+async fn refuse_aof_replay_hazard(
+    cfg: &RedisSinkConfig,
+    connector: &str,
+    conn: &mut MultiplexedConnection,
+) -> Result<(), SinkError> {
+    match conn::aof_replay_hazard(conn).await {
+        Ok(Some(problem)) if !cfg.allow_default_user_off => {
+            Err(SinkError::broker(BROKER, Class::Definite, problem))
+        }
+        Ok(_) => Ok(()),
+        Err(why) => {
+            static WARNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+            let mut w = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+            if !w.iter().any(|c| c == connector) {
+                w.push(connector.to_string());
+                tracing::warn!(connector, "could not check whether Redis's default user is on ({why}): with it off, Redis 7.0 drops the sink's commits when it replays its append-only file (redis/redis#14541); grant the user +acl|getuser, or make sure `default` is on");
+            }
+            Ok(())
+        }
     }
 }
 
