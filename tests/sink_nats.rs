@@ -214,7 +214,9 @@ async fn nats_restarted_mid_stream() {
     )
     .await;
     let log = relay.log_text();
-    suite::assert_exactly_once(&events, &got, &log);
+    // Exactly once; a key's order may break across the outage (README, "NATS JetStream":
+    // a publish that got no acknowledgement is published again after later ones).
+    suite::assert_exactly_once_unordered(&events, &got, &log);
     assert!(
         log.contains("unreachable") || log.contains("cannot connect to the NATS server"),
         "the outage is reported; log:\n{log}"
@@ -640,10 +642,12 @@ async fn nats_down_at_start_retries() {
         relay.log_text()
     );
     let log = relay.log_text();
-    assert!(
-        log.contains("cannot connect to the NATS server") && log.contains("transient failure"),
-        "log:\n{log}"
-    );
+    // One WARN for the outage, however many attempts.
+    let warns = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("cannot connect to the NATS server"))
+        .count();
+    assert!(warns == 1, "{warns} WARNs; log:\n{log}");
     drop(restart);
     // A first start begins at the source's position when it starts streaming.
     relay.wait_ready(Duration::from_secs(60));

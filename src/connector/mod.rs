@@ -253,6 +253,9 @@ impl Connector {
         health.set(name, ConnectorState::Starting);
         let mut delivery = delivery(&self.cfg, &self.link, self.lease.in_group(), &shutdown);
         let mut retry = Retry::new(MAX_BACKOFF);
+        // The last transient failure warned about, and when it last happened: the same one
+        // again within two backoffs is the same outage (one WARN for it, then DEBUG).
+        let mut warned: Option<(String, Instant)> = None;
         loop {
             retry.attempt();
             let outcome = match &mut delivery {
@@ -319,7 +322,16 @@ impl Connector {
             if fenced {
                 tracing::warn!(connector = name, retry_in = ?wait, "fenced while this member owns the connector (another process with its transactional.id, or the group gave it away and this member does not know yet); restarting from the checkpoint unless the group took it away: {failure}");
             } else {
-                tracing::warn!(connector = name, retry_in = ?wait, "transient failure, restarting from the checkpoint: {failure}");
+                let text = failure.to_string();
+                let same_outage = warned
+                    .as_ref()
+                    .is_some_and(|(t, at)| *t == text && at.elapsed() < 2 * MAX_BACKOFF);
+                if same_outage {
+                    tracing::debug!(connector = name, retry_in = ?wait, "still failing as warned, restarting from the checkpoint: {failure}");
+                } else {
+                    tracing::warn!(connector = name, retry_in = ?wait, "transient failure, restarting from the checkpoint: {failure}");
+                }
+                warned = Some((text, Instant::now()));
             }
             wait_to_retry(wait, &shutdown, failure).await?;
             self.still_owned()?;
@@ -719,7 +731,7 @@ fn log_replay(cfg: &ConnectorConfig, replay: &Replay) {
             Action::Stop(_) => "stop at",
         };
         tracing::info!(connector = %cfg.name, position = %replay.from.position, skip = replay.from.skip, ordinal, event_id = %planned.event_id, topic = %planned.topic,
-            "replaying from the checkpoint to {action} the outbox event Kafka refused");
+            "replaying from the checkpoint to {action} the outbox event the sink refused");
     }
 }
 

@@ -41,7 +41,7 @@ pub enum Error {
     DeadLetter(#[from] Box<DeadLetterRefused>),
     /// A replay (to dead-letter or stop at a record Kafka refused) found another record at
     /// the planned place: the source did not send the same records again.
-    #[error("replaying from the checkpoint to handle a record Kafka refused, the relay found {found} where it expected {expected} (record {ordinal} after the checkpoint): the source did not replay the same events; the connector stops rather than dead-letter or skip the wrong event. Restart it (the refused record is then met again)")]
+    #[error("replaying from the checkpoint to handle a record the sink refused, the relay found {found} where it expected {expected} (record {ordinal} after the checkpoint): the source did not replay the same events; the connector stops rather than dead-letter or skip the wrong event. Restart it (the refused record is then met again)")]
     ReplayDiverged {
         /// The record's number after the checkpoint.
         ordinal: u64,

@@ -56,8 +56,9 @@ impl RecordLimit {
                 format!("Redis takes in one entry ({limit}, proto-max-bulk-len); shrink the event")
             }
             RecordLimit::RabbitMq => format!(
-                "RabbitMQ's max_message_size ({limit}); raise max_message_size in \
-                 rabbitmq.conf, or shrink the event"
+                "the RabbitMQ sink's max_message_bytes ({limit}); raise it in \
+                 [connectors.sink] up to the broker's max_message_size (rabbitmq.conf), or \
+                 shrink the event"
             ),
         }
     }
