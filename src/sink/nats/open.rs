@@ -2,7 +2,6 @@
 //! configured stream and log its duplicate window.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_nats::jetstream::context::{CreateStreamErrorKind, GetStreamErrorKind};
 use async_nats::jetstream::stream::{Config as StreamConfig, StorageType};
@@ -39,8 +38,10 @@ impl NatsAcked<'_> {
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Option<NatsSink>, SinkError> {
         let name = format!("outboxd:{}", self.connector);
-        let Some(client) = self.connect_retrying(&name, shutdown).await? else {
-            return Ok(None);
+        let mut sd = shutdown.clone();
+        let client = tokio::select! {
+            c = connect(self.cfg, &name, Some(self.notes.clone())) => c.map_err(|f| SinkError::broker(BROKER, f.class, f.detail))?,
+            _ = sd.wait_for(|v| *v) => return Ok(None),
         };
         let js = async_nats::jetstream::ContextBuilder::new()
             .timeout(self.cfg.ack_timeout)
@@ -56,48 +57,6 @@ impl NatsAcked<'_> {
             self.cfg.ack_timeout,
             self.notes.clone(),
         )))
-    }
-
-    /// Connects, retrying quietly while the server is unreachable: one WARN for the outage
-    /// and an INFO when it answers (a connector restart per attempt would log one each).
-    /// `Ok(None)` when `shutdown` came first; errors: definite failures (login, TLS).
-    async fn connect_retrying(
-        &self,
-        name: &str,
-        shutdown: &watch::Receiver<bool>,
-    ) -> Result<Option<async_nats::Client>, SinkError> {
-        let connector = self.connector;
-        let mut backoff = Duration::from_millis(500);
-        let mut warned = false;
-        loop {
-            let mut sd = shutdown.clone();
-            let attempt = tokio::select! {
-                c = connect(self.cfg, name, Some(self.notes.clone())) => c,
-                _ = sd.wait_for(|v| *v) => return Ok(None),
-            };
-            match attempt {
-                Ok(client) => {
-                    if warned {
-                        tracing::info!(connector, "the NATS server answers again");
-                    }
-                    return Ok(Some(client));
-                }
-                Err(f) if f.class == Class::Transient => {
-                    if warned {
-                        tracing::debug!(connector, "{}; retrying", f.detail);
-                    } else {
-                        tracing::warn!(connector, "{}; retrying until it answers", f.detail);
-                        warned = true;
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
-                        _ = sd.wait_for(|v| *v) => return Ok(None),
-                    }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                }
-                Err(f) => return Err(SinkError::broker(BROKER, f.class, f.detail)),
-            }
-        }
     }
 
     /// Ends a run: waits for the acknowledgements still due.
