@@ -230,6 +230,28 @@ pub enum SinkError {
         #[source]
         source: Box<KafkaError>,
     },
+    /// librdkafka reported a record written without the broker confirming it: a later
+    /// batch to the same partition was acknowledged while this one had failed, and the
+    /// idempotent producer infers ("implicitly acks") the earlier one. A broker that holds no
+    /// producer state for the partition (new, empty, or just loaded) accepts the later batch
+    /// as the first one and the earlier one is never written (KAFKA-15591; librdkafka's
+    /// `rd_kafka_dr_implicit_ack`). The sign is a success report without an offset. The
+    /// record counts as not delivered: transient, the connector sends again from its
+    /// checkpoint (at-least-once) or aborts the transaction (exactly-once).
+    #[error(
+        "Kafka did not confirm outbox event {id} to {topic} [{partition}]: librdkafka counted \
+         it written because a later batch to that partition was acknowledged, which a broker \
+         also does when it never wrote this one (a partition just created or loaded, \
+         KAFKA-15591); it is not counted as delivered and is sent again from the checkpoint"
+    )]
+    Unconfirmed {
+        /// The event id.
+        id: String,
+        /// Destination topic.
+        topic: String,
+        /// Destination partition.
+        partition: i32,
+    },
     /// The producer's fatal error (other than fencing): nothing more can be sent on it. A
     /// new producer cures most (e.g. a transaction the coordinator lost in a broker crash:
     /// `INVALID_TXN_STATE`): transient; not a refused permission or an unsupported broker
@@ -491,6 +513,7 @@ impl SinkError {
             | SinkError::QueueFull { .. }
             | SinkError::Stalled { .. }
             | SinkError::Delivery { .. }
+            | SinkError::Unconfirmed { .. }
             | SinkError::Flush { .. }
             | SinkError::Unreachable { .. }
             | SinkError::Abandoned { .. }
@@ -691,7 +714,9 @@ impl SinkError {
     /// The event id and topic of the record a delivery failure (or refusal) is about.
     pub fn record(&self) -> Option<(&str, &str)> {
         match self {
-            SinkError::Delivery { id, topic, .. } => Some((id, topic)),
+            SinkError::Delivery { id, topic, .. } | SinkError::Unconfirmed { id, topic, .. } => {
+                Some((id, topic))
+            }
             SinkError::Broker {
                 record: Some((id, topic)),
                 ..

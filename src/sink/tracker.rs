@@ -504,6 +504,35 @@ impl DeliveryTracker {
         self.notify.notify_one();
     }
 
+    /// librdkafka's success report for the record with opaque bits `seq_bits`, written at
+    /// `offset`. Without an offset (negative: `RD_KAFKA_OFFSET_INVALID`) the broker did not
+    /// answer for this record: librdkafka inferred it from a later batch's acknowledgement
+    /// ([`SinkError::Unconfirmed`]), so it counts as a transient failure, never as delivered.
+    /// `record` names it (event id, topic, partition) only then.
+    fn on_acknowledged(
+        &self,
+        seq_bits: u64,
+        size: u64,
+        offset: i64,
+        record: impl FnOnce() -> (String, String, i32),
+    ) {
+        if offset >= 0 {
+            return self.on_delivered(seq_bits, size);
+        }
+        if let Some(seq) = self.seq_of(seq_bits) {
+            let (id, topic, partition) = record();
+            self.on_failed(
+                seq,
+                SinkError::Unconfirmed {
+                    id,
+                    topic,
+                    partition,
+                },
+                size,
+            );
+        }
+    }
+
     fn on_failed(&self, seq: u64, failure: SinkError, size: u64) {
         if let (true, Some((id, topic))) = (failure.is_purged(), failure.record()) {
             self.purged
@@ -592,10 +621,12 @@ impl ProducerContext for DeliveryTracker {
             opaque as u64 & ((1 << SIZE_BITS) - 1),
         );
         match result {
-            Ok(_) => {
+            Ok(m) => {
                 // An acknowledgement is the cluster answering, whatever the statistics say.
                 self.link.answered();
-                self.on_delivered(seq_bits, size)
+                self.on_acknowledged(seq_bits, size, m.offset(), || {
+                    (event_id(m), m.topic().to_string(), m.partition())
+                })
             }
             Err((e, m)) => {
                 if let Some(seq) = self.seq_of(seq_bits) {
@@ -660,6 +691,32 @@ mod tests {
         );
         t.on_delivered(2, 1);
         assert!(t.waiting_topics().is_empty());
+    }
+
+    #[test]
+    fn a_success_without_an_offset_is_not_a_delivery() {
+        let t = DeliveryTracker::new(KafkaLink::new("test", "test:1"));
+        for seq in 0..3 {
+            t.enqueued(1);
+            t.sent_to("t", seq);
+        }
+        let named = || ("e-1".to_string(), "t".to_string(), 0);
+        t.on_acknowledged(0, 1, 7, named);
+        // librdkafka's implicit ack: record 1 inferred from record 2's acknowledgement.
+        t.on_acknowledged(1, 1, -1001, named);
+        t.on_acknowledged(2, 1, 8, named);
+        assert_eq!(
+            t.acked_below(),
+            1,
+            "nothing at or after the inferred record counts"
+        );
+        let failure = t.failure().expect("the inferred record is a failure");
+        assert!(
+            matches!(failure, SinkError::Unconfirmed { ref id, partition: 0, .. } if id == "e-1"),
+            "{failure}"
+        );
+        assert_eq!(failure.class(), Class::Transient);
+        assert!(!failure.is_purged() && failure.refusal().is_none());
     }
 
     #[test]
