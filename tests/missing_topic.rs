@@ -327,3 +327,118 @@ path = "{checkpoint}"
         "{line}"
     );
 }
+
+/// The partition count of `topic` as the broker lists it.
+fn partition_count(topic: &str) -> usize {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let probe: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", common::kafka_bootstrap())
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .expect("kafka consumer");
+    let md = probe
+        .fetch_metadata(Some(topic), Duration::from_secs(5))
+        .expect("metadata");
+    md.topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .map_or(0, |t| t.partitions().len())
+}
+
+/// `[connectors.kafka]` lines: Kafka Connect's topic creation (KIP-158), a default group of
+/// 5 partitions and a group `orders` of 2 partitions and a retention for `orders_topic`.
+fn topic_creation(orders_topic: &str, replication_factor: i32) -> String {
+    format!(
+        r#"topic_creation = {{ "default.partitions" = 5, "default.replication.factor" = {replication_factor}, groups = "orders", "orders.include" = ["{}"], "orders.partitions" = 2, "orders.retention.ms" = 3600000 }}"#,
+        orders_topic.replace('.', "\\\\.")
+    )
+}
+
+/// Issue 26: a connector with `topic.creation.*` creates each missing routed topic before its
+/// first record as Kafka Connect does — the first matching group's partition count and
+/// topic configs, else the default group's — so keyed records land on the partitions they
+/// would under Debezium; the broker's auto-creation (3 partitions here) never gets there
+/// first.
+#[tokio::test(flavor = "multi_thread")]
+async fn routed_topics_are_created_with_their_topic_creation_group() {
+    let db = MariaDb::new("mt_creation").await;
+    let (orders, payments) = (topic(&db, "Order"), topic(&db, "Payment"));
+    let (path, port) = write_config_full(
+        &db,
+        &db.outbox_table(),
+        "",
+        &topic_creation(&orders, -1),
+        EXACTLY_ONCE,
+        "connector.toml",
+    );
+    let relay = Relay::start(path, port);
+    let events: Vec<_> = (0..30)
+        .map(|i| {
+            let agg = if i % 3 == 0 { "Payment" } else { "Order" };
+            event(agg, &format!("k-{}", i % 10), i)
+        })
+        .collect();
+    db.insert(&events, false).await;
+    let got = read_topics(
+        &[orders.clone(), payments.clone()],
+        events.len(),
+        Duration::from_secs(90),
+        Duration::from_secs(2),
+    );
+    let log = relay.log_text();
+    suite::assert_exactly_once(&events, &got, &log);
+    assert_eq!(partition_count(&orders), 2, "the orders group; log:\n{log}");
+    assert_eq!(
+        partition_count(&payments),
+        5,
+        "the default group; log:\n{log}"
+    );
+    for r in &got {
+        let key = r.key.as_deref().expect("keyed");
+        let n = if r.topic == orders { 2 } else { 5 };
+        assert_eq!(
+            r.partition,
+            common::java_partition(key, n),
+            "{} keyed {:?} on the partition Kafka Connect's producer picks",
+            r.topic,
+            r.key_str()
+        );
+    }
+    let retention = common::kafka::topic_config(&orders, "retention.ms").await;
+    assert_eq!(
+        retention.as_deref(),
+        Some("3600000"),
+        "the group's topic config"
+    );
+    assert!(log.contains("created topic"), "log:\n{log}");
+}
+
+/// A topic creation Kafka refuses (a replication factor above the broker count) stops the
+/// connector with a definite error naming the topic, its group and what to do; nothing is
+/// written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_topic_creation_stops_the_connector() {
+    let db = Postgres::new("mt_creation_refused").await;
+    let orders = topic(&db, "Order");
+    let (path, port) = write_config_full(
+        &db,
+        &db.outbox_table(),
+        "",
+        &topic_creation(&orders, 3),
+        AT_LEAST_ONCE_KAFKA,
+        "connector.toml",
+    );
+    let mut relay = Relay::start(path, port);
+    db.insert(&[event("Order", "o-1", 0)], false).await;
+    let log = expect_failed_exit(&mut relay, STOPS_WITHIN);
+    assert!(
+        log.contains(&format!("topic {orders} is missing and was not created"))
+            && log.contains("replication factor 3")
+            && log.contains("grant the principal CREATE"),
+        "log:\n{log}"
+    );
+    assert!(
+        !common::kafka::topic_exists(&orders),
+        "no topic with other settings"
+    );
+}

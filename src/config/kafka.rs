@@ -197,6 +197,9 @@ pub struct KafkaClientSettings {
     /// their options), for the Debezium JSON connectors that name none (Kafka Connect's
     /// resolution; see `crate::connect::converter`).
     pub converters: BTreeMap<String, String>,
+    /// The worker's `topic.creation.enable` (Kafka Connect's default: true): false turns
+    /// every connector's `topic.creation.*` off.
+    pub topic_creation_enable: Option<bool>,
 }
 
 impl KafkaClientSettings {
@@ -209,6 +212,9 @@ impl KafkaClientSettings {
         self.producer.merge(&over.producer);
         self.converters
             .extend(over.converters.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if over.topic_creation_enable.is_some() {
+            self.topic_creation_enable = over.topic_creation_enable;
+        }
         self.ignored_keys.extend(over.ignored_keys.iter().cloned());
     }
 }
@@ -266,7 +272,6 @@ const WORKER_ONLY: &[(&str, &str)] = &[
         "Kafka Connect group rebalancing",
     ),
     ("worker.*", "Kafka Connect worker settings"),
-    ("topic.creation.enable", "Kafka Connect topic creation"),
     (
         "consumer.*",
         "outboxd's checkpoint store clients use the top-level settings",
@@ -632,6 +637,12 @@ pub(crate) fn from_keys(
             .any(|c| k == *c || k.starts_with(&format!("{c}.")))
         {
             settings.converters.insert(k, v.trim().to_string());
+        } else if k == "topic.creation.enable" {
+            settings.topic_creation_enable = Some(match v.trim().to_ascii_lowercase().as_str() {
+                "true" => true,
+                "false" => false,
+                _ => return Err((k, format!("must be true or false, not `{}`", v.trim()))),
+            });
         } else if let Some(p) = k.strip_prefix("producer.") {
             if p == "bootstrap.servers" {
                 settings.ignored_keys.push((

@@ -473,6 +473,9 @@ fn parse_with_kafka(
 
 /// Merges the process-wide Kafka settings under a connector's own.
 fn apply_process_kafka(k: &mut KafkaConfig, process: &KafkaClientSettings) {
+    if process.topic_creation_enable == Some(false) {
+        k.topic_creation = None;
+    }
     let mut client = process.client.clone();
     client.merge(&k.client);
     k.client = client;

@@ -47,6 +47,7 @@ mod native;
 mod providers;
 pub mod sinks;
 pub(crate) mod tls;
+pub mod topic_creation;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -440,6 +441,11 @@ pub struct KafkaConfig {
     /// without advancing its checkpoint (raise this, librdkafka `message.max.bytes` and the
     /// topic's `max.message.bytes` together).
     pub max_record_bytes: usize,
+    /// Kafka Connect's topic creation (`topic.creation.*`, KIP-158): how a missing routed
+    /// topic is created before its first record; `None`: outboxd creates none (the broker
+    /// may auto-create it with its defaults). Off when the worker file sets
+    /// `topic.creation.enable=false`.
+    pub topic_creation: Option<topic_creation::TopicCreation>,
 }
 
 impl KafkaConfig {

@@ -171,6 +171,48 @@ struct KafkaToml {
     producer: BTreeMap<String, toml::Value>,
     #[serde(default)]
     max_record_bytes: Option<usize>,
+    /// Kafka Connect's `topic.creation.*` keys without the prefix (`"default.partitions" = 6`).
+    #[serde(default)]
+    topic_creation: BTreeMap<String, toml::Value>,
+}
+
+/// `[connectors.kafka.topic_creation]`: Kafka Connect's `topic.creation.*` keys without the
+/// prefix, read as a connector JSON's are
+/// ([`TopicCreation::from_keys`](super::topic_creation::TopicCreation::from_keys)); a list
+/// value (`include = ["a", "b"]`) is Connect's comma-separated list.
+fn topic_creation(
+    table: BTreeMap<String, toml::Value>,
+    here: &str,
+    ctx: &LoadCtx<'_>,
+) -> Result<Option<super::topic_creation::TopicCreation>, ConfigError> {
+    let scalar = |v: &toml::Value| match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    };
+    let mut keys = BTreeMap::new();
+    for (k, v) in &table {
+        let text = match v {
+            toml::Value::Array(items) => items
+                .iter()
+                .map(scalar)
+                .collect::<Option<Vec<_>>>()
+                .map(|l| l.join(",")),
+            other => scalar(other),
+        }
+        .ok_or_else(|| {
+            ctx.invalid(
+                format!("{here}.kafka.topic_creation.{k}"),
+                "must be a string, an integer, a boolean or a list of strings",
+            )
+        })?;
+        keys.insert(format!("{}{k}", super::topic_creation::PREFIX), text);
+    }
+    super::topic_creation::TopicCreation::from_keys(&keys).map_err(|(k, m)| {
+        let k = k.strip_prefix(super::topic_creation::PREFIX).unwrap_or(&k);
+        ctx.invalid(format!("{here}.kafka.topic_creation.{k}"), m)
+    })
 }
 
 pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<Config, ConfigError> {
@@ -291,6 +333,7 @@ fn connector(
             producer.insert(k, v);
         }
     }
+    let topic_creation = topic_creation(c.kafka.topic_creation, &here, ctx)?;
     let max_record_bytes = c.kafka.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES);
     if max_record_bytes == 0 {
         return Err(ctx.invalid(
@@ -378,6 +421,7 @@ fn connector(
             producer,
             producer_secrets,
             max_record_bytes,
+            topic_creation,
         },
         checkpoint,
         tables,

@@ -1425,3 +1425,58 @@ fn two_connectors_cannot_share_a_checkpoint_file() {
     assert!(e.to_string().contains("`alpha` and `beta`"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Kafka Connect's `topic.creation.*` keys of a connector JSON are taken (not reported as
+/// unused), read as Connect reads them, errors name the key, and a worker file's
+/// `topic.creation.enable=false` turns them off.
+#[test]
+fn debezium_topic_creation_keys() {
+    let json = seed_004_json().replace(
+        "\"transforms\": \"outbox\",",
+        "\"transforms\": \"outbox\",\n    \"topic.creation.default.partitions\": \"6\",\n    \"topic.creation.default.replication.factor\": \"-1\",\n    \"topic.creation.groups\": \"big\",\n    \"topic.creation.big.include\": \"order-.*\",\n    \"topic.creation.big.partitions\": \"12\",\n    \"topic.creation.big.compression.type\": \"zstd\",",
+    );
+    let c = one(&json, Some("k:9092"), &[]);
+    let tc = c.kafka.topic_creation.as_ref().expect("topic creation");
+    let g = tc.group_for("order-events");
+    assert_eq!(
+        (g.name.as_str(), g.partitions, g.replication_factor),
+        ("big", 12, -1)
+    );
+    assert_eq!(g.configs["compression.type"], "zstd");
+    assert_eq!(tc.group_for("other").partitions, 6);
+    assert!(ignored(&c, "topic.creation.default.partitions").is_none());
+    let e = err(
+        &seed_004_json().replace(
+            "\"transforms\": \"outbox\",",
+            "\"transforms\": \"outbox\",\n    \"topic.creation.default.partitions\": \"0\",",
+        ),
+        Some("k:9092"),
+        &[],
+    );
+    assert!(e.contains("topic.creation.default"), "{e}");
+
+    let dir = std::env::temp_dir().join(format!("outboxd-tc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let worker = dir.join("worker.properties");
+    std::fs::write(
+        &worker,
+        "bootstrap.servers=w:1\ntopic.creation.enable=false\n",
+    )
+    .unwrap();
+    let conn = dir.join("c.json");
+    std::fs::write(&conn, &json).unwrap();
+    let opts = LoadOptions {
+        kafka_bootstrap: None,
+        kafka_config: Some(&worker),
+        without_source_secrets: false,
+        shadow: None,
+    };
+    let cfg = load_all_with_env(&[&conn], opts, &env_of(&[])).unwrap();
+    assert_eq!(cfg.connectors[0].kafka.topic_creation, None);
+    assert!(!cfg
+        .kafka
+        .ignored_keys
+        .iter()
+        .any(|(k, _)| k == "topic.creation.enable"));
+    std::fs::remove_dir_all(&dir).ok();
+}

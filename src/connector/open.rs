@@ -42,7 +42,8 @@ impl OpenSink for KafkaAcked<'_> {
         let c = self.0;
         let sink = KafkaSink::new(&c.cfg.kafka, &c.cfg.name, c.link.clone())?
             .with_shutdown(shutdown.clone())
-            .with_own_topics(c.own_topics());
+            .with_own_topics(c.own_topics())
+            .with_topic_prefix(c.cfg.router.topic_prefix.clone());
         // A refused login or an unverifiable broker certificate stops the connector now, not
         // after the first records' delivery timeout; a shutdown meanwhile stops at once
         // (nothing was read yet).
@@ -81,7 +82,8 @@ impl OpenSink for KafkaTransactional<'_> {
             c.link.clone(),
         )?
         .with_shutdown(shutdown.clone())
-        .with_own_topics(c.own_topics());
+        .with_own_topics(c.own_topics())
+        .with_topic_prefix(c.cfg.router.topic_prefix.clone());
         let mut sd = shutdown.clone();
         tokio::select! {
             r = sink.init_transactions() => r?,

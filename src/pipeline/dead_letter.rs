@@ -478,6 +478,7 @@ mod tests {
             client: Default::default(),
             producer_secrets: Default::default(),
             max_record_bytes,
+            topic_creation: None,
         };
         let (required, _) = crate::sink::kafka::producer_sizes(&kafka(16 << 20)).unwrap();
         assert!(too_small(&kafka(16 << 20), "dlq", required).is_none());

@@ -299,6 +299,7 @@ mod tests {
             producer: Default::default(),
             producer_secrets: ClientProperties::default(),
             max_record_bytes: 1,
+            topic_creation: None,
         };
         kafka.client.set("security.protocol", "plaintext");
         kafka

@@ -230,6 +230,29 @@ pub enum SinkError {
         #[source]
         source: Box<KafkaError>,
     },
+    /// A routed topic could not be made sure of before its first record (Kafka Connect's
+    /// topic creation, `topic.creation.*`): Kafka did not answer, did not create it, or
+    /// refused to (definite: ACLs, policy, a replication factor above the broker count).
+    #[error(
+        "topic {topic} is missing and was not created (topic creation group {group}: {partitions} \
+         partitions, replication factor {replication_factor}; -1 = the broker's default): \
+         {detail}{}",
+        if *definite { "; grant the principal CREATE on the topic (or the cluster), fix the group's settings, or create the topic beforehand" } else { "" }
+    )]
+    TopicCreation {
+        /// The topic.
+        topic: String,
+        /// Its topic creation group.
+        group: String,
+        /// The group's partition count.
+        partitions: i32,
+        /// The group's replication factor.
+        replication_factor: i32,
+        /// Kafka refused for good.
+        definite: bool,
+        /// What happened.
+        detail: String,
+    },
     /// librdkafka reported a record written without the broker confirming it: a later
     /// batch to the same partition was acknowledged while this one had failed, and the
     /// idempotent producer infers ("implicitly acks") the earlier one. A broker that holds no
@@ -500,6 +523,13 @@ impl SinkError {
                 source,
                 ..
             } => Self::fatal_class(source.rdkafka_error_code()),
+            SinkError::TopicCreation { definite, .. } => {
+                if *definite {
+                    Class::Definite
+                } else {
+                    Class::Transient
+                }
+            }
             SinkError::TopicMissing {
                 auto_create, own, ..
             } => {

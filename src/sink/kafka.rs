@@ -13,8 +13,10 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use tokio::sync::watch;
 
+use super::client::CreateClient;
 use super::error::SinkError;
 use super::link::KafkaLink;
+use super::topic_creator::TopicCreator;
 use super::tracker::{self, DeliveryTracker};
 use crate::config::KafkaConfig;
 use crate::record::KafkaRecord;
@@ -38,6 +40,8 @@ pub struct KafkaSink {
     settings: rdkafka::ClientConfig,
     /// Topics outboxd creates when the connector starts (checkpoint, dead letters).
     own_topics: Vec<String>,
+    /// Creates a missing routed topic before its first record (`topic.creation.*`).
+    creator: Option<TopicCreator>,
 }
 
 /// Framing allowance on top of `kafka.max_record_bytes` for librdkafka's
@@ -199,6 +203,22 @@ impl KafkaSink {
                 })?;
         let producer = Arc::new(producer);
         let settings = cc.clone();
+        let creator = match &cfg.topic_creation {
+            Some(plan) => {
+                let admin = super::client::config(cfg)
+                    .create_client(super::client_log::ClientLog::new(link.clone()))
+                    .map_err(|e| SinkError::Client {
+                        source: Box::new(e),
+                    })?;
+                Some(TopicCreator::new(
+                    plan.clone(),
+                    settings.clone(),
+                    admin,
+                    link.clone(),
+                ))
+            }
+            None => None,
+        };
         // Outside a runtime (unit tests) nothing is delivered, so nothing can stall.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(super::stall::watch(
@@ -223,6 +243,7 @@ impl KafkaSink {
             connector: client_id.to_string(),
             queue_kbytes,
             shutdown: None,
+            creator,
             settings,
             own_topics: Vec::new(),
         })
@@ -233,6 +254,18 @@ impl KafkaSink {
     /// absence is no reason to stop ([`missing_topics`](Self::missing_topics)).
     pub fn with_own_topics(mut self, topics: impl IntoIterator<Item = String>) -> Self {
         self.own_topics.extend(topics);
+        if let Some(c) = &mut self.creator {
+            c.add_own(self.own_topics.iter().cloned());
+        }
+        self
+    }
+
+    /// The same, knowing that routed topics carry `prefix` (`--shadow`): Kafka Connect's
+    /// topic creation groups match the routed name without it.
+    pub fn with_topic_prefix(mut self, prefix: Option<String>) -> Self {
+        if let Some(c) = &mut self.creator {
+            c.set_shadow_prefix(prefix);
+        }
         self
     }
 
@@ -326,6 +359,9 @@ impl KafkaSink {
     pub async fn send(&self, record: &KafkaRecord) -> Result<(), SinkError> {
         if let Some(too_large) = self.check_size(record) {
             return Err(too_large);
+        }
+        if let Some(creator) = &self.creator {
+            creator.ensure(&record.topic).await?;
         }
         let size = record.approx_size();
         let tracker = self.deliveries();
@@ -605,6 +641,7 @@ mod tests {
             client: Default::default(),
             producer_secrets: Default::default(),
             max_record_bytes,
+            topic_creation: None,
         }
     }
 

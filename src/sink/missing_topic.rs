@@ -139,6 +139,17 @@ fn unknown_now(client: &BaseProducer<DeliveryTracker>, topics: &[String]) -> Opt
     Some(unknown)
 }
 
+/// Which of `topics` the cluster reached with `settings` (a producer's) calls unknown, asked
+/// once by a client that never asks the broker to create a topic. Blocking: call it off the
+/// async workers. `None` when the cluster does not answer.
+pub fn unknown_once(settings: &ClientConfig, topics: &[String]) -> Option<Vec<String>> {
+    let settings = lookup_settings(settings);
+    let bootstrap = settings.get("bootstrap.servers").unwrap_or_default();
+    let context = DeliveryTracker::new(KafkaLink::quiet("topic lookup", bootstrap));
+    let client = super::client::create::<BaseProducer<_>, _>(&settings, context).ok()?;
+    unknown_now(&client, topics)
+}
+
 /// The topics among `topics` that do not exist: called unknown by two metadata answers
 /// [`CONFIRM_AFTER`] apart (a topic created meanwhile, or whose metadata was still on its way,
 /// is not missing). Blocking (metadata requests and the wait between them): call it off the

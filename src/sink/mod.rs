@@ -16,6 +16,7 @@ pub mod rabbitmq;
 mod record_sink;
 pub(crate) mod redis;
 mod stall;
+pub(crate) mod topic_creator;
 pub(crate) mod topics;
 pub mod tracker;
 

@@ -2,9 +2,11 @@
 //! group's coordination and definitions topics, dead-letter topics), and the one reading of
 //! Kafka's answer.
 //!
-//! Each topic is created with one partition and the broker's default replication factor
-//! (`replication.factor` -1, Kafka's `CreateTopics` API since KIP-464), plus the topic
-//! settings of its [`TopicSpec`]. An existing topic is left as it is
+//! Each topic is created with the partition count, replication factor and topic settings of
+//! its [`TopicSpec`]: for outboxd's own topics one partition and the broker's default
+//! replication factor (`replication.factor` -1, Kafka's `CreateTopics` API since KIP-464);
+//! for routed topics those of the connector's Kafka Connect topic creation group
+//! ([`super::topic_creator`]). An existing topic is left as it is
 //! (`TOPIC_ALREADY_EXISTS` is success). Kafka's other answers are read by [`is_refusal`]:
 //! an authorization, policy or configuration refusal will not change by asking again; any
 //! other error code, or no answer, may.
@@ -24,8 +26,12 @@ use crate::error::Class;
 pub(crate) struct TopicSpec {
     /// The topic name.
     pub name: String,
+    /// Partition count; -1 = the broker's `num.partitions`.
+    pub partitions: i32,
+    /// Replication factor; -1 = the broker's `default.replication.factor`.
+    pub replication_factor: i32,
     /// Topic configs set at creation, `(key, value)`.
-    pub configs: Vec<(&'static str, String)>,
+    pub configs: Vec<(String, String)>,
 }
 
 impl TopicSpec {
@@ -33,6 +39,8 @@ impl TopicSpec {
     pub(crate) fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
+            partitions: 1,
+            replication_factor: -1,
             configs: Vec::new(),
         }
     }
@@ -44,8 +52,8 @@ impl TopicSpec {
     }
 
     /// The same with topic config `key` = `value`.
-    pub(crate) fn with(mut self, key: &'static str, value: impl Into<String>) -> Self {
-        self.configs.push((key, value.into()));
+    pub(crate) fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.configs.push((key.into(), value.into()));
         self
     }
 }
@@ -135,7 +143,11 @@ pub(crate) async fn ensure_topics(
         .iter()
         .map(|t| {
             t.configs.iter().fold(
-                NewTopic::new(&t.name, 1, TopicReplication::Fixed(-1)),
+                NewTopic::new(
+                    &t.name,
+                    t.partitions,
+                    TopicReplication::Fixed(t.replication_factor),
+                ),
                 |n, (k, v)| n.set(k, v),
             )
         })
@@ -209,11 +221,12 @@ mod tests {
     #[test]
     fn specs_carry_their_settings() {
         let t = TopicSpec::compacted("c").with("max.message.bytes", "10");
+        assert_eq!((t.partitions, t.replication_factor), (1, -1));
         assert_eq!(
             t.configs,
             vec![
-                ("cleanup.policy", "compact".to_string()),
-                ("max.message.bytes", "10".to_string())
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                ("max.message.bytes".to_string(), "10".to_string())
             ]
         );
     }

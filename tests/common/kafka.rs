@@ -202,3 +202,18 @@ pub async fn delete_topic(topic: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Topic config `name` of `topic` as the broker describes it (`None` when not listed).
+pub async fn topic_config(topic: &str, name: &str) -> Option<String> {
+    use rdkafka::admin::{AdminOptions, ResourceSpecifier};
+    let described = admin()
+        .describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new())
+        .await
+        .expect("describe_configs");
+    described
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r.entries)
+        .find(|e| e.name == name)
+        .and_then(|e| e.value)
+}

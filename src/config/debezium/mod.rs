@@ -69,6 +69,24 @@ impl Keys {
     }
 }
 
+/// Takes the `topic.creation.*` keys (Kafka Connect's topic creation, read by
+/// [`TopicCreation::from_keys`](crate::config::topic_creation::TopicCreation::from_keys)).
+fn topic_creation(
+    keys: &mut Keys,
+) -> Result<Option<crate::config::topic_creation::TopicCreation>, KeyError> {
+    use crate::config::topic_creation::{TopicCreation, PREFIX};
+    let ours: BTreeMap<String, String> = keys
+        .map
+        .iter()
+        .filter(|(k, _)| k.starts_with(PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for k in ours.keys() {
+        keys.take(k);
+    }
+    TopicCreation::from_keys(&ours)
+}
+
 /// The connector of a Debezium connector JSON `text`. Errors name the file (`ctx.path`),
 /// the connector and the key.
 pub(super) fn parse(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorConfig, ConfigError> {
@@ -130,6 +148,7 @@ fn from_keys(
             connector: name.clone(),
         })?;
     let errors = errors::error_policy(&mut keys).map_err(invalid)?;
+    let topic_creation = topic_creation(&mut keys).map_err(invalid)?;
     let ignored_keys = unused::report(keys);
 
     let checkpoint = match dest.checkpoint {
@@ -156,6 +175,7 @@ fn from_keys(
             producer: BTreeMap::new(),
             producer_secrets: ClientProperties::default(),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            topic_creation,
         },
         checkpoint,
         tables,

@@ -16,7 +16,6 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("topic.delimiter", "names Debezium's change-event topics; outbox topics come from route.topic.*"),
     ("topic.heartbeat.prefix", "Debezium heartbeat topic; outboxd advances its checkpoint while idle without heartbeat records"),
     ("topic.transaction", "Debezium transaction metadata topic is not produced"),
-    ("topic.creation.*", "Kafka Connect topic creation; create the outbox topics beforehand or let the broker auto-create them"),
     ("database.history*", "outboxd keeps no schema history: column names come from binlog row metadata (or `columns`) and pgoutput relations"),
     ("schema.history.internal*", "outboxd keeps no schema history: column names come from binlog row metadata (or `columns`) and pgoutput relations"),
     ("include.schema.changes", "no schema change topic is produced"),
