@@ -1480,3 +1480,56 @@ fn debezium_topic_creation_keys() {
         .any(|(k, _)| k == "topic.creation.enable"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Connector configs Kafka Connect / Debezium refuse are refused here too, naming the key:
+/// a `topic.prefix` with characters a topic name cannot have, a non-boolean value of a
+/// boolean Debezium option, an empty entry inside `table.fields.additional.placement`.
+#[test]
+fn configs_debezium_refuses_are_refused() {
+    let with = |line: &str| {
+        seed_004_json().replace(
+            "\"transforms\": \"outbox\",",
+            &format!("\"transforms\": \"outbox\",\n    {line},"),
+        )
+    };
+    let e = err(&with("\"topic.prefix\": \"my shop\""), Some("k:9092"), &[]);
+    assert!(e.contains("topic.prefix") && e.contains("' '"), "{e}");
+    let e = err(
+        &with("\"tombstones.on.delete\": \"bogus\""),
+        Some("k:9092"),
+        &[],
+    );
+    assert!(
+        e.contains("tombstones.on.delete") && e.contains("not true or false"),
+        "{e}"
+    );
+    let c = one(
+        &with("\"tombstones.on.delete\": \" FALSE \""),
+        Some("k:9092"),
+        &[],
+    );
+    assert!(ignored(&c, "tombstones.on.delete").is_some());
+    let c = one(
+        &with("\"topic.prefix\": \"shop-1.eu_west\""),
+        Some("k:9092"),
+        &[],
+    );
+    assert_eq!(c.metrics_server.as_deref(), Some("shop-1.eu_west"));
+    let e = err(
+        &seed_004_json().replace(
+            "\"status:header:eventStatus\"",
+            "\"status:header:eventStatus,,id:header\"",
+        ),
+        Some("k:9092"),
+        &[],
+    );
+    assert!(e.contains("empty entry"), "{e}");
+    one(
+        &seed_004_json().replace(
+            "\"status:header:eventStatus\"",
+            "\"status:header:eventStatus, \"",
+        ),
+        Some("k:9092"),
+        &[],
+    );
+}

@@ -79,13 +79,23 @@ impl AdditionalField {
     /// Parses Debezium's comma-separated list, e.g. `"type:header:eventType,seq:envelope,p:partition"`.
     ///
     /// Each entry is two or three colon-separated parts (column, placement, optional alias);
-    /// parts are trimmed; empty entries (a trailing comma) are skipped. Errors name the bad
-    /// entry and the expected form.
+    /// parts are trimmed. As Debezium reads the list (the trimmed value split at commas the
+    /// Java way, which drops trailing empty entries), trailing commas are allowed and an
+    /// empty entry before another is an error (Debezium's task fails on it). Errors name the
+    /// bad entry and the expected form.
     pub fn parse_list(list: &str) -> Result<Vec<AdditionalField>, String> {
         let mut out = Vec::new();
-        for entry in list.split(',') {
+        let trimmed = list.trim();
+        let entries: Vec<&str> = trimmed.trim_end_matches(',').split(',').collect();
+        if trimmed.trim_end_matches(',').is_empty() {
+            return Ok(out);
+        }
+        for entry in entries {
             if entry.trim().is_empty() {
-                continue;
+                return Err(format!(
+                    "has an empty entry in {list:?} (Debezium's EventRouter fails its task on \
+                     one): remove the extra comma"
+                ));
             }
             let parts: Vec<&str> = entry.split(':').map(str::trim).collect();
             if parts.len() != 2 && parts.len() != 3 {

@@ -748,3 +748,35 @@ fn columns_needed_leave_out_placements_that_may_be_missing() {
     cfg.additional_field_missing = MissingFieldBehavior::Ignore;
     assert!(needed(&cfg).is_empty());
 }
+
+#[test]
+fn placement_lists_are_split_as_debezium_splits_them() {
+    let names = |list: &str| {
+        AdditionalField::parse_list(list)
+            .map(|l| l.into_iter().map(|f| f.column).collect::<Vec<_>>())
+    };
+    assert_eq!(names("").unwrap(), Vec::<String>::new());
+    assert_eq!(
+        names(",,").unwrap(),
+        Vec::<String>::new(),
+        "only trailing commas"
+    );
+    assert_eq!(
+        names("a:header,,").unwrap(),
+        vec!["a"],
+        "trailing commas are dropped"
+    );
+    assert_eq!(
+        names(" a:header, ").unwrap(),
+        vec!["a"],
+        "the value is trimmed first"
+    );
+    for bad in [
+        "a:header,,b:header",
+        ",a:header",
+        "a:header, ,b:header",
+        " , ,",
+    ] {
+        assert!(names(bad).unwrap_err().contains("empty entry"), "{bad}");
+    }
+}

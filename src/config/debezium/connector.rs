@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::Keys;
 use crate::config::names::validate_connector_name;
-use crate::config::{ConfigError, LoadCtx, MysqlFlavor};
+use crate::config::{ConfigError, KeyError, LoadCtx, MysqlFlavor};
 
 const MYSQL_CLASS: &str = "io.debezium.connector.mysql.MySqlConnector";
 const MARIADB_CLASS: &str = "io.debezium.connector.mariadb.MariaDbConnector";
@@ -62,9 +62,26 @@ fn file_stem(path: &Path) -> Option<String> {
 /// `database.server.name` (left to be reported when `topic.prefix` is set). It labels the
 /// Debezium series (so that alerts and dashboards written for the connector keep matching)
 /// and is the logical name in the record format.
-pub(super) fn metrics_server(keys: &mut Keys) -> Option<String> {
-    keys.take_nonempty("topic.prefix")
-        .or_else(|| keys.take_nonempty("database.server.name"))
+///
+/// Errors: a `topic.prefix` with characters Debezium refuses (it names Kafka topics: only
+/// letters, digits, `.`, `_` and `-`).
+pub(super) fn metrics_server(keys: &mut Keys) -> Result<Option<String>, KeyError> {
+    if let Some(prefix) = keys.take_nonempty("topic.prefix") {
+        if let Some(bad) = prefix
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err((
+                "topic.prefix".into(),
+                format!(
+                    "`{prefix}` has the character {bad:?}, which Debezium refuses (the prefix \
+                     names Kafka topics: only letters, digits, '.', '_' and '-')"
+                ),
+            ));
+        }
+        return Ok(Some(prefix));
+    }
+    Ok(keys.take_nonempty("database.server.name"))
 }
 
 /// `connector.class`: Debezium's MySQL, MariaDB or PostgreSQL connector; the MySQL

@@ -122,7 +122,7 @@ fn from_keys(
     let name = connector::name(&mut keys, outer_name, ctx)?;
     let here = format!("connector `{name}`");
     let invalid = |(k, m): KeyError| ctx.invalid(format!("{here}: {k}"), m);
-    let metrics_server = connector::metrics_server(&mut keys);
+    let metrics_server = connector::metrics_server(&mut keys).map_err(invalid)?;
     let kind = connector::kind(&mut keys, &here, ctx)?;
 
     let tables = tables::outbox_tables(&mut keys, kind.is_pg()).map_err(invalid)?;
@@ -149,6 +149,7 @@ fn from_keys(
         })?;
     let errors = errors::error_policy(&mut keys).map_err(invalid)?;
     let topic_creation = topic_creation(&mut keys).map_err(invalid)?;
+    unused::refuse_non_booleans(&keys).map_err(invalid)?;
     let ignored_keys = unused::report(keys);
 
     let checkpoint = match dest.checkpoint {

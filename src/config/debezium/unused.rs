@@ -5,7 +5,7 @@
 //! [`ConnectorConfig::ignored_keys`](crate::config::ConnectorConfig::ignored_keys), never an
 //! error.
 
-use super::Keys;
+use super::{KeyError, Keys};
 
 /// Keys known to Kafka Connect / Debezium that have no meaning for outboxd, with the reason.
 /// A pattern ending in `*` matches by prefix.
@@ -96,6 +96,39 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("database.sslrootcert", "a PostgreSQL connector's TLS setting; not used by a MySQL/MariaDB connector (it reads database.ssl.*)"),
     ("database.sslfactory", "pgjdbc's socket factory; outboxd verifies the server as database.sslmode says"),
 ];
+
+/// Ignored keys Debezium defines as booleans: Kafka Connect refuses the connector when one
+/// is not `true` or `false` (case-insensitive, trimmed), so outboxd does too.
+const BOOLEANS: &[&str] = &[
+    "tombstones.on.delete",
+    "include.schema.changes",
+    "include.query",
+    "provide.transaction.metadata",
+    "sanitize.field.names",
+    "include.unknown.datatypes",
+    "read.only",
+    "enable.time.adjuster",
+    "slot.drop.on.stop",
+];
+
+/// Errors for the first key of [`BOOLEANS`] in `keys` whose value is not a boolean, as
+/// Kafka Connect's validation of the connector (ConfigDef `BOOLEAN`) refuses it.
+pub(super) fn refuse_non_booleans(keys: &Keys) -> Result<(), KeyError> {
+    for key in BOOLEANS {
+        if let Some(v) = keys.map.get(*key) {
+            let t = v.trim();
+            if !t.eq_ignore_ascii_case("true") && !t.eq_ignore_ascii_case("false") {
+                return Err((
+                    key.to_string(),
+                    format!(
+                        "`{v}` is not true or false; Kafka Connect refuses the connector with it"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Reports every key still in `keys` (with the first matching [`NO_MEANING`] reason, the
 /// unlisted-transform reason, or as unknown) and returns all the reported keys, sorted.
