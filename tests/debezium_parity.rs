@@ -690,6 +690,32 @@ fn common_cases() -> Vec<Case> {
             topics: vec!["A", "B"],
             debezium_fails: false,
         },
+        // Kafka Connect's topic creation: the first matching group, else the default one,
+        // gives the partition count a missing topic is created with, and so where each
+        // keyed record lands (the broker's own count, 3 here, would put them elsewhere).
+        Case {
+            name: "topic_creation_groups",
+            table: "text",
+            config: vec![
+                ("topic.creation.default.partitions", "5".into()),
+                ("topic.creation.default.replication.factor", "-1".into()),
+                ("topic.creation.groups", "big".into()),
+                ("topic.creation.big.include", r".*\.Big".into()),
+                ("topic.creation.big.partitions", "2".into()),
+            ],
+            rows: vec![
+                "('tc1','T','k1','E','a', 1)",
+                "('tc2','Big','k2','E','b', 2)",
+                "('tc3','T','k3','E','c', 3)",
+                "('tc4','Big','k4','E','d', 4)",
+                "('tc5','T','k5','E','e', 5)",
+                "('tc6','Big','k6','E','f', 6)",
+                "('tc7','T','k7','E','g', 7)",
+                "('tc8','Big','k8','E','h', 8)",
+            ],
+            topics: vec!["T", "Big"],
+            debezium_fails: false,
+        },
         Case {
             name: "partition_placement",
             table: "text",
