@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::ConfigArgs;
+use crate::config::CheckpointConfig;
 use crate::connector::open_store;
 use crate::preflight::{self, CheckResult, Status};
 use crate::source::Driver;
@@ -38,9 +39,25 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 router.describe_format(),
             ));
         }
+        // Progress while brokers are waited for (each probe waits at most 10 s).
+        eprintln!("checking connector {} ...", c.name);
+        // The sink first: when the Kafka cluster of a Kafka checkpoint store does not answer,
+        // the checkpoint is not read (that would wait 30 s more for the same brokers).
+        let sink = preflight::sink::check(c).await;
+        let kafka_silent = c.sink.is_kafka()
+            && matches!(c.checkpoint, CheckpointConfig::Kafka { .. })
+            && sink
+                .iter()
+                .any(|r| r.name == "kafka" && r.status == Status::Fail);
         // The stored checkpoint, to tell whether the source can still serve it: read by the
         // source's checks after the source's state (see StoredCheckpoint).
-        let stored = preflight::StoredCheckpoint::new(open_store(c));
+        let stored = if kafka_silent {
+            preflight::StoredCheckpoint::unreadable(
+                "its Kafka cluster did not answer (see the kafka check)",
+            )
+        } else {
+            preflight::StoredCheckpoint::new(open_store(c))
+        };
         results.extend(Driver::of(c).check(c, &stored).await);
         if let Err(why) = stored.get() {
             results.push(CheckResult::new(
@@ -50,7 +67,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 format!("cannot read the stored checkpoint: {why}"),
             ));
         }
-        results.extend(preflight::sink::check(c).await);
+        results.extend(sink);
     }
     let failed = results.iter().filter(|r| r.status == Status::Fail).count();
     for r in &results {

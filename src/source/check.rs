@@ -27,6 +27,17 @@ impl StoredCheckpoint {
         }
     }
 
+    /// A checkpoint that is not to be read (its store's brokers did not answer another
+    /// check): [`get`](Self::get) gives `why` at once.
+    pub fn unreadable(why: impl Into<String>) -> Self {
+        let read = std::cell::OnceCell::new();
+        let _ = read.set(Err(why.into()));
+        Self {
+            store: std::cell::Cell::new(None),
+            read,
+        }
+    }
+
     /// The checkpoint (`Ok(None)`: none yet), read now unless it was already; `Err` says why
     /// it could not be read. Blocks the calling worker thread for the read (a Kafka store
     /// reads its topic).
