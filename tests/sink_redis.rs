@@ -3,8 +3,8 @@
 //! redis://127.0.0.1:36379, outboxd, outboxd-redis-secret) and the MariaDB/PostgreSQL test
 //! services: both sources to streams with the documented entry layouts, restart, kill -9
 //! under a writer (exactly once, counted by reading the streams), Redis restarted
-//! mid-stream, a second instance fencing the first, a refused password, a stream key of the
-//! wrong type.
+//! mid-stream, a second instance fencing the first, a refused password, `rediss://` to the
+//! plaintext port, a stream key of the wrong type.
 //!
 //! Stopping and starting Redis: `bash scripts/services.sh stop redis` / `start redis`, or
 //! `$OUTBOXD_REDIS_CTL stop|start` when set (a script of one's own for a private server).
@@ -444,6 +444,53 @@ async fn refused_password_stops_with_a_clear_error() {
     );
     assert!(
         !log.contains("not-the-password"),
+        "the password is never logged"
+    );
+}
+
+/// `rediss://` pointed at the test Redis's plaintext port: the server never answers the TLS
+/// handshake (it waits for the end of an inline command), which alone looks like an outage;
+/// the relay must not retry that for ever but stop, saying the port does not speak TLS and
+/// what to use instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_to_a_plaintext_port_stops_with_a_clear_error() {
+    let _up = REDIS_UP.read().await;
+    let db = Postgres::new("redis_tls_plain").await;
+    let (path, port) = write_config(&db, "", &redis_password(), "connector.toml");
+    let plain = redis_url();
+    assert!(
+        plain.starts_with("redis://"),
+        "the test Redis is plaintext: {plain}"
+    );
+    let cfg = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        cfg.replace(&plain, &plain.replacen("redis://", "rediss://", 1)),
+    )
+    .unwrap();
+    let mut relay = Relay::launch_with_args(
+        &[path.to_str().unwrap()],
+        port,
+        test_dir(db.name()).join("relay.log"),
+    );
+    let code = relay.wait_exit(Duration::from_secs(30));
+    let log = relay.log_text();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit non-zero within 30 s (not retried as an outage); log:\n{log}"
+    );
+    assert!(
+        log.contains("did not answer the TLS handshake")
+            && log.contains("use redis:// for a plaintext port")
+            && log.contains("tls-port"),
+        "the error says the port is plaintext and what to do; log:\n{log}"
+    );
+    assert!(
+        !log.contains("not reachable"),
+        "not reported as an outage; log:\n{log}"
+    );
+    assert!(
+        !log.contains(&redis_password()),
         "the password is never logged"
     );
 }
