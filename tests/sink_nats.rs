@@ -3,7 +3,8 @@
 //! rows to the routed subjects with key, headers and value; a restart resumes; kill -9 under
 //! a writer delivers every event exactly once (JetStream drops the re-published copies by
 //! `Nats-Msg-Id` within the duplicate window); the server restarted mid-stream; a refused
-//! password; a missing stream; a second instance fenced by the checkpoint's KV revision.
+//! password; a missing stream; a second instance fenced by the checkpoint's KV revision;
+//! a `--group` failover (kill -9 of the owner) exactly once.
 //!
 //! Stopping the server: `scripts/services.sh stop nats` / `start nats` (or the command in
 //! `OUTBOXD_NATS_CTL`, given `stop` / `start`).
@@ -12,6 +13,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::group;
 use common::mariadb::MariaDb;
 use common::nats;
 use common::postgres::Postgres;
@@ -180,6 +182,32 @@ async fn kill9_under_a_writer_exactly_once_mariadb() {
 async fn kill9_under_a_writer_exactly_once_postgres() {
     let _server = nats::shared().await;
     kill9_exactly_once(&Postgres::new("nats_kill_p").await, 10).await;
+}
+
+/// HA with a NATS JetStream connector: two members of a `--group` (coordinated through the
+/// test Kafka cluster) run it from one file; while a writer inserts, its owner is killed
+/// (`kill -9`) twice and the other member takes over each time, resuming from the KV
+/// checkpoint. A consumer reading the stream counts every event id exactly once, in
+/// per-aggregate order: what the killed owner published after its last checkpoint is
+/// published again by its successor and dropped by the duplicate window.
+#[tokio::test(flavor = "multi_thread")]
+async fn group_failover_exactly_once() {
+    let _server = nats::shared().await;
+    let db = MariaDb::new("nats_group").await;
+    nats::create_stream(&db, WINDOW).await;
+    let (path, _) = nats::write_config(&db, "", &nats::password(), "member.toml");
+    let (mut members, events) = group::failover_under_a_writer(&db, &path, 2).await;
+    let got = nats::read_expecting(
+        &nats::stream_name(&db),
+        events.len(),
+        Duration::from_secs(120),
+        Duration::from_secs(4),
+    )
+    .await;
+    suite::assert_exactly_once(&events, &got, &group::logs(&members));
+    for m in &mut members {
+        m.stop();
+    }
 }
 
 /// The NATS server stops for a while mid-stream and starts again: the relay keeps running

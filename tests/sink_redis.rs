@@ -3,8 +3,9 @@
 //! redis://127.0.0.1:36379, outboxd, outboxd-redis-secret) and the MariaDB/PostgreSQL test
 //! services: both sources to streams with the documented entry layouts, restart, kill -9
 //! under a writer (exactly once, counted by reading the streams), Redis restarted
-//! mid-stream, a second instance fencing the first, a refused password, `rediss://` to the
-//! plaintext port, a stream key of the wrong type.
+//! mid-stream, a second instance fencing the first, a `--group` failover (kill -9 of the
+//! owner) exactly once, a refused password, `rediss://` to the plaintext port, a stream key
+//! of the wrong type.
 //!
 //! Stopping and starting Redis: `bash scripts/services.sh stop redis` / `start redis`, or
 //! `$OUTBOXD_REDIS_CTL stop|start` when set (a script of one's own for a private server).
@@ -15,6 +16,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::group;
 use common::mariadb::MariaDb;
 use common::postgres::Postgres;
 use common::relay::{free_port, test_dir, Relay};
@@ -343,6 +345,33 @@ async fn kill9_under_a_writer_exactly_once() {
     );
     assert_exactly_once_extended(&events, &got, &relay.log_text());
     relay.stop();
+}
+
+/// HA with a Redis Streams connector: two members of a `--group` (coordinated through the
+/// test Kafka cluster) run it from one file; while a writer inserts, its owner is killed
+/// (`kill -9`) twice and the other member takes over each time (a new fencing epoch, the
+/// checkpoint written with the last batch). Reading the stream counts every event exactly
+/// once, in per-aggregate order.
+#[tokio::test(flavor = "multi_thread")]
+async fn group_failover_exactly_once() {
+    let _up = REDIS_UP.read().await;
+    let db = MariaDb::new("redis_group").await;
+    let (path, _) = write_config(
+        &db,
+        &format!("{EXTENDED}\nbatch_max_events = 100"),
+        &redis_password(),
+        "member.toml",
+    );
+    let (mut members, events) = group::failover_under_a_writer(&db, &path, 2).await;
+    let got = read_expecting(
+        &suite::topic(&db, group::AGGREGATE),
+        events.len(),
+        Duration::from_secs(120),
+    );
+    assert_exactly_once_extended(&events, &got, &group::logs(&members));
+    for m in &mut members {
+        m.stop();
+    }
 }
 
 /// Redis stops for a few seconds while events stream: one WARN for the outage, then the
