@@ -3,7 +3,8 @@
 //! rows to the routed subjects with key, headers and value; a restart resumes; kill -9 under
 //! a writer delivers every event exactly once (JetStream drops the re-published copies by
 //! `Nats-Msg-Id` within the duplicate window); the server restarted mid-stream; a refused
-//! password; a missing stream; a second instance fenced by the checkpoint's KV revision.
+//! password; a missing stream; a second instance fenced by the checkpoint's KV revision;
+//! a `--group` failover (kill -9 of the owner) exactly once.
 //!
 //! Stopping the server: `scripts/services.sh stop nats` / `start nats` (or the command in
 //! `OUTBOXD_NATS_CTL`, given `stop` / `start`).
@@ -12,6 +13,8 @@ mod common;
 
 use std::time::Duration;
 
+use common::edges::{expect_failed_exit, run_expecting_failure};
+use common::group;
 use common::mariadb::MariaDb;
 use common::nats;
 use common::postgres::Postgres;
@@ -147,25 +150,10 @@ async fn kill9_exactly_once<S: SourceDb>(db: &S, kills: usize) {
     let (path, port) = nats::write_config(db, "", &nats::password(), "connector.toml");
     let relay = Relay::start(path, port);
     let events = suite::sequenced_events("Wallet", 10, 3_000, 50);
-    let killer = tokio::task::spawn_blocking(move || {
-        let mut relay = relay;
-        for _ in 0..kills {
-            std::thread::sleep(Duration::from_millis(150 + rand::random::<u64>() % 600));
-            relay.kill9();
-            relay.spawn();
-            relay.wait_ready(Duration::from_secs(60));
-        }
-        relay
-    });
+    let killer = suite::kill_at_random_moments(relay, kills);
     let (_, relay) = tokio::join!(suite::write_in_random_transactions(db, &events, 12), killer);
     let mut relay = relay.unwrap();
-    let got = nats::read_expecting(
-        &nats::stream_name(db),
-        events.len(),
-        Duration::from_secs(120),
-        Duration::from_secs(4),
-    )
-    .await;
+    let got = nats::read_all(db, events.len()).await;
     suite::assert_exactly_once(&events, &got, &relay.log_text());
     relay.stop();
 }
@@ -180,6 +168,26 @@ async fn kill9_under_a_writer_exactly_once_mariadb() {
 async fn kill9_under_a_writer_exactly_once_postgres() {
     let _server = nats::shared().await;
     kill9_exactly_once(&Postgres::new("nats_kill_p").await, 10).await;
+}
+
+/// HA with a NATS JetStream connector: two members of a `--group` (coordinated through the
+/// test Kafka cluster) run it from one file; while a writer inserts, its owner is killed
+/// (`kill -9`) twice and the other member takes over each time, resuming from the KV
+/// checkpoint. A consumer reading the stream counts every event id exactly once, in
+/// per-aggregate order: what the killed owner published after its last checkpoint is
+/// published again by its successor and dropped by the duplicate window.
+#[tokio::test(flavor = "multi_thread")]
+async fn group_failover_exactly_once() {
+    let _server = nats::shared().await;
+    let db = MariaDb::new("nats_group").await;
+    nats::create_stream(&db, WINDOW).await;
+    let (path, _) = nats::write_config(&db, "", &nats::password(), "member.toml");
+    let (mut members, events) = group::failover_under_a_writer(&db, &path, 2).await;
+    let got = nats::read_all(&db, events.len()).await;
+    suite::assert_exactly_once(&events, &got, &group::logs(&members));
+    for m in &mut members {
+        m.stop();
+    }
 }
 
 /// The NATS server stops for a while mid-stream and starts again: the relay keeps running
@@ -206,13 +214,7 @@ async fn nats_restarted_mid_stream() {
     });
     let (_, o) = tokio::join!(suite::write_in_random_transactions(&db, &events, 8), outage);
     o.unwrap();
-    let got = nats::read_expecting(
-        &nats::stream_name(&db),
-        events.len(),
-        Duration::from_secs(120),
-        Duration::from_secs(4),
-    )
-    .await;
+    let got = nats::read_all(&db, events.len()).await;
     let log = relay.log_text();
     // Exactly once; a key's order may break across the outage (README, "NATS JetStream":
     // a publish that got no acknowledgement is published again after later ones).
@@ -236,14 +238,7 @@ async fn refused_password_stops_with_a_clear_error() {
     let db = Postgres::new("nats_badpw").await;
     nats::create_stream(&db, WINDOW).await;
     let (path, port) = nats::write_config(&db, "", "not-the-password-xyz", "connector.toml");
-    let log_path = path.with_extension("log");
-    let mut relay = Relay::launch_with_args(&[path.to_str().unwrap()], port, log_path);
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = run_expecting_failure(&path, port, Duration::from_secs(60));
     assert!(log.contains("refused the login"), "log:\n{log}");
     assert!(
         log.contains(&format!("user \"{}\"", nats::user())),
@@ -269,14 +264,7 @@ async fn missing_stream_is_named_or_created() {
         &nats::password(),
         "a.toml",
     );
-    let mut relay =
-        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = run_expecting_failure(&path, port, Duration::from_secs(60));
     assert!(
         log.contains(&format!("JetStream stream {stream} does not exist")),
         "log:\n{log}"
@@ -287,12 +275,7 @@ async fn missing_stream_is_named_or_created() {
     let mut relay = Relay::start(path, port);
     let events = vec![OutboxEvent::new("Order", "o-1", "OrderCreated", Some("{}"))];
     db.insert(&events, false).await;
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains(&format!(
             "no JetStream stream captures subject {}",
@@ -408,14 +391,7 @@ async fn mutual_tls_delivers_and_a_wrong_ca_stops() {
             .replace(&nats::url(), &server.url),
     )
     .unwrap();
-    let mut relay =
-        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = run_expecting_failure(&path, port, Duration::from_secs(60));
     assert!(
         log.contains("TLS with the NATS server") && log.contains("tls_ca"),
         "log:\n{log}"
@@ -440,22 +416,7 @@ async fn mutual_tls_delivers_and_a_wrong_ca_stops() {
         .await
         .unwrap();
     let js = async_nats::jetstream::new(client);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let n = match js.get_stream(nats::stream_name(&db)).await {
-            Ok(mut s) => s.info().await.map(|i| i.state.messages).unwrap_or(0),
-            Err(_) => 0,
-        };
-        if n == 1 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not delivered over TLS; log:\n{}",
-            relay.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    nats::wait_messages(&js, &nats::stream_name(&db), 1, &relay).await;
     relay.stop();
 }
 
@@ -474,12 +435,7 @@ async fn an_event_over_max_payload_stops_naming_it() {
     let big = OutboxEvent::new("Order", "o-1", "OrderCreated", Some(&big_payload));
     db.insert(std::slice::from_ref(&small), false).await;
     db.insert(std::slice::from_ref(&big), false).await;
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     // The limit is the server's max_payload, named as such.
     assert!(
         log.contains(&big.id) && log.contains("max_payload (1048576)"),
@@ -529,14 +485,7 @@ async fn nkey_login() {
     };
     let stranger = nkeys::KeyPair::new_user().seed().unwrap();
     let (path, port) = config(&stranger, "stranger.toml");
-    let mut relay =
-        Relay::launch_with_args(&[path.to_str().unwrap()], port, path.with_extension("log"));
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = run_expecting_failure(&path, port, Duration::from_secs(60));
     assert!(
         log.contains("refused the login with the NKey seed"),
         "log:\n{log}"
@@ -552,22 +501,7 @@ async fn nkey_login() {
         .await
         .unwrap();
     let js = async_nats::jetstream::new(client);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let n = match js.get_stream(nats::stream_name(&db)).await {
-            Ok(mut s) => s.info().await.map(|i| i.state.messages).unwrap_or(0),
-            Err(_) => 0,
-        };
-        if n == 1 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not delivered; log:\n{}",
-            relay.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    nats::wait_messages(&js, &nats::stream_name(&db), 1, &relay).await;
     relay.stop();
 }
 

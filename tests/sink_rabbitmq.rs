@@ -18,10 +18,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::edges::expect_failed_exit;
 use common::mariadb::MariaDb;
 use common::postgres::Postgres;
-use common::relay::{free_port, test_dir, Relay};
-use common::suite::{sequenced_events, SourceDb};
+use common::relay::Relay;
+use common::suite::{self, sequenced_events, SourceDb};
 use common::{unique, OutboxEvent};
 use futures_util::StreamExt;
 use lapin::options::{
@@ -139,6 +140,46 @@ impl Msg {
 
 /// Reads `queue` until `want` distinct messages (by `message_id`) arrived and then nothing
 /// for `quiet`, or `timeout`.
+/// A test's own topic exchange with a queue of its own bound to it by `binding` (queue
+/// arguments `args`): the connection (keep it: closing it closes the channel), the channel,
+/// the exchange's and the queue's names.
+async fn exchange_and_queue(
+    binding: &str,
+    args: FieldTable,
+) -> (Connection, Channel, String, String) {
+    let (conn, ch) = channel().await;
+    let exchange = unique("rabbit29_x");
+    let queue = unique("rabbit29_q");
+    declare_exchange(&ch, &exchange).await;
+    bound_queue(&ch, &queue, &exchange, binding, args).await;
+    (conn, ch, exchange, queue)
+}
+
+/// Binds a new queue to `exchange` by `binding`, inserts one event into `db` and asserts
+/// that it arrives there, once, with its id as `message_id` (`relay`'s log otherwise);
+/// returns the message.
+async fn one_event_arrives<S: SourceDb>(
+    db: &S,
+    ch: &Channel,
+    (exchange, binding): (&str, &str),
+    relay: &Relay,
+) -> Msg {
+    let queue = unique("rabbit29_q");
+    bound_queue(ch, &queue, exchange, binding, FieldTable::default()).await;
+    let e = OutboxEvent::new("Order", "o-1", "Created", Some("{}"));
+    db.insert(std::slice::from_ref(&e), false).await;
+    let got = consume(
+        &queue,
+        1,
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert_eq!(got.len(), 1, "log:\n{}", relay.log_text());
+    assert_eq!(got[0].message_id.as_deref(), Some(e.id.as_str()));
+    got.into_iter().next().unwrap()
+}
+
 async fn consume(queue: &str, want: usize, timeout: Duration, quiet: Duration) -> Vec<Msg> {
     let (conn, ch) = channel().await;
     let mut consumer = ch
@@ -198,22 +239,10 @@ fn write_config<S: SourceDb>(
     sink_extra: &str,
     tail: &str,
 ) -> (PathBuf, u16) {
-    let dir = test_dir(db.name());
-    let port = free_port();
-    let checkpoint = dir.join("checkpoint.json");
-    let cfg = format!(
-        r#"[metrics]
-listen = "127.0.0.1:{port}"
-
-[[connectors]]
-name = "{name}"
-{source}
-
-[connectors.router]
-"route.topic.replacement" = "{name}.${{routedByValue}}"
-"table.fields.additional.placement" = "event_type:header:eventType"
-
-[connectors.sink]
+    suite::write_sink_config(
+        db,
+        &format!(
+            r#"[connectors.sink]
 type = "rabbitmq"
 url = "{url}"
 user = "{user}"
@@ -222,19 +251,14 @@ exchange = "{exchange}"
 {sink_extra}
 
 [connectors.checkpoint]
-store = "file"
-path = "{checkpoint}"
-{tail}
-"#,
-        name = db.name(),
-        source = db.source_toml(&db.outbox_table()),
-        url = rabbit_url(),
-        user = rabbit_user(),
-        checkpoint = checkpoint.display(),
-    );
-    let path = dir.join("connector.toml");
-    std::fs::write(&path, cfg).unwrap();
-    (path, port)
+{checkpoint}
+{tail}"#,
+            url = rabbit_url(),
+            user = rabbit_user(),
+            checkpoint = suite::file_checkpoint(db),
+        ),
+        "connector.toml",
+    )
 }
 
 /// Launches the relay on `config` with the sink password in its environment.
@@ -282,12 +306,8 @@ fn assert_all_present(events: &[OutboxEvent], got: &[Msg], log: &str) -> usize {
 /// Both sources: messages carry the routing key, ids, key, headers, body, persistence; a
 /// stopped relay resumes where it stopped.
 async fn delivers_and_resumes<S: SourceDb>(db: &S) {
-    let (_conn, ch) = channel().await;
-    let exchange = unique("rabbit29_x");
-    let queue = unique("rabbit29_q");
     let key = format!("{}.Order", db.name());
-    declare_exchange(&ch, &exchange).await;
-    bound_queue(&ch, &queue, &exchange, &key, FieldTable::default()).await;
+    let (_conn, _ch, exchange, queue) = exchange_and_queue(&key, FieldTable::default()).await;
     let (path, port) = write_config(db, &exchange, "", "");
     let mut relay = start(path, port);
     let first = vec![
@@ -365,27 +385,15 @@ async fn postgres_to_a_bound_queue_and_resume() {
 async fn kill_9_under_a_writer_loses_nothing() {
     let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_k").await;
-    let (_conn, ch) = channel().await;
-    let exchange = unique("rabbit29_x");
-    let queue = unique("rabbit29_q");
-    declare_exchange(&ch, &exchange).await;
-    bound_queue(
-        &ch,
-        &queue,
-        &exchange,
-        &format!("{}.#", db.name()),
-        FieldTable::default(),
-    )
-    .await;
+    let (_conn, _ch, exchange, queue) =
+        exchange_and_queue(&format!("{}.#", db.name()), FieldTable::default()).await;
     let (path, port) = write_config(&db, &exchange, "", "");
     let mut relay = start(path, port);
     let events = sequenced_events("Ledger", 20, 3_000, 100);
     for (i, chunk) in events.chunks(10).enumerate() {
         db.insert(chunk, false).await;
         if i == 80 || i == 200 {
-            relay.kill9();
-            relay.spawn();
-            relay.wait_ready(Duration::from_secs(60));
+            relay.crash_and_restart();
         }
     }
     let got = consume(
@@ -424,21 +432,9 @@ async fn kill_9_under_a_writer_loses_nothing() {
 async fn broker_restart_mid_stream_loses_nothing() {
     let _broker = BROKER.write().await;
     let db = MariaDb::new("rabbit29_r").await;
-    let exchange = unique("rabbit29_x");
-    let queue = unique("rabbit29_q");
-    {
-        let (conn, ch) = channel().await;
-        declare_exchange(&ch, &exchange).await;
-        bound_queue(
-            &ch,
-            &queue,
-            &exchange,
-            &format!("{}.#", db.name()),
-            FieldTable::default(),
-        )
-        .await;
-        let _ = conn.close(200, "set up".into()).await;
-    }
+    let (conn, _ch, exchange, queue) =
+        exchange_and_queue(&format!("{}.#", db.name()), FieldTable::default()).await;
+    let _ = conn.close(200, "set up".into()).await;
     let (path, port) = write_config(&db, &exchange, "", "");
     let mut relay = start(path, port);
     let events = sequenced_events("Ledger", 10, 600, 50);
@@ -484,12 +480,7 @@ async fn a_refused_password_is_a_clear_definite_error() {
     let db = MariaDb::new("rabbit29_a").await;
     let (path, port) = write_config(&db, "", "", "");
     let mut relay = launch(path, port, "not-the-password-rabbit29");
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains("refused the login of user \"outboxd\"")
             || log.contains(&format!("refused the login of user \"{}\"", rabbit_user())),
@@ -510,12 +501,7 @@ async fn a_missing_exchange_is_named_or_declared() {
     let exchange = unique("rabbit29_missing");
     let (path, port) = write_config(&db, &exchange, "", "");
     let mut relay = launch(path, port, &rabbit_password());
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains(&format!("exchange \"{exchange}\" does not exist"))
             && log.contains("exchange_type"),
@@ -524,18 +510,7 @@ async fn a_missing_exchange_is_named_or_declared() {
     let (path, port) = write_config(&db, &exchange, "exchange_type = \"topic\"", "");
     let mut relay = start(path, port);
     let (_conn, ch) = channel().await;
-    let queue = unique("rabbit29_q");
-    bound_queue(&ch, &queue, &exchange, "#", FieldTable::default()).await;
-    let e = OutboxEvent::new("Order", "o-1", "Created", Some("{}"));
-    db.insert(std::slice::from_ref(&e), false).await;
-    let got = consume(
-        &queue,
-        1,
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-    )
-    .await;
-    assert_eq!(got.len(), 1, "log:\n{}", relay.log_text());
+    one_event_arrives(&db, &ch, (&exchange, "#"), &relay).await;
     let _ = ch
         .exchange_delete(exchange.as_str().into(), Default::default())
         .await;
@@ -549,18 +524,8 @@ async fn a_missing_exchange_is_named_or_declared() {
 async fn an_unroutable_message_is_refused_not_dropped() {
     let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_u").await;
-    let (_conn, ch) = channel().await;
-    let exchange = unique("rabbit29_x");
-    let orders = unique("rabbit29_q");
-    declare_exchange(&ch, &exchange).await;
-    bound_queue(
-        &ch,
-        &orders,
-        &exchange,
-        &format!("{}.Order", db.name()),
-        FieldTable::default(),
-    )
-    .await;
+    let (_conn, ch, exchange, orders) =
+        exchange_and_queue(&format!("{}.Order", db.name()), FieldTable::default()).await;
     let (path, port) = write_config(&db, &exchange, "", "");
     let mut relay = start(path.clone(), port);
     let before = OutboxEvent::new("Order", "o-1", "Created", Some("{}"));
@@ -569,12 +534,7 @@ async fn an_unroutable_message_is_refused_not_dropped() {
     db.insert(std::slice::from_ref(&before), false).await;
     db.insert(std::slice::from_ref(&lost), false).await;
     db.insert(std::slice::from_ref(&after), false).await;
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     let key = format!("{}.Invoice", db.name());
     assert!(
         log.contains(&format!("no queue is bound for routing key \"{key}\"")),
@@ -641,17 +601,13 @@ async fn an_unroutable_message_is_refused_not_dropped() {
 async fn a_full_reject_publish_queue_is_retried_with_one_warn() {
     let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_f").await;
-    let (_conn, ch) = channel().await;
-    let exchange = unique("rabbit29_x");
-    let queue = unique("rabbit29_q");
-    declare_exchange(&ch, &exchange).await;
     let mut args = FieldTable::default();
     args.insert("x-max-length".into(), AMQPValue::LongInt(5));
     args.insert(
         "x-overflow".into(),
         AMQPValue::LongString("reject-publish".into()),
     );
-    bound_queue(&ch, &queue, &exchange, &format!("{}.#", db.name()), args).await;
+    let (_conn, ch, exchange, queue) = exchange_and_queue(&format!("{}.#", db.name()), args).await;
     let (path, port) = write_config(&db, &exchange, "", "");
     let mut relay = start(path, port);
     let events = sequenced_events("Order", 3, 12, 10);
@@ -701,11 +657,7 @@ async fn a_full_reject_publish_queue_is_retried_with_one_warn() {
 async fn an_oversized_message_is_refused_with_both_sizes() {
     let _broker = BROKER.read().await;
     let db = MariaDb::new("rabbit29_o").await;
-    let (_conn, ch) = channel().await;
-    let exchange = unique("rabbit29_x");
-    let queue = unique("rabbit29_q");
-    declare_exchange(&ch, &exchange).await;
-    bound_queue(&ch, &queue, &exchange, "#", FieldTable::default()).await;
+    let (_conn, _ch, exchange, queue) = exchange_and_queue("#", FieldTable::default()).await;
     let (path, port) = write_config(&db, &exchange, "max_message_bytes = 4096", "");
     let mut relay = start(path, port);
     let big = OutboxEvent::new(
@@ -715,12 +667,7 @@ async fn an_oversized_message_is_refused_with_both_sizes() {
         Some(&format!("\"{}\"", "x".repeat(5000))),
     );
     db.insert(std::slice::from_ref(&big), false).await;
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(log.contains(&big.id) && log.contains("4096"), "log:\n{log}");
 
     let Some(limit) = std::env::var("OUTBOXD_RABBITMQ_MAX_MESSAGE_SIZE")
@@ -747,12 +694,7 @@ async fn an_oversized_message_is_refused_with_both_sizes() {
     );
     db.insert(std::slice::from_ref(&small), false).await;
     db.insert(std::slice::from_ref(&big), false).await;
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains(&format!("refused outbox event {}", big.id))
             && log.contains(&format!(
@@ -805,12 +747,7 @@ async fn tls_with_a_ca_and_a_client_certificate() {
     let (path, port) = write_config(&db, &exchange, &tls("other-ca"), "");
     rewrite(&path);
     let mut relay = launch(path, port, &rabbit_password());
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains("TLS handshake") && log.contains("tls_ca"),
         "log:\n{log}"
@@ -820,19 +757,7 @@ async fn tls_with_a_ca_and_a_client_certificate() {
     rewrite(&path);
     let mut relay = start(path, port);
     let (_conn, ch) = channel().await;
-    let queue = unique("rabbit29_q");
-    bound_queue(&ch, &queue, &exchange, "#", FieldTable::default()).await;
-    let e = OutboxEvent::new("Order", "o-1", "Created", Some("{}"));
-    db.insert(std::slice::from_ref(&e), false).await;
-    let got = consume(
-        &queue,
-        1,
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-    )
-    .await;
-    assert_eq!(got.len(), 1, "log:\n{}", relay.log_text());
-    assert_eq!(got[0].message_id.as_deref(), Some(e.id.as_str()));
+    one_event_arrives(&db, &ch, (&exchange, "#"), &relay).await;
     relay.stop();
 }
 
@@ -842,14 +767,8 @@ async fn tls_with_a_ca_and_a_client_certificate() {
 async fn broker_down_at_start_is_waited_for() {
     let _broker = BROKER.write().await;
     let db = MariaDb::new("rabbit29_d").await;
-    let exchange = unique("rabbit29_x");
-    let queue = unique("rabbit29_q");
-    {
-        let (conn, ch) = channel().await;
-        declare_exchange(&ch, &exchange).await;
-        bound_queue(&ch, &queue, &exchange, "#", FieldTable::default()).await;
-        let _ = conn.close(200, "set up".into()).await;
-    }
+    let (conn, _ch, exchange, queue) = exchange_and_queue("#", FieldTable::default()).await;
+    let _ = conn.close(200, "set up".into()).await;
     let (path, port) = write_config(&db, &exchange, "", "");
     // A first run stores the checkpoint (the start position) the second resumes from.
     let mut relay = start(path, port);
@@ -891,9 +810,7 @@ async fn an_exchange_per_topic_as_debezium_server_does() {
     let db = MariaDb::new("rabbit29_x").await;
     let (_conn, ch) = channel().await;
     let exchange = format!("{}.Order", db.name());
-    let queue = unique("rabbit29_q");
     declare_exchange(&ch, &exchange).await;
-    bound_queue(&ch, &queue, &exchange, "", FieldTable::default()).await;
     let (path, port) = write_config(
         &db,
         "",
@@ -901,27 +818,12 @@ async fn an_exchange_per_topic_as_debezium_server_does() {
         "",
     );
     let mut relay = start(path, port);
-    let e = OutboxEvent::new("Order", "o-1", "Created", Some("{}"));
-    db.insert(std::slice::from_ref(&e), false).await;
-    let got = consume(
-        &queue,
-        1,
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-    )
-    .await;
-    assert_eq!(got.len(), 1, "log:\n{}", relay.log_text());
-    assert_eq!(got[0].routing_key, "");
-    assert_eq!(got[0].message_id.as_deref(), Some(e.id.as_str()));
+    let m = one_event_arrives(&db, &ch, (&exchange, ""), &relay).await;
+    assert_eq!(m.routing_key, "");
     // A topic without its exchange: a definite error naming it.
     let lost = OutboxEvent::new("Invoice", "i-1", "Created", Some("{}"));
     db.insert(std::slice::from_ref(&lost), false).await;
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit {code:?}; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains(&format!(
             "exchange \"{}.Invoice\" does not exist",

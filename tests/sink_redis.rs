@@ -3,8 +3,9 @@
 //! redis://127.0.0.1:36379, outboxd, outboxd-redis-secret) and the MariaDB/PostgreSQL test
 //! services: both sources to streams with the documented entry layouts, restart, kill -9
 //! under a writer (exactly once, counted by reading the streams), Redis restarted
-//! mid-stream, a second instance fencing the first, a refused password, a stream key of the
-//! wrong type.
+//! mid-stream, a second instance fencing the first, a `--group` failover (kill -9 of the
+//! owner) exactly once, a refused password, `rediss://` to the plaintext port, a stream key
+//! of the wrong type.
 //!
 //! Stopping and starting Redis: `bash scripts/services.sh stop redis` / `start redis`, or
 //! `$OUTBOXD_REDIS_CTL stop|start` when set (a script of one's own for a private server).
@@ -15,6 +16,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::edges::{expect_failed_exit, run_expecting_failure};
+use common::group;
 use common::mariadb::MariaDb;
 use common::postgres::Postgres;
 use common::relay::{free_port, test_dir, Relay};
@@ -146,35 +149,20 @@ fn write_config<S: SourceDb>(
     password: &str,
     file: &str,
 ) -> (PathBuf, u16) {
-    let dir = test_dir(db.name());
-    let port = free_port();
-    let cfg = format!(
-        r#"[metrics]
-listen = "127.0.0.1:{port}"
-
-[[connectors]]
-name = "{name}"
-{source}
-
-[connectors.router]
-"route.topic.replacement" = "{name}.${{routedByValue}}"
-"table.fields.additional.placement" = "event_type:header:eventType"
-
-[connectors.sink]
+    suite::write_sink_config(
+        db,
+        &format!(
+            r#"[connectors.sink]
 type = "redis"
 url = "{url}"
 user = "{user}"
 password = "{password}"
-{sink_extra}
-"#,
-        name = db.name(),
-        source = db.source_toml(&db.outbox_table()),
-        url = redis_url(),
-        user = redis_user(),
-    );
-    let path = dir.join(file);
-    std::fs::write(&path, cfg).unwrap();
-    (path, port)
+{sink_extra}"#,
+            url = redis_url(),
+            user = redis_user(),
+        ),
+        file,
+    )
 }
 
 fn start<S: SourceDb>(db: &S, sink_extra: &str) -> Relay {
@@ -321,16 +309,7 @@ async fn kill9_under_a_writer_exactly_once() {
     // Small batches: many commits for the kills to land in.
     let relay = start(&db, &format!("{EXTENDED}\nbatch_max_events = 100"));
     let events = suite::sequenced_events("Wallet", 10, 3_000, 50);
-    let killer = tokio::task::spawn_blocking(move || {
-        let mut relay = relay;
-        for _ in 0..12 {
-            std::thread::sleep(Duration::from_millis(150 + rand::random::<u64>() % 600));
-            relay.kill9();
-            relay.spawn();
-            relay.wait_ready(Duration::from_secs(60));
-        }
-        relay
-    });
+    let killer = suite::kill_at_random_moments(relay, 12);
     let (_, relay) = tokio::join!(
         suite::write_in_random_transactions(&db, &events, 12),
         killer
@@ -343,6 +322,33 @@ async fn kill9_under_a_writer_exactly_once() {
     );
     assert_exactly_once_extended(&events, &got, &relay.log_text());
     relay.stop();
+}
+
+/// HA with a Redis Streams connector: two members of a `--group` (coordinated through the
+/// test Kafka cluster) run it from one file; while a writer inserts, its owner is killed
+/// (`kill -9`) twice and the other member takes over each time (a new fencing epoch, the
+/// checkpoint written with the last batch). Reading the stream counts every event exactly
+/// once, in per-aggregate order.
+#[tokio::test(flavor = "multi_thread")]
+async fn group_failover_exactly_once() {
+    let _up = REDIS_UP.read().await;
+    let db = MariaDb::new("redis_group").await;
+    let (path, _) = write_config(
+        &db,
+        &format!("{EXTENDED}\nbatch_max_events = 100"),
+        &redis_password(),
+        "member.toml",
+    );
+    let (mut members, events) = group::failover_under_a_writer(&db, &path, 2).await;
+    let got = read_expecting(
+        &suite::topic(&db, group::AGGREGATE),
+        events.len(),
+        Duration::from_secs(120),
+    );
+    assert_exactly_once_extended(&events, &got, &group::logs(&members));
+    for m in &mut members {
+        m.stop();
+    }
 }
 
 /// Redis stops for a few seconds while events stream: one WARN for the outage, then the
@@ -402,12 +408,7 @@ async fn second_instance_fences_the_first() {
     let mut b = Relay::start(pb, portb);
     let second = suite::sequenced_range("Order", 3, 10..20, 0);
     db.insert(&second, false).await;
-    let code = a.wait_exit(Duration::from_secs(60));
-    let log_a = a.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "the fenced instance stops with an error; log:\n{log_a}"
-    );
+    let log_a = expect_failed_exit(&mut a, Duration::from_secs(60));
     assert!(
         log_a.contains("fenced: another instance runs connector"),
         "it says it was fenced; log:\n{log_a}"
@@ -426,17 +427,7 @@ async fn refused_password_stops_with_a_clear_error() {
     let _up = REDIS_UP.read().await;
     let db = Postgres::new("redis_badpw").await;
     let (path, port) = write_config(&db, "", "not-the-password", "connector.toml");
-    let mut relay = Relay::launch_with_args(
-        &[path.to_str().unwrap()],
-        port,
-        test_dir(db.name()).join("relay.log"),
-    );
-    let code = relay.wait_exit(Duration::from_secs(30));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = run_expecting_failure(&path, port, Duration::from_secs(30));
     assert!(
         log.contains("Redis refused the login")
             && log.contains("check the sink's user and password"),
@@ -444,6 +435,43 @@ async fn refused_password_stops_with_a_clear_error() {
     );
     assert!(
         !log.contains("not-the-password"),
+        "the password is never logged"
+    );
+}
+
+/// `rediss://` pointed at the test Redis's plaintext port: the server never answers the TLS
+/// handshake (it waits for the end of an inline command), which alone looks like an outage;
+/// the relay must not retry that for ever but stop, saying the port does not speak TLS and
+/// what to use instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_to_a_plaintext_port_stops_with_a_clear_error() {
+    let _up = REDIS_UP.read().await;
+    let db = Postgres::new("redis_tls_plain").await;
+    let (path, port) = write_config(&db, "", &redis_password(), "connector.toml");
+    let plain = redis_url();
+    assert!(
+        plain.starts_with("redis://"),
+        "the test Redis is plaintext: {plain}"
+    );
+    let cfg = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        cfg.replace(&plain, &plain.replacen("redis://", "rediss://", 1)),
+    )
+    .unwrap();
+    let log = run_expecting_failure(&path, port, Duration::from_secs(30));
+    assert!(
+        log.contains("did not answer the TLS handshake")
+            && log.contains("use redis:// for a plaintext port")
+            && log.contains("tls-port"),
+        "the error says the port is plaintext and what to do; log:\n{log}"
+    );
+    assert!(
+        !log.contains("not reachable"),
+        "not reported as an outage; log:\n{log}"
+    );
+    assert!(
+        !log.contains(&redis_password()),
         "the password is never logged"
     );
 }
@@ -475,17 +503,7 @@ async fn a_server_with_the_default_user_off_is_refused() {
         .query(&mut redis())
         .unwrap();
     let (path, port) = write_config(&db, "", &redis_password(), "connector.toml");
-    let mut relay = Relay::launch_with_args(
-        &[path.to_str().unwrap()],
-        port,
-        test_dir(db.name()).join("relay.log"),
-    );
-    let code = relay.wait_exit(Duration::from_secs(30));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = run_expecting_failure(&path, port, Duration::from_secs(30));
     assert!(
         log.contains("`default` user is off") && log.contains("allow_default_user_off"),
         "the error says why and what to change; log:\n{log}"
@@ -527,12 +545,7 @@ async fn stream_key_of_the_wrong_type() {
     );
     let orders = suite::sequenced_range("Order", 2, 0..5, 0);
     db.insert(&orders, false).await;
-    let code = relay.wait_exit(Duration::from_secs(60));
-    let log = relay.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let log = expect_failed_exit(&mut relay, Duration::from_secs(60));
     assert!(
         log.contains(&format!("the key {stream} holds a list, not a stream")),
         "the error names the key; log:\n{log}"
@@ -583,6 +596,36 @@ async fn file_checkpoint_at_least_once() {
 
 // ---------------------------------------------------------------- TLS
 
+/// Starts a `redis-server` of the test's own (the Debian package) on the configuration
+/// `conf` (written to `dir`/redis.conf; it must daemonize with `pidfile <dir>/redis.pid`);
+/// returns its pid once the pid file holds it.
+fn redis_server(dir: &std::path::Path, conf: &str) -> u32 {
+    let pid_file = dir.join("redis.pid");
+    std::fs::write(dir.join("redis.conf"), conf).unwrap();
+    let _ = std::fs::remove_file(&pid_file);
+    let ok = std::process::Command::new("redis-server")
+        .arg(dir.join("redis.conf"))
+        .status()
+        .expect("run redis-server (the Debian package redis-server)")
+        .success();
+    assert!(ok, "redis-server did not start; see {}", dir.display());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no pid file from redis-server in {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A Redis of the test's own that takes only TLS with a client certificate
 /// (`OUTBOXD_TEST_TLS_DIR`'s CA and `localhost` server certificate), on a free port;
 /// stopped when dropped.
@@ -605,24 +648,7 @@ impl TlsRedis {
             t = tls.display(),
             d = dir.display()
         );
-        std::fs::write(dir.join("redis.conf"), conf).unwrap();
-        let ok = std::process::Command::new("redis-server")
-            .arg(dir.join("redis.conf"))
-            .status()
-            .expect("run redis-server (the Debian package redis-server)")
-            .success();
-        assert!(ok, "redis-server with TLS did not start");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let pid = loop {
-            if let Some(pid) = std::fs::read_to_string(dir.join("redis.pid"))
-                .ok()
-                .and_then(|p| p.trim().parse().ok())
-            {
-                break pid;
-            }
-            assert!(Instant::now() < deadline, "no pid file from redis-server");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let pid = redis_server(&dir, &conf);
         std::thread::sleep(Duration::from_millis(300));
         TlsRedis { port, pid }
     }
@@ -670,22 +696,11 @@ async fn tls_with_a_client_certificate() {
     let db = Postgres::new("redis_tls").await;
     let server = TlsRedis::start(db.name());
     let tls = common::tls::dir();
-    let dir = test_dir(db.name());
-    let port = free_port();
     let write = |ca: &str, file: &str| {
-        let cfg = format!(
-            r#"[metrics]
-listen = "127.0.0.1:{port}"
-
-[[connectors]]
-name = "{name}"
-{source}
-
-[connectors.router]
-"route.topic.replacement" = "{name}.${{routedByValue}}"
-"table.fields.additional.placement" = "event_type:header:eventType"
-
-[connectors.sink]
+        suite::write_sink_config(
+            &db,
+            &format!(
+                r#"[connectors.sink]
 type = "redis"
 url = "rediss://localhost:{redis}"
 user = "outboxd"
@@ -693,18 +708,15 @@ password = "tls-secret"
 tls_ca = "{t}/{ca}"
 tls_cert = "{t}/client.pem"
 tls_key = "{t}/client.key"
-message_format = "extended"
-"#,
-            name = db.name(),
-            source = db.source_toml(&db.outbox_table()),
-            redis = server.port,
-            t = tls.display(),
-        );
-        let path = dir.join(file);
-        std::fs::write(&path, cfg).unwrap();
-        path
+message_format = "extended""#,
+                redis = server.port,
+                t = tls.display(),
+            ),
+            file,
+        )
     };
-    let mut relay = Relay::start(write("ca.pem", "tls.toml"), port);
+    let (path, port) = write("ca.pem", "tls.toml");
+    let mut relay = Relay::start(path, port);
     let events = suite::sequenced_range("Order", 2, 0..5, 0);
     db.insert(&events, false).await;
     let stream = suite::topic(&db, "Order");
@@ -719,17 +731,8 @@ message_format = "extended"
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(relay.stop(), Some(0));
-    let mut other = Relay::launch_with_args(
-        &[write("other-ca.pem", "other.toml").to_str().unwrap()],
-        port,
-        dir.join("other.log"),
-    );
-    let code = other.wait_exit(Duration::from_secs(30));
-    let log = other.log_text();
-    assert!(
-        matches!(code, Some(c) if c != 0),
-        "exit non-zero; log:\n{log}"
-    );
+    let (path, port) = write("other-ca.pem", "other.toml");
+    let log = run_expecting_failure(&path, port, Duration::from_secs(30));
     assert!(
         log.contains("the TLS handshake with Redis failed") && log.contains("check tls_ca"),
         "the error says what to check; log:\n{log}"
@@ -788,25 +791,7 @@ impl Replica {
             pw = redis_password(),
             d = dir.display()
         );
-        std::fs::write(dir.join("redis.conf"), conf).unwrap();
-        let _ = std::fs::remove_file(dir.join("redis.pid"));
-        let ok = std::process::Command::new("redis-server")
-            .arg(dir.join("redis.conf"))
-            .status()
-            .expect("run redis-server")
-            .success();
-        assert!(ok, "the replica did not start");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let pid = loop {
-            if let Some(pid) = std::fs::read_to_string(dir.join("redis.pid"))
-                .ok()
-                .and_then(|p| p.trim().parse().ok())
-            {
-                break pid;
-            }
-            assert!(Instant::now() < deadline, "no pid file from the replica");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let pid = redis_server(&dir, &conf);
         // Attached once a WAIT for one replica answers 1.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {

@@ -24,10 +24,14 @@ const DEBEZIUM_NAMES: &[(&str, &str)] = &[
 /// accepted key closest to the unknown one (Jaro-Winkler similarity of at least 0.8), or
 /// the TOML name of a Debezium key; empty when nothing is close.
 pub(super) fn did_you_mean(message: &str) -> String {
-    let Some(rest) = message.strip_prefix("unknown field `") else {
-        return String::new();
-    };
-    let Some((unknown, expected)) = rest.split_once('`') else {
+    did_you_mean_also(message, &[])
+}
+
+/// [`did_you_mean`] for a table deserialized in parts, whose accepted keys are `also`
+/// besides those the message lists (`[connectors.sink]`: the login and TLS keys every sink
+/// shares are read apart from the sink's own).
+pub(super) fn did_you_mean_also(message: &str, also: &[&str]) -> String {
+    let Some((unknown, expected)) = unknown_field(message) else {
         return String::new();
     };
     if let Some((_, toml)) = DEBEZIUM_NAMES.iter().find(|(d, _)| *d == unknown) {
@@ -36,7 +40,11 @@ pub(super) fn did_you_mean(message: &str) -> String {
              (connectors/README.md lists every key under both names)"
         );
     }
-    let candidates = expected.split('`').skip(1).step_by(2);
+    let candidates = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .chain(also.iter().copied());
     let best = candidates
         .map(|c| (strsim::jaro_winkler(unknown, c), c))
         .filter(|(score, _)| *score >= 0.8)
@@ -45,6 +53,12 @@ pub(super) fn did_you_mean(message: &str) -> String {
         Some((_, c)) => format!("\nhint: did you mean `{c}`?"),
         None => String::new(),
     }
+}
+
+/// The unknown key and the rest of serde's message (the accepted keys, each in backticks)
+/// when `message` is serde's "unknown field `k`, expected ...".
+fn unknown_field(message: &str) -> Option<(&str, &str)> {
+    message.strip_prefix("unknown field `")?.split_once('`')
 }
 
 #[cfg(test)]
@@ -62,5 +76,16 @@ mod tests {
         let m = "unknown field `zzzzzz`, expected `store` or `path`";
         assert_eq!(did_you_mean(m), "");
         assert_eq!(did_you_mean("invalid type: integer, expected a string"), "");
+    }
+
+    #[test]
+    fn keys_read_apart_are_candidates_too() {
+        use super::did_you_mean_also;
+        let m = "unknown field `pasword`, expected one of `url`, `stream`";
+        assert_eq!(did_you_mean(m), "");
+        assert_eq!(
+            did_you_mean_also(m, &["user", "password"]),
+            "\nhint: did you mean `password`?"
+        );
     }
 }

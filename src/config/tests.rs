@@ -665,6 +665,9 @@ fn example_env() -> impl Fn(&str) -> Option<String> {
     env_of(&[
         ("OUTBOXD_MYSQL_PASSWORD", "outboxd-secret"),
         ("OUTBOXD_PG_PASSWORD", "outboxd-secret"),
+        ("OUTBOXD_NATS_PASSWORD", "nats-secret"),
+        ("OUTBOXD_REDIS_PASSWORD", "redis-secret"),
+        ("OUTBOXD_RABBITMQ_PASSWORD", "rabbit-secret"),
     ])
 }
 
@@ -690,10 +693,63 @@ fn example_connector_files_parse() {
     let compose = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/outboxd.toml");
     let cfg = load_many_with_env(&[compose], None, &env).unwrap();
     assert_eq!(cfg.metrics.listen, Some("0.0.0.0:9187".parse().unwrap()));
-    for f in files {
-        let cfg = load_many_with_env(&[connector_file(f)], None, &env)
-            .unwrap_or_else(|e| panic!("{f}: {e}"));
+    // Every file in connectors/ (but its README) loads, alone, as one connector, with the
+    // sink its name says and the sink's password from the environment (none written inline).
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("connectors");
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let f = path.file_name().unwrap().to_string_lossy().into_owned();
+        if f == "README.md" {
+            continue;
+        }
+        let cfg = load_many_with_env(&[&path], None, &env).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert_eq!(cfg.connectors.len(), 1, "{f}");
+        let c = &cfg.connectors[0];
+        let kind = ["nats", "redis", "rabbitmq"]
+            .into_iter()
+            .find(|k| f.contains(&format!("-{k}")))
+            .map_or("kafka", |k| if k == "nats" { "nats-jetstream" } else { k });
+        assert_eq!(c.sink.kind(), kind, "{f}");
+        let sink_password = match &c.sink {
+            SinkConfig::Kafka => None,
+            SinkConfig::Nats(n) => n.auth.password.as_ref(),
+            SinkConfig::Redis(r) => r.auth.password.as_ref(),
+            SinkConfig::RabbitMq(r) => r.auth.password.as_ref(),
+        };
+        if let Some(p) = sink_password {
+            assert!(
+                p.expose().ends_with("-secret"),
+                "{f}: the sink's password from the environment"
+            );
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for secret in [
+            "outboxd-secret",
+            "nats-secret",
+            "redis-secret",
+            "rabbit-secret",
+        ] {
+            assert!(!text.contains(secret), "{f}: a password written inline");
+        }
+        for line in text.lines().map(str::trim_start) {
+            assert!(
+                !line.starts_with("password =") && !line.starts_with("password="),
+                "{f}: an inline password ({line}); use password_env"
+            );
+        }
+        seen.push(f);
+    }
+    for f in files.iter().chain(&[
+        "shop-mariadb-nats.toml",
+        "shop-mariadb-redis.toml",
+        "shop-mariadb-rabbitmq.toml",
+        "shop-postgres-nats.application.properties",
+    ]) {
+        assert!(
+            seen.iter().any(|s| s == f),
+            "{f} is missing from connectors/"
+        );
     }
     // Both MariaDB files describe the same connector: loading them together is a name clash.
     let e = load_many_with_env(

@@ -97,6 +97,18 @@ pub fn expect_failed_exit(relay: &mut Relay, within: Duration) -> String {
     log
 }
 
+/// Runs `outboxd run --config <config>` (its `[metrics]` on `metrics_port`, the log beside
+/// the file), which must stop by itself within `within` with a failure ([`expect_failed_exit`]);
+/// returns its log.
+pub fn run_expecting_failure(config: &Path, metrics_port: u16, within: Duration) -> String {
+    let mut relay = Relay::launch_with_args(
+        &[config.to_str().unwrap()],
+        metrics_port,
+        config.with_extension("log"),
+    );
+    expect_failed_exit(&mut relay, within)
+}
+
 /// The stored checkpoint's position as `outboxd checkpoint show` gives it, `kind:value`.
 pub fn stored_position(config: &Path) -> String {
     let (code, out, err) = run_cli(&["checkpoint", "show", "--config", config.to_str().unwrap()]);

@@ -10,6 +10,7 @@ pub mod acl;
 pub mod connect;
 pub mod edges;
 pub mod faults;
+pub mod group;
 pub mod kafka;
 pub mod mariadb;
 pub mod nats;

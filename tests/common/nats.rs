@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 
 use super::kafka::Consumed;
-use super::relay::{free_port, test_dir};
+use super::relay::{free_port, Relay};
 use super::suite::SourceDb;
 
 /// The test server's URL.
@@ -65,36 +65,21 @@ pub fn write_config<S: SourceDb>(
     password: &str,
     file_name: &str,
 ) -> (PathBuf, u16) {
-    let dir = test_dir(db.name());
-    let port = free_port();
-    let cfg = format!(
-        r#"[metrics]
-listen = "127.0.0.1:{port}"
-
-[[connectors]]
-name = "{name}"
-{source}
-
-[connectors.router]
-"route.topic.replacement" = "{name}.${{routedByValue}}"
-"table.fields.additional.placement" = "event_type:header:eventType"
-
-[connectors.sink]
+    super::suite::write_sink_config(
+        db,
+        &format!(
+            r#"[connectors.sink]
 type = "nats-jetstream"
 url = "{url}"
 user = "{user}"
 password = "{password}"
 checkpoint_bucket = "outboxd_test_checkpoints"
-{sink_extra}
-"#,
-        name = db.name(),
-        source = db.source_toml(&db.outbox_table()),
-        url = url(),
-        user = user(),
-    );
-    let path = dir.join(file_name);
-    std::fs::write(&path, cfg).unwrap();
-    (path, port)
+{sink_extra}"#,
+            url = url(),
+            user = user(),
+        ),
+        file_name,
+    )
 }
 
 /// Every message of stream `stream`, in stream order, as records: subject as topic, stream
@@ -154,10 +139,7 @@ pub async fn read_expecting(
     let deadline = Instant::now() + timeout;
     let mut last = (0u64, Instant::now());
     loop {
-        let count = match js.get_stream(stream).await {
-            Ok(mut s) => s.info().await.map(|i| i.state.messages).unwrap_or(0),
-            Err(_) => 0,
-        };
+        let count = message_count(&js, stream).await;
         if count != last.0 {
             last = (count, Instant::now());
         }
@@ -167,6 +149,40 @@ pub async fn read_expecting(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     read_stream(stream).await
+}
+
+/// How many messages stream `stream` holds (0 while it does not exist), through `js`.
+pub async fn message_count(js: &jetstream::Context, stream: &str) -> u64 {
+    match js.get_stream(stream).await {
+        Ok(mut s) => s.info().await.map(|i| i.state.messages).unwrap_or(0),
+        Err(_) => 0,
+    }
+}
+
+/// Waits (at most 60 s) until stream `stream` holds `n` messages, through `js` (a server of
+/// the test's own: [`OwnServer`]); panics with `relay`'s log otherwise.
+pub async fn wait_messages(js: &jetstream::Context, stream: &str, n: u64, relay: &Relay) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while message_count(js, stream).await != n {
+        assert!(
+            Instant::now() < deadline,
+            "stream {stream} never held {n} messages; log:\n{}",
+            relay.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// [`read_expecting`] on `db`'s stream ([`stream_name`]) for `n` messages, within 120 s and
+/// settled for 4 s (the wait of the tests that count deliveries after crashes).
+pub async fn read_all<S: SourceDb>(db: &S, n: usize) -> Vec<Consumed> {
+    read_expecting(
+        &stream_name(db),
+        n,
+        Duration::from_secs(120),
+        Duration::from_secs(4),
+    )
+    .await
 }
 
 /// Stops (`"stop"`) or starts (`"start"`) the NATS server: `OUTBOXD_NATS_CTL <what>` when

@@ -185,6 +185,14 @@ impl Relay {
         }
     }
 
+    /// `kill -9`, then starts it again and waits (at most 60 s) until it is ready: a crash
+    /// and the restart a supervisor would do.
+    pub fn crash_and_restart(&mut self) {
+        self.kill9();
+        self.spawn();
+        self.wait_ready(Duration::from_secs(60));
+    }
+
     /// Waits for the process to exit by itself; returns its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
         let deadline = Instant::now() + timeout;

@@ -85,7 +85,36 @@ pub fn write_config_full<S: SourceDb>(
     checkpoint: &str,
     file_name: &str,
 ) -> (PathBuf, u16) {
-    let dir = test_dir(db.name());
+    let rest = format!(
+        r#"[connectors.kafka]
+bootstrap_servers = "{bootstrap}"
+{kafka_extra}
+
+[connectors.checkpoint]
+{checkpoint}"#,
+        bootstrap = super::kafka_bootstrap(),
+    );
+    write_connector(db, table, router_extra, &rest, file_name)
+}
+
+/// Writes a TOML connector config for `db` (its default outbox table, the tests' standard
+/// routing) delivering to another broker: `sink` is the `[connectors.sink]` table, and any
+/// tables after it (e.g. `[connectors.checkpoint]`). Written to `file_name` in the test's
+/// directory with a free metrics port; returns (path, metrics port).
+pub fn write_sink_config<S: SourceDb>(db: &S, sink: &str, file_name: &str) -> (PathBuf, u16) {
+    write_connector(db, &db.outbox_table(), "", sink, file_name)
+}
+
+/// The one connector file every helper above writes: `[metrics]` on a free port, the
+/// connector on `table` of `db`, the tests' standard routing plus `router_extra`, then the
+/// tables of `rest`; to `file_name` in the test's directory. Returns (path, metrics port).
+fn write_connector<S: SourceDb>(
+    db: &S,
+    table: &str,
+    router_extra: &str,
+    rest: &str,
+    file_name: &str,
+) -> (PathBuf, u16) {
     let port = free_port();
     let cfg = format!(
         r#"[metrics]
@@ -100,18 +129,12 @@ name = "{name}"
 "table.fields.additional.placement" = "event_type:header:eventType"
 {router_extra}
 
-[connectors.kafka]
-bootstrap_servers = "{bootstrap}"
-{kafka_extra}
-
-[connectors.checkpoint]
-{checkpoint}
+{rest}
 "#,
         name = db.name(),
         source = db.source_toml(table),
-        bootstrap = super::kafka_bootstrap(),
     );
-    let path = dir.join(file_name);
+    let path = test_dir(db.name()).join(file_name);
     std::fs::write(&path, cfg).unwrap();
     (path, port)
 }
@@ -371,9 +394,7 @@ pub async fn restart_mid_stream_loses_nothing<S: SourceDb>(db: &S) {
             relay.wait_ready(Duration::from_secs(60));
         }
         if i == 200 {
-            relay.kill9();
-            relay.spawn();
-            relay.wait_ready(Duration::from_secs(60));
+            relay.crash_and_restart();
         }
     }
     let got = read_topics(
@@ -578,6 +599,20 @@ pub async fn write_in_random_transactions<S: SourceDb>(
     }
 }
 
+/// Crashes `relay` (`kill -9`, restarted at once: [`Relay::crash_and_restart`]) `kills`
+/// times, 150 to 750 ms apart, on a blocking thread so that a writer can insert meanwhile;
+/// the handle gives the relay back, running.
+pub fn kill_at_random_moments(relay: Relay, kills: usize) -> tokio::task::JoinHandle<Relay> {
+    tokio::task::spawn_blocking(move || {
+        let mut relay = relay;
+        for _ in 0..kills {
+            std::thread::sleep(Duration::from_millis(150 + rand::random::<u64>() % 600));
+            relay.crash_and_restart();
+        }
+        relay
+    })
+}
+
 /// kill -9 the relay at `kills` random moments while a writer inserts (several aggregates,
 /// multi-row transactions). With `exactly_once`, a read_committed consumer must see each
 /// event once, in per-aggregate order; otherwise (at-least-once) nothing may be lost.
@@ -585,16 +620,7 @@ pub async fn crash_loop<S: SourceDb>(db: &S, checkpoint: &str, exactly_once: boo
     let (path, port) = write_config_with(db, &db.outbox_table(), "", checkpoint, "connector.toml");
     let relay = Relay::start(path, port);
     let events = sequenced_events("Wallet", 10, 4_000, 50);
-    let killer = tokio::task::spawn_blocking(move || {
-        let mut relay = relay;
-        for _ in 0..kills {
-            std::thread::sleep(Duration::from_millis(150 + rand::random::<u64>() % 600));
-            relay.kill9();
-            relay.spawn();
-            relay.wait_ready(Duration::from_secs(60));
-        }
-        relay
-    });
+    let killer = kill_at_random_moments(relay, kills);
     let (_, relay) = tokio::join!(write_in_random_transactions(db, &events, 12), killer);
     let relay = relay.unwrap();
     let got = read_topics(

@@ -101,7 +101,7 @@ pub(crate) fn from_toml(
             }
         }
     }
-    let bad = |e: toml::de::Error| ctx.invalid(here, e.message().to_string());
+    let bad = |e: toml::de::Error| ctx.invalid(here, unknown_key_message(e.message()));
     let auth: auth::AuthToml = toml::Value::Table(auth).try_into().map_err(bad)?;
     let rest = toml::Value::Table(table);
     Ok(match kind.as_str() {
@@ -138,6 +138,22 @@ pub(crate) fn from_toml(
             ))
         }
     })
+}
+
+/// serde's message for a sink table (`message`), with the shared login and TLS keys (read
+/// apart, so not in serde's list of accepted keys) added to that list, and for an unknown
+/// key the closest accepted one (`did you mean`), as for the rest of the file.
+fn unknown_key_message(message: &str) -> String {
+    let hint = super::hint::did_you_mean_also(message, &AUTH_KEYS);
+    let listed =
+        match message.starts_with("unknown field `") && message.contains("expected one of ") {
+            true => {
+                let shared: Vec<String> = AUTH_KEYS.iter().map(|k| format!("`{k}`")).collect();
+                format!("{message}, {}", shared.join(", "))
+            }
+            false => message.to_string(),
+        };
+    format!("{listed}{hint}")
 }
 
 #[cfg(test)]
@@ -228,5 +244,64 @@ dbname = "shop"
         let file = "[connectors.checkpoint]\nstore = \"file\"\npath = \"/tmp/x.json\"";
         let c = load(&toml(rabbit, file)).unwrap();
         assert!(matches!(c.checkpoint, CheckpointConfig::File { .. }));
+    }
+
+    #[test]
+    fn an_unknown_sink_key_names_the_closest_accepted_one() {
+        let sink = |kind: &str, url: &str, extra: &str| {
+            toml(
+                &format!("[connectors.sink]\ntype = \"{kind}\"\nurl = \"{url}\"\n{extra}"),
+                "[connectors.checkpoint]\nstore = \"file\"\npath = \"/tmp/x.json\"",
+            )
+        };
+        for (text, unknown, hint) in [
+            // A sink's own key.
+            (
+                sink("nats-jetstream", "nats://h:4222", "streem = \"S\""),
+                "streem",
+                "stream",
+            ),
+            (
+                sink("redis", "redis://h:6379", "maxlenn = 5"),
+                "maxlenn",
+                "maxlen",
+            ),
+            (
+                sink("rabbitmq", "amqp://h:5672/%2f", "exchang = \"x\""),
+                "exchang",
+                "exchange",
+            ),
+            // A login or TLS key, read apart from the sink's own but listed and hinted too.
+            (
+                sink(
+                    "redis",
+                    "redis://h:6379",
+                    "user = \"u\"\npasword_env = \"P\"",
+                ),
+                "pasword_env",
+                "password_env",
+            ),
+            (
+                sink("nats-jetstream", "nats://h:4222", "tls_cacert = \"ca.pem\""),
+                "tls_cacert",
+                "tls_cert",
+            ),
+        ] {
+            let e = load(&text).map(|c| format!("{c:?}")).unwrap_err();
+            assert!(e.contains(&format!("unknown field `{unknown}`")), "{e}");
+            assert!(
+                e.contains(&format!("hint: did you mean `{hint}`?")),
+                "{hint}: {e}"
+            );
+            assert!(
+                e.contains("`password_file`"),
+                "the shared keys are listed: {e}"
+            );
+        }
+        let e = load(&sink("redis", "redis://h:6379", "zzzzzz = 1")).unwrap_err();
+        assert!(
+            e.contains("unknown field `zzzzzz`") && !e.contains("did you mean"),
+            "{e}"
+        );
     }
 }

@@ -24,7 +24,8 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Opens a connection of its own to the server `cfg` names, logged in as its user (the
 /// URL's user and password unless `user`/`password*` are set), over TLS for `rediss://`
 /// (verified with `tls_ca` when set, else the system's roots; `tls_cert` + `tls_key` for
-/// mutual TLS). Errors: see [`classify`]; unreadable TLS files are definite.
+/// mutual TLS). Errors: see [`classify`]; unreadable TLS files are definite, and so is
+/// `rediss://` to a port that answers plain Redis ([`super::plaintext`]).
 pub(crate) async fn connect(
     cfg: &RedisSinkConfig,
     extra_response_time: Duration,
@@ -48,6 +49,7 @@ pub(crate) async fn connect(
         login = login.set_password(password.expose());
     }
     info = info.set_redis_settings(login);
+    let probe_info = info.clone();
     let tls_files = cfg.auth.tls_ca.is_some() || cfg.auth.tls_cert.is_some();
     let client = if tls_files {
         let read = |p: &std::path::Path| {
@@ -80,10 +82,16 @@ pub(crate) async fn connect(
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
         .set_response_timeout(Some(RESPONSE_TIMEOUT + extra_response_time));
-    client
+    match client
         .get_multiplexed_async_connection_with_config(&config)
         .await
-        .map_err(|e| classify(&e, "connecting"))
+    {
+        Ok(conn) => Ok(conn),
+        Err(e) => match super::plaintext::tls_to_a_plaintext_port(&probe_info, &e).await {
+            Some(advice) => Err((Class::Definite, format!("connecting: {advice}"))),
+            None => Err(classify(&e, "connecting")),
+        },
+    }
 }
 
 /// Short, secret-free text of an error kind.
@@ -159,7 +167,7 @@ pub(crate) fn classify(e: &RedisError, doing: &str) -> (Class, String) {
 
 /// The kind of the I/O error under `e`, if it is one (redis-rs keeps it as an
 /// `Arc<dyn Error>`).
-fn io_kind(e: &RedisError) -> Option<std::io::ErrorKind> {
+pub(super) fn io_kind(e: &RedisError) -> Option<std::io::ErrorKind> {
     type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
     let source = std::error::Error::source(e)?;
     let io = match source.downcast_ref::<Shared>() {

@@ -30,6 +30,7 @@
 
 mod conn;
 mod layout;
+mod plaintext;
 pub(crate) mod script;
 
 use std::collections::HashMap;
