@@ -328,23 +328,6 @@ path = "{checkpoint}"
     );
 }
 
-/// The partition count of `topic` as the broker lists it.
-fn partition_count(topic: &str) -> usize {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    let probe: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", common::kafka_bootstrap())
-        .set("allow.auto.create.topics", "false")
-        .create()
-        .expect("kafka consumer");
-    let md = probe
-        .fetch_metadata(Some(topic), Duration::from_secs(5))
-        .expect("metadata");
-    md.topics()
-        .iter()
-        .find(|t| t.name() == topic)
-        .map_or(0, |t| t.partitions().len())
-}
-
 /// `[connectors.kafka]` lines: Kafka Connect's topic creation (KIP-158), a default group of
 /// 5 partitions and a group `orders` of 2 partitions and a retention for `orders_topic`.
 fn topic_creation(orders_topic: &str, replication_factor: i32) -> String {
@@ -387,9 +370,13 @@ async fn routed_topics_are_created_with_their_topic_creation_group() {
     );
     let log = relay.log_text();
     suite::assert_exactly_once(&events, &got, &log);
-    assert_eq!(partition_count(&orders), 2, "the orders group; log:\n{log}");
     assert_eq!(
-        partition_count(&payments),
+        common::kafka::partition_count(&orders),
+        2,
+        "the orders group; log:\n{log}"
+    );
+    assert_eq!(
+        common::kafka::partition_count(&payments),
         5,
         "the default group; log:\n{log}"
     );

@@ -149,6 +149,12 @@ fn admin() -> rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>
 
 /// Whether the broker knows `topic` (a metadata request that never creates it).
 pub fn topic_exists(topic: &str) -> bool {
+    partition_count(topic) > 0
+}
+
+/// The number of partitions the broker lists for `topic`, 0 when it does not know it (a
+/// metadata request that never creates it).
+pub fn partition_count(topic: &str) -> usize {
     let probe: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", super::kafka_bootstrap())
         .set("allow.auto.create.topics", "false")
@@ -159,7 +165,8 @@ pub fn topic_exists(topic: &str) -> bool {
         .expect("metadata");
     md.topics()
         .iter()
-        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map_or(0, |t| t.partitions().len())
 }
 
 /// Creates `topic` with `partitions` partitions; waits until the broker lists it.
