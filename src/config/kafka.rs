@@ -282,6 +282,67 @@ const WORKER_ONLY: &[(&str, &str)] = &[
     ),
 ];
 
+/// Producer settings outboxd fixes, with the values (Java or librdkafka spelling) that ask for
+/// what it always does: the idempotent producer every guarantee rests on.
+const FIXED_PRODUCER: &[(&str, &[&str], &str)] = &[
+    ("acks", &["all", "-1"], "all"),
+    ("enable.idempotence", &["true"], "true"),
+    ("partitioner", &["murmur2_random"], "murmur2_random"),
+];
+
+/// Kafka's Java partitioners that place keyed records as librdkafka's `murmur2_random` does.
+const JAVA_DEFAULT_PARTITIONERS: &[&str] =
+    &["org.apache.kafka.clients.producer.internals.DefaultPartitioner"];
+
+/// Takes outboxd's fixed producer settings out of `producer` (one scope: keys without their
+/// `producer.` / `producer.override.` prefix, given as `prefix` for messages), the same way
+/// for a worker file's `producer.*` and a connector JSON's `producer.override.*`: a value
+/// that asks for what outboxd always does is reported in `ignored` as such; another value is
+/// an error naming the key and what outboxd fixes. A Java `partitioner.class` other than
+/// Kafka's default partitioner is an error too: keyed records would land on other
+/// partitions than under Kafka Connect.
+pub(crate) fn take_fixed_producer(
+    producer: &mut BTreeMap<String, String>,
+    prefix: &str,
+    ignored: &mut Vec<(String, String)>,
+) -> Result<(), KeyError> {
+    for (key, same, fixed) in FIXED_PRODUCER {
+        if let Some(v) = producer.remove(*key) {
+            let t = v.trim().to_ascii_lowercase();
+            if !same.contains(&t.as_str()) {
+                return Err((
+                    format!("{prefix}{key}"),
+                    format!(
+                        "`{v}` cannot be applied: outboxd's producer always uses {key}={fixed} \
+                         (the idempotent producer its delivery guarantees rest on); remove it"
+                    ),
+                ));
+            }
+            ignored.push((
+                format!("{prefix}{key}"),
+                format!("{key}={fixed} is what outboxd's producer always uses"),
+            ));
+        }
+    }
+    if let Some(v) = producer.remove("partitioner.class") {
+        if !JAVA_DEFAULT_PARTITIONERS.contains(&v.trim()) {
+            return Err((
+                format!("{prefix}partitioner.class"),
+                format!(
+                    "`{v}` cannot be applied: outboxd places keyed records as Kafka's default \
+                     partitioner does (murmur2 of the key), so an aggregate keeps its \
+                     partition; remove it"
+                ),
+            ));
+        }
+        ignored.push((
+            format!("{prefix}partitioner.class"),
+            "Kafka's default partitioner is what outboxd's producer always uses (murmur2)".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn matches(pattern: &str, key: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => key.starts_with(prefix),
@@ -659,6 +720,7 @@ pub(crate) fn from_keys(
     let t = translate(top, is_librdkafka)?;
     settings.client = t.props;
     settings.ignored_keys.extend(t.ignored);
+    take_fixed_producer(&mut producer, "producer.", &mut settings.ignored_keys)?;
     let p = translate(producer, is_librdkafka).map_err(|(k, m)| (format!("producer.{k}"), m))?;
     settings.producer = p.props;
     settings.ignored_keys.extend(

@@ -1232,7 +1232,12 @@ server_id = 7
         "{debug}"
     );
     assert!(ignored(&c, "producer.override.ssl.enabled.protocols").is_some());
-    assert!(ignored(&c, "producer.override.linger.ms").is_some());
+    // Applied as a worker file's producer.linger.ms would be.
+    assert_eq!(
+        c.kafka.producer.get("linger.ms").map(String::as_str),
+        Some("7")
+    );
+    assert!(ignored(&c, "producer.override.linger.ms").is_none());
 
     // A worker file (`--kafka-config`) beats the TOML section, key by key.
     let dir = std::env::temp_dir().join(format!("outboxd-worker-{}", std::process::id()));
@@ -1588,4 +1593,74 @@ fn configs_debezium_refuses_are_refused() {
         Some("k:9092"),
         &[],
     );
+}
+
+/// A connector JSON's `producer.override.*` and a worker file's `producer.*` are applied
+/// the same way: librdkafka and Java names alike, outboxd's fixed settings reported when
+/// they ask for what it does anyway and refused otherwise, secrets kept secret.
+#[test]
+fn producer_overrides_and_worker_producer_keys_are_applied_alike() {
+    let with = |lines: &str| {
+        seed_004_json().replace(
+            "\"transforms\": \"outbox\",",
+            &format!("\"transforms\": \"outbox\",\n    {lines},"),
+        )
+    };
+    let c = one(
+        &with(
+            r#""producer.override.compression.type": "zstd", "producer.override.acks": "-1", "producer.override.enable.idempotence": "true", "producer.override.max.in.flight.requests.per.connection": "5""#,
+        ),
+        Some("k:9092"),
+        &[],
+    );
+    assert_eq!(c.kafka.producer["compression.type"], "zstd");
+    assert_eq!(
+        c.kafka.producer["max.in.flight.requests.per.connection"],
+        "5"
+    );
+    assert!(!c.kafka.producer.contains_key("acks"));
+    assert!(ignored(&c, "producer.override.acks").is_some_and(|w| w.contains("always uses")));
+    for (line, key) in [
+        (r#""producer.override.acks": "1""#, "producer.override.acks"),
+        (
+            r#""producer.override.enable.idempotence": "false""#,
+            "producer.override.enable.idempotence",
+        ),
+        (
+            r#""producer.override.partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner""#,
+            "producer.override.partitioner.class",
+        ),
+    ] {
+        let e = err(&with(line), Some("k:9092"), &[]);
+        assert!(e.contains(key) && e.contains("cannot be applied"), "{e}");
+    }
+
+    let dir = std::env::temp_dir().join(format!("outboxd-po-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let worker = dir.join("worker.properties");
+    let conn = dir.join("c.json");
+    std::fs::write(&conn, seed_004_json()).unwrap();
+    let load = |props: &str| {
+        std::fs::write(&worker, format!("bootstrap.servers=w:1\n{props}")).unwrap();
+        let opts = LoadOptions {
+            kafka_bootstrap: None,
+            kafka_config: Some(&worker),
+            without_source_secrets: false,
+            shadow: None,
+        };
+        load_all_with_env(&[&conn], opts, &env_of(&[]))
+    };
+    let cfg = load("producer.acks=all\nproducer.compression.type=zstd\n").unwrap();
+    assert_eq!(cfg.connectors[0].kafka.producer["compression.type"], "zstd");
+    assert!(cfg
+        .kafka
+        .ignored_keys
+        .iter()
+        .any(|(k, why)| k == "producer.acks" && why.contains("always uses")));
+    let e = load("producer.acks=1\n").unwrap_err().to_string();
+    assert!(
+        e.contains("producer.acks") && e.contains("cannot be applied"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

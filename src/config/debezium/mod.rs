@@ -43,8 +43,8 @@ mod transforms;
 mod unused;
 
 use super::{
-    CheckpointConfig, ClientProperties, ConfigError, ConnectorConfig, KafkaConfig, KeyError,
-    LoadCtx, DEFAULT_MAX_RECORD_BYTES,
+    CheckpointConfig, ConfigError, ConnectorConfig, KafkaConfig, KeyError, LoadCtx,
+    DEFAULT_MAX_RECORD_BYTES,
 };
 use connector::Kind;
 pub(super) use server::{looks_like_server_properties, parse_server};
@@ -147,6 +147,7 @@ fn from_keys(
             path: ctx.path.to_path_buf(),
             connector: name.clone(),
         })?;
+    let (producer, producer_secrets) = security::producer_overrides(&mut keys).map_err(invalid)?;
     let errors = errors::error_policy(&mut keys).map_err(invalid)?;
     let topic_creation = topic_creation(&mut keys).map_err(invalid)?;
     unused::refuse_non_booleans(&keys).map_err(invalid)?;
@@ -173,8 +174,8 @@ fn from_keys(
         kafka: KafkaConfig {
             bootstrap_servers,
             client,
-            producer: BTreeMap::new(),
-            producer_secrets: ClientProperties::default(),
+            producer,
+            producer_secrets,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             topic_creation,
         },

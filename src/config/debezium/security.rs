@@ -85,6 +85,52 @@ pub(super) fn pg_tls(keys: &mut Keys) -> Result<PgTlsConfig, KeyError> {
     })
 }
 
+/// The other `producer.override.*` keys (not security, not `bootstrap.servers`), applied as
+/// a worker file's `producer.*` keys are: outboxd's fixed settings reported or refused
+/// ([`take_fixed_producer`](crate::config::kafka::take_fixed_producer)), Java names
+/// translated, librdkafka's own names applied, the rest reported. Returns the plain and the
+/// secret-valued producer properties.
+pub(super) fn producer_overrides(
+    keys: &mut Keys,
+) -> Result<(BTreeMap<String, String>, ClientProperties), KeyError> {
+    const PREFIX: &str = "producer.override.";
+    let names: Vec<String> = keys
+        .map
+        .keys()
+        .filter(|k| {
+            k.strip_prefix(PREFIX)
+                .is_some_and(|rest| rest != "bootstrap.servers")
+        })
+        .cloned()
+        .collect();
+    let mut java = BTreeMap::new();
+    for k in names {
+        if let Some(v) = keys.take(&k) {
+            java.insert(k[PREFIX.len()..].to_string(), v);
+        }
+    }
+    let mut notes = Vec::new();
+    crate::config::kafka::take_fixed_producer(&mut java, PREFIX, &mut notes)?;
+    for (k, why) in notes {
+        keys.ignore(&k, why);
+    }
+    let t = crate::config::kafka::translate(java, &crate::config::kafka::knows_property)
+        .map_err(|(k, m)| (format!("{PREFIX}{k}"), m))?;
+    for (k, why) in t.ignored {
+        keys.ignore(&format!("{PREFIX}{k}"), why);
+    }
+    let mut plain = BTreeMap::new();
+    let mut secrets = ClientProperties::default();
+    for (k, v) in t.props.expose() {
+        if crate::config::kafka::is_secret_key(k) {
+            secrets.set(k, v.to_string());
+        } else {
+            plain.insert(k.to_string(), v.to_string());
+        }
+    }
+    Ok((plain, secrets))
+}
+
 /// The `producer.override.*` security keys (`security.protocol`, `sasl.*`, `ssl.*`), Java
 /// names translated to librdkafka's: the settings of every Kafka client of the connector
 /// (its record producer writes the checkpoints, its store reads them: one cluster, one set

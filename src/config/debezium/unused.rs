@@ -85,7 +85,6 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("message.prefix.*", "without io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent before the EventRouter, Debezium's message events do not reach it"),
     ("predicates", "outboxd applies the outbox router to every change of table.include.list"),
     ("predicates.*", "outboxd applies the outbox router to every change of table.include.list"),
-    ("producer.override.*", "Java producer setting; put the librdkafka equivalent under [connectors.kafka.producer] in an outboxd TOML"),
     ("consumer.override.*", "outboxd runs no Kafka consumer for this connector"),
     ("admin.override.*", "outboxd runs no Kafka admin client for this connector"),
     ("database.ssl.*", "a MySQL/MariaDB connector's TLS setting; not used by a PostgreSQL connector (it reads database.sslmode, sslrootcert, sslcert, sslkey)"),
