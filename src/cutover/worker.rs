@@ -49,7 +49,9 @@ pub struct WorkerFile {
     /// `group.id` (distributed workers).
     pub group_id: Option<String>,
     /// The worker's REST API: `rest.advertised.*`, else the first `http://` of `listeners`
-    /// (a wildcard host read as 127.0.0.1), else `rest.host.name` / `rest.port`.
+    /// (the scheme in any case, as Kafka Connect reads it; a wildcard host read as
+    /// 127.0.0.1), else `rest.host.name` / `rest.port`, else Kafka Connect's default
+    /// listener `http://:8083` (`None` only when the listeners are all `https://`).
     pub rest_url: Option<String>,
 }
 
@@ -79,24 +81,26 @@ impl WorkerFile {
             (Some(h), Some(p), l) if l.as_deref().is_none_or(|l| l == "http") => {
                 Some(format!("http://{h}:{p}"))
             }
-            _ => get("listeners")
-                .and_then(|ls| {
-                    ls.split(',')
-                        .map(str::trim)
-                        .find(|l| l.starts_with("http://"))
-                        .map(|l| {
-                            l.replace("://0.0.0.0:", "://127.0.0.1:")
-                                .replace("://:", "://127.0.0.1:")
-                        })
-                })
-                .or_else(|| {
-                    get("rest.port").map(|p| {
-                        format!(
-                            "http://{}:{p}",
-                            get("rest.host.name").unwrap_or_else(|| "127.0.0.1".into())
-                        )
+            _ => match get("listeners") {
+                Some(ls) => ls.split(',').map(str::trim).find_map(|l| {
+                    let (scheme, rest) = l.split_once("://")?;
+                    scheme.eq_ignore_ascii_case("http").then(|| {
+                        let rest = rest
+                            .strip_prefix("0.0.0.0:")
+                            .or_else(|| rest.strip_prefix(':'))
+                            .map_or_else(|| rest.to_string(), |port| format!("127.0.0.1:{port}"));
+                        format!("http://{rest}")
                     })
                 }),
+                None => Some(match get("rest.port") {
+                    Some(p) => format!(
+                        "http://{}:{p}",
+                        get("rest.host.name").unwrap_or_else(|| "127.0.0.1".into())
+                    ),
+                    // Kafka Connect's default `listeners`: http://:8083.
+                    None => "http://127.0.0.1:8083".into(),
+                }),
+            },
         };
         Self {
             path: path.to_path_buf(),
@@ -840,6 +844,21 @@ mod tests {
         assert_eq!(
             WorkerFile::from_keys(Path::new("x"), &keys(&[("rest.port", "9")])).rest_url,
             Some("http://127.0.0.1:9".into())
+        );
+        let url = |listeners: &str| {
+            WorkerFile::from_keys(Path::new("x"), &keys(&[("listeners", listeners)])).rest_url
+        };
+        // Kafka's stock worker files spell the scheme in capitals.
+        assert_eq!(url("HTTP://:8083"), Some("http://127.0.0.1:8083".into()));
+        assert_eq!(
+            url("HTTP://localhost:18083"),
+            Some("http://localhost:18083".into())
+        );
+        assert_eq!(url("https://:8443"), None, "only TLS listeners: not asked");
+        // No listeners at all: Kafka Connect listens on its default, http://:8083.
+        assert_eq!(
+            WorkerFile::from_keys(Path::new("x"), &keys(&[("group.id", "g")])).rest_url,
+            Some("http://127.0.0.1:8083".into())
         );
     }
 
