@@ -354,6 +354,20 @@ async fn routed_topics_are_created_with_their_topic_creation_group() {
         EXACTLY_ONCE,
         "connector.toml",
     );
+    // `check` says how missing topics are created and that the brokers accept each group.
+    let (code, out, err) = run_cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for group in ["orders", "default"] {
+        assert!(
+            out.lines().any(|l| l.starts_with("[ok  ]")
+                && l.contains(&format!("topic creation group {group}: the brokers accept"))),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("is created by outboxd before its first event"),
+        "{out}"
+    );
     let relay = Relay::start(path, port);
     let events: Vec<_> = (0..30)
         .map(|i| {
@@ -414,6 +428,15 @@ async fn a_refused_topic_creation_stops_the_connector() {
         &topic_creation(&orders, 3),
         AT_LEAST_ONCE_KAFKA,
         "connector.toml",
+    );
+    // `check` finds it before the first event does.
+    let (code, out, _) = run_cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("[FAIL]")
+            && l.contains("topic creation group default: the brokers would refuse")
+            && l.contains("replication factor 3")),
+        "{out}"
     );
     let mut relay = Relay::start(path, port);
     db.insert(&[event("Order", "o-1", 0)], false).await;

@@ -250,13 +250,13 @@ const WORKER_ONLY: &[(&str, &str)] = &[
     ("client.id", "outboxd names its clients outboxd-<connector>"),
     (
         "offset.*",
-        "Kafka Connect's offsets; outboxd keeps its own checkpoint",
+        "Kafka Connect's offsets: run keeps its own checkpoint; checkpoint import-debezium / export-debezium read and write these",
     ),
     ("config.*", "Kafka Connect's config topic and providers"),
     ("status.*", "Kafka Connect's status topic"),
     ("plugin.*", "Kafka Connect plugins"),
-    ("rest.*", "Kafka Connect's REST API"),
-    ("listeners*", "Kafka Connect's REST API"),
+    ("rest.*", "Kafka Connect's REST API: run does not serve it; checkpoint import-debezium / export-debezium ask it whether the connector runs"),
+    ("listeners*", "Kafka Connect's REST API: run does not serve it; checkpoint import-debezium / export-debezium ask it whether the connector runs"),
     ("admin.listeners*", "Kafka Connect's REST API"),
     ("task.*", "Kafka Connect task settings"),
     (

@@ -18,6 +18,10 @@
 //! - `-1` for partitions or replication factor means the broker's default (KIP-464); other
 //!   values must be at least 1;
 //! - a topic that exists is left as it is.
+//!
+//! One difference: the expressions are read with Rust's `regex` syntax, which has no
+//! look-around and no `\Q...\E` (Java's has both): such an expression is refused at load,
+//! naming the key, rather than matched differently.
 
 use std::collections::BTreeMap;
 
@@ -125,6 +129,16 @@ impl TopicCreation {
                     .collect()
             })
             .unwrap_or_default();
+        if let Some(twice) = names
+            .iter()
+            .enumerate()
+            .find_map(|(i, n)| names[..i].contains(n).then_some(*n))
+        {
+            return Err((
+                format!("{PREFIX}groups"),
+                format!("names group `{twice}` twice (Kafka Connect: duplicate alias)"),
+            ));
+        }
         let required = |key: &str| -> Result<i32, KeyError> {
             let full = format!("{PREFIX}default.{key}");
             let v = ours.get(format!("default.{key}").as_str()).ok_or_else(|| {
@@ -337,6 +351,13 @@ mod tests {
         ]))
         .unwrap_err();
         assert_eq!(e.0, "topic.creation.g.include");
+        let e = TopicCreation::from_keys(&keys(&[
+            ("topic.creation.default.partitions", "1"),
+            ("topic.creation.default.replication.factor", "1"),
+            ("topic.creation.groups", "g, h ,g"),
+        ]))
+        .unwrap_err();
+        assert!(e.1.contains("`g` twice"), "{}", e.1);
         let e = TopicCreation::from_keys(&keys(&[("topic.creation.enable", "true")])).unwrap_err();
         assert!(e.1.contains("worker setting"), "{}", e.1);
     }

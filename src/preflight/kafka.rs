@@ -100,6 +100,9 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
     });
     if answered {
         out.push(routed_topics(cfg, &sink).await);
+        if let Some(plan) = &cfg.kafka.topic_creation {
+            out.extend(topic_creation_groups(cfg, plan, link.clone()).await);
+        }
         if let Some(line) = transactions(cfg).await {
             out.push(line);
         }
@@ -225,6 +228,32 @@ async fn transactions(cfg: &ConnectorConfig) -> Option<CheckResult> {
 /// cannot be known before the events.
 async fn routed_topics(cfg: &ConnectorConfig, sink: &KafkaSink) -> CheckResult {
     let name = cfg.name.as_str();
+    if let Some(plan) = &cfg.kafka.topic_creation {
+        let groups: Vec<String> = plan
+            .groups
+            .iter()
+            .chain(std::iter::once(&plan.default))
+            .map(|g| {
+                format!(
+                    "{} ({} partitions, replication factor {})",
+                    g.name, g.partitions, g.replication_factor
+                )
+            })
+            .collect();
+        return CheckResult::new(
+            name,
+            "kafka topics",
+            Status::Pass,
+            format!(
+                "events go to the topics route.topic.replacement={} names; one that does not \
+                 exist is created by outboxd before its first event with its Kafka Connect \
+                 topic creation group (first match of {}; -1 = the broker's default), an \
+                 existing one is left as it is",
+                cfg.router.route_topic_replacement,
+                groups.join(", ")
+            ),
+        );
+    }
     let auto = sink.auto_create().await;
     let replacement = &cfg.router.route_topic_replacement;
     let fixed = crate::router::EventRouter::new(&cfg.router)
@@ -268,6 +297,111 @@ async fn routed_topics(cfg: &ConnectorConfig, sink: &KafkaSink) -> CheckResult {
         },
     };
     CheckResult::new(name, "kafka topics", status, words)
+}
+
+/// One `topic creation group` check per group of `plan`: whether the brokers would create a
+/// topic with the group's partition count, replication factor and topic configs (a
+/// validate-only `CreateTopics` for a topic name that is never created), so that a refusal
+/// (a replication factor above the broker count, a topic config Kafka does not know) shows
+/// here rather than at the first event.
+async fn topic_creation_groups(
+    cfg: &ConnectorConfig,
+    plan: &crate::config::topic_creation::TopicCreation,
+    link: Arc<KafkaLink>,
+) -> Vec<CheckResult> {
+    use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+    let name = cfg.name.as_str();
+    let admin = match crate::pipeline::dead_letter::admin(&cfg.kafka, link) {
+        Ok(a) => a,
+        Err(f) => {
+            return vec![CheckResult::new(
+                name,
+                "topic creation",
+                Status::Warn,
+                format!("not validated: {f}"),
+            )]
+        }
+    };
+    let opts = AdminOptions::new()
+        .validate_only(true)
+        .operation_timeout(Some(PROBE_TIMEOUT));
+    let mut out = Vec::new();
+    for g in plan.groups.iter().chain(std::iter::once(&plan.default)) {
+        let label = format!("topic creation group {}", g.name);
+        let safe: String = g
+            .name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let probe = format!("outboxd-check.{name}.{safe}");
+        let topic = g.configs.iter().fold(
+            NewTopic::new(
+                &probe,
+                g.partitions,
+                TopicReplication::Fixed(g.replication_factor),
+            ),
+            |t, (k, v)| t.set(k, v),
+        );
+        let settings = format!(
+            "{} partitions, replication factor {}{}",
+            g.partitions,
+            g.replication_factor,
+            if g.configs.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {}",
+                    g.configs
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+        let answer =
+            tokio::time::timeout(PROBE_TIMEOUT, admin.create_topics([&topic], &opts)).await;
+        out.push(match answer {
+            Ok(Ok(results)) => match results.into_iter().next() {
+                Some(Ok(_)) | None => CheckResult::new(
+                    name,
+                    &label,
+                    Status::Pass,
+                    format!("the brokers accept its settings ({settings})"),
+                ),
+                Some(Err((_, code))) if crate::sink::topics::is_refusal(code) => CheckResult::new(
+                    name,
+                    &label,
+                    Status::Fail,
+                    format!(
+                        "the brokers would refuse to create its topics ({settings}): {code}; \
+                         fix the group's settings (topic.creation.{}.*) or grant CREATE; the \
+                         first event to a missing topic of this group would stop the connector",
+                        g.name
+                    ),
+                ),
+                Some(Err((_, code))) => CheckResult::new(
+                    name,
+                    &label,
+                    Status::Warn,
+                    format!("not validated ({settings}): the brokers answered {code}"),
+                ),
+            },
+            Ok(Err(e)) => CheckResult::new(
+                name,
+                &label,
+                Status::Warn,
+                format!("not validated ({settings}): {e}"),
+            ),
+            Err(_) => CheckResult::new(
+                name,
+                &label,
+                Status::Warn,
+                format!("not validated ({settings}): no answer within {PROBE_TIMEOUT:?}"),
+            ),
+        });
+    }
+    out
 }
 
 /// The `dead-letter topic` check: whether the topic takes every dead letter the connector

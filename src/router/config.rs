@@ -79,17 +79,17 @@ impl AdditionalField {
     /// Parses Debezium's comma-separated list, e.g. `"type:header:eventType,seq:envelope,p:partition"`.
     ///
     /// Each entry is two or three colon-separated parts (column, placement, optional alias);
-    /// parts are trimmed. As Debezium reads the list (the trimmed value split at commas the
-    /// Java way, which drops trailing empty entries), trailing commas are allowed and an
-    /// empty entry before another is an error (Debezium's task fails on it). Errors name the
-    /// bad entry and the expected form.
+    /// parts are trimmed. As Debezium reads the list (the value split at commas the Java
+    /// way, which drops trailing empty entries, and not trimmed first), trailing commas are
+    /// allowed and any other empty or blank entry is an error (Debezium's task fails on it:
+    /// `a:header, ` too). Errors name the bad entry and the expected form.
     pub fn parse_list(list: &str) -> Result<Vec<AdditionalField>, String> {
         let mut out = Vec::new();
-        let trimmed = list.trim();
-        let entries: Vec<&str> = trimmed.trim_end_matches(',').split(',').collect();
-        if trimmed.trim_end_matches(',').is_empty() {
+        let kept = list.trim_end_matches(',');
+        if kept.trim().is_empty() && !kept.contains(',') {
             return Ok(out);
         }
+        let entries: Vec<&str> = kept.split(',').collect();
         for entry in entries {
             if entry.trim().is_empty() {
                 return Err(format!(

@@ -766,16 +766,14 @@ fn placement_lists_are_split_as_debezium_splits_them() {
         vec!["a"],
         "trailing commas are dropped"
     );
-    assert_eq!(
-        names(" a:header, ").unwrap(),
-        vec!["a"],
-        "the value is trimmed first"
-    );
+    assert_eq!(names(" a:header").unwrap(), vec!["a"], "parts are trimmed");
     for bad in [
         "a:header,,b:header",
         ",a:header",
         "a:header, ,b:header",
         " , ,",
+        // Not trimmed first: Debezium's task fails on the blank entry.
+        "a:header, ",
     ] {
         assert!(names(bad).unwrap_err().contains("empty entry"), "{bad}");
     }

@@ -150,7 +150,7 @@ fn from_keys(
     let (producer, producer_secrets) = security::producer_overrides(&mut keys).map_err(invalid)?;
     let errors = errors::error_policy(&mut keys).map_err(invalid)?;
     let topic_creation = topic_creation(&mut keys).map_err(invalid)?;
-    unused::refuse_non_booleans(&keys).map_err(invalid)?;
+    unused::refuse_non_booleans(&keys, kind.is_pg()).map_err(invalid)?;
     let ignored_keys = unused::report(keys);
 
     let checkpoint = match dest.checkpoint {

@@ -96,24 +96,33 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("database.sslfactory", "pgjdbc's socket factory; outboxd verifies the server as database.sslmode says"),
 ];
 
-/// Ignored keys Debezium defines as booleans: Kafka Connect refuses the connector when one
-/// is not `true` or `false` (case-insensitive, trimmed), so outboxd does too.
-const BOOLEANS: &[&str] = &[
+/// Ignored keys whose non-boolean value makes Kafka Connect refuse the connector (ConfigDef
+/// `BOOLEAN`, `true` / `false` in any case, trimmed), by connector: observed with Debezium
+/// 3.5.0's MariaDB and 3.6.1's PostgreSQL connector (each accepts any value for the others).
+const BOOLEANS_MYSQL: &[&str] = &[
     "tombstones.on.delete",
-    "include.schema.changes",
-    "include.query",
     "provide.transaction.metadata",
-    "sanitize.field.names",
-    "include.unknown.datatypes",
-    "read.only",
     "enable.time.adjuster",
+    "include.query",
+    "include.schema.changes",
+];
+const BOOLEANS_POSTGRES: &[&str] = &[
+    "tombstones.on.delete",
+    "provide.transaction.metadata",
+    "include.unknown.datatypes",
     "slot.drop.on.stop",
 ];
 
-/// Errors for the first key of [`BOOLEANS`] in `keys` whose value is not a boolean, as
-/// Kafka Connect's validation of the connector (ConfigDef `BOOLEAN`) refuses it.
-pub(super) fn refuse_non_booleans(keys: &Keys) -> Result<(), KeyError> {
-    for key in BOOLEANS {
+/// Errors for the first key of the connector's booleans (`pg`: the PostgreSQL connector's,
+/// else MySQL/MariaDB's) in `keys` whose value is not a boolean, as Kafka Connect's
+/// validation of the connector refuses it.
+pub(super) fn refuse_non_booleans(keys: &Keys, pg: bool) -> Result<(), KeyError> {
+    let booleans = if pg {
+        BOOLEANS_POSTGRES
+    } else {
+        BOOLEANS_MYSQL
+    };
+    for key in booleans {
         if let Some(v) = keys.map.get(*key) {
             let t = v.trim();
             if !t.eq_ignore_ascii_case("true") && !t.eq_ignore_ascii_case("false") {
