@@ -258,7 +258,11 @@ dbname = "shop"
         }
         let rabbit = "[connectors.sink]\ntype = \"rabbitmq\"\nurl = \"amqp://127.0.0.1:5672/%2f\"";
         for (sink, checkpoint, says) in [
-            (rabbit, "[connectors.checkpoint]", "store = \"file\" and path"),
+            (
+                rabbit,
+                "[connectors.checkpoint]",
+                "store = \"file\" and path",
+            ),
             (
                 kafka,
                 "[connectors.checkpoint]\npath = \"/tmp/x.json\"",
