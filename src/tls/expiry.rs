@@ -21,7 +21,7 @@ pub fn validity_problem(cause: &str) -> Option<String> {
     }
     if lower.contains("certificate has expired")
         || lower.contains("certificate expired")
-        || cause.contains("Expired")
+        || (cause.contains("Expired") && !cause.contains("ExpiredRevocationList"))
     {
         return Some(expired(None));
     }
@@ -160,6 +160,7 @@ mod tests {
             "invalid peer certificate: UnknownIssuer",
             "error:0A000086:SSL routines::certificate verify failed: (unable to get local issuer certificate)",
             "invalid peer certificate: certificate not valid for name \"x\"",
+            "invalid certificate revocation list: ExpiredRevocationList",
         ] {
             assert_eq!(validity_problem(other), None, "{other}");
         }
