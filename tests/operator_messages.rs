@@ -646,3 +646,66 @@ async fn one_update_of_many_outbox_rows_is_one_warning_postgres() {
         .await;
     one_line_for_the_marked_rows(&db, relay).await;
 }
+
+/// Kafka's stock Connect worker file (`tests/reference/connect-distributed.properties`):
+/// its Connect-only settings (worker group, config/offset/status topics, REST listener,
+/// plugins) are listed once, not warned about one by one, by `check` (one `ok` line) and
+/// `run` (one INFO line); the note that `OUTBOXD_KAFKA_BOOTSTRAP` overrides the file's
+/// `bootstrap.servers` stays a warning on its own line.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stock_connect_worker_file_is_one_summary_line() {
+    let worker = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/reference/connect-distributed.properties");
+    let worker = worker.to_str().unwrap();
+    let db = MariaDb::new("ops_worker").await;
+    let (path, port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        suite::EXACTLY_ONCE,
+        "worker.toml",
+    );
+    let config = path.to_str().unwrap();
+    let ignored = "10 Kafka Connect worker setting(s) ignored, with no role in outboxd";
+    let keys = "config.storage.replication.factor, config.storage.topic, group.id, listeners, \
+                offset.flush.interval.ms, offset.storage.replication.factor, \
+                offset.storage.topic, plugin.path, status.storage.replication.factor, \
+                status.storage.topic";
+    let (code, out, err) = run_cli(&["check", "--config", config, "--kafka-config", worker]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let kafka: Vec<&str> = out.lines().filter(|l| l.contains("] kafka: ")).collect();
+    assert_eq!(kafka.len(), 2, "{out}");
+    assert!(
+        kafka[0].starts_with("[ok  ] kafka: worker settings: ")
+            && kafka[0].contains(ignored)
+            && kafka[0].ends_with(keys),
+        "{}",
+        kafka[0]
+    );
+    assert!(
+        kafka[1].starts_with("[warn] kafka: setting bootstrap.servers: overridden by"),
+        "{}",
+        kafka[1]
+    );
+
+    let mut relay = Relay::start_with_args(
+        &[config, "--kafka-config", worker],
+        port,
+        path.with_extension("log"),
+    );
+    let log = relay.log_text();
+    let summary: Vec<&str> = log.lines().filter(|l| l.contains(ignored)).collect();
+    assert_eq!(summary.len(), 1, "{log}");
+    assert!(
+        summary[0].contains(" INFO ") && summary[0].ends_with(keys),
+        "{}",
+        summary[0]
+    );
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("Kafka worker setting"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", warned.join("\n"));
+    assert!(warned[0].contains("key=bootstrap.servers"), "{}", warned[0]);
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+}

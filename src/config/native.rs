@@ -825,6 +825,14 @@ pub(super) fn kafka_section(
             format!("is not used by outboxd ({why}); remove it"),
         ));
     }
+    if let Some(k) = settings.worker_keys.first() {
+        return Err(invalid(
+            format!("kafka.{k:?}"),
+            "is not used by outboxd (a Kafka Connect worker setting: Connect's worker group, \
+             REST API, config/offset/status topics or plugins); remove it"
+                .into(),
+        ));
+    }
     Ok(Some(settings))
 }
 

@@ -1210,7 +1210,7 @@ server_id = 7
             .1,
         "pw2"
     );
-    assert!(cfg.kafka.ignored_keys.iter().any(|(k, _)| k == "rest.port"));
+    assert!(cfg.kafka.worker_keys.iter().any(|k| k == "rest.port"));
     assert!(!cfg
         .kafka
         .ignored_keys
