@@ -485,7 +485,8 @@ mod tests {
         assert_eq!(*a.server.lock().unwrap(), "shop");
     }
 
-    /// Every series the shipped Grafana dashboard queries is one outboxd exports.
+    /// Every series the shipped Grafana dashboard queries is one outboxd exports, and it shows
+    /// readiness, lag, dead letters and who owns each connector in a group.
     #[test]
     fn the_dashboard_queries_exported_series() {
         let known = [
@@ -507,6 +508,11 @@ mod tests {
             DBZ_NUMBER_OF_COMMITTED_TRANSACTIONS,
             DBZ_CONNECTED,
             DBZ_NUMBER_OF_DISCONNECTS,
+            EVENTS_DEAD_LETTERED,
+            CONNECTOR_OWNED,
+            CONNECTOR_STANDBYS,
+            GROUP_MEMBERS,
+            GROUP_ASSIGNMENTS,
         ];
         let dashboard: serde_json::Value =
             serde_json::from_str(include_str!("../docker/grafana/dashboards/outboxd.json"))
@@ -534,6 +540,9 @@ mod tests {
             CONNECTOR_READY,
             CHECKPOINT_LAG,
             DBZ_MILLISECONDS_BEHIND_SOURCE,
+            EVENTS_DEAD_LETTERED,
+            CONNECTOR_OWNED,
+            GROUP_MEMBERS,
         ] {
             assert!(used.contains(k), "the dashboard shows {k}");
         }

@@ -10,6 +10,9 @@
 //!   one both define alike (its password taken from another environment variable there: not a
 //!   difference), and `status --group` lists which members lack it.
 //!
+//! * A group's only member that lost its session (SIGSTOP past the session timeout) says
+//!   that no other member takes its connector over and takes it back itself on rejoining.
+//!
 //! These tests neither stop nor restart a service.
 
 mod common;
@@ -18,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::edges::{event, expect_failed_exit};
-use common::kafka::read_topics;
+use common::kafka::{read_expecting, read_topics};
 use common::mariadb::{self as mdb, MariaDb};
 use common::relay::{free_port, metric, run_cli, test_dir, Relay};
 use common::suite::{self, topic, SourceDb, EXACTLY_ONCE};
@@ -321,4 +324,57 @@ async fn members_reaching_the_cluster_by_other_addresses_are_alike() {
     );
     assert_eq!(b.stop(), Some(0));
     assert_eq!(a.stop(), Some(0));
+}
+
+/// A group's only member that lost its session (frozen by SIGSTOP past the 6 s session
+/// timeout) is not told that another member takes its connector over: its log says it was
+/// the group's only member and takes the connector back when it rejoins, which it does,
+/// and then relays again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lone_member_that_lost_its_session_says_it_takes_the_connector_back() {
+    let db = MariaDb::new("gd_lone").await;
+    let group = common::unique("gd_lone_group");
+    let dir = test_dir(db.name());
+    let file = member_file(&db, "lone.toml");
+    let name = db.name().to_string();
+    let (mut m, _) = launch(&[&file], &group, dir.join("lone.log"), &[]);
+    m.wait_ready(Duration::from_secs(60));
+    let owned = format!("connector=\"{name}\"");
+    wait_metric(
+        &m,
+        "outboxd_connector_owned",
+        &owned,
+        1.0,
+        Duration::from_secs(60),
+    );
+    // The member count has been looked at (every 5 s): one member.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !m.metrics().lines().any(|l| l == "outboxd_group_members 1") {
+        assert!(Instant::now() < deadline, "{}", m.metrics());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let pid = m.pid().unwrap().to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(10));
+    signal("-CONT");
+    let line = wait_log_line(&m, &["revoked (lost session"], Duration::from_secs(30));
+    assert!(
+        line.contains("while it was the group's only member"),
+        "{line}"
+    );
+    assert!(line.contains("no other member takes it over"), "{line}");
+    assert!(!line.contains("another member takes it over"), "{line}");
+    wait_log_line(&m, &["back to this member"], Duration::from_secs(60));
+    let e = event("Lone", "after-rejoin", 1);
+    db.insert(std::slice::from_ref(&e), false).await;
+    let got = read_expecting(&[topic(&db, "Lone")], 1);
+    assert_eq!(got.len(), 1, "{}", m.log_text());
+    assert_eq!(m.stop(), Some(0), "{}", m.log_text());
 }

@@ -3,7 +3,8 @@
 //! for both sources, readiness while the source retries, the lag of an idle caught-up
 //! connector and the Debezium streaming metrics, two checkpoint stores for one connector,
 //! configuration mistakes (a missing file, a TOML typo), `[log] format` and list fields in
-//! JSON logs, and `binlog decode --config` without a password.
+//! JSON logs, `binlog decode --config` without a password, and one warning (with a count)
+//! for a source transaction that UPDATEs many outbox rows.
 
 mod common;
 
@@ -564,4 +565,147 @@ fn binlog_decode_config_needs_no_password() {
             && err.contains("toddy_test.outbox"),
         "{err}"
     );
+}
+
+/// Rows the polling-worker test inserts and then marks sent in one UPDATE.
+const MARKED: usize = 5000;
+
+/// A relay on `db`'s outbox with [`MARKED`] events delivered (the caller then marks them
+/// sent in one UPDATE, in one source transaction).
+async fn relay_with_marked_rows<S: SourceDb>(db: &S) -> Relay {
+    let mut relay = suite::start_relay(db, "");
+    relay.wait_ready(Duration::from_secs(60));
+    let events = suite::sequenced_events("Marked", 50, MARKED, 0);
+    db.insert(&events, false).await;
+    let got = read_expecting(&[topic(db, "Marked")], MARKED);
+    assert_eq!(got.len(), MARKED, "{}", relay.log_text());
+    relay
+}
+
+/// After the UPDATE of [`MARKED`] rows: one WARN line for its source transaction, with the
+/// count, the operation and the table (not one per row), and the skipped-events counter
+/// reads [`MARKED`].
+async fn one_line_for_the_marked_rows<S: SourceDb>(db: &S, mut relay: Relay) {
+    // An event after the UPDATE: once it is delivered, the UPDATE's transaction was read.
+    let after = OutboxEvent::new("After", "z-1", "Created", Some(r#"{"n":1}"#));
+    db.insert(std::slice::from_ref(&after), false).await;
+    let got = read_expecting(&[topic(db, "After")], 1);
+    assert_eq!(got.len(), 1, "{}", relay.log_text());
+    let log = relay.log_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.contains("UPDATE(s) of outbox table")
+                || l.contains("ignored (table.op.invalid.behavior")
+        })
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line per source transaction:\n{}",
+        lines.join("\n")
+    );
+    assert!(lines[0].contains("WARN"), "{}", lines[0]);
+    assert!(
+        lines[0].contains(&format!("{MARKED} UPDATE(s) of outbox table")),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("outbox_events"), "{}", lines[0]);
+    let text = relay.metrics();
+    assert_eq!(
+        metric(
+            &text,
+            "outboxd_events_skipped_total",
+            &format!("connector=\"{}\",reason=\"update\"", db.name())
+        ),
+        Some(MARKED as f64),
+        "{text}"
+    );
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+}
+
+/// A polling worker marking 5,000 outbox rows sent in one UPDATE (MariaDB): one WARN line
+/// with the count, and the counter, not 5,000 WARN lines.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_update_of_many_outbox_rows_is_one_warning_mariadb() {
+    let db = MariaDb::new("ops_marked").await;
+    let relay = relay_with_marked_rows(&db).await;
+    db.exec("UPDATE outbox_events SET status = 'PUBLISHED'")
+        .await;
+    one_line_for_the_marked_rows(&db, relay).await;
+}
+
+/// The same on PostgreSQL, with a publication that publishes UPDATEs (Debezium's default
+/// `publish` is all operations; the one outboxd creates publishes INSERTs only).
+#[tokio::test(flavor = "multi_thread")]
+async fn one_update_of_many_outbox_rows_is_one_warning_postgres() {
+    let db = Postgres::with_publication("ops_marked", "insert, update, delete").await;
+    let relay = relay_with_marked_rows(&db).await;
+    db.exec("UPDATE outbox_events SET status = 'PUBLISHED'")
+        .await;
+    one_line_for_the_marked_rows(&db, relay).await;
+}
+
+/// Kafka's stock Connect worker file (`tests/reference/connect-distributed.properties`):
+/// its Connect-only settings (worker group, config/offset/status topics, REST listener,
+/// plugins) are listed once, not warned about one by one, by `check` (one `ok` line) and
+/// `run` (one INFO line); the note that `OUTBOXD_KAFKA_BOOTSTRAP` overrides the file's
+/// `bootstrap.servers` stays a warning on its own line.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stock_connect_worker_file_is_one_summary_line() {
+    let worker = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/reference/connect-distributed.properties");
+    let worker = worker.to_str().unwrap();
+    let db = MariaDb::new("ops_worker").await;
+    let (path, port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        suite::EXACTLY_ONCE,
+        "worker.toml",
+    );
+    let config = path.to_str().unwrap();
+    let ignored = "10 Kafka Connect worker setting(s) ignored, with no role in outboxd";
+    let keys = "config.storage.replication.factor, config.storage.topic, group.id, listeners, \
+                offset.flush.interval.ms, offset.storage.replication.factor, \
+                offset.storage.topic, plugin.path, status.storage.replication.factor, \
+                status.storage.topic";
+    let (code, out, err) = run_cli(&["check", "--config", config, "--kafka-config", worker]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let kafka: Vec<&str> = out.lines().filter(|l| l.contains("] kafka: ")).collect();
+    assert_eq!(kafka.len(), 2, "{out}");
+    assert!(
+        kafka[0].starts_with("[ok  ] kafka: worker settings: ")
+            && kafka[0].contains(ignored)
+            && kafka[0].ends_with(keys),
+        "{}",
+        kafka[0]
+    );
+    assert!(
+        kafka[1].starts_with("[warn] kafka: setting bootstrap.servers: overridden by"),
+        "{}",
+        kafka[1]
+    );
+
+    let mut relay = Relay::start_with_args(
+        &[config, "--kafka-config", worker],
+        port,
+        path.with_extension("log"),
+    );
+    let log = relay.log_text();
+    let summary: Vec<&str> = log.lines().filter(|l| l.contains(ignored)).collect();
+    assert_eq!(summary.len(), 1, "{log}");
+    assert!(
+        summary[0].contains(" INFO ") && summary[0].ends_with(keys),
+        "{}",
+        summary[0]
+    );
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("Kafka worker setting"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", warned.join("\n"));
+    assert!(warned[0].contains("key=bootstrap.servers"), "{}", warned[0]);
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
 }

@@ -14,6 +14,14 @@ use crate::source::Driver;
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = args.load().context("loading the configuration")?;
     let mut results: Vec<CheckResult> = Vec::new();
+    if let Some(line) = crate::config::worker_keys_line(&cfg.kafka.worker_keys) {
+        results.push(CheckResult::new(
+            "kafka",
+            "worker settings",
+            Status::Pass,
+            line,
+        ));
+    }
     for (key, why) in &cfg.kafka.ignored_keys {
         results.push(CheckResult::new(
             "kafka",

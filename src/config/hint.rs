@@ -61,9 +61,56 @@ fn unknown_field(message: &str) -> Option<(&str, &str)> {
     message.strip_prefix("unknown field `")?.split_once('`')
 }
 
+/// The candidate an unknown dotted key (a Debezium / Kafka Connect key) is most likely a
+/// typo of: the one fewest edits away (Damerau-Levenshtein: a swapped pair of letters is
+/// one edit), at most 2 edits, 3 for a key longer than 20 characters; `None` when no
+/// candidate is that close. Edits rather than the TOML hint's similarity: dotted keys share
+/// long prefixes (`database.`, `transforms.outbox.`), which make unrelated keys look alike.
+pub(super) fn closest_key<'a>(
+    unknown: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let most = if unknown.len() > 20 { 3 } else { 2 };
+    candidates
+        .into_iter()
+        .filter(|c| *c != unknown)
+        .map(|c| (strsim::damerau_levenshtein(unknown, c), c))
+        .filter(|(d, _)| *d <= most)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// The key among `present` (a file's keys) that looks like a misspelling of `wanted`, a key
+/// the file lacks: as [`closest_key`], the other way round.
+pub(super) fn misspelt_as<'a>(
+    wanted: &str,
+    present: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    closest_key(wanted, present)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::did_you_mean;
+    use super::{closest_key, did_you_mean};
+
+    #[test]
+    fn dotted_keys_get_the_one_fewest_edits_away() {
+        let known = ["database.hostname", "database.port", "table.include.list"];
+        assert_eq!(
+            closest_key("database.hostnmae", known),
+            Some("database.hostname")
+        );
+        assert_eq!(
+            closest_key("table.inlcude.lst", known),
+            Some("table.include.list")
+        );
+        assert_eq!(closest_key("database.foo", known), None);
+        assert_eq!(closest_key("database.port", known), None);
+        assert_eq!(
+            super::misspelt_as("database.hostname", ["database.hostnmae", "database.port"]),
+            Some("database.hostnmae")
+        );
+    }
 
     #[test]
     fn unknown_keys_get_the_closest_accepted_one() {

@@ -191,8 +191,12 @@ pub struct KafkaClientSettings {
     pub client: ClientProperties,
     /// Settings of the record producers only (`producer.`-prefixed keys), over `client`.
     pub producer: ClientProperties,
-    /// Keys that are not used, with the reason (logged by `run`, listed by `check`).
+    /// Keys that are not used, with the reason (logged by `run`, listed by `check`, a
+    /// warning each): their effect is not reproduced.
     pub ignored_keys: Vec<(String, String)>,
+    /// Kafka Connect worker keys with no role in outboxd (worker group, REST API,
+    /// config/offset/status topics, plugins), sorted: one INFO line lists them.
+    pub worker_keys: Vec<String>,
     /// The worker's converters (`key.converter`, `value.converter`, `header.converter` and
     /// their options), for the Debezium JSON connectors that name none (Kafka Connect's
     /// resolution; see `crate::connect::converter`).
@@ -216,6 +220,9 @@ impl KafkaClientSettings {
             self.topic_creation_enable = over.topic_creation_enable;
         }
         self.ignored_keys.extend(over.ignored_keys.iter().cloned());
+        self.worker_keys.extend(over.worker_keys.iter().cloned());
+        self.worker_keys.sort();
+        self.worker_keys.dedup();
     }
 }
 
@@ -224,6 +231,8 @@ impl KafkaClientSettings {
 pub(crate) struct Translated {
     pub(crate) props: ClientProperties,
     pub(crate) ignored: Vec<(String, String)>,
+    /// Kafka Connect worker keys with no role here ([`CONNECT_WORKER`]).
+    pub(crate) worker: Vec<String>,
 }
 
 /// Java settings librdkafka has no equivalent for, with the reason they are not used.
@@ -241,37 +250,30 @@ const NOT_IN_LIBRDKAFKA: &[(&str, &str)] = &[
     ("sasl.login.callback.handler.class", "Java login callback settings; librdkafka logs in itself"),
 ];
 
-/// Kafka Connect worker keys that are not client settings.
+/// Kafka Connect worker keys that are not client settings and whose effect outboxd does not
+/// need to reproduce: Connect's own machinery (worker group, REST API, config/offset/status
+/// topics, plugins). A stock worker file is full of them: they are listed once, at INFO.
+const CONNECT_WORKER: &[&str] = &[
+    "group.id",
+    "client.id",
+    "offset.*",
+    "config.*",
+    "status.*",
+    "plugin.*",
+    "rest.*",
+    "listeners*",
+    "admin.listeners*",
+    "task.*",
+    "connector.client.config.override.policy",
+    "exactly.once.source.support",
+    "scheduled.rebalance.max.delay.ms",
+    "worker.*",
+    "topic.creation.enable",
+];
+
+/// The settings of Kafka Connect's other clients, with the reason: outboxd's clients do not
+/// take their effect (a warning each).
 const WORKER_ONLY: &[(&str, &str)] = &[
-    (
-        "group.id",
-        "Kafka Connect's worker group; outboxd's clients choose their own group ids",
-    ),
-    ("client.id", "outboxd names its clients outboxd-<connector>"),
-    (
-        "offset.*",
-        "Kafka Connect's offsets: run keeps its own checkpoint; checkpoint import-debezium / export-debezium read and write these",
-    ),
-    ("config.*", "Kafka Connect's config topic and providers"),
-    ("status.*", "Kafka Connect's status topic"),
-    ("plugin.*", "Kafka Connect plugins"),
-    ("rest.*", "Kafka Connect's REST API: run does not serve it; checkpoint import-debezium / export-debezium ask it whether the connector runs"),
-    ("listeners*", "Kafka Connect's REST API: run does not serve it; checkpoint import-debezium / export-debezium ask it whether the connector runs"),
-    ("admin.listeners*", "Kafka Connect's REST API"),
-    ("task.*", "Kafka Connect task settings"),
-    (
-        "connector.client.config.override.policy",
-        "Kafka Connect override policy",
-    ),
-    (
-        "exactly.once.source.support",
-        "outboxd's exactly-once is set per connector ([connectors.checkpoint] delivery)",
-    ),
-    (
-        "scheduled.rebalance.max.delay.ms",
-        "Kafka Connect group rebalancing",
-    ),
-    ("worker.*", "Kafka Connect worker settings"),
     (
         "consumer.*",
         "outboxd's checkpoint store clients use the top-level settings",
@@ -478,7 +480,9 @@ pub(crate) fn translate(
         if k == "bootstrap.servers" || k == "metadata.broker.list" {
             return Err(err(&k, "is set in the wrong place here".into()));
         }
-        if let Some((_, why)) = NOT_IN_LIBRDKAFKA.iter().find(|(p, _)| matches(p, &k)) {
+        if CONNECT_WORKER.iter().any(|p| matches(p, &k)) {
+            out.worker.push(k);
+        } else if let Some((_, why)) = NOT_IN_LIBRDKAFKA.iter().find(|(p, _)| matches(p, &k)) {
             out.ignored.push((k, (*why).to_string()));
         } else if let Some((_, why)) = WORKER_ONLY.iter().find(|(p, _)| matches(p, &k)) {
             out.ignored.push((k, (*why).to_string()));
@@ -720,6 +724,7 @@ pub(crate) fn from_keys(
     let t = translate(top, is_librdkafka)?;
     settings.client = t.props;
     settings.ignored_keys.extend(t.ignored);
+    settings.worker_keys.extend(t.worker);
     take_fixed_producer(&mut producer, "producer.", &mut settings.ignored_keys)?;
     let p = translate(producer, is_librdkafka).map_err(|(k, m)| (format!("producer.{k}"), m))?;
     settings.producer = p.props;
@@ -728,6 +733,10 @@ pub(crate) fn from_keys(
             .into_iter()
             .map(|(k, m)| (format!("producer.{k}"), m)),
     );
+    settings
+        .worker_keys
+        .extend(p.worker.into_iter().map(|k| format!("producer.{k}")));
+    settings.worker_keys.sort();
     Ok(settings)
 }
 
@@ -813,7 +822,10 @@ mod tests {
         assert_eq!(s.producer.get("compression.type"), Some("zstd"));
         assert_eq!(s.producer.get("security.protocol"), Some("ssl"));
         let ignored: Vec<&str> = s.ignored_keys.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(ignored, ["group.id", "ssl.enabled.protocols"]);
+        // Connect's own machinery is listed apart (one INFO line); a setting whose effect
+        // is not reproduced stays a warning.
+        assert_eq!(ignored, ["ssl.enabled.protocols"]);
+        assert_eq!(s.worker_keys, ["group.id"]);
         assert_eq!(
             s.converters.get("key.converter").map(String::as_str),
             Some("org.apache.kafka.connect.storage.StringConverter")

@@ -348,10 +348,29 @@ fn merge_section<T: PartialEq + Default>(
     }
 }
 
+/// The one line on a worker file's Kafka Connect settings that have no role in outboxd
+/// ([`KafkaClientSettings::worker_keys`]), `None` without any: what `run` logs at INFO and
+/// `check` prints, instead of a warning per key.
+pub fn worker_keys_line(keys: &[String]) -> Option<String> {
+    (!keys.is_empty()).then(|| {
+        format!(
+            "{} Kafka Connect worker setting(s) ignored, with no role in outboxd (Connect's worker \
+             group, REST API, config/offset/status topics and plugins; outboxd keeps its own \
+             checkpoint; the cutover commands read the offsets storage and ask the REST API): {}",
+            keys.len(),
+            keys.join(", ")
+        )
+    })
+}
+
 /// Logs every connector's [`ConnectorConfig::ignored_keys`](crate::config::ConnectorConfig::ignored_keys) and the process-wide Kafka
-/// settings' (one warning per key, with the reason; values are never logged). `run` and
+/// settings' (one warning per key, with the reason; values are never logged), after one INFO
+/// line listing the Kafka Connect worker settings with no role here. `run` and
 /// `check` call it after loading.
 pub fn log_ignored_keys(cfg: &Config) {
+    if let Some(line) = worker_keys_line(&cfg.kafka.worker_keys) {
+        tracing::info!("{line}");
+    }
     for (key, why) in &cfg.kafka.ignored_keys {
         tracing::warn!(key = %key, "Kafka worker setting not used by outboxd: {why}");
     }

@@ -70,7 +70,7 @@ pub use kafka::{ClientProperties, KafkaClientSettings};
 pub(crate) use load::LoadCtx;
 pub use load::{
     load, load_all, load_all_with_env, load_many, load_many_with_env, load_offline,
-    log_ignored_keys, parse, LoadOptions, Shadow,
+    log_ignored_keys, parse, worker_keys_line, LoadOptions, Shadow,
 };
 pub use names::default_pg_object_name;
 pub use sinks::SinkConfig;

@@ -48,8 +48,9 @@ struct ConnectorToml {
     kafka: KafkaToml,
     #[serde(default)]
     sink: Option<toml::Table>,
+    /// Read once the sink is known: `store` defaults by sink ([`checkpoint_table`]).
     #[serde(default)]
-    checkpoint: Option<CheckpointConfig>,
+    checkpoint: Option<toml::Table>,
     #[serde(default)]
     errors: Option<ErrorsToml>,
 }
@@ -343,7 +344,11 @@ fn connector(
     }
 
     let checkpoint_given = c.checkpoint.is_some();
-    let checkpoint = match c.checkpoint {
+    let checkpoint = c
+        .checkpoint
+        .map(|t| checkpoint_table(t, &sink, &here, ctx))
+        .transpose()?;
+    let checkpoint = match checkpoint {
         Some(CheckpointConfig::File { path }) if path.as_os_str().is_empty() => {
             return Err(ctx.invalid(format!("{here}.checkpoint.path"), "must not be empty"))
         }
@@ -427,6 +432,46 @@ fn connector(
         tables,
         ignored_keys: Vec::new(),
         metrics_server: None,
+    })
+}
+
+/// `[connectors.checkpoint]` read for a connector whose records go to `sink`: without
+/// `store`, the sink's default store (`"kafka"` for Kafka, `"sink"` for NATS JetStream and
+/// Redis); a RabbitMQ sink, or a `path` without `store`, must say `store = "file"`.
+/// Errors name the key and, for an unknown one, the closest accepted key.
+fn checkpoint_table(
+    mut t: toml::Table,
+    sink: &super::SinkConfig,
+    here: &str,
+    ctx: &LoadCtx<'_>,
+) -> Result<CheckpointConfig, ConfigError> {
+    use super::SinkConfig;
+    let at = format!("{here}.checkpoint");
+    if !t.contains_key("store") {
+        let store = match sink {
+            _ if t.contains_key("path") => {
+                return Err(ctx.invalid(
+                    format!("{at}.store"),
+                    "is missing: `path` is for store = \"file\" (a JSON file, at-least-once); \
+                     add store = \"file\"",
+                ))
+            }
+            SinkConfig::Kafka => "kafka",
+            SinkConfig::Nats(_) | SinkConfig::Redis(_) => "sink",
+            SinkConfig::RabbitMq(_) => {
+                return Err(ctx.invalid(
+                    format!("{at}.store"),
+                    "is missing: a RabbitMQ sink keeps its checkpoint in a file: set \
+                     store = \"file\" and path = \"...\"",
+                ))
+            }
+        };
+        t.insert("store".into(), toml::Value::String(store.into()));
+    }
+    CheckpointConfig::deserialize(toml::Value::Table(t)).map_err(|e| {
+        let m = e.message().to_string();
+        let hint = super::hint::did_you_mean(&m);
+        ctx.invalid(at, format!("{m}{hint}"))
     })
 }
 
@@ -822,6 +867,14 @@ pub(super) fn kafka_section(
         return Err(invalid(
             format!("kafka.{k:?}"),
             format!("is not used by outboxd ({why}); remove it"),
+        ));
+    }
+    if let Some(k) = settings.worker_keys.first() {
+        return Err(invalid(
+            format!("kafka.{k:?}"),
+            "is not used by outboxd (a Kafka Connect worker setting: Connect's worker group, \
+             REST API, config/offset/status topics or plugins); remove it"
+                .into(),
         ));
     }
     Ok(Some(settings))

@@ -1271,7 +1271,7 @@ server_id = 7
             .1,
         "pw2"
     );
-    assert!(cfg.kafka.ignored_keys.iter().any(|(k, _)| k == "rest.port"));
+    assert!(cfg.kafka.worker_keys.iter().any(|k| k == "rest.port"));
     assert!(!cfg
         .kafka
         .ignored_keys
@@ -1670,4 +1670,61 @@ fn producer_overrides_and_worker_producer_keys_are_applied_alike() {
         "{e}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A misspelt key in a Debezium connector JSON gets "did you mean" as in the TOML: an
+/// optional connector key, an EventRouter option, and a required key the file lacks but
+/// has misspelt.
+#[test]
+fn debezium_json_typos_name_the_key_meant() {
+    let json = |extra: &str, host_key: &str| {
+        format!(
+            r#"{{
+      "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+      "name": "maria",
+      "{host_key}": "db", "database.port": 3307, "database.user": "u",
+      "database.password": "pw",
+      "database.server.id": "5",
+      "table.include.list": "shop\\.outbox_events",
+      "transforms": "outbox",
+      "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+      {extra}
+      "topic.prefx": "shop"
+    }}"#
+        )
+    };
+    let c = one(
+        &json(
+            r#""transforms.outbox.route.by.feild": "aggregate_type","#,
+            "database.hostname",
+        ),
+        Some("k:9092"),
+        &[],
+    );
+    let said = ignored(&c, "topic.prefx").unwrap();
+    assert!(said.ends_with("(did you mean `topic.prefix`?)"), "{said}");
+    let said = ignored(&c, "transforms.outbox.route.by.feild").unwrap();
+    assert!(
+        said.ends_with("(did you mean `transforms.outbox.route.by.field`?)"),
+        "{said}"
+    );
+    // Nothing close: no suggestion.
+    let c = one(
+        &json(r#""zz.qq": "1","#, "database.hostname"),
+        Some("k:9092"),
+        &[],
+    );
+    assert!(!ignored(&c, "zz.qq").unwrap().contains("did you mean"));
+    let e = parse(
+        &json("", "database.hostnmae"),
+        Path::new("c.json"),
+        Some("k:9092"),
+        &|_: &str| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("database.hostname: is required (the file has `database.hostnmae`: a misspelling of it?)"),
+        "{e}"
+    );
 }

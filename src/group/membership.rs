@@ -57,17 +57,32 @@ pub enum RevokeReason {
 }
 
 impl RevokeReason {
-    /// The reason in words, for the log line.
-    pub fn describe(self) -> &'static str {
+    /// The reason in words, for the log line. `members`: the group's member count at the
+    /// last look (this member included; 0 when not known yet), which decides who takes over
+    /// a connector after a lost session: another member, or, when this one was alone, no one
+    /// until this member rejoins and takes it back.
+    pub fn describe(self, members: usize) -> String {
+        const LOST: &str = "lost session: this member lost its group membership (its session \
+                            timed out: frozen, or cut off from Kafka)";
         match self {
             RevokeReason::Rebalance => {
-                "rebalance: the group coordinator moves it to another member (one joined)"
+                "rebalance: the group coordinator moves it to another member (one joined)".into()
             }
-            RevokeReason::Lost => {
-                "lost session: this member lost its group membership (its session timed out: \
-                 frozen, or cut off from Kafka); another member takes it over"
-            }
-            RevokeReason::Leaving => "handed over on shutdown: this member leaves the group",
+            RevokeReason::Lost if members == 1 => format!(
+                "{LOST} while it was the group's only member: no other member takes it over; \
+                 nothing is relayed until this member rejoins the group, once Kafka answers it \
+                 again, and takes the connector back from its last committed checkpoint"
+            ),
+            RevokeReason::Lost if members > 1 => format!(
+                "{LOST}; another member takes it over ({} other member(s) at the last count), or \
+                 this member takes it back when it rejoins",
+                members - 1
+            ),
+            RevokeReason::Lost => format!(
+                "{LOST}; another member takes it over, or, with no other member, this member \
+                 takes it back when it rejoins the group"
+            ),
+            RevokeReason::Leaving => "handed over on shutdown: this member leaves the group".into(),
         }
     }
 
@@ -383,4 +398,31 @@ fn member_loop(
     // then LeaveGroup, so the coordinator rebalances at once instead of after the session.
     drop(consumer);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RevokeReason;
+
+    /// A lone member that lost its session is not told that another member takes its
+    /// connectors over: there is none; it takes them back itself when it rejoins.
+    #[test]
+    fn a_lost_session_says_who_takes_over() {
+        let alone = RevokeReason::Lost.describe(1);
+        assert!(alone.contains("group's only member"), "{alone}");
+        assert!(alone.contains("no other member takes it over"), "{alone}");
+        assert!(!alone.contains("another member takes it over"), "{alone}");
+        assert!(alone.contains("takes the connector back"), "{alone}");
+        let three = RevokeReason::Lost.describe(3);
+        assert!(
+            three.contains("another member takes it over (2 other member(s)"),
+            "{three}"
+        );
+        let unknown = RevokeReason::Lost.describe(0);
+        assert!(
+            unknown.contains("with no other member, this member"),
+            "{unknown}"
+        );
+        assert!(RevokeReason::Rebalance.describe(1).starts_with("rebalance"));
+    }
 }

@@ -40,6 +40,8 @@ pub mod plan;
 pub mod topics;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -88,6 +90,9 @@ struct Member {
     slots: BTreeMap<String, Slot>,
     /// Whether a connector failed (the exit status shows it).
     failed: bool,
+    /// The group's member count at the last look ([`watch_group`]; 0: not known yet), for
+    /// the words of a lost session.
+    members: Arc<AtomicUsize>,
 }
 
 /// Runs this process as a member of `plan`'s group until `shutdown` turns true: connectors
@@ -181,11 +186,13 @@ pub async fn run_member(
             None
         }
     };
+    let members = Arc::new(AtomicUsize::new(0));
     let counting = tokio::spawn(watch_group(
         kafka.clone(),
         plan.name.clone(),
         link.clone(),
         GroupWatch {
+            members: members.clone(),
             registry: registry.clone(),
             definitions: definitions.clone(),
             member: id.clone(),
@@ -214,6 +221,7 @@ pub async fn run_member(
         owners,
         slots: BTreeMap::new(),
         failed: false,
+        members,
     };
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
@@ -351,6 +359,8 @@ fn report_definitions(group: &str, verdict: &Verdict, reported: &mut BTreeMap<St
 
 /// What [`watch_group`] follows of the group's definitions.
 struct GroupWatch {
+    /// The member count, shared with the [`Member`].
+    members: Arc<AtomicUsize>,
     registry: std::sync::Arc<Registry>,
     /// This member's definitions.
     definitions: BTreeMap<String, Definition>,
@@ -427,7 +437,7 @@ impl Member {
                 }
                 (Some(_), _) => "stopping it: drain, final checkpoint",
             };
-            tracing::info!(group = %self.group, connector = %name, member = %self.id, "revoked ({}): {what}", reason.describe());
+            tracing::info!(group = %self.group, connector = %name, member = %self.id, "revoked ({}): {what}", reason.describe(self.members.load(Ordering::Relaxed)));
             self.health.set(&name, ConnectorState::Standby);
             if let Some(running) = slot.running {
                 stopping.push(async move {
@@ -570,6 +580,7 @@ async fn watch_group(
         };
         if !members.is_empty() {
             metrics::gauge!(m::GROUP_MEMBERS).set(members.len() as f64);
+            watch.members.store(members.len(), Ordering::Relaxed);
         }
         let Ok(catalog) = watch.registry.catalog(Duration::from_secs(2)).await else {
             continue;

@@ -372,6 +372,12 @@ impl OwnerStatus {
                 owner: Some(r.owner),
                 note: None,
             },
+            Ok(m) if m.is_empty() => none(format!(
+                "no owner: member {} (host {}, pid {}) ran it but is no longer in the group, and \
+                 the group has no member now: the next member to join (or that one, once it \
+                 rejoins) takes it over from the last committed checkpoint",
+                r.owner.member, r.owner.host, r.owner.pid
+            )),
             Ok(_) => none(format!(
                 "no owner: member {} (host {}, pid {}) ran it but is no longer in the group \
                  (killed, frozen or cut off from Kafka); another member takes it over after the \
@@ -436,6 +442,11 @@ mod tests {
         let live = OwnerStatus::of(Some(record("m1", None)), Ok(vec!["m1".into()]));
         assert_eq!(live.owner.as_ref().map(|o| o.member.as_str()), Some("m1"));
         assert_eq!(live.note, None);
+
+        let alone = OwnerStatus::of(Some(record("m1", None)), Ok(vec![]));
+        let note = alone.note.unwrap_or_default();
+        assert!(note.contains("the group has no member now"), "{note}");
+        assert!(!note.contains("another member"), "{note}");
 
         let gone = OwnerStatus::of(Some(record("m1", None)), Ok(vec!["m2".into()]));
         assert_eq!(gone.owner, None);

@@ -583,6 +583,7 @@ async fn stop_at<S: RecordSink>(
 pub mod dead_letter;
 mod error;
 pub use error::Error;
+pub mod ignored;
 pub mod inbox;
 pub mod poison;
 pub mod stage;

@@ -23,9 +23,13 @@ pub enum Step {
     Record(KafkaRecord),
     /// Deliver this dead letter in the event's place (`errors.tolerance=all`).
     DeadLetter(KafkaRecord),
-    /// Nothing to deliver (a DELETE, a tolerated UPDATE); counted in
-    /// `outboxd_events_skipped_total`.
+    /// Nothing to deliver (a DELETE, an event Debezium delivered before a switch); counted
+    /// in `outboxd_events_skipped_total`.
     Skipped,
+    /// Nothing to deliver: an UPDATE `table.op.invalid.behavior` lets pass, counted in
+    /// `outboxd_events_skipped_total` and logged once per source transaction by the caller
+    /// ([`super::ignored::IgnoredOps`]).
+    Ignored(crate::router::SkipReason),
     /// Stop at this event (`errors.tolerance=none`), after delivering what is ahead of its
     /// source transaction.
     Stop(Box<Poison>),
@@ -84,6 +88,11 @@ impl<'a> Stage<'a> {
         self
     }
 
+    /// The connector's name.
+    pub fn connector(&self) -> &str {
+        self.connector
+    }
+
     /// The error policy.
     pub fn policy(&self) -> &ErrorPolicy {
         self.policy
@@ -108,7 +117,10 @@ impl<'a> Stage<'a> {
         let record = match self.router.route_taking(change) {
             Ok(Routed::Skipped(reason)) => {
                 metrics::counter!(m::EVENTS_SKIPPED, m::LABEL_CONNECTOR => self.connector.to_string(), m::LABEL_REASON => reason.label()).increment(1);
-                return Ok(Step::Skipped);
+                return Ok(match reason {
+                    crate::router::SkipReason::Delete => Step::Skipped,
+                    other => Step::Ignored(other),
+                });
             }
             Ok(Routed::Record(record)) => {
                 if let Some(d) = self.dedupe {

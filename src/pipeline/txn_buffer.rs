@@ -35,6 +35,8 @@ pub struct SourceTxn {
     /// transaction it applies to.
     connector: String,
     buffer: TxnBuffer,
+    /// The current transaction's ignored UPDATEs, logged at its commit.
+    ignored: super::ignored::IgnoredOps,
 }
 
 /// What an outbox row change asks of the delivery loop.
@@ -60,6 +62,7 @@ impl SourceTxn {
             spilled: skip > 0,
             connector: resume.map(|c| c.connector.clone()).unwrap_or_default(),
             buffer: TxnBuffer::new(max_records, max_bytes),
+            ignored: Default::default(),
         }
     }
 
@@ -85,6 +88,10 @@ impl SourceTxn {
         let ordinal = sent + self.buffer.len() as u64;
         let (record, dead) = match stage.route(&mut change, ordinal, &at)? {
             Step::Skipped => return Ok(Admitted::Nothing),
+            Step::Ignored(reason) => {
+                self.ignored.note(stage.connector(), &change.table, reason);
+                return Ok(Admitted::Nothing);
+            }
             Step::Stop(poison) => return Ok(Admitted::Stop(poison)),
             Step::Record(r) => (r, false),
             Step::DeadLetter(r) => (r, true),
@@ -100,7 +107,8 @@ impl SourceTxn {
         Ok(Admitted::Nothing)
     }
 
-    /// The current transaction committed at `position`: its held records, to send now.
+    /// The current transaction committed at `position`: its held records, to send now. Its
+    /// ignored UPDATEs are logged, one line per table with the count.
     ///
     /// The resumed checkpoint's `skip` applies to this transaction only: the first one with
     /// outbox rows after the checkpoint's position (a stored position may lag behind the
@@ -122,6 +130,7 @@ impl SourceTxn {
                 self.rows
             );
         }
+        self.ignored.finish(&position);
         self.position = Some(position);
         self.rows = 0;
         self.skip = 0;

@@ -26,6 +26,10 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
         None => None,
         Some(v) => Some(probe_tls_version(&cfg.kafka.bootstrap_servers, &producer, v).await),
     };
+    let expiry = match &probed {
+        Some(Err(why)) => tls::expiry::validity_problem(why),
+        _ => None,
+    };
     let mut out = vec![match (verification, probed) {
         // The settings say what would be verified; a handshake that failed verified nothing.
         (Some(v), Some(Err(why))) => CheckResult::new(
@@ -82,7 +86,18 @@ pub async fn check(cfg: &ConnectorConfig) -> Vec<CheckResult> {
                 cfg.kafka.bootstrap_servers
             ),
         ),
-        Err(f @ SinkError::Link(_)) => CheckResult::new(name, "kafka", Status::Fail, f.to_string()),
+        // librdkafka says only `certificate verify failed`; the probe above saw why.
+        Err(f @ SinkError::Link(_)) => CheckResult::new(
+            name,
+            "kafka",
+            Status::Fail,
+            match (&f, expiry) {
+                (SinkError::Link(crate::sink::LinkFailure::Tls { bootstrap, reason }), Some(p)) => {
+                    format!("TLS with Kafka at {bootstrap} failed: {p} (librdkafka: {reason})")
+                }
+                _ => f.to_string(),
+            },
+        ),
         Err(f) => CheckResult::new(
             name,
             "kafka",

@@ -421,7 +421,8 @@ impl EventRouter {
 
     /// Routes one row change of an outbox table.
     ///
-    /// `Ok(Routed::Skipped)` for DELETEs and (unless `fatal`) UPDATEs; `Err` for a row that
+    /// `Ok(Routed::Skipped)` for DELETEs and (unless `fatal`) UPDATEs, not logged here (the
+    /// delivery loop logs UPDATEs once per source transaction); `Err` for a row that
     /// cannot become a record (a definite error: the connector must halt without
     /// checkpointing past it).
     pub fn route(&self, change: &RowChange) -> Result<Routed, RouteError> {
@@ -439,17 +440,11 @@ impl EventRouter {
         match change.op {
             Op::Insert => self.route_insert(change).map(Routed::Record),
             Op::Delete => Ok(Routed::Skipped(SkipReason::Delete)),
+            // Logged by the delivery loop once per source transaction, with the count
+            // (`pipeline::ignored`), not once per row.
             Op::Update => match self.cfg.op_invalid_behavior {
-                InvalidOpBehavior::Warn => {
-                    tracing::warn!(table = %change.table, op = change.op.as_str(),
-                        "unexpected change on the outbox table ignored (table.op.invalid.behavior=warn)");
-                    Ok(Routed::Skipped(SkipReason::InvalidOpWarned))
-                }
-                InvalidOpBehavior::Error => {
-                    tracing::error!(table = %change.table, op = change.op.as_str(),
-                        "unexpected change on the outbox table ignored (table.op.invalid.behavior=error)");
-                    Ok(Routed::Skipped(SkipReason::InvalidOpErrorLogged))
-                }
+                InvalidOpBehavior::Warn => Ok(Routed::Skipped(SkipReason::InvalidOpWarned)),
+                InvalidOpBehavior::Error => Ok(Routed::Skipped(SkipReason::InvalidOpErrorLogged)),
                 InvalidOpBehavior::Fatal => Err(RouteError::InvalidOperation {
                     table: change.table.clone(),
                     op: change.op.as_str(),

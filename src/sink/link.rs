@@ -70,7 +70,7 @@ pub enum LinkFailure {
     },
     /// The TLS handshake failed (librdkafka `_SSL`): certificate verification, protocol, or a
     /// plaintext listener.
-    #[error("TLS with Kafka at {bootstrap} failed: {reason}; check security.protocol, the truststore (ssl.truststore.* / ssl.ca.location) and ssl.endpoint.identification.algorithm")]
+    #[error("TLS with Kafka at {bootstrap} failed: {reason}; {}", crate::tls::expiry::advice(reason, || "check security.protocol, the truststore (ssl.truststore.* / ssl.ca.location) and ssl.endpoint.identification.algorithm (librdkafka says `certificate verify failed` for an expired broker certificate too: `outboxd check` verifies the certificate itself and names that)".into()))]
     Tls {
         /// The bootstrap servers.
         bootstrap: String,

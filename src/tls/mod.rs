@@ -14,6 +14,7 @@
 //!
 //! Nothing here logs or formats a password or a private key.
 
+pub mod expiry;
 pub mod store;
 pub mod verify;
 

@@ -25,10 +25,7 @@ pub(super) fn read(text: &str, ctx: &LoadCtx<'_>) -> Result<(Option<String>, Key
     let doc = unwrap_rest_shape(root, ctx)?;
     Ok((
         doc.name,
-        Keys {
-            map: string_values(doc.config, ctx)?,
-            ignored: doc.ignored,
-        },
+        Keys::new(string_values(doc.config, ctx)?, doc.ignored),
     ))
 }
 

@@ -24,7 +24,7 @@
 //! | `errors.rs` | `errors.tolerance`, `errors.deadletterqueue.*` |
 //! | `unused.rs` | whatever is left: reported with the reason |
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 mod bootstrap;
 mod columns;
@@ -53,10 +53,24 @@ pub(super) use server::{looks_like_server_properties, parse_server};
 struct Keys {
     map: BTreeMap<String, String>,
     ignored: Vec<(String, String)>,
+    /// Every key a section asked for, present or not: what an unknown key may be a typo of
+    /// (`unused::report`'s "did you mean").
+    asked: BTreeSet<String>,
 }
 
 impl Keys {
+    /// The config map `map`, with the keys `ignored` already reported.
+    fn new(map: BTreeMap<String, String>, ignored: Vec<(String, String)>) -> Self {
+        Keys {
+            map,
+            ignored,
+            asked: BTreeSet::new(),
+        }
+    }
     fn take(&mut self, k: &str) -> Option<String> {
+        if !self.asked.contains(k) {
+            self.asked.insert(k.to_string());
+        }
         self.map.remove(k)
     }
     fn take_nonempty(&mut self, k: &str) -> Option<String> {
@@ -121,8 +135,21 @@ fn from_keys(
 ) -> Result<ConnectorConfig, ConfigError> {
     let name = connector::name(&mut keys, outer_name, ctx)?;
     let here = format!("connector `{name}`");
-    let invalid = |(k, m): KeyError| ctx.invalid(format!("{here}: {k}"), m);
-    let metrics_server = connector::metrics_server(&mut keys).map_err(invalid)?;
+    // A key the file lacks (required, say) may be there misspelt.
+    let present: Vec<String> = keys.map.keys().cloned().collect();
+    let invalid = |(k, m): KeyError| {
+        let typo = if present.contains(&k) {
+            None
+        } else {
+            crate::config::hint::misspelt_as(&k, present.iter().map(String::as_str))
+        };
+        let m = match typo {
+            Some(t) => format!("{m} (the file has `{t}`: a misspelling of it?)"),
+            None => m,
+        };
+        ctx.invalid(format!("{here}: {k}"), m)
+    };
+    let metrics_server = connector::metrics_server(&mut keys).map_err(&invalid)?;
     let kind = connector::kind(&mut keys, &here, ctx)?;
 
     let tables = tables::outbox_tables(&mut keys, kind.is_pg()).map_err(invalid)?;

@@ -158,5 +158,11 @@ pub(super) fn producer_security(keys: &mut Keys) -> Result<ClientProperties, Key
     for (k, why) in t.ignored {
         keys.ignore(&format!("{PREFIX}{k}"), why);
     }
+    for k in t.worker {
+        keys.ignore(
+            &format!("{PREFIX}{k}"),
+            "a Kafka Connect worker setting, not a producer's",
+        );
+    }
     Ok(t.props)
 }

@@ -144,7 +144,7 @@ pub(crate) fn parse_server(text: &str, ctx: &LoadCtx<'_>) -> Result<ConnectorCon
             Destination { sink, checkpoint }
         }
     };
-    let mut c = from_keys(None, Keys { map, ignored }, dest, ctx)?;
+    let mut c = from_keys(None, Keys::new(map, ignored), dest, ctx)?;
     c.ignored_keys.sort();
     Ok(c)
 }

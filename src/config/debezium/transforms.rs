@@ -157,10 +157,19 @@ fn event_router_options(keys: &mut Keys, name: &str) -> Result<RouterConfig, Key
         match cfg.set_option(opt, &v).map_err(|m| (k.clone(), m))? {
             None => {}
             Some(UnknownOption::NoEffect(why)) => keys.ignore(&k, why),
-            Some(UnknownOption::Unknown) => keys.ignore(
-                &k,
-                "unknown EventRouter option: not one outboxd knows; check the spelling",
-            ),
+            Some(UnknownOption::Unknown) => {
+                let hint = crate::config::hint::closest_key(
+                    opt,
+                    RouterConfig::option_names().map(|(debezium, _)| debezium),
+                )
+                .map_or_else(String::new, |c| format!(" (did you mean `{prefix}{c}`?)"));
+                keys.ignore(
+                    &k,
+                    format!(
+                        "unknown EventRouter option: not one outboxd knows; check the spelling{hint}"
+                    ),
+                )
+            }
         }
     }
     Ok(cfg)

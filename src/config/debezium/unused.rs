@@ -142,6 +142,17 @@ pub(super) fn refuse_non_booleans(keys: &Keys, pg: bool) -> Result<(), KeyError>
 /// unlisted-transform reason, or as unknown) and returns all the reported keys, sorted.
 pub(super) fn report(mut keys: Keys) -> Vec<(String, String)> {
     let rest = std::mem::take(&mut keys.map);
+    let asked = std::mem::take(&mut keys.asked);
+    let known: Vec<&str> = asked
+        .iter()
+        .map(String::as_str)
+        .chain(
+            NO_MEANING
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| !k.ends_with('*')),
+        )
+        .collect();
     for (k, _) in rest {
         let why = NO_MEANING
             .iter()
@@ -156,7 +167,9 @@ pub(super) fn report(mut keys: Keys) -> Vec<(String, String)> {
                 })
             })
             .unwrap_or_else(|| {
-                "unknown key: not an option of the Debezium connector or the outbox router that outboxd knows; check the spelling".to_string()
+                let hint = crate::config::hint::closest_key(&k, known.iter().copied())
+                    .map_or_else(String::new, |c| format!(" (did you mean `{c}`?)"));
+                format!("unknown key: not an option of the Debezium connector or the outbox router that outboxd knows; check the spelling{hint}")
             });
         keys.ignore(&k, why);
     }

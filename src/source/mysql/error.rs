@@ -109,7 +109,7 @@ pub enum MysqlError {
     },
     /// The TLS handshake failed: the certificate did not verify (wrong CA, wrong host name),
     /// or the server refused our client certificate.
-    #[error("TLS with MySQL/MariaDB at {addr} failed: {cause}; check {} (the CA that signed the server's certificate), {} (verify_identity also checks the host name against the certificate) and, for mutual TLS, {}", tls.truststore, tls.mode, tls.keystore)]
+    #[error("TLS with MySQL/MariaDB at {addr} failed: {cause}; {}", crate::tls::expiry::advice(cause, || format!("check {} (the CA that signed the server's certificate), {} (verify_identity also checks the host name against the certificate) and, for mutual TLS, {}", tls.truststore, tls.mode, tls.keystore)))]
     Tls {
         /// `host:port`.
         addr: String,
@@ -588,6 +588,56 @@ pub(crate) fn addr(cfg: &MysqlSourceConfig) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real handshake, through native-tls as mysql_async makes it, with a server whose
+    /// certificate expired (the test certificate, valid in January 2024 only): the error says
+    /// the server's certificate expired and is renewed there, not to check the truststore.
+    #[test]
+    fn an_expired_server_certificate_is_named() {
+        use std::net::{TcpListener, TcpStream};
+        let identity = native_tls::Identity::from_pkcs8(
+            include_bytes!("../../tls/testdata/expired-server.pem"),
+            include_bytes!("../../tls/testdata/expired-server.key"),
+        )
+        .unwrap();
+        let acceptor = native_tls::TlsAcceptor::new(identity).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            let _ = acceptor.accept(s);
+        });
+        let ca =
+            native_tls::Certificate::from_pem(include_bytes!("../../tls/testdata/expired-ca.pem"))
+                .unwrap();
+        let connector = native_tls::TlsConnector::builder()
+            .add_root_certificate(ca)
+            .build()
+            .unwrap();
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let err = match connector.connect("localhost", stream) {
+            Err(native_tls::HandshakeError::Failure(e)) => e,
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("the expired certificate was accepted"),
+        };
+        server.join().unwrap();
+        use crate::config::{ConfigFormat, SourceConfig};
+        let SourceConfig::Mysql(cfg) = crate::config::example_source("mariadb", ConfigFormat::Toml)
+        else {
+            panic!("a MySQL source")
+        };
+        let e = MysqlError::from_connect(
+            mysql_async::Error::Io(mysql_async::IoError::from(err)),
+            &cfg,
+            true,
+        );
+        let text = e.to_string();
+        assert!(matches!(e, MysqlError::Tls { .. }), "{text}");
+        assert!(text.contains("certificate has expired"), "{text}");
+        assert!(text.contains("the server's certificate expired"), "{text}");
+        assert!(text.contains("renew it on the server"), "{text}");
+        assert!(!text.contains("check truststore"), "{text}");
+    }
 
     /// Hints name the settings as the connector's own format does: TOML keys for a TOML
     /// connector, Debezium's for a Debezium JSON, never the other's.

@@ -82,7 +82,7 @@ pub enum PgError {
     },
     /// The TLS handshake failed: the certificate did not verify (wrong CA, wrong host name),
     /// or the server refused the client certificate.
-    #[error("TLS with PostgreSQL at {at} failed: {cause}; check {} (the CA that signed the server's certificate), {} (verify-full also checks the host name against the certificate) and, for mutual TLS, {} / {}", tls.rootcert, tls.mode, tls.cert, tls.key)]
+    #[error("TLS with PostgreSQL at {at} failed: {cause}; {}", crate::tls::expiry::advice(cause, || format!("check {} (the CA that signed the server's certificate), {} (verify-full also checks the host name against the certificate) and, for mutual TLS, {} / {}", tls.rootcert, tls.mode, tls.cert, tls.key)))]
     Tls {
         /// `host:port/dbname`.
         at: String,
@@ -258,7 +258,10 @@ pub enum PgError {
         keys: &'static str,
     },
     /// TLS on the replication connection failed.
-    #[error("PostgreSQL replication at {at}: TLS: {message}")]
+    #[error(
+        "PostgreSQL replication at {at}: TLS: {message}{}",
+        crate::tls::expiry::note(message)
+    )]
     ReplicationTls {
         /// `host:port/dbname`.
         at: String,
