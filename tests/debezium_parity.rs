@@ -289,6 +289,7 @@ fn pg_cases() -> Vec<Case> {
             debezium_fails: false,
         });
     }
+    cases.extend(pg_infinity_cases());
     cases.extend(common_cases());
     cases.push(Case {
         name: "numeric_no_default_replacement",
@@ -382,6 +383,62 @@ fn pg_cases() -> Vec<Case> {
         debezium_fails: false,
     });
     cases
+}
+
+/// Rich rows whose `timestamp`, `timestamp(0)`, `timestamp(3)`, `timestamptz`,
+/// `timestamptz(3)` and `date` columns are all `value` (`infinity`, `-infinity`), the
+/// other typed columns NULL or their defaults.
+fn pg_infinity_row(kind: &str, value: &str) -> &'static str {
+    let temporal = format!(",'{value}'").repeat(6);
+    let nulls = ",NULL".repeat(PG_RICH_COLS.len() - 3 - 6);
+    Box::leak(
+        format!(
+            "(gen_random_uuid(),'{kind}','{kind}-1','{kind}Created','{{}}',DEFAULT{temporal}{nulls},DEFAULT,DEFAULT,NULL)"
+        )
+        .into_boxed_str(),
+    )
+}
+
+/// PostgreSQL `infinity` / `-infinity` timestamps and dates under every `time.precision.mode`:
+/// as headers and envelope fields, and (adaptive) as the key and the payload (the value's
+/// schema and value).
+fn pg_infinity_cases() -> Vec<Case> {
+    let cols = ["c_ts", "c_ts0", "c_ts3", "c_tstz", "c_tstz3", "c_date"];
+    let rows = vec![
+        pg_infinity_row("Order", "infinity"),
+        pg_infinity_row("Customer", "-infinity"),
+    ];
+    [
+        ("infinity_adaptive", "adaptive"),
+        ("infinity_adaptive_time_us", "adaptive_time_microseconds"),
+        ("infinity_connect", "connect"),
+        ("infinity_isostring", "isostring"),
+        ("infinity_micro", "microseconds"),
+        ("infinity_nano", "nanoseconds"),
+    ]
+    .into_iter()
+    .map(|(name, mode)| {
+        let mut config = vec![
+            ("time.precision.mode", mode.to_string()),
+            (
+                "transforms.outbox.table.fields.additional.placement",
+                placements(&cols, "both"),
+            ),
+        ];
+        if mode == "adaptive" {
+            config.push(("transforms.outbox.table.field.event.key", "c_date".into()));
+            config.push(("transforms.outbox.table.field.event.payload", "c_ts".into()));
+        }
+        Case {
+            name,
+            table: "rich",
+            config,
+            rows: rows.clone(),
+            topics: vec!["Order", "Customer"],
+            debezium_fails: false,
+        }
+    })
+    .collect()
 }
 
 // --- MariaDB ------------------------------------------------------------------------------

@@ -618,6 +618,10 @@ pub fn column_value(
         },
         SqlType::Date => match value {
             ColumnValue::Date(days) => temporal::date_value(modes.time_precision, *days),
+            ColumnValue::Text(t) => match temporal::PgInfinity::parse(t) {
+                Some(inf) => temporal::date_value(modes.time_precision, inf.epoch_days()),
+                None => return Err(mismatch()),
+            },
             _ => return Err(mismatch()),
         },
         SqlType::Time { precision } => match value {
@@ -628,6 +632,12 @@ pub fn column_value(
             ColumnValue::DateTime(us) | ColumnValue::Timestamp(us) => {
                 temporal::timestamp_value(modes.time_precision, *precision, *us)
             }
+            ColumnValue::Text(t) => match temporal::PgInfinity::parse(t) {
+                Some(inf) => {
+                    temporal::timestamp_value(modes.time_precision, *precision, inf.epoch_micros())
+                }
+                None => return Err(mismatch()),
+            },
             _ => return Err(mismatch()),
         },
         SqlType::Timestamp {

@@ -413,3 +413,104 @@ fn mariadb_float_with_scale_is_a_widened_double() {
         "123.4567"
     );
 }
+
+/// PostgreSQL `infinity` / `-infinity` of timestamp and date columns under each
+/// `time.precision.mode`, as Debezium 3.6.1 wrote them (parity cases `infinity_*`): pgjdbc's
+/// sentinels read as µs for a timestamp, the dates -5877611-06-21 / -22 for a date, the text
+/// for a timestamptz.
+#[test]
+fn postgres_infinite_timestamps_and_dates() {
+    let inf = || ColumnValue::Text("infinity".into());
+    let neg = || ColumnValue::Text("-infinity".into());
+    let ts = |precision| SqlType::DateTime { precision };
+    let mode = |time_precision| TypeModes {
+        time_precision,
+        ..*P
+    };
+    let cases: &[(TimePrecision, u32, &str, &str)] = &[
+        (
+            TimePrecision::Adaptive,
+            6,
+            "9223372036825200000",
+            "-9223372036832400000",
+        ),
+        (
+            TimePrecision::Adaptive,
+            3,
+            "9223372036825200",
+            "-9223372036832400",
+        ),
+        (
+            TimePrecision::Adaptive,
+            0,
+            "9223372036825200",
+            "-9223372036832400",
+        ),
+        (
+            TimePrecision::AdaptiveTimeMicroseconds,
+            6,
+            "9223372036825200000",
+            "-9223372036832400000",
+        ),
+        (
+            TimePrecision::Microseconds,
+            3,
+            "9223372036825200000",
+            "-9223372036832400000",
+        ),
+        (
+            TimePrecision::Nanoseconds,
+            6,
+            "9223372036854775807",
+            "-9223372036854775808",
+        ),
+        (
+            TimePrecision::IsoString,
+            6,
+            "+294247-01-10T04:00:25.2Z",
+            "-290308-12-21T19:59:27.6Z",
+        ),
+        // Connect's Timestamp through SimpleDateFormat: before 1970-01-02 only the time.
+        (
+            TimePrecision::Connect,
+            6,
+            "294247-01-10T04:00:25.200Z",
+            "19:59:27.600Z",
+        ),
+    ];
+    for (tp, p, pos, negative) in cases {
+        let m = mode(*tp);
+        assert_eq!(header(ts(*p), inf(), &m), *pos, "{tp:?} {p}");
+        assert_eq!(header(ts(*p), neg(), &m), *negative, "{tp:?} {p}");
+    }
+    assert_eq!(
+        column_value(&ts(6), &inf(), &mode(TimePrecision::Connect)).unwrap(),
+        Value::Date(9_223_372_036_825_200)
+    );
+    for tp in [
+        TimePrecision::Adaptive,
+        TimePrecision::AdaptiveTimeMicroseconds,
+        TimePrecision::Microseconds,
+        TimePrecision::Nanoseconds,
+    ] {
+        assert_eq!(header(SqlType::Date, inf(), &mode(tp)), "-2147472692");
+        assert_eq!(header(SqlType::Date, neg(), &mode(tp)), "-2147472691");
+    }
+    let iso = mode(TimePrecision::IsoString);
+    assert_eq!(header(SqlType::Date, inf(), &iso), "-5877611-06-21Z");
+    assert_eq!(header(SqlType::Date, neg(), &iso), "-5877611-06-22Z");
+    let connect = mode(TimePrecision::Connect);
+    assert_eq!(
+        column_value(&SqlType::Date, &inf(), &connect).unwrap(),
+        Value::Date(-2_147_472_692 * 86_400_000)
+    );
+    let tstz = SqlType::Timestamp {
+        precision: 6,
+        fixed_fraction: true,
+    };
+    assert_eq!(header(tstz.clone(), inf(), P), "infinity");
+    assert_eq!(header(tstz, neg(), &connect), "-infinity");
+    // Other text still does not fit a timestamp or a date.
+    assert!(column_value(&ts(6), &ColumnValue::Text("epoch".into()), P).is_err());
+    assert!(column_value(&SqlType::Date, &ColumnValue::Text("today".into()), P).is_err());
+}
