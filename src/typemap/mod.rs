@@ -324,10 +324,13 @@ pub fn column_schema(column: &ColumnType, modes: &TypeModes) -> Result<Schema, M
     let mut schema = base_schema(&column.sql, modes)?.with_optional(column.nullable);
     if let Some(d) = &column.default {
         if !d.is_null() {
-            // A default that does not convert is left out, as Debezium's default-value
-            // converters drop what they cannot parse.
+            // A default that does not convert, or converts to null (a MySQL TIME beyond a
+            // day as a Connect Time), is left out, as Debezium's default-value converters
+            // drop what they cannot parse.
             if let Ok(v) = column_value(&column.sql, d, modes) {
-                schema.default = Some(v);
+                if !v.is_null() {
+                    schema.default = Some(v);
+                }
             }
         }
     }
@@ -502,6 +505,17 @@ pub fn column_value(
             }
         }
         SqlType::Integer { bits, unsigned } => {
+            if let ColumnValue::Decimal(text) = value {
+                // A MySQL/MariaDB column default of a 64-bit integer column (only defaults
+                // come as text): exact under `precise`, else `Math.round(Double.parseDouble)`
+                // as Debezium's binlog converter reads it, which saturates
+                // (`18446744073709551615` → `9223372036854775807`).
+                if *unsigned && modes.bigint_unsigned == BigIntUnsigned::Precise {
+                    return decimal_value(DecimalHandling::Precise, text, Some(0), sql);
+                }
+                let d: f64 = text.trim().parse().map_err(|_| mismatch())?;
+                return Ok(Value::Int((d + 0.5).floor() as i64));
+            }
             let as_i64 = match value {
                 ColumnValue::Int(i) => *i,
                 // BIGINT UNSIGNED under `long` wraps, as Java's long does.

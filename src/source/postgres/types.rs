@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use super::values;
 use crate::event::TableName;
 use crate::typemap::{ColumnType, SqlType};
 use crate::value::ColumnValue;
@@ -243,10 +244,23 @@ fn builtin_name(oid: u32) -> Option<&'static str> {
 }
 
 /// A default expression as `pg_get_expr` prints it (`'PENDING'::character varying`, `0`,
-/// `'{}'::jsonb`, `42.5`), read as Debezium's PostgreSQL default-value converter reads
-/// literal defaults; function calls (`now()`, `gen_random_uuid()`, `nextval(...)`) give none.
+/// `'{}'::jsonb`, `42.5`, `'2020-02-03 04:05:06'::timestamp without time zone`,
+/// `B'101'::"bit"`), read as Debezium's `PostgresDefaultValueConverter` reads it:
+///
+/// * a generated default (a function call such as `now()`, `nextval(...)`,
+///   `(gen_random_uuid())::text`, or `CURRENT_TIMESTAMP` / `CURRENT_DATE` / `LOCALTIME` ...)
+///   stands for its type's placeholder: 0, `0.0`, false, `""`, `{}`, the nil UUID, the epoch
+///   (1970-01-01, 00:00);
+/// * dates, times, timestamps and timestamptz as pgoutput's text forms; intervals as text;
+///   bits as their digits (one digit: a boolean);
+/// * `money`, `bytea`, `timetz` and other types without one of Debezium's default-value
+///   mappers give none, and so does a timestamp or date `infinity` default (Debezium's
+///   overflows: see README, Known differences).
 pub fn parse_default(sql: &SqlType, expr: &str) -> Option<ColumnValue> {
     let e = expr.trim();
+    if generated(e) {
+        return placeholder(sql);
+    }
     let literal = if let Some(rest) = e.strip_prefix('\'') {
         let end = rest.rfind('\'')?;
         let tail = &rest[end + 1..];
@@ -254,6 +268,9 @@ pub fn parse_default(sql: &SqlType, expr: &str) -> Option<ColumnValue> {
             return None;
         }
         rest[..end].replace("''", "'")
+    } else if let Some(rest) = e.strip_prefix("B'") {
+        // B'101'::"bit"
+        rest.split('\'').next()?.to_string()
     } else if e.contains('(') {
         return None;
     } else {
@@ -264,14 +281,62 @@ pub fn parse_default(sql: &SqlType, expr: &str) -> Option<ColumnValue> {
             .trim_end_matches(')')
             .to_string()
     };
+    let temporal = |type_oid| match values::decode_text(type_oid, literal.as_bytes()) {
+        Ok(ColumnValue::Text(_)) | Err(_) => None,
+        Ok(v) => Some(v),
+    };
     Some(match sql {
         SqlType::Integer { .. } => ColumnValue::Int(literal.parse().ok()?),
         SqlType::Float32 | SqlType::Float64 => ColumnValue::Float(literal.parse().ok()?),
-        SqlType::Decimal { .. } | SqlType::Money => ColumnValue::Decimal(literal),
+        SqlType::Decimal { .. } => ColumnValue::Decimal(literal),
         SqlType::Boolean => ColumnValue::Bool(matches!(literal.as_str(), "true" | "t")),
         SqlType::Text | SqlType::Enum(_) => ColumnValue::Text(literal),
         SqlType::Json => ColumnValue::Json(literal),
         SqlType::Uuid => ColumnValue::Uuid(literal),
+        SqlType::Date => temporal(values::oid::DATE)?,
+        SqlType::Time { .. } => temporal(values::oid::TIME)?,
+        SqlType::DateTime { .. } => temporal(values::oid::TIMESTAMP)?,
+        SqlType::Timestamp { .. } => temporal(values::oid::TIMESTAMPTZ)?,
+        SqlType::Interval => ColumnValue::Text(literal),
+        SqlType::Bits { .. } if literal.len() == 1 => ColumnValue::Bool(literal == "1"),
+        SqlType::Bits { .. } => ColumnValue::UInt(u64::from_str_radix(&literal, 2).ok()?),
+        // Debezium has no default-value mapper for money, bytea, timetz, arrays, ...
+        _ => return None,
+    })
+}
+
+/// Debezium's test for a generated default: `FUNCTION_DEFAULT_PATTERN`
+/// (`^[(]?[A-Za-z0-9_.]+\(...\)`) or one of the SQL date-time value functions.
+fn generated(e: &str) -> bool {
+    let lower = e.to_ascii_lowercase();
+    if matches!(
+        lower.as_str(),
+        "current_timestamp" | "current_time" | "current_date" | "localtime" | "localtimestamp"
+    ) {
+        return true;
+    }
+    let body = e.strip_prefix('(').unwrap_or(e);
+    let name_len = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(body.len());
+    name_len > 0 && body[name_len..].starts_with('(') && body[name_len + 1..].contains(')')
+}
+
+/// The placeholder Debezium's default-value mapper of `sql` gives a generated default.
+fn placeholder(sql: &SqlType) -> Option<ColumnValue> {
+    Some(match sql {
+        SqlType::Integer { .. } => ColumnValue::Int(0),
+        SqlType::Float32 | SqlType::Float64 => ColumnValue::Float(0.0),
+        SqlType::Decimal { .. } => ColumnValue::Decimal("0.0".into()),
+        SqlType::Boolean => ColumnValue::Bool(false),
+        SqlType::Text => ColumnValue::Text(String::new()),
+        SqlType::Json => ColumnValue::Json("{}".into()),
+        SqlType::Uuid => ColumnValue::Uuid("00000000-0000-0000-0000-000000000000".into()),
+        SqlType::Date => ColumnValue::Date(0),
+        SqlType::Time { .. } => ColumnValue::Time(0),
+        SqlType::DateTime { .. } => ColumnValue::DateTime(0),
+        SqlType::Timestamp { .. } => ColumnValue::Timestamp(0),
+        SqlType::Bits { length, .. } if *length > 1 => ColumnValue::UInt(0),
         _ => return None,
     })
 }
@@ -335,11 +400,88 @@ mod tests {
             parse_default(&SqlType::Json, "'{}'::jsonb"),
             Some(ColumnValue::Json("{}".into()))
         );
+        // Generated defaults stand for their type's placeholder, as in Debezium.
         assert_eq!(
             parse_default(&SqlType::DateTime { precision: 6 }, "now()"),
+            Some(ColumnValue::DateTime(0))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Uuid, "gen_random_uuid()"),
+            Some(ColumnValue::Uuid(
+                "00000000-0000-0000-0000-000000000000".into()
+            ))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Text, "(gen_random_uuid())::text"),
+            Some(ColumnValue::Text(String::new()))
+        );
+        assert_eq!(
+            parse_default(
+                &SqlType::Integer {
+                    bits: 32,
+                    unsigned: false
+                },
+                "nextval('t_id_seq'::regclass)"
+            ),
+            Some(ColumnValue::Int(0))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Date, "CURRENT_DATE"),
+            Some(ColumnValue::Date(0))
+        );
+        // Temporal, interval and bit literals; money and infinity give none.
+        assert_eq!(
+            parse_default(
+                &SqlType::DateTime { precision: 6 },
+                "'2020-02-03 04:05:06.789'::timestamp without time zone"
+            ),
+            Some(ColumnValue::DateTime(1_580_702_706_789_000))
+        );
+        assert_eq!(
+            parse_default(
+                &SqlType::Timestamp {
+                    precision: 6,
+                    fixed_fraction: true
+                },
+                "'2020-02-03 02:05:06.789+00'::timestamp with time zone"
+            ),
+            Some(ColumnValue::Timestamp(1_580_695_506_789_000))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Date, "'2020-02-03'::date"),
+            Some(ColumnValue::Date(18_295))
+        );
+        assert_eq!(
+            parse_default(
+                &SqlType::Time { precision: 3 },
+                "'23:59:59.5'::time without time zone"
+            ),
+            Some(ColumnValue::Time(86_399_500_000))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Interval, "'-1 days'::interval"),
+            Some(ColumnValue::Text("-1 days".into()))
+        );
+        let bits = |length| SqlType::Bits {
+            length,
+            minimal: true,
+        };
+        assert_eq!(
+            parse_default(&bits(1), "B'1'::\"bit\""),
+            Some(ColumnValue::Bool(true))
+        );
+        assert_eq!(
+            parse_default(&bits(10), "B'1010101010'::\"bit\""),
+            Some(ColumnValue::UInt(0x2aa))
+        );
+        assert_eq!(parse_default(&SqlType::Money, "12.34"), None);
+        assert_eq!(
+            parse_default(
+                &SqlType::DateTime { precision: 6 },
+                "'infinity'::timestamp without time zone"
+            ),
             None
         );
-        assert_eq!(parse_default(&SqlType::Uuid, "gen_random_uuid()"), None);
         let col = column_type(
             1043,
             -1,
