@@ -15,7 +15,10 @@
 //! mapping options (`time.precision.mode`, `decimal.handling.mode`, `binary.handling.mode`,
 //! `bigint.unsigned.handling.mode`, `interval.handling.mode`), tombstones, `route.by.field`
 //! / regex / replacement, `table.field.event.key`, `table.field.event.schema.version`,
-//! `table.expand.json.payload` with hostile payloads. Where Debezium's task fails, the case
+//! `table.expand.json.payload` with hostile payloads, PostgreSQL `infinity` timestamps and
+//! dates under every `time.precision.mode`, column defaults of every kind in schemas
+//! (`defaults_*`), `column.propagate.source.type` / `datatype.propagate.source.type`.
+//! Where Debezium's task fails, the case
 //! is recorded (Debezium-only failure) and outboxd must stop with an error instead of
 //! writing the event.
 //!
@@ -306,6 +309,7 @@ fn pg_cases() -> Vec<Case> {
     }
     cases.extend(pg_infinity_cases());
     cases.extend(default_cases(true));
+    cases.extend(propagate_cases(PG_RICH_COLS, PG_RICH_ROWS));
     cases.extend(common_cases());
     cases.push(Case {
         name: "numeric_no_default_replacement",
@@ -626,6 +630,48 @@ fn default_cases(pg: bool) -> Vec<Case> {
         .collect()
 }
 
+/// `column.propagate.source.type` (every column: key and envelope fields) and
+/// `datatype.propagate.source.type` (some types: the key and the payload as the value).
+fn propagate_cases(cols: &[&str], rows: &[&'static str]) -> Vec<Case> {
+    vec![
+        Case {
+            name: "propagate_source_type",
+            table: "rich",
+            config: vec![
+                ("column.propagate.source.type", ".*".into()),
+                (
+                    "transforms.outbox.table.field.event.key",
+                    "aggregateid".into(),
+                ),
+                (
+                    "transforms.outbox.table.fields.additional.placement",
+                    placements(cols, "envelope"),
+                ),
+            ],
+            rows: rows.to_vec(),
+            topics: vec!["Order", "Customer"],
+            debezium_fails: false,
+        },
+        Case {
+            name: "propagate_by_datatype",
+            table: "rich",
+            config: vec![
+                (
+                    "datatype.propagate.source.type",
+                    r".+\.VARCHAR,.+\.JSONB,.+\.LONGTEXT".into(),
+                ),
+                (
+                    "transforms.outbox.table.fields.additional.placement",
+                    "type:header:eventType".into(),
+                ),
+            ],
+            rows: rows.to_vec(),
+            topics: vec!["Order", "Customer"],
+            debezium_fails: false,
+        },
+    ]
+}
+
 // --- MariaDB ------------------------------------------------------------------------------
 
 const MARIA_RICH_COLS: &[&str] = &[
@@ -825,6 +871,7 @@ fn maria_cases() -> Vec<Case> {
         });
     }
     cases.extend(default_cases(false));
+    cases.extend(propagate_cases(MARIA_RICH_COLS, MARIA_RICH_ROWS));
     cases.extend(common_cases());
     cases.push(Case {
         name: "numeric_no_default_replacement",

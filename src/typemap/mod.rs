@@ -141,6 +141,22 @@ pub enum SqlType {
     Unsupported(String),
 }
 
+/// A column's type as its source declares it, in the terms of Debezium's relational
+/// `Column` (`typeName`, `length`, `scale`): what `column.propagate.source.type` /
+/// `datatype.propagate.source.type` write into the field schema's
+/// `__debezium.source.column.*` parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceType {
+    /// The type name, upper-cased (MariaDB `INT UNSIGNED`, `VARCHAR`; PostgreSQL `INT4`,
+    /// `_TEXT`, an enum type's name).
+    pub name: String,
+    /// The declared length (MariaDB: the DDL's first dimension; PostgreSQL: the JDBC
+    /// driver's column size), when there is one.
+    pub length: Option<i64>,
+    /// The declared scale (fraction digits), when there is one.
+    pub scale: Option<i64>,
+}
+
 /// One column as the type mapping needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnType {
@@ -151,6 +167,8 @@ pub struct ColumnType {
     /// The column's literal default (for the schema's `default`), when it has one Debezium
     /// would carry.
     pub default: Option<ColumnValue>,
+    /// The source's own name and dimensions of the type, when known.
+    pub source: Option<SourceType>,
 }
 
 impl ColumnType {
@@ -160,6 +178,7 @@ impl ColumnType {
             sql,
             nullable: true,
             default: None,
+            source: None,
         }
     }
 }

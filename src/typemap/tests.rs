@@ -318,6 +318,7 @@ fn defaults_and_required_columns() {
         sql: SqlType::Text,
         nullable: false,
         default: Some(ColumnValue::Text("PENDING".into())),
+        source: None,
     };
     let mut out = String::new();
     write_schema(
@@ -521,6 +522,7 @@ fn default_json(sql: SqlType, default: ColumnValue, modes: &TypeModes) -> Option
         sql,
         nullable: true,
         default: Some(default),
+        source: None,
     };
     let mut out = String::new();
     write_schema(

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use mysql_common::constants::ColumnType;
 
 use super::table::ColumnInfo;
-use crate::typemap::{ColumnType as Column, SqlType};
+use crate::typemap::{ColumnType as Column, SourceType, SqlType};
 use crate::value::ColumnValue;
 
 /// The binary collation (`binary`, id 63): BINARY, VARBINARY and BLOB columns carry it.
@@ -27,6 +27,7 @@ pub(crate) fn column_type(info: &ColumnInfo) -> Column {
         sql,
         nullable: info.nullable,
         default: None,
+        source: None,
     }
 }
 
@@ -149,7 +150,66 @@ pub(crate) fn with_catalog(
             .default
             .as_deref()
             .and_then(|d| parse_default(&col.sql, d, col.nullable));
+        col.source = source_type(&c.column_type);
     }
+}
+
+/// `COLUMN_TYPE` (`int(11) unsigned`, `decimal(10,2)`, `enum('a','b')`, `longtext`) as
+/// Debezium's MariaDB DDL parser describes the column: the type name upper-cased with
+/// `UNSIGNED` / `ZEROFILL`, the first dimension as length and the second as scale; an ENUM's
+/// length is 1 and a SET's the number of its labels and commas.
+pub(crate) fn source_type(column_type: &str) -> Option<SourceType> {
+    let t = column_type.trim();
+    let base_end = t.find(['(', ' ']).unwrap_or(t.len());
+    let base = t[..base_end].to_ascii_uppercase();
+    if base.is_empty() {
+        return None;
+    }
+    let (dims, rest) = match t[base_end..].strip_prefix('(') {
+        Some(r) => {
+            // The closing parenthesis outside quotes.
+            let mut quoted = false;
+            let mut close = None;
+            for (i, c) in r.char_indices() {
+                match c {
+                    '\'' => quoted = !quoted,
+                    ')' if !quoted => {
+                        close = Some(i);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let close = close?;
+            (Some(&r[..close]), &r[close + 1..])
+        }
+        None => (None, &t[base_end..]),
+    };
+    let mut name = base.clone();
+    for word in rest.split_whitespace() {
+        let w = word.to_ascii_uppercase();
+        if w == "UNSIGNED" || w == "ZEROFILL" {
+            name.push(' ');
+            name.push_str(&w);
+        }
+    }
+    let (length, scale) = match (base.as_str(), dims) {
+        ("ENUM", _) => (Some(1), None),
+        ("SET", Some(d)) => {
+            let labels = d.matches('\'').count() as i64 / 2;
+            (Some((labels * 2 - 1).max(0)), None)
+        }
+        (_, Some(d)) => {
+            let mut p = d.split(',').map(|x| x.trim().parse::<i64>().ok());
+            (p.next().flatten(), p.next().flatten())
+        }
+        (_, None) => (None, None),
+    };
+    Some(SourceType {
+        name,
+        length,
+        scale,
+    })
 }
 
 /// `float(M,D)` (any case, spaces allowed), not `float` or `float(p)`.
@@ -345,6 +405,7 @@ mod tests {
             sql: SqlType::Float32,
             nullable: true,
             default: None,
+            source: None,
         };
         let mut cols = vec![float(), float(), float()];
         let catalog: HashMap<String, CatalogColumn> = [
@@ -487,5 +548,32 @@ mod tests {
             ),
             Some(ColumnValue::Decimal("18446744073709551615".into()))
         );
+    }
+
+    /// COLUMN_TYPE as Debezium 3.5.0's MariaDB DDL parser describes the column (parity case
+    /// `propagate_source_type`).
+    #[test]
+    fn source_types_as_debezium_names_them() {
+        let st = |t: &str| source_type(t).unwrap();
+        let s = |name: &str, length: Option<i64>, scale: Option<i64>| SourceType {
+            name: name.into(),
+            length,
+            scale,
+        };
+        assert_eq!(st("int(11)"), s("INT", Some(11), None));
+        assert_eq!(st("int(10) unsigned"), s("INT UNSIGNED", Some(10), None));
+        assert_eq!(
+            st("decimal(10,2) unsigned"),
+            s("DECIMAL UNSIGNED", Some(10), Some(2))
+        );
+        assert_eq!(st("float(7,4)"), s("FLOAT", Some(7), Some(4)));
+        assert_eq!(st("datetime(6)"), s("DATETIME", Some(6), None));
+        assert_eq!(st("datetime"), s("DATETIME", None, None));
+        assert_eq!(st("longtext"), s("LONGTEXT", None, None));
+        assert_eq!(st("enum('PENDING','SENT')"), s("ENUM", Some(1), None));
+        assert_eq!(st("set('a','b','c')"), s("SET", Some(5), None));
+        assert_eq!(st("set('a,(b)','c')"), s("SET", Some(3), None));
+        assert_eq!(st("tinyint(1)"), s("TINYINT", Some(1), None));
+        assert_eq!(st("year(4)"), s("YEAR", Some(4), None));
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::values;
 use crate::event::TableName;
-use crate::typemap::{ColumnType, SqlType};
+use crate::typemap::{ColumnType, SourceType, SqlType};
 use crate::value::ColumnValue;
 
 /// What the catalog says about one column.
@@ -19,6 +19,8 @@ pub struct CatalogColumn {
     pub default: Option<String>,
     /// The labels of an enum type (or of an array of an enum type's element), in order.
     pub enum_labels: Option<Vec<String>>,
+    /// `pg_type.typname` (`int4`, `_text`, an enum type's name).
+    pub type_name: Option<String>,
 }
 
 /// Columns of one table by name.
@@ -37,7 +39,8 @@ pub async fn column_catalog(
             .query(
                 "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid), \
                         (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e \
-                          WHERE e.enumtypid = CASE WHEN ty.typelem <> 0 THEN ty.typelem ELSE ty.oid END) \
+                          WHERE e.enumtypid = CASE WHEN ty.typelem <> 0 THEN ty.typelem ELSE ty.oid END), \
+                        ty.typname::text \
                  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
                  JOIN pg_namespace n ON n.oid = c.relnamespace \
                  JOIN pg_type ty ON ty.oid = a.atttypid \
@@ -57,6 +60,7 @@ pub async fn column_catalog(
                                 not_null: r.get(1),
                                 default: r.get(2),
                                 enum_labels: r.get(3),
+                                type_name: r.get(4),
                             },
                         )
                     })
@@ -85,10 +89,59 @@ pub fn column_type(type_oid: u32, typmod: i32, catalog: Option<&CatalogColumn>) 
     let default = catalog
         .and_then(|c| c.default.as_deref())
         .and_then(|d| parse_default(&sql, d));
+    let source = catalog.and_then(|c| c.type_name.as_deref()).map(|name| {
+        let (length, scale) = jdbc_size(type_oid, typmod, &sql);
+        SourceType {
+            name: name.to_uppercase(),
+            length: Some(length),
+            scale: Some(scale),
+        }
+    });
     ColumnType {
         nullable: !catalog.is_some_and(|c| c.not_null),
         default,
         sql,
+        source,
+    }
+}
+
+/// The column size and decimal digits the PostgreSQL JDBC driver reports for a column
+/// (`DatabaseMetaData.getColumns`), which Debezium's PostgreSQL connector keeps as the
+/// column's length and scale: integers their decimal digits (5, 10, 19), floats 8/8 and
+/// 17/17, numeric(p,s) p/s (unconstrained: 131089/0), dates and times the length of their
+/// text (`timestamp(6)` 29/6, `timestamptz(3)` 32/3, `time` 15/6, `date` 13/0), interval
+/// 49/6, bit(n) n/0, varchar(n) / char(n) n/0, an array its element's, anything else
+/// 2147483647/0.
+pub fn jdbc_size(type_oid: u32, typmod: i32, sql: &SqlType) -> (i64, i64) {
+    let frac = |p: u32| if p > 0 { i64::from(p) + 1 } else { 0 };
+    match (type_oid, sql) {
+        (1042 | 1043 | 1014 | 1015, _) if typmod >= 4 => (i64::from(typmod - 4), 0),
+        (16 | 1000, _) => (1, 0),
+        (_, SqlType::Array(elem)) => jdbc_size(0, typmod, elem),
+        (_, SqlType::Integer { bits: 16, .. }) => (5, 0),
+        (26, _) | (_, SqlType::Integer { bits: 32, .. }) => (10, 0),
+        (_, SqlType::Integer { .. }) => (19, 0),
+        (_, SqlType::Float32) => (8, 8),
+        (_, SqlType::Float64) => (17, 17),
+        (
+            _,
+            SqlType::Decimal {
+                precision: Some(p),
+                scale,
+            },
+        ) => (i64::from(*p), i64::from(scale.unwrap_or(0))),
+        (_, SqlType::Decimal { .. }) => (131_089, 0),
+        (_, SqlType::Date) => (13, 0),
+        (_, SqlType::Time { precision }) => (8 + frac(*precision), i64::from(*precision)),
+        (_, SqlType::TimeTz) => {
+            let p = time_precision(typmod);
+            (14 + frac(p), i64::from(p))
+        }
+        (_, SqlType::DateTime { precision }) => (22 + frac(*precision), i64::from(*precision)),
+        (_, SqlType::Timestamp { precision, .. }) => (28 + frac(*precision), i64::from(*precision)),
+        (_, SqlType::Interval) => (49, 6),
+        (_, SqlType::Bits { length, .. }) => (i64::from(*length), 0),
+        _ => (2_147_483_647, 0),
     }
 }
 
@@ -484,14 +537,54 @@ mod tests {
         );
         let col = column_type(
             1043,
-            -1,
+            24,
             Some(&CatalogColumn {
                 not_null: true,
                 default: Some("'x'::character varying".into()),
                 enum_labels: None,
+                type_name: Some("varchar".into()),
             }),
         );
         assert!(!col.nullable);
         assert_eq!(col.default, Some(ColumnValue::Text("x".into())));
+        assert_eq!(
+            col.source,
+            Some(SourceType {
+                name: "VARCHAR".into(),
+                length: Some(20),
+                scale: Some(0)
+            })
+        );
+    }
+
+    /// Column sizes and digits as Debezium 3.6.1 (through the JDBC driver) reports them
+    /// (parity case `propagate_source_type`).
+    #[test]
+    fn jdbc_sizes() {
+        let size = |oid, typmod| jdbc_size(oid, typmod, &sql_type(oid, typmod));
+        assert_eq!(size(23, -1), (10, 0));
+        assert_eq!(size(21, -1), (5, 0));
+        assert_eq!(size(20, -1), (19, 0));
+        assert_eq!(size(700, -1), (8, 8));
+        assert_eq!(size(701, -1), (17, 17));
+        assert_eq!(size(16, -1), (1, 0));
+        assert_eq!(size(1700, (10 << 16 | 2) + 4), (10, 2));
+        assert_eq!(size(1700, -1), (131_089, 0));
+        assert_eq!(size(1114, -1), (29, 6));
+        assert_eq!(size(1114, 0), (22, 0));
+        assert_eq!(size(1114, 3), (26, 3));
+        assert_eq!(size(1184, -1), (35, 6));
+        assert_eq!(size(1184, 3), (32, 3));
+        assert_eq!(size(1082, -1), (13, 0));
+        assert_eq!(size(1083, -1), (15, 6));
+        assert_eq!(size(1083, 3), (12, 3));
+        assert_eq!(size(1266, -1), (21, 6));
+        assert_eq!(size(1186, -1), (49, 6));
+        assert_eq!(size(1560, 10), (10, 0));
+        assert_eq!(size(1043, 14), (10, 0));
+        assert_eq!(size(1042, 7), (3, 0));
+        assert_eq!(size(25, -1), (2_147_483_647, 0));
+        assert_eq!(size(1007, -1), (10, 0));
+        assert_eq!(size(1009, -1), (2_147_483_647, 0));
     }
 }
