@@ -15,7 +15,10 @@
 //! mapping options (`time.precision.mode`, `decimal.handling.mode`, `binary.handling.mode`,
 //! `bigint.unsigned.handling.mode`, `interval.handling.mode`), tombstones, `route.by.field`
 //! / regex / replacement, `table.field.event.key`, `table.field.event.schema.version`,
-//! `table.expand.json.payload` with hostile payloads. Where Debezium's task fails, the case
+//! `table.expand.json.payload` with hostile payloads, PostgreSQL `infinity` timestamps and
+//! dates under every `time.precision.mode`, column defaults of every kind in schemas
+//! (`defaults_*`), `column.propagate.source.type` / `datatype.propagate.source.type`.
+//! Where Debezium's task fails, the case
 //! is recorded (Debezium-only failure) and outboxd must stop with an error instead of
 //! writing the event.
 //!
@@ -51,6 +54,22 @@ const DELIBERATE: &[(&str, &str)] = &[
     (
         "error.on.missing on PostgreSQL",
         "Debezium 3.6.1's PostgreSQL task fails on a header of a missing column despite table.fields.additional.error.on.missing=false; outboxd leaves the header out on both sources, as the option says and Debezium 3.5's MariaDB connector does",
+    ),
+    (
+        "logical decoding messages without the decoder",
+        "Debezium writes every pg_logical_emit_message untransformed to <prefix>.message without DecodeLogicalDecodingMessageContent; outboxd relays outbox events only",
+    ),
+    (
+        "StringConverter on a BIT(n) value",
+        "Debezium writes a Java byte[] identity ([B@hash) that changes per run",
+    ),
+    (
+        "infinity column default",
+        "Debezium's default parser overflows on a PostgreSQL 'infinity' timestamp default; outboxd writes no default",
+    ),
+    (
+        "writes where Debezium's task fails",
+        "event timestamps of other column types, records over Connect's max.request.size, logical-message schema changes: Debezium's task dies, outboxd delivers",
     ),
     (
         "array merge order",
@@ -151,6 +170,21 @@ fn pg_ddl(table: &str, kind: &str) -> String {
         "text" => format!(
             "CREATE TABLE {table} (id varchar(64) PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
                aggregateid varchar(255), type varchar(255) NOT NULL, payload text, c_i4 int)"
+        ),
+        "defaults" => format!(
+            "CREATE TABLE {table} (id varchar(64) PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+               aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload text,
+               d_ts timestamp DEFAULT '2020-02-03 04:05:06.789', d_ts3 timestamp(3) DEFAULT '2020-02-03 04:05:06.5',
+               d_ts0 timestamp(0) NOT NULL DEFAULT '1969-07-20 20:17:40', d_tsnow timestamp DEFAULT now(),
+               d_tstz timestamptz DEFAULT '2020-02-03 04:05:06.789+02',
+               d_tstz3 timestamptz(3) DEFAULT CURRENT_TIMESTAMP, d_date date DEFAULT '2020-02-03',
+               d_datenow date NOT NULL DEFAULT CURRENT_DATE, d_time time DEFAULT '04:05:06.789',
+               d_time3 time(3) DEFAULT '23:59:59.5', d_timetz timetz DEFAULT '04:05:06+02',
+               d_interval interval DEFAULT '1 year 2 mons 3 days 04:05:06.5', d_ivneg interval DEFAULT '-1 days',
+               d_bit bit(1) DEFAULT B'1', d_bits bit(10) DEFAULT B'1010101010', d_varbit varbit(16) DEFAULT B'101',
+               d_money money DEFAULT 12.34, d_bytea bytea DEFAULT '\\xdead', d_num numeric(10,2) DEFAULT 1.5,
+               d_i8 bigint DEFAULT 9223372036854775807, d_bool boolean DEFAULT true, d_f8 float8 DEFAULT 1.25,
+               d_uuidfn uuid DEFAULT gen_random_uuid(), d_txtfn text DEFAULT md5('x'), d_serial serial)"
         ),
         _ => format!(
             "CREATE TABLE {table} (id varchar(64) PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
@@ -289,6 +323,9 @@ fn pg_cases() -> Vec<Case> {
             debezium_fails: false,
         });
     }
+    cases.extend(pg_infinity_cases());
+    cases.extend(default_cases(true));
+    cases.extend(propagate_cases(PG_RICH_COLS, PG_RICH_ROWS));
     cases.extend(common_cases());
     cases.push(Case {
         name: "numeric_no_default_replacement",
@@ -384,6 +421,273 @@ fn pg_cases() -> Vec<Case> {
     cases
 }
 
+/// Rich rows whose `timestamp`, `timestamp(0)`, `timestamp(3)`, `timestamptz`,
+/// `timestamptz(3)` and `date` columns are all `value` (`infinity`, `-infinity`), the
+/// other typed columns NULL or their defaults.
+fn pg_infinity_row(kind: &str, value: &str) -> &'static str {
+    let temporal = format!(",'{value}'").repeat(6);
+    let nulls = ",NULL".repeat(PG_RICH_COLS.len() - 3 - 6);
+    Box::leak(
+        format!(
+            "(gen_random_uuid(),'{kind}','{kind}-1','{kind}Created','{{}}',DEFAULT{temporal}{nulls},DEFAULT,DEFAULT,NULL)"
+        )
+        .into_boxed_str(),
+    )
+}
+
+/// PostgreSQL `infinity` / `-infinity` timestamps and dates under every `time.precision.mode`:
+/// as headers and envelope fields, and (adaptive) as the key and the payload (the value's
+/// schema and value).
+fn pg_infinity_cases() -> Vec<Case> {
+    let cols = ["c_ts", "c_ts0", "c_ts3", "c_tstz", "c_tstz3", "c_date"];
+    let rows = vec![
+        pg_infinity_row("Order", "infinity"),
+        pg_infinity_row("Customer", "-infinity"),
+    ];
+    [
+        ("infinity_adaptive", "adaptive"),
+        ("infinity_adaptive_time_us", "adaptive_time_microseconds"),
+        ("infinity_connect", "connect"),
+        ("infinity_isostring", "isostring"),
+        ("infinity_micro", "microseconds"),
+        ("infinity_nano", "nanoseconds"),
+    ]
+    .into_iter()
+    .map(|(name, mode)| {
+        let mut config = vec![
+            ("time.precision.mode", mode.to_string()),
+            (
+                "transforms.outbox.table.fields.additional.placement",
+                placements(&cols, "both"),
+            ),
+        ];
+        if mode == "adaptive" {
+            config.push(("transforms.outbox.table.field.event.key", "c_date".into()));
+            config.push(("transforms.outbox.table.field.event.payload", "c_ts".into()));
+        }
+        Case {
+            name,
+            table: "rich",
+            config,
+            rows: rows.clone(),
+            topics: vec!["Order", "Customer"],
+            debezium_fails: false,
+        }
+    })
+    .collect()
+}
+
+/// Typed columns of the `defaults` tables (name, NOT NULL), all left to their defaults or NULL.
+const PG_DEFAULT_COLS: &[(&str, bool)] = &[
+    ("d_ts", false),
+    ("d_ts3", false),
+    ("d_ts0", true),
+    ("d_tsnow", false),
+    ("d_tstz", false),
+    ("d_tstz3", false),
+    ("d_date", false),
+    ("d_datenow", true),
+    ("d_time", false),
+    ("d_time3", false),
+    ("d_timetz", false),
+    ("d_interval", false),
+    ("d_ivneg", false),
+    ("d_bit", false),
+    ("d_bits", false),
+    ("d_varbit", false),
+    ("d_money", false),
+    ("d_bytea", false),
+    ("d_num", false),
+    ("d_i8", false),
+    ("d_bool", false),
+    ("d_f8", false),
+    ("d_uuidfn", false),
+    ("d_txtfn", false),
+    ("d_serial", true),
+];
+const MARIA_DEFAULT_COLS: &[(&str, bool)] = &[
+    ("d_dt", false),
+    ("d_dt6", false),
+    ("d_dt3", true),
+    ("d_dtnow", false),
+    ("d_ts", false),
+    ("d_ts6", true),
+    ("d_ts3", false),
+    ("d_date", false),
+    ("d_datez", true),
+    ("d_time", false),
+    ("d_time6", false),
+    ("d_timebig", false),
+    ("d_year", false),
+    ("d_bit1", false),
+    ("d_bit10", false),
+    ("d_bit64", false),
+    ("d_bin", false),
+    ("d_vbin", false),
+    ("d_blob", false),
+    ("d_biu", false),
+    ("d_biu2", true),
+    ("d_dec", false),
+    ("d_bool", false),
+    ("d_f", false),
+];
+
+/// A row of the `defaults` table: `head` (aggregatetype, aggregateid, type, payload), then
+/// every typed column `DEFAULT` (`nulls`: NULL where the column accepts it); with `%ID%`
+/// for the id.
+fn defaults_row_of(pg: bool, head: &str, nulls: bool) -> String {
+    let cols = if pg {
+        PG_DEFAULT_COLS
+    } else {
+        MARIA_DEFAULT_COLS
+    };
+    let values: String = cols
+        .iter()
+        .map(|(_, not_null)| {
+            if nulls && !not_null {
+                ",NULL"
+            } else {
+                ",DEFAULT"
+            }
+        })
+        .collect();
+    format!("(%ID%,{head}{values})")
+}
+
+fn defaults_row(db: &Db, head: &str) -> String {
+    defaults_row_of(matches!(db, Db::Pg(_)), head, false)
+}
+
+/// Schema defaults (`defaults` table): every typed column in the envelope under the
+/// worker's JsonConverter with schemas, a row leaving them to their defaults and a row of
+/// NULLs (JsonConverter's `replace.null.with.default` writes the defaults then), under the
+/// modes that change a default's form.
+fn default_cases(pg: bool) -> Vec<Case> {
+    let cols: Vec<&str> = if pg {
+        PG_DEFAULT_COLS
+    } else {
+        MARIA_DEFAULT_COLS
+    }
+    .iter()
+    .map(|(n, _)| *n)
+    .collect();
+    let leak = |r: String| -> &'static str { Box::leak(r.into_boxed_str()) };
+    let defaults = leak(defaults_row_of(pg, "'T','k1','E','{}'", false).replace("%ID%", "'dd'"));
+    let nulls = leak(defaults_row_of(pg, "'T','k2','E','{}'", true).replace("%ID%", "'dn'"));
+    let modes: Vec<(&'static str, Vec<(&'static str, &'static str)>)> = if pg {
+        vec![
+            ("defaults_adaptive", vec![]),
+            (
+                "defaults_connect_string",
+                vec![
+                    ("time.precision.mode", "connect"),
+                    ("interval.handling.mode", "string"),
+                    ("decimal.handling.mode", "string"),
+                    ("binary.handling.mode", "hex"),
+                ],
+            ),
+            (
+                "defaults_isostring",
+                vec![
+                    ("time.precision.mode", "isostring"),
+                    ("decimal.handling.mode", "double"),
+                    ("binary.handling.mode", "base64"),
+                ],
+            ),
+            (
+                "defaults_nano",
+                vec![("time.precision.mode", "nanoseconds")],
+            ),
+        ]
+    } else {
+        vec![
+            ("defaults_adaptive_time_us", vec![]),
+            (
+                "defaults_connect_precise",
+                vec![
+                    ("time.precision.mode", "connect"),
+                    ("bigint.unsigned.handling.mode", "precise"),
+                    ("decimal.handling.mode", "string"),
+                    ("binary.handling.mode", "hex"),
+                ],
+            ),
+            (
+                "defaults_isostring",
+                vec![
+                    ("time.precision.mode", "isostring"),
+                    ("decimal.handling.mode", "double"),
+                    ("binary.handling.mode", "base64"),
+                ],
+            ),
+            (
+                "defaults_nano",
+                vec![("time.precision.mode", "nanoseconds")],
+            ),
+        ]
+    };
+    modes
+        .into_iter()
+        .map(|(name, modes)| {
+            let mut config: Vec<(&'static str, String)> =
+                modes.into_iter().map(|(k, v)| (k, v.to_string())).collect();
+            config.push((
+                "transforms.outbox.table.fields.additional.placement",
+                placements(&cols, "envelope"),
+            ));
+            Case {
+                name,
+                table: "defaults",
+                config,
+                rows: vec![defaults, nulls],
+                topics: vec!["T"],
+                debezium_fails: false,
+            }
+        })
+        .collect()
+}
+
+/// `column.propagate.source.type` (every column: key and envelope fields) and
+/// `datatype.propagate.source.type` (some types: the key and the payload as the value).
+fn propagate_cases(cols: &[&str], rows: &[&'static str]) -> Vec<Case> {
+    vec![
+        Case {
+            name: "propagate_source_type",
+            table: "rich",
+            config: vec![
+                ("column.propagate.source.type", ".*".into()),
+                (
+                    "transforms.outbox.table.field.event.key",
+                    "aggregateid".into(),
+                ),
+                (
+                    "transforms.outbox.table.fields.additional.placement",
+                    placements(cols, "envelope"),
+                ),
+            ],
+            rows: rows.to_vec(),
+            topics: vec!["Order", "Customer"],
+            debezium_fails: false,
+        },
+        Case {
+            name: "propagate_by_datatype",
+            table: "rich",
+            config: vec![
+                (
+                    "datatype.propagate.source.type",
+                    r".+\.VARCHAR,.+\.JSONB,.+\.LONGTEXT".into(),
+                ),
+                (
+                    "transforms.outbox.table.fields.additional.placement",
+                    "type:header:eventType".into(),
+                ),
+            ],
+            rows: rows.to_vec(),
+            topics: vec!["Order", "Customer"],
+            debezium_fails: false,
+        },
+    ]
+}
+
 // --- MariaDB ------------------------------------------------------------------------------
 
 const MARIA_RICH_COLS: &[&str] = &[
@@ -413,6 +717,21 @@ fn maria_ddl(table: &str, kind: &str) -> String {
         "text" => format!(
             "CREATE TABLE {table} (id varchar(64) PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
                aggregateid varchar(255), type varchar(255) NOT NULL, payload LONGTEXT, c_i4 int) CHARACTER SET utf8mb4"
+        ),
+        "defaults" => format!(
+            "CREATE TABLE {table} (id varchar(64) PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+               aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload LONGTEXT,
+               d_dt DATETIME DEFAULT '2020-02-03 04:05:06', d_dt6 DATETIME(6) DEFAULT '2020-02-03 04:05:06.789',
+               d_dt3 DATETIME(3) NOT NULL DEFAULT '1969-07-20 20:17:40.5', d_dtnow DATETIME DEFAULT CURRENT_TIMESTAMP,
+               d_ts TIMESTAMP NULL DEFAULT '2020-02-03 04:05:06', d_ts6 TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+               d_ts3 TIMESTAMP(3) NULL DEFAULT '2020-02-03 04:05:06.5', d_date DATE DEFAULT '2020-02-03',
+               d_datez DATE NOT NULL DEFAULT '1969-12-31', d_time TIME DEFAULT '04:05:06', d_time6 TIME(6) DEFAULT '-01:02:03.5',
+               d_timebig TIME DEFAULT '100:00:00', d_year YEAR DEFAULT 2020,
+               d_bit1 BIT(1) DEFAULT b'1', d_bit10 BIT(10) DEFAULT b'1010101010', d_bit64 BIT(64) DEFAULT b'1',
+               d_bin BINARY(4) DEFAULT 'ab', d_vbin VARBINARY(10) DEFAULT 'xy', d_blob BLOB,
+               d_biu BIGINT UNSIGNED DEFAULT 18446744073709551615, d_biu2 BIGINT UNSIGNED NOT NULL DEFAULT 5,
+               d_dec DECIMAL(10,2) DEFAULT 1.5, d_bool BOOLEAN DEFAULT true, d_f DOUBLE DEFAULT 1.25
+             ) CHARACTER SET utf8mb4"
         ),
         _ => format!(
             "CREATE TABLE {table} (id varchar(64) PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
@@ -567,6 +886,8 @@ fn maria_cases() -> Vec<Case> {
             debezium_fails: false,
         });
     }
+    cases.extend(default_cases(false));
+    cases.extend(propagate_cases(MARIA_RICH_COLS, MARIA_RICH_ROWS));
     cases.extend(common_cases());
     cases.push(Case {
         name: "numeric_no_default_replacement",
@@ -1031,6 +1352,7 @@ async fn run_case(
     let warm_row = match case.table {
         "rich" => "(%ID%,'Warmup','w','WarmupCreated','{}',DEFAULT%RICHNULLS%)".to_string(),
         "text" => "(%ID%,'Warmup','w','E','{}',0)".to_string(),
+        "defaults" => defaults_row(db, "'Warmup','w','E','{}'"),
         _ => "(%ID%,'Warmup','w','E',NULL,NULL)".to_string(),
     };
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -6,7 +6,12 @@
 //!   UTF-16 code units) is cut to its first N; the field schema gets `truncateLength=N`;
 //! - `column.mask.with.N.chars`: the value of a character column (CHAR, VARCHAR, TEXT, ENUM,
 //!   SET, PostgreSQL text types) is replaced by N `*`, NULL included; the field schema gets
-//!   `masked=true` whatever the column's type.
+//!   `masked=true` whatever the column's type;
+//! - `column.propagate.source.type` / `datatype.propagate.source.type`: the value is left
+//!   alone; the field schema gets `__debezium.source.column.type` (the source's type name,
+//!   upper-cased), `.length` and `.scale` (when the source declares them) and `.name` (the
+//!   column's name) (`PropagateSourceMetadataToSchemaParameter`). The datatype form matches
+//!   `<database-or-schema>.<table>.<type name>`.
 //!
 //! Column names are Debezium's fully-qualified regular expressions, `<database>.<table>.<column>`
 //! (MySQL/MariaDB) or `<schema>.<table>.<column>` (PostgreSQL), matched case-insensitively
@@ -16,7 +21,7 @@
 use regex::Regex;
 
 use crate::event::{Row, TableName};
-use crate::typemap::SqlType;
+use crate::typemap::{SourceType, SqlType};
 use crate::value::ColumnValue;
 
 /// What a column rule does to the value.
@@ -26,6 +31,8 @@ pub enum ColumnMapper {
     Truncate(usize),
     /// `column.mask.with.N.chars`: the mask text.
     Mask(String),
+    /// `column.propagate.source.type` / `datatype.propagate.source.type`.
+    PropagateSourceType,
 }
 
 /// One `column.truncate.*` / `column.mask.*` option: its column patterns and mapper.
@@ -33,6 +40,8 @@ pub enum ColumnMapper {
 struct MapperRule {
     patterns: Vec<Regex>,
     mapper: ColumnMapper,
+    /// The patterns match `<schema>.<table>.<type name>` (`datatype.*`), not column names.
+    by_type: bool,
 }
 
 /// Which columns Debezium keeps.
@@ -130,19 +139,52 @@ impl ColumnRules {
         self.mappers.push(MapperRule {
             patterns: p,
             mapper,
+            by_type: false,
         });
         Ok(())
     }
 
-    /// The mapper of column `column` of `table`: the first rule matching it.
+    /// Adds `column.propagate.source.type` (`by_type` false: patterns of column names) or
+    /// `datatype.propagate.source.type` (patterns of `<schema>.<table>.<type name>`), after
+    /// the truncation and mask rules, as Debezium orders them.
+    pub fn add_propagation(&mut self, key: &str, list: &str, by_type: bool) -> Result<(), String> {
+        let p = patterns(list)?;
+        self.source.push((key.into(), list.into()));
+        self.mappers.push(MapperRule {
+            patterns: p,
+            mapper: ColumnMapper::PropagateSourceType,
+            by_type,
+        });
+        Ok(())
+    }
+
+    /// The mapper of column `column` of `table`: the first rule matching it (rules by type
+    /// match only when the column's source type name is known).
     pub fn mapper(&self, table: &TableName, column: &str) -> Option<&ColumnMapper> {
+        self.mapper_of(table, column, None)
+    }
+
+    fn mapper_of(
+        &self,
+        table: &TableName,
+        column: &str,
+        source: Option<&SourceType>,
+    ) -> Option<&ColumnMapper> {
         if self.mappers.is_empty() {
             return None;
         }
         let fq = format!("{}.{}.{column}", table.schema, table.name);
+        let fq_type = source.map(|s| format!("{}.{}.{}", table.schema, table.name, s.name));
         self.mappers
             .iter()
-            .find(|r| r.patterns.iter().any(|p| p.is_match(&fq)))
+            .find(|r| {
+                let name = if r.by_type {
+                    fq_type.as_deref()
+                } else {
+                    Some(fq.as_str())
+                };
+                name.is_some_and(|n| r.patterns.iter().any(|p| p.is_match(n)))
+            })
             .map(|r| &r.mapper)
     }
 
@@ -161,12 +203,36 @@ impl ColumnRules {
         }
     }
 
-    /// The schema parameters the rule of `column` adds to its field schema (Debezium's
-    /// `ColumnMapper.alterFieldSchema`): `masked=true`, or `truncateLength=N`.
-    pub fn schema_parameters(&self, table: &TableName, column: &str) -> Option<(String, String)> {
-        match self.mapper(table, column)? {
-            ColumnMapper::Mask(_) => Some(("masked".into(), "true".into())),
-            ColumnMapper::Truncate(n) => Some(("truncateLength".into(), n.to_string())),
+    /// The schema parameters the rule of `column` (its source type `source`, when known)
+    /// adds to its field schema (Debezium's `ColumnMapper.alterFieldSchema`): `masked=true`,
+    /// `truncateLength=N`, or the `__debezium.source.column.*` ones (none when the source
+    /// type is not known).
+    pub fn schema_parameters(
+        &self,
+        table: &TableName,
+        column: &str,
+        source: Option<&SourceType>,
+    ) -> Vec<(String, String)> {
+        let Some(m) = self.mapper_of(table, column, source) else {
+            return Vec::new();
+        };
+        match m {
+            ColumnMapper::Mask(_) => vec![("masked".into(), "true".into())],
+            ColumnMapper::Truncate(n) => vec![("truncateLength".into(), n.to_string())],
+            ColumnMapper::PropagateSourceType => {
+                let Some(s) = source else {
+                    return Vec::new();
+                };
+                let mut out = vec![("__debezium.source.column.type".into(), s.name.clone())];
+                if let Some(l) = s.length {
+                    out.push(("__debezium.source.column.length".into(), l.to_string()));
+                }
+                if let Some(sc) = s.scale {
+                    out.push(("__debezium.source.column.scale".into(), sc.to_string()));
+                }
+                out.push(("__debezium.source.column.name".into(), column.to_string()));
+                out
+            }
         }
     }
 
@@ -191,9 +257,13 @@ impl ColumnRules {
         }
         let names: Vec<std::sync::Arc<str>> = row.column_names().to_vec();
         for name in names {
-            let Some(m) = self.mapper(table, &name) else {
+            let source = row.column_type(&name).and_then(|t| t.source.clone());
+            let Some(m) = self.mapper_of(table, &name, source.as_ref()) else {
                 continue;
             };
+            if *m == ColumnMapper::PropagateSourceType {
+                continue;
+            }
             let character = row
                 .column_type(&name)
                 .map(|t| is_character(&t.sql))
@@ -220,6 +290,7 @@ pub fn map_value(m: &ColumnMapper, character: bool, v: ColumnValue) -> ColumnVal
             ColumnValue::Json(s) => ColumnValue::Json(truncate_utf16(s, *n)),
             other => other,
         },
+        ColumnMapper::PropagateSourceType => v,
     }
 }
 
@@ -302,12 +373,12 @@ mod tests {
         // Not a character column: Debezium leaves the value, but marks the schema.
         assert_eq!(row.get("n"), Some(&ColumnValue::Int(7)));
         assert_eq!(
-            r.schema_parameters(&t, "n"),
-            Some(("masked".into(), "true".into()))
+            r.schema_parameters(&t, "n", None),
+            vec![("masked".to_string(), "true".to_string())]
         );
         assert_eq!(
-            r.schema_parameters(&t, "payload"),
-            Some(("truncateLength".into(), "3".into()))
+            r.schema_parameters(&t, "payload", None),
+            vec![("truncateLength".to_string(), "3".to_string())]
         );
         // Whole-name match only; other tables untouched.
         assert_eq!(r.mapper(&t, "secretx"), None);
@@ -349,5 +420,69 @@ mod tests {
         assert_eq!(p.len(), 2);
         assert!(p[0].is_match("a,b"));
         assert!(p[1].is_match("C.D"));
+    }
+
+    /// `column.propagate.source.type` / `datatype.propagate.source.type`: the parameters
+    /// Debezium writes (parity cases `propagate_*`), after a mask rule that matches first.
+    #[test]
+    fn propagation_adds_the_source_type_parameters() {
+        let t = TableName::new("shop", "outbox");
+        let varchar = SourceType {
+            name: "VARCHAR".into(),
+            length: Some(255),
+            scale: None,
+        };
+        let longtext = SourceType {
+            name: "LONGTEXT".into(),
+            length: None,
+            scale: None,
+        };
+        let mut r = ColumnRules::default();
+        r.add_mapper(
+            "column.mask.with.2.chars",
+            "shop.outbox.secret",
+            ColumnMapper::Mask("**".into()),
+        )
+        .unwrap();
+        r.add_propagation(
+            "column.propagate.source.type",
+            "shop.outbox.(aggregateid|secret)",
+            false,
+        )
+        .unwrap();
+        r.add_propagation("datatype.propagate.source.type", ".+\\.longtext", true)
+            .unwrap();
+        let p = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            r.schema_parameters(&t, "aggregateid", Some(&varchar)),
+            vec![
+                p("__debezium.source.column.type", "VARCHAR"),
+                p("__debezium.source.column.length", "255"),
+                p("__debezium.source.column.name", "aggregateid"),
+            ]
+        );
+        // By type, case-insensitively; without a known source type, none.
+        assert_eq!(
+            r.schema_parameters(&t, "payload", Some(&longtext)),
+            vec![
+                p("__debezium.source.column.type", "LONGTEXT"),
+                p("__debezium.source.column.name", "payload"),
+            ]
+        );
+        assert!(r.schema_parameters(&t, "payload", None).is_empty());
+        assert!(r.schema_parameters(&t, "other", Some(&varchar)).is_empty());
+        // The first matching rule decides: the mask.
+        assert_eq!(
+            r.schema_parameters(&t, "secret", Some(&varchar)),
+            vec![p("masked", "true")]
+        );
+        // Values are left alone.
+        let mut row = row();
+        let before = row.clone();
+        let mut only = ColumnRules::default();
+        only.add_propagation("column.propagate.source.type", ".*", false)
+            .unwrap();
+        only.apply(&t, &mut row);
+        assert_eq!(row, before);
     }
 }

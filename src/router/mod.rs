@@ -824,20 +824,25 @@ impl EventRouter {
             }
             Err(e) => return Err(self.mapping_error(change, name, e)),
         };
-        Ok(self.with_column_parameters(change, name, schema))
+        Ok(self.with_column_parameters(change, name, t, schema))
     }
 
     /// `schema` with the parameters Debezium's column options add to the field's schema.
-    fn with_column_parameters(&self, change: &RowChange, name: &str, mut schema: Schema) -> Schema {
+    fn with_column_parameters(
+        &self,
+        change: &RowChange,
+        name: &str,
+        t: &ColumnType,
+        mut schema: Schema,
+    ) -> Schema {
         if change.table.schema != crate::event::MESSAGE_SCHEMA {
-            if let Some(p) = self
-                .cfg
-                .format
-                .columns
-                .schema_parameters(&change.table, name)
-            {
-                schema.parameters.push(p);
-            }
+            schema
+                .parameters
+                .extend(self.cfg.format.columns.schema_parameters(
+                    &change.table,
+                    name,
+                    t.source.as_ref(),
+                ));
         }
         schema
     }

@@ -141,6 +141,22 @@ pub enum SqlType {
     Unsupported(String),
 }
 
+/// A column's type as its source declares it, in the terms of Debezium's relational
+/// `Column` (`typeName`, `length`, `scale`): what `column.propagate.source.type` /
+/// `datatype.propagate.source.type` write into the field schema's
+/// `__debezium.source.column.*` parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceType {
+    /// The type name, upper-cased (MariaDB `INT UNSIGNED`, `VARCHAR`; PostgreSQL `INT4`,
+    /// `_TEXT`, an enum type's name).
+    pub name: String,
+    /// The declared length (MariaDB: the DDL's first dimension; PostgreSQL: the JDBC
+    /// driver's column size), when there is one.
+    pub length: Option<i64>,
+    /// The declared scale (fraction digits), when there is one.
+    pub scale: Option<i64>,
+}
+
 /// One column as the type mapping needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnType {
@@ -151,6 +167,8 @@ pub struct ColumnType {
     /// The column's literal default (for the schema's `default`), when it has one Debezium
     /// would carry.
     pub default: Option<ColumnValue>,
+    /// The source's own name and dimensions of the type, when known.
+    pub source: Option<SourceType>,
 }
 
 impl ColumnType {
@@ -160,6 +178,7 @@ impl ColumnType {
             sql,
             nullable: true,
             default: None,
+            source: None,
         }
     }
 }
@@ -324,10 +343,13 @@ pub fn column_schema(column: &ColumnType, modes: &TypeModes) -> Result<Schema, M
     let mut schema = base_schema(&column.sql, modes)?.with_optional(column.nullable);
     if let Some(d) = &column.default {
         if !d.is_null() {
-            // A default that does not convert is left out, as Debezium's default-value
-            // converters drop what they cannot parse.
+            // A default that does not convert, or converts to null (a MySQL TIME beyond a
+            // day as a Connect Time), is left out, as Debezium's default-value converters
+            // drop what they cannot parse.
             if let Ok(v) = column_value(&column.sql, d, modes) {
-                schema.default = Some(v);
+                if !v.is_null() {
+                    schema.default = Some(v);
+                }
             }
         }
     }
@@ -502,6 +524,17 @@ pub fn column_value(
             }
         }
         SqlType::Integer { bits, unsigned } => {
+            if let ColumnValue::Decimal(text) = value {
+                // A MySQL/MariaDB column default of a 64-bit integer column (only defaults
+                // come as text): exact under `precise`, else `Math.round(Double.parseDouble)`
+                // as Debezium's binlog converter reads it, which saturates
+                // (`18446744073709551615` → `9223372036854775807`).
+                if *unsigned && modes.bigint_unsigned == BigIntUnsigned::Precise {
+                    return decimal_value(DecimalHandling::Precise, text, Some(0), sql);
+                }
+                let d: f64 = text.trim().parse().map_err(|_| mismatch())?;
+                return Ok(Value::Int((d + 0.5).floor() as i64));
+            }
             let as_i64 = match value {
                 ColumnValue::Int(i) => *i,
                 // BIGINT UNSIGNED under `long` wraps, as Java's long does.
@@ -618,6 +651,10 @@ pub fn column_value(
         },
         SqlType::Date => match value {
             ColumnValue::Date(days) => temporal::date_value(modes.time_precision, *days),
+            ColumnValue::Text(t) => match temporal::PgInfinity::parse(t) {
+                Some(inf) => temporal::date_value(modes.time_precision, inf.epoch_days()),
+                None => return Err(mismatch()),
+            },
             _ => return Err(mismatch()),
         },
         SqlType::Time { precision } => match value {
@@ -628,6 +665,12 @@ pub fn column_value(
             ColumnValue::DateTime(us) | ColumnValue::Timestamp(us) => {
                 temporal::timestamp_value(modes.time_precision, *precision, *us)
             }
+            ColumnValue::Text(t) => match temporal::PgInfinity::parse(t) {
+                Some(inf) => {
+                    temporal::timestamp_value(modes.time_precision, *precision, inf.epoch_micros())
+                }
+                None => return Err(mismatch()),
+            },
             _ => return Err(mismatch()),
         },
         SqlType::Timestamp {

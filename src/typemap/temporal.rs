@@ -7,6 +7,55 @@ use crate::value::civil_from_days;
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
+/// PostgreSQL's `infinity` / `-infinity` of a `timestamp` or `date` column, as Debezium's
+/// PostgreSQL connector stands them in.
+///
+/// Debezium reads pgjdbc's sentinels `PGStatement.DATE_POSITIVE_INFINITY`
+/// (`9223372036825200000`) and `DATE_NEGATIVE_INFINITY` (`-9223372036832400000`) — meant as
+/// milliseconds — as microseconds since the epoch for a `timestamp`
+/// (`PostgresValueConverter.POSITIVE_INFINITY_INSTANT`), and stands a `date`'s in by the
+/// dates `-5877611-06-21` (`infinity`) and `-5877611-06-22` (`-infinity`)
+/// (`POSITIVE_INFINITY_LOCAL_DATE`). Each `time.precision.mode` then converts that instant
+/// or date as any other: a `MicroTimestamp` `infinity` is `9223372036825200000`, a
+/// `Timestamp` (ms) `9223372036825200`, a `NanoTimestamp` `Long.MAX_VALUE`, an
+/// `IsoTimestamp` `+294247-01-10T04:00:25.2Z`, a `Date` `-2147472692` days. (`timestamptz`
+/// keeps the text `infinity`: its `ZonedTimestamp` is the string.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PgInfinity {
+    /// `infinity`.
+    Positive,
+    /// `-infinity`.
+    Negative,
+}
+
+impl PgInfinity {
+    /// `infinity` / `-infinity` as pgoutput sends them; `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "infinity" => Some(Self::Positive),
+            "-infinity" => Some(Self::Negative),
+            _ => None,
+        }
+    }
+
+    /// The timestamp Debezium stands in, in µs since the epoch.
+    pub fn epoch_micros(self) -> i64 {
+        match self {
+            Self::Positive => 9_223_372_036_825_200_000,
+            Self::Negative => -9_223_372_036_832_400_000,
+        }
+    }
+
+    /// The date Debezium stands in, in days since 1970-01-01 (`-5877611-06-21` and
+    /// `-5877611-06-22`: both infinities are dates before the epoch, the positive one first).
+    pub fn epoch_days(self) -> i32 {
+        match self {
+            Self::Positive => -2_147_472_692,
+            Self::Negative => -2_147_472_691,
+        }
+    }
+}
+
 fn named(ty: Type, name: &str) -> Schema {
     Schema::new(ty).named(name).with_version(1)
 }
@@ -144,10 +193,14 @@ fn parse_time_of_day(t: &str) -> Option<i64> {
     Some(((h * 60 + m) * 60 + s) * 1_000_000 + micros)
 }
 
+/// `DateTimeFormatter.ISO_LOCAL_DATE`: the year has at least four digits, a `+` beyond
+/// 9999 and a `-` before year 0.
 fn date_text(days: i64) -> String {
     let (y, m, d) = civil_from_days(days);
     if y > 9999 {
         format!("+{y}-{m:02}-{d:02}")
+    } else if y < 0 {
+        format!("-{:04}-{m:02}-{d:02}", -y)
     } else {
         format!("{y:04}-{m:02}-{d:02}")
     }

@@ -318,6 +318,7 @@ fn defaults_and_required_columns() {
         sql: SqlType::Text,
         nullable: false,
         default: Some(ColumnValue::Text("PENDING".into())),
+        source: None,
     };
     let mut out = String::new();
     write_schema(
@@ -412,4 +413,259 @@ fn mariadb_float_with_scale_is_a_widened_double() {
         header(SqlType::Float32, ColumnValue::Float(123.4567), M),
         "123.4567"
     );
+}
+
+/// PostgreSQL `infinity` / `-infinity` of timestamp and date columns under each
+/// `time.precision.mode`, as Debezium 3.6.1 wrote them (parity cases `infinity_*`): pgjdbc's
+/// sentinels read as µs for a timestamp, the dates -5877611-06-21 / -22 for a date, the text
+/// for a timestamptz.
+#[test]
+fn postgres_infinite_timestamps_and_dates() {
+    let inf = || ColumnValue::Text("infinity".into());
+    let neg = || ColumnValue::Text("-infinity".into());
+    let ts = |precision| SqlType::DateTime { precision };
+    let mode = |time_precision| TypeModes {
+        time_precision,
+        ..*P
+    };
+    let cases: &[(TimePrecision, u32, &str, &str)] = &[
+        (
+            TimePrecision::Adaptive,
+            6,
+            "9223372036825200000",
+            "-9223372036832400000",
+        ),
+        (
+            TimePrecision::Adaptive,
+            3,
+            "9223372036825200",
+            "-9223372036832400",
+        ),
+        (
+            TimePrecision::Adaptive,
+            0,
+            "9223372036825200",
+            "-9223372036832400",
+        ),
+        (
+            TimePrecision::AdaptiveTimeMicroseconds,
+            6,
+            "9223372036825200000",
+            "-9223372036832400000",
+        ),
+        (
+            TimePrecision::Microseconds,
+            3,
+            "9223372036825200000",
+            "-9223372036832400000",
+        ),
+        (
+            TimePrecision::Nanoseconds,
+            6,
+            "9223372036854775807",
+            "-9223372036854775808",
+        ),
+        (
+            TimePrecision::IsoString,
+            6,
+            "+294247-01-10T04:00:25.2Z",
+            "-290308-12-21T19:59:27.6Z",
+        ),
+        // Connect's Timestamp through SimpleDateFormat: before 1970-01-02 only the time.
+        (
+            TimePrecision::Connect,
+            6,
+            "294247-01-10T04:00:25.200Z",
+            "19:59:27.600Z",
+        ),
+    ];
+    for (tp, p, pos, negative) in cases {
+        let m = mode(*tp);
+        assert_eq!(header(ts(*p), inf(), &m), *pos, "{tp:?} {p}");
+        assert_eq!(header(ts(*p), neg(), &m), *negative, "{tp:?} {p}");
+    }
+    assert_eq!(
+        column_value(&ts(6), &inf(), &mode(TimePrecision::Connect)).unwrap(),
+        Value::Date(9_223_372_036_825_200)
+    );
+    for tp in [
+        TimePrecision::Adaptive,
+        TimePrecision::AdaptiveTimeMicroseconds,
+        TimePrecision::Microseconds,
+        TimePrecision::Nanoseconds,
+    ] {
+        assert_eq!(header(SqlType::Date, inf(), &mode(tp)), "-2147472692");
+        assert_eq!(header(SqlType::Date, neg(), &mode(tp)), "-2147472691");
+    }
+    let iso = mode(TimePrecision::IsoString);
+    assert_eq!(header(SqlType::Date, inf(), &iso), "-5877611-06-21Z");
+    assert_eq!(header(SqlType::Date, neg(), &iso), "-5877611-06-22Z");
+    let connect = mode(TimePrecision::Connect);
+    assert_eq!(
+        column_value(&SqlType::Date, &inf(), &connect).unwrap(),
+        Value::Date(-2_147_472_692 * 86_400_000)
+    );
+    let tstz = SqlType::Timestamp {
+        precision: 6,
+        fixed_fraction: true,
+    };
+    assert_eq!(header(tstz.clone(), inf(), P), "infinity");
+    assert_eq!(header(tstz, neg(), &connect), "-infinity");
+    // Other text still does not fit a timestamp or a date.
+    assert!(column_value(&ts(6), &ColumnValue::Text("epoch".into()), P).is_err());
+    assert!(column_value(&SqlType::Date, &ColumnValue::Text("today".into()), P).is_err());
+}
+
+/// The `"default":...` a column's schema carries under JsonConverter (None: no default).
+fn default_json(sql: SqlType, default: ColumnValue, modes: &TypeModes) -> Option<String> {
+    let col = ColumnType {
+        sql,
+        nullable: true,
+        default: Some(default),
+        source: None,
+    };
+    let mut out = String::new();
+    write_schema(
+        &column_schema(&col, modes).unwrap(),
+        &JsonOptions::default(),
+        &mut out,
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v.get("default").map(|d| d.to_string())
+}
+
+/// Temporal, bit, binary and 64-bit integer column defaults as Debezium 3.5.0 (MariaDB) and
+/// 3.6.1 (PostgreSQL) wrote them in envelope schemas (parity cases `defaults_*`), the
+/// sources having parsed the catalog's default text into these values.
+#[test]
+fn column_defaults_as_debezium_writes_them() {
+    let mode = |base: &TypeModes, time_precision| TypeModes {
+        time_precision,
+        ..*base
+    };
+    let connect = mode(M, TimePrecision::Connect);
+    let iso = mode(M, TimePrecision::IsoString);
+    let nano = mode(M, TimePrecision::Nanoseconds);
+    let dt = |precision| SqlType::DateTime { precision };
+    let d = |v: ColumnValue, sql: SqlType, m: &TypeModes| default_json(sql, v, m);
+    let some = |s: &str| Some(s.to_string());
+    // MariaDB DATETIME '2020-02-03 04:05:06' / DATETIME(6) '... .789' / DATETIME(3)
+    // '1969-07-20 20:17:40.5'.
+    let dt0 = ColumnValue::DateTime(1_580_702_706_000_000);
+    let dt6 = ColumnValue::DateTime(1_580_702_706_789_000);
+    let dt3 = ColumnValue::DateTime(-14_182_939_500_000);
+    assert_eq!(d(dt0.clone(), dt(0), M), some("1580702706000"));
+    assert_eq!(d(dt6.clone(), dt(6), M), some("1580702706789000"));
+    assert_eq!(d(dt3.clone(), dt(3), M), some("-14182939500"));
+    assert_eq!(d(dt6.clone(), dt(6), &connect), some("1580702706789"));
+    assert_eq!(d(dt6, dt(6), &nano), some("1580702706789000000"));
+    assert_eq!(d(dt0, dt(0), &iso), some("\"2020-02-03T04:05:06Z\""));
+    assert_eq!(d(dt3, dt(3), &iso), some("\"1969-07-20T20:17:40.5Z\""));
+    // TIMESTAMP(3) '2020-02-03 04:05:06.5'; a NOT NULL TIMESTAMP's epoch default.
+    let ts3 = SqlType::Timestamp {
+        precision: 3,
+        fixed_fraction: true,
+    };
+    assert_eq!(
+        d(
+            ColumnValue::Timestamp(1_580_702_706_500_000),
+            ts3.clone(),
+            M
+        ),
+        some("\"2020-02-03T04:05:06.500Z\"")
+    );
+    assert_eq!(
+        d(ColumnValue::Text("1970-01-01T00:00:00Z".into()), ts3, &iso),
+        some("\"1970-01-01T00:00:00Z\"")
+    );
+    // DATE '1969-12-31'.
+    assert_eq!(d(ColumnValue::Date(-1), SqlType::Date, M), some("-1"));
+    assert_eq!(
+        d(ColumnValue::Date(-1), SqlType::Date, &iso),
+        some("\"1969-12-31Z\"")
+    );
+    // TIME '04:05:06', TIME(6) '-01:02:03.5': a Connect Time or IsoTime has no form for a
+    // negative one: no default.
+    let t = |precision| SqlType::Time { precision };
+    assert_eq!(
+        d(ColumnValue::Time(14_706_000_000), t(0), M),
+        some("14706000000")
+    );
+    assert_eq!(
+        d(ColumnValue::Time(14_706_000_000), t(0), &connect),
+        some("14706000")
+    );
+    assert_eq!(
+        d(ColumnValue::Time(14_706_000_000), t(0), &iso),
+        some("\"04:05:06Z\"")
+    );
+    assert_eq!(
+        d(ColumnValue::Time(-3_723_500_000), t(6), M),
+        some("-3723500000")
+    );
+    assert_eq!(d(ColumnValue::Time(-3_723_500_000), t(6), &connect), None);
+    assert_eq!(d(ColumnValue::Time(360_000_000_000), t(0), &iso), None);
+    // BIT(1) b'1', BIT(10) b'1010101010', BIT(64) b'1'.
+    let bits = |length| SqlType::Bits {
+        length,
+        minimal: false,
+    };
+    assert_eq!(d(ColumnValue::Bool(true), bits(1), M), some("true"));
+    assert_eq!(d(ColumnValue::UInt(0x2aa), bits(10), M), some("\"qgI=\""));
+    assert_eq!(
+        d(ColumnValue::UInt(1), bits(64), M),
+        some("\"AQAAAAAAAAA=\"")
+    );
+    // BINARY(4) DEFAULT 'ab', shown 'ab\0\0': the six bytes of the text.
+    let bin = SqlType::Binary { pad_to: Some(4) };
+    let ab = ColumnValue::Bytes(b"ab\\0\\0".to_vec());
+    assert_eq!(d(ab.clone(), bin.clone(), M), some("\"YWJcMFww\""));
+    let hex = TypeModes {
+        binary: BinaryHandling::Hex,
+        ..*M
+    };
+    assert_eq!(d(ab, bin, &hex), some("\"61625c305c30\""));
+    // BIGINT UNSIGNED 18446744073709551615: Math.round(double) saturates under `long`,
+    // exact under `precise`.
+    let biu = SqlType::Integer {
+        bits: 64,
+        unsigned: true,
+    };
+    let max = || ColumnValue::Decimal("18446744073709551615".into());
+    assert_eq!(d(max(), biu.clone(), M), some("9223372036854775807"));
+    let precise = TypeModes {
+        bigint_unsigned: BigIntUnsigned::Precise,
+        ..*M
+    };
+    assert_eq!(d(max(), biu, &precise), some("\"AP//////////\""));
+    // PostgreSQL: interval, timestamptz, time(3), bit(10), varbit B'101'.
+    let iv = || ColumnValue::Text("1 year 2 mons 3 days 04:05:06.5".into());
+    assert_eq!(d(iv(), SqlType::Interval, P), some("37091106500000"));
+    let iv_string = TypeModes {
+        interval: IntervalHandling::String,
+        ..*P
+    };
+    assert_eq!(
+        d(iv(), SqlType::Interval, &iv_string),
+        some("\"P1Y2M3DT4H5M6.5S\"")
+    );
+    let tstz = SqlType::Timestamp {
+        precision: 6,
+        fixed_fraction: true,
+    };
+    assert_eq!(
+        d(ColumnValue::Timestamp(1_580_695_506_789_000), tstz, P),
+        some("\"2020-02-03T02:05:06.789000Z\"")
+    );
+    assert_eq!(
+        d(ColumnValue::Time(86_399_500_000), t(3), P),
+        some("86399500")
+    );
+    let pbits = |length| SqlType::Bits {
+        length,
+        minimal: true,
+    };
+    assert_eq!(d(ColumnValue::UInt(0b101), pbits(16), P), some("\"BQ==\""));
+    assert_eq!(d(ColumnValue::UInt(0x2aa), pbits(10), P), some("\"qgI=\""));
 }

@@ -31,6 +31,16 @@ pub(super) fn column_options(keys: &mut Keys) -> Result<ColumnRules, KeyError> {
             .map_err(|m| ("column.exclude.list".to_string(), m))?;
     }
     column_mappers(keys, &mut rules)?;
+    for (key, by_type) in [
+        ("column.propagate.source.type", false),
+        ("datatype.propagate.source.type", true),
+    ] {
+        if let Some(l) = keys.take_nonempty(key) {
+            rules
+                .add_propagation(key, &l, by_type)
+                .map_err(|m| (key.to_string(), m))?;
+        }
+    }
     Ok(rules)
 }
 

@@ -44,8 +44,6 @@ const NO_MEANING: &[(&str, &str)] = &[
     ("errors.*", "Kafka Connect error handling setting outboxd does not use"),
     ("hstore.handling.mode", "representation of values in change events"),
     ("include.unknown.datatypes", "representation of values in change events"),
-    ("column.propagate.source.type", "NOT APPLIED: outboxd does not add the __debezium.source.column.* schema parameters, which Debezium writes into every key and envelope schema under JsonConverter with schemas (records of other converters are unaffected)"),
-    ("datatype.propagate.source.type", "NOT APPLIED: outboxd does not add the __debezium.source.column.* schema parameters, which Debezium writes into every key and envelope schema under JsonConverter with schemas (records of other converters are unaffected)"),
     ("converters", "Debezium custom value converters are not supported; values are read as their database text/bytes"),
     ("converters.*", "Debezium custom value converters are not supported; values are read as their database text/bytes"),
     ("enable.time.adjuster", "representation of values in change events"),

@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 
+use super::values;
 use crate::event::TableName;
-use crate::typemap::{ColumnType, SqlType};
+use crate::typemap::{ColumnType, SourceType, SqlType};
 use crate::value::ColumnValue;
 
 /// What the catalog says about one column.
@@ -18,6 +19,8 @@ pub struct CatalogColumn {
     pub default: Option<String>,
     /// The labels of an enum type (or of an array of an enum type's element), in order.
     pub enum_labels: Option<Vec<String>>,
+    /// `pg_type.typname` (`int4`, `_text`, an enum type's name).
+    pub type_name: Option<String>,
 }
 
 /// Columns of one table by name.
@@ -36,7 +39,8 @@ pub async fn column_catalog(
             .query(
                 "SELECT a.attname::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid), \
                         (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e \
-                          WHERE e.enumtypid = CASE WHEN ty.typelem <> 0 THEN ty.typelem ELSE ty.oid END) \
+                          WHERE e.enumtypid = CASE WHEN ty.typelem <> 0 THEN ty.typelem ELSE ty.oid END), \
+                        ty.typname::text \
                  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
                  JOIN pg_namespace n ON n.oid = c.relnamespace \
                  JOIN pg_type ty ON ty.oid = a.atttypid \
@@ -56,6 +60,7 @@ pub async fn column_catalog(
                                 not_null: r.get(1),
                                 default: r.get(2),
                                 enum_labels: r.get(3),
+                                type_name: r.get(4),
                             },
                         )
                     })
@@ -84,10 +89,59 @@ pub fn column_type(type_oid: u32, typmod: i32, catalog: Option<&CatalogColumn>) 
     let default = catalog
         .and_then(|c| c.default.as_deref())
         .and_then(|d| parse_default(&sql, d));
+    let source = catalog.and_then(|c| c.type_name.as_deref()).map(|name| {
+        let (length, scale) = jdbc_size(type_oid, typmod, &sql);
+        SourceType {
+            name: name.to_uppercase(),
+            length: Some(length),
+            scale: Some(scale),
+        }
+    });
     ColumnType {
         nullable: !catalog.is_some_and(|c| c.not_null),
         default,
         sql,
+        source,
+    }
+}
+
+/// The column size and decimal digits the PostgreSQL JDBC driver reports for a column
+/// (`DatabaseMetaData.getColumns`), which Debezium's PostgreSQL connector keeps as the
+/// column's length and scale: integers their decimal digits (5, 10, 19), floats 8/8 and
+/// 17/17, numeric(p,s) p/s (unconstrained: 131089/0), dates and times the length of their
+/// text (`timestamp(6)` 29/6, `timestamptz(3)` 32/3, `time` 15/6, `date` 13/0), interval
+/// 49/6, bit(n) n/0, varchar(n) / char(n) n/0, an array its element's, anything else
+/// 2147483647/0.
+pub fn jdbc_size(type_oid: u32, typmod: i32, sql: &SqlType) -> (i64, i64) {
+    let frac = |p: u32| if p > 0 { i64::from(p) + 1 } else { 0 };
+    match (type_oid, sql) {
+        (1042 | 1043 | 1014 | 1015, _) if typmod >= 4 => (i64::from(typmod - 4), 0),
+        (16 | 1000, _) => (1, 0),
+        (_, SqlType::Array(elem)) => jdbc_size(0, typmod, elem),
+        (_, SqlType::Integer { bits: 16, .. }) => (5, 0),
+        (26, _) | (_, SqlType::Integer { bits: 32, .. }) => (10, 0),
+        (_, SqlType::Integer { .. }) => (19, 0),
+        (_, SqlType::Float32) => (8, 8),
+        (_, SqlType::Float64) => (17, 17),
+        (
+            _,
+            SqlType::Decimal {
+                precision: Some(p),
+                scale,
+            },
+        ) => (i64::from(*p), i64::from(scale.unwrap_or(0))),
+        (_, SqlType::Decimal { .. }) => (131_089, 0),
+        (_, SqlType::Date) => (13, 0),
+        (_, SqlType::Time { precision }) => (8 + frac(*precision), i64::from(*precision)),
+        (_, SqlType::TimeTz) => {
+            let p = time_precision(typmod);
+            (14 + frac(p), i64::from(p))
+        }
+        (_, SqlType::DateTime { precision }) => (22 + frac(*precision), i64::from(*precision)),
+        (_, SqlType::Timestamp { precision, .. }) => (28 + frac(*precision), i64::from(*precision)),
+        (_, SqlType::Interval) => (49, 6),
+        (_, SqlType::Bits { length, .. }) => (i64::from(*length), 0),
+        _ => (2_147_483_647, 0),
     }
 }
 
@@ -243,10 +297,23 @@ fn builtin_name(oid: u32) -> Option<&'static str> {
 }
 
 /// A default expression as `pg_get_expr` prints it (`'PENDING'::character varying`, `0`,
-/// `'{}'::jsonb`, `42.5`), read as Debezium's PostgreSQL default-value converter reads
-/// literal defaults; function calls (`now()`, `gen_random_uuid()`, `nextval(...)`) give none.
+/// `'{}'::jsonb`, `42.5`, `'2020-02-03 04:05:06'::timestamp without time zone`,
+/// `B'101'::"bit"`), read as Debezium's `PostgresDefaultValueConverter` reads it:
+///
+/// * a generated default (a function call such as `now()`, `nextval(...)`,
+///   `(gen_random_uuid())::text`, or `CURRENT_TIMESTAMP` / `CURRENT_DATE` / `LOCALTIME` ...)
+///   stands for its type's placeholder: 0, `0.0`, false, `""`, `{}`, the nil UUID, the epoch
+///   (1970-01-01, 00:00);
+/// * dates, times, timestamps and timestamptz as pgoutput's text forms; intervals as text;
+///   bits as their digits (one digit: a boolean);
+/// * `money`, `bytea`, `timetz` and other types without one of Debezium's default-value
+///   mappers give none, and so does a timestamp or date `infinity` default (Debezium's
+///   overflows: see README, "Deliberate differences from Debezium").
 pub fn parse_default(sql: &SqlType, expr: &str) -> Option<ColumnValue> {
     let e = expr.trim();
+    if generated(e) {
+        return placeholder(sql);
+    }
     let literal = if let Some(rest) = e.strip_prefix('\'') {
         let end = rest.rfind('\'')?;
         let tail = &rest[end + 1..];
@@ -254,6 +321,9 @@ pub fn parse_default(sql: &SqlType, expr: &str) -> Option<ColumnValue> {
             return None;
         }
         rest[..end].replace("''", "'")
+    } else if let Some(rest) = e.strip_prefix("B'") {
+        // B'101'::"bit"
+        rest.split('\'').next()?.to_string()
     } else if e.contains('(') {
         return None;
     } else {
@@ -264,14 +334,62 @@ pub fn parse_default(sql: &SqlType, expr: &str) -> Option<ColumnValue> {
             .trim_end_matches(')')
             .to_string()
     };
+    let temporal = |type_oid| match values::decode_text(type_oid, literal.as_bytes()) {
+        Ok(ColumnValue::Text(_)) | Err(_) => None,
+        Ok(v) => Some(v),
+    };
     Some(match sql {
         SqlType::Integer { .. } => ColumnValue::Int(literal.parse().ok()?),
         SqlType::Float32 | SqlType::Float64 => ColumnValue::Float(literal.parse().ok()?),
-        SqlType::Decimal { .. } | SqlType::Money => ColumnValue::Decimal(literal),
+        SqlType::Decimal { .. } => ColumnValue::Decimal(literal),
         SqlType::Boolean => ColumnValue::Bool(matches!(literal.as_str(), "true" | "t")),
         SqlType::Text | SqlType::Enum(_) => ColumnValue::Text(literal),
         SqlType::Json => ColumnValue::Json(literal),
         SqlType::Uuid => ColumnValue::Uuid(literal),
+        SqlType::Date => temporal(values::oid::DATE)?,
+        SqlType::Time { .. } => temporal(values::oid::TIME)?,
+        SqlType::DateTime { .. } => temporal(values::oid::TIMESTAMP)?,
+        SqlType::Timestamp { .. } => temporal(values::oid::TIMESTAMPTZ)?,
+        SqlType::Interval => ColumnValue::Text(literal),
+        SqlType::Bits { .. } if literal.len() == 1 => ColumnValue::Bool(literal == "1"),
+        SqlType::Bits { .. } => ColumnValue::UInt(u64::from_str_radix(&literal, 2).ok()?),
+        // Debezium has no default-value mapper for money, bytea, timetz, arrays, ...
+        _ => return None,
+    })
+}
+
+/// Debezium's test for a generated default: `FUNCTION_DEFAULT_PATTERN`
+/// (`^[(]?[A-Za-z0-9_.]+\(...\)`) or one of the SQL date-time value functions.
+fn generated(e: &str) -> bool {
+    let lower = e.to_ascii_lowercase();
+    if matches!(
+        lower.as_str(),
+        "current_timestamp" | "current_time" | "current_date" | "localtime" | "localtimestamp"
+    ) {
+        return true;
+    }
+    let body = e.strip_prefix('(').unwrap_or(e);
+    let name_len = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(body.len());
+    name_len > 0 && body[name_len..].starts_with('(') && body[name_len + 1..].contains(')')
+}
+
+/// The placeholder Debezium's default-value mapper of `sql` gives a generated default.
+fn placeholder(sql: &SqlType) -> Option<ColumnValue> {
+    Some(match sql {
+        SqlType::Integer { .. } => ColumnValue::Int(0),
+        SqlType::Float32 | SqlType::Float64 => ColumnValue::Float(0.0),
+        SqlType::Decimal { .. } => ColumnValue::Decimal("0.0".into()),
+        SqlType::Boolean => ColumnValue::Bool(false),
+        SqlType::Text => ColumnValue::Text(String::new()),
+        SqlType::Json => ColumnValue::Json("{}".into()),
+        SqlType::Uuid => ColumnValue::Uuid("00000000-0000-0000-0000-000000000000".into()),
+        SqlType::Date => ColumnValue::Date(0),
+        SqlType::Time { .. } => ColumnValue::Time(0),
+        SqlType::DateTime { .. } => ColumnValue::DateTime(0),
+        SqlType::Timestamp { .. } => ColumnValue::Timestamp(0),
+        SqlType::Bits { length, .. } if *length > 1 => ColumnValue::UInt(0),
         _ => return None,
     })
 }
@@ -335,21 +453,138 @@ mod tests {
             parse_default(&SqlType::Json, "'{}'::jsonb"),
             Some(ColumnValue::Json("{}".into()))
         );
+        // Generated defaults stand for their type's placeholder, as in Debezium.
         assert_eq!(
             parse_default(&SqlType::DateTime { precision: 6 }, "now()"),
+            Some(ColumnValue::DateTime(0))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Uuid, "gen_random_uuid()"),
+            Some(ColumnValue::Uuid(
+                "00000000-0000-0000-0000-000000000000".into()
+            ))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Text, "(gen_random_uuid())::text"),
+            Some(ColumnValue::Text(String::new()))
+        );
+        assert_eq!(
+            parse_default(
+                &SqlType::Integer {
+                    bits: 32,
+                    unsigned: false
+                },
+                "nextval('t_id_seq'::regclass)"
+            ),
+            Some(ColumnValue::Int(0))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Date, "CURRENT_DATE"),
+            Some(ColumnValue::Date(0))
+        );
+        // Temporal, interval and bit literals; money and infinity give none.
+        assert_eq!(
+            parse_default(
+                &SqlType::DateTime { precision: 6 },
+                "'2020-02-03 04:05:06.789'::timestamp without time zone"
+            ),
+            Some(ColumnValue::DateTime(1_580_702_706_789_000))
+        );
+        assert_eq!(
+            parse_default(
+                &SqlType::Timestamp {
+                    precision: 6,
+                    fixed_fraction: true
+                },
+                "'2020-02-03 02:05:06.789+00'::timestamp with time zone"
+            ),
+            Some(ColumnValue::Timestamp(1_580_695_506_789_000))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Date, "'2020-02-03'::date"),
+            Some(ColumnValue::Date(18_295))
+        );
+        assert_eq!(
+            parse_default(
+                &SqlType::Time { precision: 3 },
+                "'23:59:59.5'::time without time zone"
+            ),
+            Some(ColumnValue::Time(86_399_500_000))
+        );
+        assert_eq!(
+            parse_default(&SqlType::Interval, "'-1 days'::interval"),
+            Some(ColumnValue::Text("-1 days".into()))
+        );
+        let bits = |length| SqlType::Bits {
+            length,
+            minimal: true,
+        };
+        assert_eq!(
+            parse_default(&bits(1), "B'1'::\"bit\""),
+            Some(ColumnValue::Bool(true))
+        );
+        assert_eq!(
+            parse_default(&bits(10), "B'1010101010'::\"bit\""),
+            Some(ColumnValue::UInt(0x2aa))
+        );
+        assert_eq!(parse_default(&SqlType::Money, "12.34"), None);
+        assert_eq!(
+            parse_default(
+                &SqlType::DateTime { precision: 6 },
+                "'infinity'::timestamp without time zone"
+            ),
             None
         );
-        assert_eq!(parse_default(&SqlType::Uuid, "gen_random_uuid()"), None);
         let col = column_type(
             1043,
-            -1,
+            24,
             Some(&CatalogColumn {
                 not_null: true,
                 default: Some("'x'::character varying".into()),
                 enum_labels: None,
+                type_name: Some("varchar".into()),
             }),
         );
         assert!(!col.nullable);
         assert_eq!(col.default, Some(ColumnValue::Text("x".into())));
+        assert_eq!(
+            col.source,
+            Some(SourceType {
+                name: "VARCHAR".into(),
+                length: Some(20),
+                scale: Some(0)
+            })
+        );
+    }
+
+    /// Column sizes and digits as Debezium 3.6.1 (through the JDBC driver) reports them
+    /// (parity case `propagate_source_type`).
+    #[test]
+    fn jdbc_sizes() {
+        let size = |oid, typmod| jdbc_size(oid, typmod, &sql_type(oid, typmod));
+        assert_eq!(size(23, -1), (10, 0));
+        assert_eq!(size(21, -1), (5, 0));
+        assert_eq!(size(20, -1), (19, 0));
+        assert_eq!(size(700, -1), (8, 8));
+        assert_eq!(size(701, -1), (17, 17));
+        assert_eq!(size(16, -1), (1, 0));
+        assert_eq!(size(1700, (10 << 16 | 2) + 4), (10, 2));
+        assert_eq!(size(1700, -1), (131_089, 0));
+        assert_eq!(size(1114, -1), (29, 6));
+        assert_eq!(size(1114, 0), (22, 0));
+        assert_eq!(size(1114, 3), (26, 3));
+        assert_eq!(size(1184, -1), (35, 6));
+        assert_eq!(size(1184, 3), (32, 3));
+        assert_eq!(size(1082, -1), (13, 0));
+        assert_eq!(size(1083, -1), (15, 6));
+        assert_eq!(size(1083, 3), (12, 3));
+        assert_eq!(size(1266, -1), (21, 6));
+        assert_eq!(size(1186, -1), (49, 6));
+        assert_eq!(size(1560, 10), (10, 0));
+        assert_eq!(size(1043, 14), (10, 0));
+        assert_eq!(size(1042, 7), (3, 0));
+        assert_eq!(size(25, -1), (2_147_483_647, 0));
+        assert_eq!(size(1007, -1), (10, 0));
+        assert_eq!(size(1009, -1), (2_147_483_647, 0));
     }
 }

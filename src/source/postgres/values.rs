@@ -20,7 +20,8 @@
 //! | float4 700, float8 701 | `Float` |
 //! | anything else (enums, arrays, domains, …) | `Text` as sent |
 //!
-//! Temporal values the types cannot hold (`infinity`, `-infinity`) stay `Text`. A value that
+//! Temporal values the types cannot hold (`infinity`, `-infinity`) stay `Text` (the type
+//! mapping writes them as Debezium does: [`crate::typemap`]). A value that
 //! does not parse as its declared type is a [`ValueError`] naming the type, never the value.
 
 use crate::value::{days_from_civil, ColumnValue};
