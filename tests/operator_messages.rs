@@ -709,3 +709,38 @@ async fn a_stock_connect_worker_file_is_one_summary_line() {
     assert!(warned[0].contains("key=bootstrap.servers"), "{}", warned[0]);
     assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
 }
+
+/// SIGHUP no longer ends the relay undrained: it says that reloading is not built yet, and
+/// streaming goes on (events written after it are delivered).
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_keeps_the_relay_streaming() {
+    let db = MariaDb::new("ops_sighup").await;
+    let (path, port) = write_config_with(
+        &db,
+        &db.outbox_table(),
+        "",
+        suite::EXACTLY_ONCE,
+        "connector.toml",
+    );
+    let mut relay = Relay::start(path, port);
+    let pid = relay.pid().expect("running");
+    let sent = std::process::Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .expect("kill -HUP");
+    assert!(sent.success());
+    let after = OutboxEvent::new("Hup", "h-1", "Created", Some(r#"{"n":1}"#));
+    db.insert(std::slice::from_ref(&after), false).await;
+    let got = read_expecting(&[topic(&db, "Hup")], 1);
+    let log = relay.log_text();
+    assert_eq!(got.len(), 1, "log:\n{log}");
+    assert!(
+        log.contains("SIGHUP received: outboxd does not reload its configuration yet"),
+        "log:\n{log}"
+    );
+    assert_eq!(
+        relay.stop(),
+        Some(0),
+        "a drained stop afterwards; log:\n{log}"
+    );
+}

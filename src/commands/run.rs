@@ -60,6 +60,20 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
+    // SIGHUP (a terminal's hangup, `systemctl reload`, a config-reloader sidecar) ended the
+    // process undrained: it is answered instead, until reloading is built.
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("listening for SIGHUP")?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            tracing::warn!(
+                "SIGHUP received: outboxd does not reload its configuration yet, so nothing \
+                 changed and every connector keeps streaming; to apply a changed \
+                 configuration, stop it with SIGTERM (it drains and writes final checkpoints) \
+                 and start it again"
+            );
+        }
+    });
     let signal = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

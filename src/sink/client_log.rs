@@ -34,9 +34,14 @@ static FIRST_LINE: OnceLock<Instant> = OnceLock::new();
 /// The tracing level for a librdkafka log line of syslog `level` with text `message`,
 /// `starting` while within [`STARTUP`]: a warning about a retried request to a coordinator
 /// that is still starting (loading, or not available yet:
-/// [`librdkafka_text::starting_coordinator_retried`]) is INFO then.
+/// [`librdkafka_text::starting_coordinator_retried`]) is INFO then. An error that is a SASL
+/// handshake the connection cut short ([`librdkafka_text::handshake_transport_failure`]) is
+/// a WARN: librdkafka reconnects and logs in again, nothing is refused.
 pub fn level(level: RDKafkaLogLevel, message: &str, starting: bool) -> Level {
     match level {
+        RDKafkaLogLevel::Error if librdkafka_text::handshake_transport_failure(message) => {
+            Level::WARN
+        }
         RDKafkaLogLevel::Emerg
         | RDKafkaLogLevel::Alert
         | RDKafkaLogLevel::Critical
@@ -205,6 +210,27 @@ mod tests {
                 true
             ),
             Level::ERROR
+        );
+        // A healthy SASL_SSL start logged this at ERROR once in ten starts.
+        assert_eq!(
+            level(
+                RDKafkaLogLevel::Error,
+                "sasl_ssl://b:9093/1: SASL SCRAM-SHA-512 mechanism handshake failed: Local: \
+                 Broker transport failure: broker's supported mechanisms: ",
+                false
+            ),
+            Level::WARN
+        );
+        assert_eq!(
+            level(
+                RDKafkaLogLevel::Error,
+                "sasl_ssl://b:9093/1: SASL authentication error: Authentication failed \
+                 during authentication due to invalid credentials with SASL mechanism \
+                 SCRAM-SHA-512",
+                false
+            ),
+            Level::ERROR,
+            "refused credentials stay an error"
         );
         assert_eq!(level(RDKafkaLogLevel::Notice, "x", true), Level::INFO);
         assert_eq!(level(RDKafkaLogLevel::Debug, "x", true), Level::DEBUG);

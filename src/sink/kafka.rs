@@ -370,6 +370,10 @@ impl KafkaSink {
         let opaque = tracker::opaque(seq, counted);
         // Since when the queue has been full, and when that was last logged.
         let mut full_since: Option<Instant> = None;
+        // Before the send: its report may come back before send returns.
+        if record.partition.is_some() {
+            tracker.sent_to_partition(seq);
+        }
         let mut warned: Option<Instant> = None;
         loop {
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
@@ -427,12 +431,13 @@ impl KafkaSink {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 Err((e, _)) => {
+                    tracker.took_explicit(seq);
                     return Err(SinkError::on_send(
                         &e,
                         record.event_id(),
                         &record.topic,
                         record.partition,
-                    ))
+                    ));
                 }
             }
         }

@@ -86,6 +86,9 @@ pub struct DeliveryTracker {
     /// Each topic records were sent to, with the number of the last one sent there: the
     /// topics records wait for ([`waiting_topics`](Self::waiting_topics)).
     topics: Mutex<Vec<(String, u64)>>,
+    /// Records sent to a partition of their own choosing (`column:partition`), until their
+    /// report: only for them is "unknown partition" a refusal for good.
+    explicit: Mutex<std::collections::BTreeSet<u64>>,
     /// Reports of records numbered below this are from before the last
     /// [`rebase`](DeliveryTracker::rebase) and are ignored.
     base: AtomicU64,
@@ -227,6 +230,7 @@ impl DeliveryTracker {
             purged: Mutex::default(),
             txn_refusals: Mutex::default(),
             topics: Mutex::default(),
+            explicit: Mutex::default(),
             base: AtomicU64::default(),
             notify: Notify::new(),
         }
@@ -275,6 +279,40 @@ impl DeliveryTracker {
 
     /// Notes that record number `seq` went to `topic`. Called by the sender right after
     /// librdkafka accepted it; a lookup among the few topics a connector writes to.
+    /// Notes that record number `seq` names its partition itself (a `column:partition`
+    /// placement), which its topic may not have: see [`on_delivery_failed`](Self::on_delivery_failed).
+    pub(super) fn sent_to_partition(&self, seq: u64) {
+        self.explicit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(seq);
+    }
+
+    /// Whether record `seq` named its partition itself (forgotten once asked).
+    pub(super) fn took_explicit(&self, seq: u64) -> bool {
+        self.explicit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&seq)
+    }
+
+    /// A failed delivery of record `seq`, as `on_delivery` read it: "unknown partition" is a
+    /// refusal for good only for a record that named its partition itself; for one the
+    /// partitioner placed it means the topic has fewer partitions than the producer knew
+    /// (deleted and created again with fewer): transient, a restart places it again
+    /// (brk30 F4: such records were dead-lettered or stopped the connector).
+    fn on_delivery_failed(&self, seq: u64, failure: SinkError) -> SinkError {
+        match failure {
+            SinkError::Refused {
+                reason: super::error::Refusal::UnknownPartition,
+                id,
+                topic,
+                source,
+            } if !self.took_explicit(seq) => SinkError::Delivery { id, topic, source },
+            other => other,
+        }
+    }
+
     pub(super) fn sent_to(&self, topic: &str, seq: u64) {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = topics.iter_mut().rev().find(|(name, _)| name == topic) {
@@ -462,6 +500,10 @@ impl DeliveryTracker {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        self.explicit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// Waits until every record sent so far is acknowledged; `Err` with the first failure
@@ -493,6 +535,7 @@ impl DeliveryTracker {
             let Some(seq) = w.unwrap_seq(seq_bits) else {
                 return;
             };
+            self.took_explicit(seq);
             if seq < self.base.load(Ordering::Acquire) {
                 return;
             }
@@ -630,7 +673,9 @@ impl ProducerContext for DeliveryTracker {
             }
             Err((e, m)) => {
                 if let Some(seq) = self.seq_of(seq_bits) {
-                    self.on_failed(seq, SinkError::on_delivery(e, event_id(m), m.topic()), size);
+                    let failure = SinkError::on_delivery(e, event_id(m), m.topic());
+                    let failure = self.on_delivery_failed(seq, failure);
+                    self.on_failed(seq, failure, size);
                 }
             }
         }
@@ -691,6 +736,32 @@ mod tests {
         );
         t.on_delivered(2, 1);
         assert!(t.waiting_topics().is_empty());
+    }
+
+    #[test]
+    fn an_unknown_partition_is_a_refusal_only_for_a_record_that_named_it() {
+        use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
+        let t = DeliveryTracker::new(KafkaLink::new("test", "test:1"));
+        let unknown = || {
+            SinkError::on_delivery(
+                &KafkaError::MessageProduction(C::UnknownPartition),
+                "e".into(),
+                "t",
+            )
+        };
+        t.sent_to_partition(1);
+        // Placed by the partitioner: the topic shrank under the producer, a restart cures it.
+        let placed = t.on_delivery_failed(0, unknown());
+        assert!(matches!(placed, SinkError::Delivery { .. }), "{placed}");
+        assert_eq!(placed.class(), Class::Transient);
+        assert!(placed.refusal().is_none());
+        // Named by a partition placement: refused for good (it can be dead-lettered).
+        let named = t.on_delivery_failed(1, unknown());
+        assert!(named.refusal().is_some(), "{named}");
+        assert!(
+            t.explicit.lock().unwrap().is_empty(),
+            "forgotten once asked"
+        );
     }
 
     #[test]
