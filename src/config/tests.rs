@@ -1620,6 +1620,15 @@ fn producer_overrides_and_worker_producer_keys_are_applied_alike() {
         Some("k:9092"),
         &[],
     );
+    let c2 = one(
+        &with(r#""producer.override.client.id": "mine""#),
+        Some("k:9092"),
+        &[],
+    );
+    assert!(
+        ignored(&c2, "producer.override.client.id").is_some(),
+        "a worker key is reported, not dropped"
+    );
     assert_eq!(c.kafka.producer["compression.type"], "zstd");
     assert_eq!(
         c.kafka.producer["max.in.flight.requests.per.connection"],

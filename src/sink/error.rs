@@ -234,7 +234,7 @@ pub enum SinkError {
     /// topic creation, `topic.creation.*`): Kafka did not answer, did not create it, or
     /// refused to (definite: ACLs, policy, a replication factor above the broker count).
     #[error(
-        "topic {topic} is missing and was not created (topic creation group {group}: {partitions} \
+        "topic {topic} was not created (topic creation group {group}: {partitions} \
          partitions, replication factor {replication_factor}; -1 = the broker's default): \
          {detail}{}",
         if *definite { "; grant the principal CREATE on the topic (or the cluster), fix the group's settings, or create the topic beforehand" } else { "" }

@@ -92,7 +92,11 @@ impl TopicCreator {
         .flatten();
         let spec = self.spec(topic);
         let Some(unknown) = unknown else {
-            return Err(self.failed(&spec, Class::Transient, "Kafka did not answer the lookup"));
+            return Err(self.failed(
+                &spec,
+                Class::Transient,
+                "Kafka did not answer whether it exists",
+            ));
         };
         if unknown.is_empty() {
             self.known(topic);

@@ -119,6 +119,12 @@ pub(super) fn producer_overrides(
     for (k, why) in t.ignored {
         keys.ignore(&format!("{PREFIX}{k}"), why);
     }
+    for k in t.worker {
+        keys.ignore(
+            &format!("{PREFIX}{k}"),
+            "a Kafka Connect worker setting, not a producer's",
+        );
+    }
     let mut plain = BTreeMap::new();
     let mut secrets = ClientProperties::default();
     for (k, v) in t.props.expose() {
