@@ -401,7 +401,9 @@ async fn await_count(
 }
 
 async fn lane(sink: Sink, o: &Options, run: u32) -> Result<Drain> {
-    let name = format!("bench_sink_{}", sink.name());
+    // A name of this run's own: a checkpoint the sink keeps (NATS KV, Redis) from an earlier
+    // run on this machine would resume at a position whose binlogs may be purged since.
+    let name = format!("bench_sink_{}_{run}", sink.name());
     let dir = repo_root().join(".state/bench-sinks").join(sink.name());
     std::fs::create_dir_all(&dir)?;
     let _ = std::fs::remove_file(dir.join("checkpoint.json"));
