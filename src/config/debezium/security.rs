@@ -85,6 +85,56 @@ pub(super) fn pg_tls(keys: &mut Keys) -> Result<PgTlsConfig, KeyError> {
     })
 }
 
+/// The prefix of a connector's producer settings in Kafka Connect.
+const OVERRIDE: &str = "producer.override.";
+
+/// Takes the `producer.override.*` keys whose rest `wanted` accepts, reports or refuses
+/// outboxd's fixed producer settings among them when `fixed` (see
+/// [`take_fixed_producer`](crate::config::kafka::take_fixed_producer)), translates Java names
+/// to librdkafka's and reports what is not used (with the reason). Errors name the key.
+fn take_overrides(
+    keys: &mut Keys,
+    wanted: impl Fn(&str) -> bool,
+    fixed: bool,
+) -> Result<ClientProperties, KeyError> {
+    let names: Vec<String> = keys
+        .map
+        .keys()
+        .filter(|k| k.strip_prefix(OVERRIDE).is_some_and(&wanted))
+        .cloned()
+        .collect();
+    let mut java = BTreeMap::new();
+    for k in names {
+        if let Some(v) = keys.take(&k) {
+            java.insert(k[OVERRIDE.len()..].to_string(), v);
+        }
+    }
+    if fixed {
+        let mut notes = Vec::new();
+        crate::config::kafka::take_fixed_producer(&mut java, OVERRIDE, &mut notes)?;
+        for (k, why) in notes {
+            keys.ignore(&k, why);
+        }
+    }
+    let t = crate::config::kafka::translate(java, &crate::config::kafka::knows_property)
+        .map_err(|(k, m)| (format!("{OVERRIDE}{k}"), m))?;
+    for (k, why) in t.ignored {
+        keys.ignore(&format!("{OVERRIDE}{k}"), why);
+    }
+    for k in t.worker {
+        keys.ignore(
+            &format!("{OVERRIDE}{k}"),
+            "a Kafka Connect worker setting, not a producer's",
+        );
+    }
+    Ok(t.props)
+}
+
+/// Whether `key` (without `producer.override.`) is a security setting of every client.
+fn is_security(key: &str) -> bool {
+    key == "security.protocol" || key.starts_with("sasl.") || key.starts_with("ssl.")
+}
+
 /// The other `producer.override.*` keys (not security, not `bootstrap.servers`), applied as
 /// a worker file's `producer.*` keys are: outboxd's fixed settings reported or refused
 /// ([`take_fixed_producer`](crate::config::kafka::take_fixed_producer)), Java names
@@ -93,41 +143,10 @@ pub(super) fn pg_tls(keys: &mut Keys) -> Result<PgTlsConfig, KeyError> {
 pub(super) fn producer_overrides(
     keys: &mut Keys,
 ) -> Result<(BTreeMap<String, String>, ClientProperties), KeyError> {
-    const PREFIX: &str = "producer.override.";
-    let names: Vec<String> = keys
-        .map
-        .keys()
-        .filter(|k| {
-            k.strip_prefix(PREFIX)
-                .is_some_and(|rest| rest != "bootstrap.servers")
-        })
-        .cloned()
-        .collect();
-    let mut java = BTreeMap::new();
-    for k in names {
-        if let Some(v) = keys.take(&k) {
-            java.insert(k[PREFIX.len()..].to_string(), v);
-        }
-    }
-    let mut notes = Vec::new();
-    crate::config::kafka::take_fixed_producer(&mut java, PREFIX, &mut notes)?;
-    for (k, why) in notes {
-        keys.ignore(&k, why);
-    }
-    let t = crate::config::kafka::translate(java, &crate::config::kafka::knows_property)
-        .map_err(|(k, m)| (format!("{PREFIX}{k}"), m))?;
-    for (k, why) in t.ignored {
-        keys.ignore(&format!("{PREFIX}{k}"), why);
-    }
-    for k in t.worker {
-        keys.ignore(
-            &format!("{PREFIX}{k}"),
-            "a Kafka Connect worker setting, not a producer's",
-        );
-    }
+    let props = take_overrides(keys, |k| k != "bootstrap.servers" && !is_security(k), true)?;
     let mut plain = BTreeMap::new();
     let mut secrets = ClientProperties::default();
-    for (k, v) in t.props.expose() {
+    for (k, v) in props.expose() {
         if crate::config::kafka::is_secret_key(k) {
             secrets.set(k, v.to_string());
         } else {
@@ -140,35 +159,7 @@ pub(super) fn producer_overrides(
 /// The `producer.override.*` security keys (`security.protocol`, `sasl.*`, `ssl.*`), Java
 /// names translated to librdkafka's: the settings of every Kafka client of the connector
 /// (its record producer writes the checkpoints, its store reads them: one cluster, one set
-/// of credentials). Other `producer.override.*` keys are reported as before.
+/// of credentials). The other `producer.override.*` keys: [`producer_overrides`].
 pub(super) fn producer_security(keys: &mut Keys) -> Result<ClientProperties, KeyError> {
-    const PREFIX: &str = "producer.override.";
-    let security: Vec<String> = keys
-        .map
-        .keys()
-        .filter(|k| {
-            k.strip_prefix(PREFIX).is_some_and(|rest| {
-                rest == "security.protocol" || rest.starts_with("sasl.") || rest.starts_with("ssl.")
-            })
-        })
-        .cloned()
-        .collect();
-    let mut java = BTreeMap::new();
-    for k in security {
-        if let Some(v) = keys.take(&k) {
-            java.insert(k[PREFIX.len()..].to_string(), v);
-        }
-    }
-    let t = crate::config::kafka::translate(java, &crate::config::kafka::knows_property)
-        .map_err(|(k, m)| (format!("{PREFIX}{k}"), m))?;
-    for (k, why) in t.ignored {
-        keys.ignore(&format!("{PREFIX}{k}"), why);
-    }
-    for k in t.worker {
-        keys.ignore(
-            &format!("{PREFIX}{k}"),
-            "a Kafka Connect worker setting, not a producer's",
-        );
-    }
-    Ok(t.props)
+    take_overrides(keys, is_security, false)
 }
