@@ -284,9 +284,10 @@ const WORKER_ONLY: &[(&str, &str)] = &[
     ),
 ];
 
-/// Producer settings outboxd fixes, with the values (Java or librdkafka spelling) that ask for
-/// what it always does: the idempotent producer every guarantee rests on.
-const FIXED_PRODUCER: &[(&str, &[&str], &str)] = &[
+/// Producer settings outboxd fixes (librdkafka name, the values in Java or librdkafka spelling
+/// that ask for what it always does, the value it sets): the idempotent producer every
+/// guarantee rests on. The record producer sets them last (`crate::sink::kafka`).
+pub(crate) const FIXED_PRODUCER: &[(&str, &[&str], &str)] = &[
     ("acks", &["all", "-1"], "all"),
     ("enable.idempotence", &["true"], "true"),
     ("partitioner", &["murmur2_random"], "murmur2_random"),

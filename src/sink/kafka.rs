@@ -116,11 +116,7 @@ pub fn producer_sizes(cfg: &KafkaConfig) -> Result<(usize, u64), SinkError> {
 
 /// librdkafka properties outboxd sets; a user's `kafka.producer` map may override the
 /// non-essential ones but not these, which the delivery guarantees rest on.
-const FIXED_PROPERTIES: &[(&str, &str)] = &[
-    ("enable.idempotence", "true"),
-    ("acks", "all"),
-    ("partitioner", "murmur2_random"),
-];
+use crate::config::kafka::FIXED_PRODUCER as FIXED_PROPERTIES;
 
 impl KafkaSink {
     /// Creates the producer. `client_id` names the connector in broker logs.
@@ -166,7 +162,7 @@ impl KafkaSink {
             .set("queue.buffering.max.kbytes", queue_kbytes.to_string())
             .set("message.max.bytes", message_max.to_string());
         for (k, v) in &cfg.producer {
-            if let Some((_, fixed)) = FIXED_PROPERTIES.iter().find(|(name, _)| name == k) {
+            if let Some((_, _, fixed)) = FIXED_PROPERTIES.iter().find(|(name, _, _)| name == k) {
                 if v != fixed {
                     return Err(SinkError::FixedProperty {
                         key: k.clone(),
@@ -180,7 +176,7 @@ impl KafkaSink {
         for (k, v) in cfg.producer_secrets.expose() {
             cc.set(k, super::client::value_for(&cfg.bootstrap_servers, k, v));
         }
-        for (k, v) in FIXED_PROPERTIES {
+        for (k, _, v) in FIXED_PROPERTIES {
             cc.set(*k, *v);
         }
         if let Some(id) = transactional_id {

@@ -33,12 +33,10 @@ pub(crate) struct TopicCreator {
     /// `--shadow`'s topic prefix: groups match the routed name without it, as they would
     /// under Kafka Connect; the shadow topic is created with that group's settings.
     shadow_prefix: Option<String>,
-    /// Topics outboxd creates itself otherwise (checkpoint, dead letters): not routed.
-    own: Vec<String>,
     settings: ClientConfig,
     admin: AdminClient<ClientLog>,
     link: Arc<KafkaLink>,
-    /// Topics known to exist.
+    /// Topics known to exist, and outboxd's own (created elsewhere): not looked up.
     known: Mutex<HashSet<String>>,
 }
 
@@ -53,7 +51,6 @@ impl TopicCreator {
         Self {
             plan,
             shadow_prefix: None,
-            own: Vec::new(),
             settings,
             admin,
             link,
@@ -69,7 +66,10 @@ impl TopicCreator {
     /// The producer also writes to `topics`, which outboxd creates elsewhere (checkpoint,
     /// dead letters): they are not routed topics.
     pub(crate) fn add_own(&mut self, topics: impl IntoIterator<Item = String>) {
-        self.own.extend(topics);
+        self.known
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(topics);
     }
 
     /// Makes sure `topic` exists before a record goes to it: at once when it is known, else
@@ -79,7 +79,7 @@ impl TopicCreator {
     /// reason ([`SinkError::TopicCreation`]); definite when Kafka refuses the creation
     /// (ACLs, policy, a replication factor above the broker count) or the link fails.
     pub(crate) async fn ensure(&self, topic: &str) -> Result<(), SinkError> {
-        if self.is_known(topic) || self.own.iter().any(|t| t == topic) {
+        if self.is_known(topic) {
             return Ok(());
         }
         let settings = self.settings.clone();

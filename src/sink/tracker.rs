@@ -89,6 +89,8 @@ pub struct DeliveryTracker {
     /// Records sent to a partition of their own choosing (`column:partition`), until their
     /// report: only for them is "unknown partition" a refusal for good.
     explicit: Mutex<std::collections::BTreeSet<u64>>,
+    /// Whether any record ever named its partition: until then no report locks `explicit`.
+    any_explicit: AtomicBool,
     /// Reports of records numbered below this are from before the last
     /// [`rebase`](DeliveryTracker::rebase) and are ignored.
     base: AtomicU64,
@@ -231,6 +233,7 @@ impl DeliveryTracker {
             txn_refusals: Mutex::default(),
             topics: Mutex::default(),
             explicit: Mutex::default(),
+            any_explicit: AtomicBool::default(),
             base: AtomicU64::default(),
             notify: Notify::new(),
         }
@@ -282,6 +285,7 @@ impl DeliveryTracker {
     /// Notes that record number `seq` names its partition itself (a `column:partition`
     /// placement), which its topic may not have: see [`on_delivery_failed`](Self::on_delivery_failed).
     pub(super) fn sent_to_partition(&self, seq: u64) {
+        self.any_explicit.store(true, Ordering::Release);
         self.explicit
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -290,6 +294,9 @@ impl DeliveryTracker {
 
     /// Whether record `seq` named its partition itself (forgotten once asked).
     pub(super) fn took_explicit(&self, seq: u64) -> bool {
+        if !self.any_explicit.load(Ordering::Acquire) {
+            return false;
+        }
         self.explicit
             .lock()
             .unwrap_or_else(|e| e.into_inner())
