@@ -489,6 +489,13 @@ pub(crate) fn translate(
             out.ignored.push((k, (*why).to_string()));
         } else if is_librdkafka(&k, &v) {
             out.props.set(&k, v);
+        } else if k.starts_with("topic.creation.") {
+            out.ignored.push((
+                k,
+                "a connector setting (Kafka Connect reads topic.creation.* from the connector's \
+                 config, not the worker's): put it in the connector JSON"
+                    .into(),
+            ));
         } else {
             out.ignored.push((
                 k,
@@ -872,5 +879,17 @@ mod tests {
         assert!(knows_property("linger.ms", "not a number"));
         assert!(!knows_property("key.converter", "x"));
         assert!(!knows_property("ssl.keymanager.algorithm", "SunX509"));
+    }
+
+    #[test]
+    fn topic_creation_in_a_worker_file_is_said_to_belong_to_the_connector() {
+        let keys: BTreeMap<String, String> = [(
+            "topic.creation.default.partitions".to_string(),
+            "3".to_string(),
+        )]
+        .into();
+        let s = from_keys(keys, &knows_property).unwrap();
+        let why = &s.ignored_keys.first().expect("reported").1;
+        assert!(why.contains("put it in the connector JSON"), "{why}");
     }
 }

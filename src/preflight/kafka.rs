@@ -169,7 +169,8 @@ fn no_broker_answered(
         ),
         (None, None) => format!(
             "no broker of {bootstrap} answered within {secs}s ({last}); check \
-             kafka.bootstrap_servers / --kafka-bootstrap and that the brokers listen there"
+             kafka.bootstrap_servers / --kafka-bootstrap / the worker file's \
+             bootstrap.servers (--kafka-config) and that the brokers listen there"
         ),
     }
 }

@@ -116,7 +116,7 @@ impl TopicCreator {
                     group = %self.group_name(topic),
                     partitions = spec.partitions,
                     replication_factor = spec.replication_factor,
-                    "created topic (Kafka Connect topic creation; -1 = the broker's default)"
+                    "created topic (Kafka Connect topic creation)"
                 );
                 self.known(topic);
                 Ok(())
