@@ -239,8 +239,7 @@ impl KafkaCheckpointStore {
         let mut tpl = TopicPartitionList::new();
         let mut ends = Vec::new();
         for p in partitions {
-            let (low, high) = watermarks
-                .fetch_watermarks(&self.topic, p, KAFKA_TIMEOUT)
+            let (low, high) = client::watermarks(&watermarks, &self.topic, p, KAFKA_TIMEOUT)
                 .map_err(|e| CheckpointError::kafka("reading checkpoint topic offsets", Some(e)))?;
             if high > low {
                 tpl.add_partition_offset(&self.topic, p, Offset::Beginning)

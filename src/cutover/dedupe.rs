@@ -120,8 +120,7 @@ pub fn read_back(
         let Offset::Offset(start) = e.offset() else {
             continue; // nothing at or after the time
         };
-        let (_, high) = watermarks
-            .fetch_watermarks(e.topic(), e.partition(), KAFKA_TIMEOUT)
+        let (_, high) = client::watermarks(&watermarks, e.topic(), e.partition(), KAFKA_TIMEOUT)
             .map_err(|err| unavailable(format!("reading the end of {}", e.topic()), err))?;
         if high > start {
             assign

@@ -207,8 +207,7 @@ pub fn read_offsets_topic(
     let mut tpl = TopicPartitionList::new();
     let mut ends = BTreeMap::new();
     for p in partitions {
-        let (low, high) = consumer
-            .fetch_watermarks(topic, p, KAFKA_TIMEOUT)
+        let (low, high) = client::watermarks(&consumer, topic, p, KAFKA_TIMEOUT)
             .map_err(|e| kafka_err("reading offsets", e))?;
         if high > low {
             tpl.add_partition_offset(topic, p, Offset::Beginning)

@@ -548,9 +548,7 @@ struct Reader {
 impl Reader {
     /// Reads up to the topic's end as of now (at most `wait`); the catalog after it.
     fn catch_up(&mut self, wait: Duration) -> Result<Catalog, String> {
-        let (low, high) = self
-            .consumer
-            .fetch_watermarks(&self.topic, 0, wait)
+        let (low, high) = client::watermarks(&self.consumer, &self.topic, 0, wait)
             .map_err(|e| format!("reading {}: {e}", self.topic))?;
         if high <= low {
             // Nothing to read (an empty topic has no position to compare with).

@@ -267,8 +267,7 @@ pub fn read_record(
         .create_client(ClientLog::new(link))
         .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
     let topic = coordination_topic(group, connector);
-    let (low, high) = consumer
-        .fetch_watermarks(&topic, 0, wait)
+    let (low, high) = client::watermarks(&consumer, &topic, 0, wait)
         .map_err(|e| format!("reading coordination topic {topic}: {e}"))?;
     if high <= low {
         return Ok(None);

@@ -285,6 +285,46 @@ pub fn describe_security(props: &ClientProperties, version: Option<&str>) -> Str
     words
 }
 
+/// The low and high watermarks (offsets) of `topic`/`partition`, as
+/// [`Consumer::fetch_watermarks`](rdkafka::consumer::Consumer::fetch_watermarks) gives them,
+/// asked again for up to `timeout` while the partition has no leader yet.
+///
+/// A partition of a topic created moments ago answers `NOT_LEADER_OR_FOLLOWER` or
+/// `LEADER_NOT_AVAILABLE` until its leader is elected (Kafka protocol, ListOffsets errors;
+/// both are retriable), though the topic's metadata already lists it.
+///
+/// Errors: the last error when the leader is not known within `timeout`; any other error at once.
+pub fn watermarks<C, X>(
+    consumer: &C,
+    topic: &str,
+    partition: i32,
+    timeout: std::time::Duration,
+) -> KafkaResult<(i64, i64)>
+where
+    C: rdkafka::consumer::Consumer<X>,
+    X: rdkafka::consumer::ConsumerContext + 'static,
+{
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match consumer.fetch_watermarks(topic, partition, left) {
+            Err(e)
+                if matches!(
+                    e.rdkafka_error_code(),
+                    Some(Code::NotLeaderForPartition | Code::LeaderNotAvailable)
+                ) && std::time::Instant::now() + LEADER_RETRY < deadline =>
+            {
+                std::thread::sleep(LEADER_RETRY);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long [`watermarks`] waits before asking again for a partition without a leader.
+const LEADER_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+
 #[cfg(test)]
 mod tests {
     use super::*;
