@@ -55,10 +55,15 @@ pub enum Command {
 }
 
 /// Where the configuration comes from.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ConfigArgs {
-    /// outboxd TOML or Debezium connector JSON; repeat for several connectors.
-    #[arg(long = "config", short = 'c', required = true)]
+    /// outboxd TOML or Debezium connector JSON; repeat for several connectors. Optional
+    /// with `--rest-connectors` (connectors then come from the REST API).
+    #[arg(
+        long = "config",
+        short = 'c',
+        required_unless_present = "rest_connectors"
+    )]
     pub config: Vec<PathBuf>,
     /// Kafka bootstrap servers (HOST:PORT, comma-separated); overrides the config files.
     #[arg(long, env = "OUTBOXD_KAFKA_BOOTSTRAP")]
@@ -73,6 +78,16 @@ pub struct ConfigArgs {
     /// files' `metrics.listen` (a Debezium JSON has no place for it).
     #[arg(long, env = "OUTBOXD_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `run`: serve Kafka Connect's REST API (`GET /connectors/{name}/status`, `PUT
+    /// .../pause`, `POST /connectors`, ...) on this address, e.g. `127.0.0.1:8083`. Not in a
+    /// group. Bind it to loopback: the API has no TLS or authentication yet.
+    #[arg(long, env = "OUTBOXD_REST_LISTEN")]
+    pub rest_listen: Option<std::net::SocketAddr>,
+    /// `run`: the directory where connectors created or changed through the REST API are
+    /// kept, one Debezium connector JSON file each (`<name>.json`), read at start and on
+    /// SIGHUP like `--config` files. Without it the API does not create or change connectors.
+    #[arg(long, env = "OUTBOXD_REST_CONNECTORS", value_name = "DIR")]
+    pub rest_connectors: Option<PathBuf>,
     /// Async runtime worker threads (default: one per connector, at most the CPU count).
     /// A connector's binlog/replication reader and its delivery loop share them; librdkafka
     /// runs its own threads. One thread per connector avoids handing every batch of events
@@ -312,6 +327,7 @@ impl ConfigArgs {
             kafka_bootstrap: self.kafka_bootstrap.as_deref(),
             kafka_config: self.kafka_config.as_deref(),
             without_source_secrets,
+            none_is_empty: self.rest_connectors.is_some(),
             shadow: self.shadow.as_deref().map(|name| crate::config::Shadow {
                 name,
                 server_id: self.shadow_server_id,

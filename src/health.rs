@@ -113,6 +113,11 @@ impl Health {
         self.set_state(name, state, Some(reason.to_string()));
     }
 
+    /// Forgets connector `name` (removed from the configuration).
+    pub fn remove(&self, name: &str) {
+        self.entries().remove(name);
+    }
+
     fn set_state(&self, name: &str, state: ConnectorState, reason: Option<String>) {
         let mut m = self.entries();
         let e = m.entry(name.to_string()).or_insert_with(|| Entry {

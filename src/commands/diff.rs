@@ -18,6 +18,8 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         kafka_bootstrap: args.kafka_bootstrap.clone(),
         kafka_config: args.kafka_config.clone(),
         metrics_listen: None,
+        rest_listen: None,
+        rest_connectors: None,
         worker_threads: None,
         group: None,
         shadow: None,

@@ -8,9 +8,9 @@ use crate::cli::ConfigArgs;
 use crate::config;
 use tokio::sync::watch;
 
-use crate::connector::Connector;
 use crate::group::{self, GroupPlan};
 use crate::health::Health;
+use crate::supervisor::Supervisor;
 
 /// Longest the process waits for its connectors after SIGINT/SIGTERM: their own shutdown
 /// grace (`crate::pipeline::SHUTDOWN_GRACE`, 10 s) plus time for a final checkpoint write.
@@ -20,7 +20,10 @@ pub const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15
 /// definite failure, stopped without its final checkpoint, or had not stopped
 /// [`STOP_DEADLINE`] after the signal.
 pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
-    let cfg = args.load().context("loading the configuration")?;
+    // Connectors the REST API created are read with the files, at start and on SIGHUP.
+    let mut all = args.clone();
+    all.config = crate::rest::config_files(&args.config, args.rest_connectors.as_deref());
+    let cfg = all.load().context("loading the configuration")?;
     config::log_ignored_keys(&cfg);
     let plan = GroupPlan::for_config(&cfg, args.group.as_deref())?;
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
@@ -38,42 +41,73 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         });
     }
 
-    // Each task ends with whether it failed; a shutdown reaches them through `stops` (each
-    // connector of a process without a group) or `shutdown` (a group member).
+    // A group member's task ends with whether it failed; a process without a group runs its
+    // connectors under a supervisor, which SIGHUP makes re-read the configuration.
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let mut stops = Vec::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    match plan {
+    let mut member = tokio::task::JoinSet::new();
+    let plan_is_group = plan.is_some();
+    // With the REST API the process serves until a signal, whatever its connectors do.
+    let keep_serving = args.rest_listen.is_some() && !plan_is_group;
+    let supervisor = match plan {
         Some(plan) => {
             tracing::info!(group = %plan.name, connectors = ?cfg.connectors.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), "running as a member of group {}: connectors start when the group assigns them", plan.name);
-            tasks.spawn(group::run_member(cfg, plan, health.clone(), shutdown_rx));
+            member.spawn(group::run_member(cfg, plan, health.clone(), shutdown_rx));
+            None
         }
         None => {
-            for c in cfg.connectors {
-                tracing::info!(connector = %c.name, tables = ?c.tables.iter().map(|t| t.to_string()).collect::<Vec<_>>(), "starting connector");
-                let running = Connector::new(c)
-                    .context("building the connector")?
-                    .start(health.clone());
-                stops.push(running.stop_handle());
-                tasks.spawn(async move { running.join().await.is_err() });
+            let reload_args = args.clone();
+            let supervisor = Supervisor::new(
+                health.clone(),
+                Box::new(move || {
+                    let mut a = reload_args.clone();
+                    a.config = crate::rest::config_files(
+                        &reload_args.config,
+                        reload_args.rest_connectors.as_deref(),
+                    );
+                    a.load()
+                }),
+            );
+            let kafka = cfg.connectors.first().map(|c| c.kafka.clone());
+            supervisor
+                .start_all(cfg)
+                .await
+                .context("starting the connectors")?;
+            if let Some(listen) = args.rest_listen {
+                serve_rest(listen, &args, &supervisor, &health, kafka).await?;
             }
+            Some(supervisor)
         }
+    };
+    if plan_is_group && args.rest_listen.is_some() {
+        tracing::warn!(
+            "--rest-listen is not served by a group member yet (the group's shared connector \
+             configurations are not built): no REST API"
+        );
     }
-
-    // SIGHUP (a terminal's hangup, `systemctl reload`, a config-reloader sidecar) ended the
-    // process undrained: it is answered instead, until reloading is built.
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("listening for SIGHUP")?;
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            tracing::warn!(
-                "SIGHUP received: outboxd does not reload its configuration yet, so nothing \
-                 changed and every connector keeps streaming; to apply a changed \
-                 configuration, stop it with SIGTERM (it drains and writes final checkpoints) \
-                 and start it again"
-            );
+    match &supervisor {
+        Some(s) => {
+            let s = s.clone();
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    reload(&s).await;
+                }
+            });
         }
-    });
+        None => {
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    tracing::warn!(
+                        "SIGHUP received: a group member does not reload its connector files \
+                         (its connectors are the group's), so nothing changed; to apply a \
+                         changed configuration, restart the members one by one with SIGTERM \
+                         (each drains and another member takes its connectors over)"
+                    );
+                }
+            });
+        }
+    }
     let signal = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
@@ -85,12 +119,28 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     // ends when all have stopped, or on a signal after draining them.
     let mut signal = std::pin::pin!(signal);
     let mut failed = false;
+    let mut changes = supervisor.as_ref().map(|s| s.changes());
     // Set at the signal: when the process exits even if a connector has not stopped.
     let mut stop_deadline: Option<tokio::time::Instant> = None;
-    while !tasks.is_empty() {
+    loop {
+        let done = match &supervisor {
+            Some(s) => (!keep_serving || stop_deadline.is_some()) && s.live() == 0 && !s.busy(),
+            None => member.is_empty(),
+        };
+        if done {
+            break;
+        }
         let overdue = async {
             match stop_deadline {
                 Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let changed = async {
+            match &mut changes {
+                Some(c) => {
+                    let _ = c.changed().await;
+                }
                 None => std::future::pending().await,
             }
         };
@@ -100,20 +150,21 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 tracing::info!("signal received: draining and writing final checkpoints");
                 stop_deadline = Some(tokio::time::Instant::now() + STOP_DEADLINE);
                 shutdown.send_replace(true);
-                for stop in &stops {
-                    stop.stop();
+                if let Some(s) = &supervisor {
+                    s.shutdown();
                 }
             }
-            Some(joined) = tasks.join_next() => {
+            Some(joined) = member.join_next() => {
                 failed |= !matches!(joined, Ok(false));
             }
+            _ = changed => {}
             _ = overdue => {
                 // A connector stuck in a blocking Kafka call (a checkpoint write or a
                 // metadata request while the brokers are unreachable) must not hold the
                 // process past common stop timeouts. Its position is safe: nothing past
                 // its last stored checkpoint is lost, only delivered again.
                 tracing::error!(
-                    connectors = tasks.len(),
+                    connectors = supervisor.as_ref().map_or(member.len(), |s| s.live()),
                     "connectors did not stop within {STOP_DEADLINE:?} of the signal (Kafka \
                      unreachable?); exiting without their final checkpoints: what they read \
                      since the last one is delivered again after restart"
@@ -122,9 +173,86 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    failed |= supervisor.as_ref().is_some_and(|s| s.any_failed());
     Ok(if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Applies a SIGHUP: the configuration files are read again and applied connector by
+/// connector; one that does not load changes nothing (and says why).
+async fn reload(supervisor: &std::sync::Arc<Supervisor>) {
+    tracing::info!("SIGHUP received: reading the configuration again");
+    match supervisor.reload().await {
+        Ok(applied) if applied.is_empty() => {
+            tracing::info!("configuration reloaded: no connector changed")
+        }
+        Ok(applied) => tracing::info!(
+            started = ?applied.started,
+            changed = ?applied.changed,
+            removed = ?applied.removed,
+            "configuration reloaded: changed connectors restarted from their checkpoints, \
+             the others kept streaming"
+        ),
+        Err(e) => tracing::error!(
+            "SIGHUP: the configuration was not applied, every connector runs as before: {e}"
+        ),
+    }
+}
+
+/// Binds `listen` and serves Kafka Connect's REST API for `supervisor`'s connectors.
+///
+/// Errors when the address cannot be bound.
+async fn serve_rest(
+    listen: std::net::SocketAddr,
+    args: &ConfigArgs,
+    supervisor: &std::sync::Arc<Supervisor>,
+    health: &Health,
+    kafka: Option<crate::config::KafkaConfig>,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {listen} for the REST API: {e}; set --rest-listen / \
+             OUTBOXD_REST_LISTEN to a free address"
+        )
+    })?;
+    let validate_args = args.clone();
+    let rest = crate::rest::Rest {
+        supervisor: supervisor.clone(),
+        health: health.clone(),
+        worker_id: listen.to_string(),
+        files: args.config.clone(),
+        store: args.rest_connectors.clone(),
+        kafka_cluster_id: tokio::sync::OnceCell::new(),
+        kafka,
+        edits: tokio::sync::Mutex::new(()),
+        validate: Box::new(move |name, config| validate(&validate_args, name, config)),
+    };
+    tokio::spawn(async move {
+        if let Err(e) = crate::rest::serve(listener, std::sync::Arc::new(rest)).await {
+            tracing::error!("REST API: {e:#}");
+        }
+    });
+    Ok(())
+}
+
+/// Loads connector `name` with `config` (Connect's map) alone, with the process's worker
+/// file and environment, as `run` would: `Err` with the refusal's message.
+fn validate(
+    args: &ConfigArgs,
+    name: &str,
+    config: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("outboxd-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let path = dir.join(format!("{}.json", name.replace(['/', '\\'], "_")));
+    let doc = serde_json::json!({"name": name, "config": config});
+    std::fs::write(&path, doc.to_string()).map_err(|e| e.to_string())?;
+    let mut a = args.clone();
+    a.config = vec![path.clone()];
+    let result = a.load().map(|_| ()).map_err(|e| format!("{e:#}"));
+    let _ = std::fs::remove_file(&path);
+    result
 }

@@ -21,6 +21,9 @@ pub struct LoadOptions<'a> {
     /// The source databases' secrets are not resolved (an unset `password_env` is no error):
     /// for commands that touch only the checkpoint store (`outboxd checkpoint ...`).
     pub without_source_secrets: bool,
+    /// No file is an empty configuration (connectors come later: `run --rest-connectors`),
+    /// not an error.
+    pub none_is_empty: bool,
     /// `--shadow NAME` (and `--shadow-server-id`): run beside a live Debezium connector on
     /// the same connector files without touching what it owns ([`Shadow`]).
     pub shadow: Option<Shadow<'a>>,
@@ -74,6 +77,7 @@ pub fn load_many<P: AsRef<Path>>(
             kafka_bootstrap: kafka_bootstrap_override,
             kafka_config: None,
             without_source_secrets: false,
+            none_is_empty: false,
             shadow: None,
         },
     )
@@ -95,6 +99,7 @@ pub fn load_many_with_env<P: AsRef<Path>>(
         kafka_bootstrap: kafka_bootstrap_override,
         kafka_config: None,
         without_source_secrets: false,
+        none_is_empty: false,
         shadow: None,
     };
     load_all_with_env(paths, opts, env)
@@ -106,7 +111,7 @@ pub fn load_all_with_env<P: AsRef<Path>>(
     opts: LoadOptions<'_>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
-    if paths.is_empty() {
+    if paths.is_empty() && !opts.none_is_empty {
         return Err(ConfigError::NoFiles);
     }
     let mut texts = Vec::with_capacity(paths.len());

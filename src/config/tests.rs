@@ -1253,6 +1253,7 @@ server_id = 7
             kafka_bootstrap: None,
             kafka_config: Some(&worker),
             without_source_secrets: false,
+            none_is_empty: false,
             shadow: None,
         },
         &env,
@@ -1290,6 +1291,7 @@ server_id = 7
             kafka_bootstrap: flag,
             kafka_config: Some(&worker),
             without_source_secrets: false,
+            none_is_empty: false,
             shadow: None,
         };
         let cfg = load_all_with_env(&[&conn], opts, &env).unwrap();
@@ -1345,6 +1347,7 @@ kafka = { bootstrap_servers = "k:1" }
             kafka_bootstrap: None,
             kafka_config: None,
             without_source_secrets,
+            none_is_empty: false,
             shadow: None,
         };
         load_all_with_env(&[&conn], opts, &env)
@@ -1375,6 +1378,7 @@ fn shadow_runs_own_nothing_of_the_live_connector() {
         kafka_bootstrap: Some("k:1"),
         kafka_config: None,
         without_source_secrets: false,
+        none_is_empty: false,
         shadow: Some(crate::config::Shadow { name, server_id }),
     };
     let cfg = load_all_with_env(&[&pg], opts("shadow", None), &env).unwrap();
@@ -1530,6 +1534,7 @@ fn debezium_topic_creation_keys() {
         kafka_bootstrap: None,
         kafka_config: Some(&worker),
         without_source_secrets: false,
+        none_is_empty: false,
         shadow: None,
     };
     let cfg = load_all_with_env(&[&conn], opts, &env_of(&[])).unwrap();
@@ -1662,6 +1667,7 @@ fn producer_overrides_and_worker_producer_keys_are_applied_alike() {
             kafka_bootstrap: None,
             kafka_config: Some(&worker),
             without_source_secrets: false,
+            none_is_empty: false,
             shadow: None,
         };
         load_all_with_env(&[&conn], opts, &env_of(&[]))

@@ -136,6 +136,8 @@ pub struct Connector {
     /// topic deleted while the connector ran) resumes here instead of at the configured
     /// start position, which would skip what was written since.
     stored: std::sync::Mutex<Option<SourcePosition>>,
+    /// While it holds true the delivery loop takes no event ([`Connector::paused_by`]).
+    paused: watch::Receiver<bool>,
 }
 
 impl Connector {
@@ -154,7 +156,17 @@ impl Connector {
             link,
             lease,
             stored: std::sync::Mutex::new(None),
+            paused: watch::channel(false).1,
         })
+    }
+
+    /// Pauses the connector while `paused` holds true, as Kafka Connect pauses a connector
+    /// (`PUT /connectors/{name}/pause`): its source keeps its connection and the delivery
+    /// loop takes no event, so the checkpoint stays at what was delivered; records already
+    /// sent are still acknowledged and checkpointed, and a stop still drains.
+    pub fn paused_by(mut self, paused: watch::Receiver<bool>) -> Self {
+        self.paused = paused;
+        self
     }
 
     /// Runs the connector under a group's assignment (`lease`, [`Lease::granted`]): it
@@ -597,6 +609,7 @@ impl Connector {
             checkpointed,
             shutdown,
             dedupe,
+            paused: self.paused.clone(),
         }
     }
 

@@ -129,6 +129,7 @@ impl Fixture {
             checkpointed: &self.checkpointed,
             shutdown: self.shutdown.subscribe(),
             dedupe: None,
+            paused: watch::channel(false).1,
         };
         (ctx, rx, tx)
     }

@@ -59,6 +59,9 @@ pub struct LoopContext<'a, S = KafkaSink> {
     /// A switch from Debezium in progress: the events it delivered already, skipped; the
     /// checkpoints carry its note until it is done.
     pub dedupe: Option<&'a Dedupe>,
+    /// While it holds true, no event is taken from the source (Kafka Connect's pause): what
+    /// was sent is still acknowledged and checkpointed, a shutdown still drains.
+    pub paused: watch::Receiver<bool>,
 }
 
 /// Tuning of the delivery loop.
@@ -327,13 +330,14 @@ pub async fn run<S: RecordSink>(
         checkpointed,
         mut shutdown,
         dedupe,
+        paused,
     } = ctx;
     if let Some(d) = dedupe {
         d.rearm(resume.as_ref().is_some_and(|c| c.cutover.is_some()));
     }
     let resumed_from = resume.as_ref().map(|c| c.position.clone());
     checkpointed.send_replace(resumed_from.clone());
-    let mut events = inbox::Inbox::new(events);
+    let mut events = inbox::Inbox::new(events).paused_by(paused);
     let deliveries = sink.deliveries();
     // Reports of an earlier run on this producer (before a replay) are done with.
     deliveries.rebase();

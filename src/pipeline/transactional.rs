@@ -530,11 +530,12 @@ pub async fn run<S: TransactionalSink, C: CheckpointRecords>(
         checkpointed,
         mut shutdown,
         dedupe,
+        paused,
     } = ctx;
     if let Some(d) = dedupe {
         d.rearm(resume.as_ref().is_some_and(|c| c.cutover.is_some()));
     }
-    let mut events = super::inbox::Inbox::new(events);
+    let mut events = super::inbox::Inbox::new(events).paused_by(paused);
     let deliveries = sink.deliveries();
     // Reports of an earlier run on this producer (an aborted transaction) are done with.
     deliveries.rebase();

@@ -519,7 +519,16 @@ impl KafkaSink {
             .get("transactional.id")
             .unwrap_or_default()
             .to_string();
-        self.off_thread("initialising transactions", |p| {
+        // One initialisation per id at a time, in this process: one abandoned by a run that
+        // stopped while it waited (a restart) finishes before the next run's starts, so it
+        // cannot fence the newer producer afterwards.
+        let gate = {
+            let mut gates = INIT_GATES.lock().unwrap_or_else(|e| e.into_inner());
+            gates.entry(id.clone()).or_default().clone()
+        };
+        let held = gate.lock_owned().await;
+        self.off_thread("initialising transactions", move |p| {
+            let _held = held;
             p.init_transactions(TXN_TIMEOUT)
         })
         .await
@@ -613,6 +622,12 @@ impl KafkaSink {
 
 /// Timeout of the blocking transactional calls.
 const TXN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One lock per `transactional.id`, held by an `init_transactions` call until it returns
+/// ([`KafkaSink::init_transactions`]).
+static INIT_GATES: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+> = std::sync::LazyLock::new(Default::default);
 
 /// `linger.ms` of the exactly-once producer (the at-least-once one uses 5).
 const TXN_LINGER_MS: u32 = 50;

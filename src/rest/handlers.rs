@@ -1,0 +1,693 @@
+//! The routes of Kafka Connect's REST API (see the module docs of [`crate::rest`]).
+
+// A refused request is the error response itself (axum's handler idiom); its size is no
+// concern at a few requests a minute.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::config::{self, ConfigMap};
+use super::Rest;
+use crate::health::{ConnectorHealth, ConnectorState};
+use crate::supervisor::{Listed, OpError, Target};
+
+type S = State<Arc<Rest>>;
+
+/// Serves the API on `listener` until the process exits.
+pub async fn serve(listener: tokio::net::TcpListener, rest: Arc<Rest>) -> anyhow::Result<()> {
+    let app = Router::new()
+        .route("/", get(root))
+        .route("/connectors", get(list).post(create))
+        .route("/connectors/{name}", get(info).delete(delete))
+        .route("/connectors/{name}/config", get(get_config).put(put_config))
+        .route("/connectors/{name}/status", get(status))
+        .route("/connectors/{name}/tasks", get(tasks))
+        .route("/connectors/{name}/tasks/{task}/status", get(task_status))
+        .route("/connectors/{name}/topics", get(topics))
+        .route("/connectors/{name}/pause", put(pause))
+        .route("/connectors/{name}/resume", put(resume))
+        .route("/connectors/{name}/stop", put(stop))
+        .route("/connectors/{name}/restart", axum::routing::post(restart))
+        .route(
+            "/connectors/{name}/tasks/{task}/restart",
+            axum::routing::post(restart_task),
+        )
+        .route("/connectors/{name}/offsets", get(offsets))
+        .route("/connector-plugins", get(plugins))
+        .route("/connector-plugins/{class}/config/validate", put(validate))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "HTTP 404 Not Found") })
+        .with_state(rest);
+    let listen = listener.local_addr()?;
+    tracing::info!(%listen, "serving Kafka Connect's REST API");
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+/// Connect's error body: `{"error_code": <status>, "message": ...}`.
+fn error(code: StatusCode, message: impl Into<String>) -> Response {
+    (
+        code,
+        Json(json!({"error_code": code.as_u16(), "message": message.into()})),
+    )
+        .into_response()
+}
+
+fn not_found(name: &str) -> Response {
+    error(StatusCode::NOT_FOUND, format!("Connector {name} not found"))
+}
+
+fn op_error(e: OpError) -> Response {
+    match e {
+        OpError::NotFound(name) => not_found(&name),
+        OpError::Config(m) => error(StatusCode::BAD_REQUEST, m),
+        OpError::Closing => error(StatusCode::CONFLICT, e.to_string()),
+    }
+}
+
+/// `GET /`: the version, as Connect's `ServerInfo`.
+async fn root(State(rest): S) -> Response {
+    let cluster = rest
+        .kafka_cluster_id
+        .get_or_init(|| async {
+            let kafka = rest.kafka.clone()?;
+            tokio::task::spawn_blocking(move || {
+                let consumer: rdkafka::consumer::BaseConsumer =
+                    crate::sink::client::config(&kafka).create().ok()?;
+                use rdkafka::consumer::Consumer;
+                consumer
+                    .client()
+                    .fetch_cluster_id(std::time::Duration::from_secs(5))
+            })
+            .await
+            .ok()
+            .flatten()
+        })
+        .await
+        .clone();
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "commit": "outboxd",
+        "kafka_cluster_id": cluster,
+    }))
+    .into_response()
+}
+
+/// The query's values of `key` (`?expand=status&expand=info`).
+fn query_values(query: &Option<String>, key: &str) -> Vec<String> {
+    query
+        .as_deref()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == key)
+        .map(|(_, v)| v.to_string())
+        .collect()
+}
+
+fn query_flag(query: &Option<String>, key: &str) -> bool {
+    query_values(query, key)
+        .last()
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// `GET /connectors` (`?expand=status`, `?expand=info`).
+async fn list(State(rest): S, RawQuery(query): RawQuery) -> Response {
+    let listed = rest.supervisor.list();
+    let expand = query_values(&query, "expand");
+    if expand.is_empty() {
+        return Json(listed.keys().collect::<Vec<_>>()).into_response();
+    }
+    let report = rest.health.report().connectors;
+    let mut out = serde_json::Map::new();
+    for (name, l) in &listed {
+        let mut entry = serde_json::Map::new();
+        if expand.iter().any(|e| e == "status") {
+            entry.insert(
+                "status".into(),
+                status_body(&rest, name, l, report.get(name)),
+            );
+        }
+        if expand.iter().any(|e| e == "info") {
+            entry.insert("info".into(), info_body(&rest, name, l));
+        }
+        out.insert(name.clone(), Value::Object(entry));
+    }
+    Json(Value::Object(out)).into_response()
+}
+
+/// The configuration of `name` as written (secrets hidden), with `connector.class`.
+fn config_of(rest: &Rest, name: &str, l: &Listed) -> ConfigMap {
+    let files = super::config_files(&rest.files, rest.store.as_deref());
+    let mut map = config::find(&files, name)
+        .map(|(_, m)| m)
+        .unwrap_or_else(|| {
+            let mut m = ConfigMap::new();
+            m.insert("name".into(), Value::String(name.into()));
+            m
+        });
+    if !map.contains_key("connector.class") {
+        map.insert(
+            "connector.class".into(),
+            Value::String(config::connector_class(l.cfg.source.plugin()).into()),
+        );
+    }
+    config::masked(&map)
+}
+
+/// Connect's `ConnectorInfo`: name, config, tasks, type.
+fn info_body(rest: &Rest, name: &str, l: &Listed) -> Value {
+    let tasks = if l.target == Target::Stopped {
+        json!([])
+    } else {
+        json!([{"connector": name, "task": 0}])
+    };
+    json!({
+        "name": name,
+        "config": config_of(rest, name, l),
+        "tasks": tasks,
+        "type": "source",
+    })
+}
+
+/// A task's or connector's state as Connect names it, and the failure trace of a failed one.
+fn states(
+    l: &Listed,
+    h: Option<&ConnectorHealth>,
+) -> (&'static str, Option<(&'static str, Option<String>)>) {
+    match l.target {
+        Target::Stopped => ("STOPPED", None),
+        Target::Paused => ("PAUSED", Some(("PAUSED", None))),
+        Target::Running => match h.map(|h| h.state) {
+            Some(ConnectorState::Failed) => (
+                "RUNNING",
+                Some(("FAILED", h.and_then(|h| h.reason.clone()))),
+            ),
+            _ if l.failed && !l.running => (
+                "RUNNING",
+                Some(("FAILED", h.and_then(|h| h.reason.clone()))),
+            ),
+            Some(ConnectorState::Stopped) | None => ("UNASSIGNED", Some(("UNASSIGNED", None))),
+            _ => ("RUNNING", Some(("RUNNING", None))),
+        },
+    }
+}
+
+/// Connect's `ConnectorStateInfo`.
+fn status_body(rest: &Rest, name: &str, l: &Listed, h: Option<&ConnectorHealth>) -> Value {
+    let (connector, task) = states(l, h);
+    let version = config::plugin_version(l.cfg.source.plugin());
+    let tasks: Vec<Value> = task
+        .into_iter()
+        .map(|(state, trace)| task_body(rest, state, trace, version))
+        .collect();
+    json!({
+        "name": name,
+        "connector": {"state": connector, "worker_id": rest.worker_id, "version": version},
+        "tasks": tasks,
+        "type": "source",
+    })
+}
+
+fn task_body(rest: &Rest, state: &str, trace: Option<String>, version: &str) -> Value {
+    let mut t = json!({"id": 0, "state": state, "worker_id": rest.worker_id, "version": version});
+    if let Some(trace) = trace {
+        t["trace"] = Value::String(trace);
+    }
+    t
+}
+
+fn listed(rest: &Rest, name: &str) -> Result<Listed, Response> {
+    rest.supervisor
+        .list()
+        .remove(name)
+        .ok_or_else(|| not_found(name))
+}
+
+/// `GET /connectors/{name}`.
+async fn info(State(rest): S, Path(name): Path<String>) -> Response {
+    match listed(&rest, &name) {
+        Ok(l) => Json(info_body(&rest, &name, &l)).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// `GET /connectors/{name}/config`.
+async fn get_config(State(rest): S, Path(name): Path<String>) -> Response {
+    match listed(&rest, &name) {
+        Ok(l) => Json(config_of(&rest, &name, &l)).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// `GET /connectors/{name}/status`.
+async fn status(State(rest): S, Path(name): Path<String>) -> Response {
+    match rest.supervisor.list().remove(&name) {
+        Some(l) => {
+            let report = rest.health.report().connectors;
+            Json(status_body(&rest, &name, &l, report.get(&name))).into_response()
+        }
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("No status found for connector {name}"),
+        ),
+    }
+}
+
+/// `GET /connectors/{name}/tasks/{task}/status`.
+async fn task_status(State(rest): S, Path((name, task)): Path<(String, String)>) -> Response {
+    let l = match listed(&rest, &name) {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let report = rest.health.report().connectors;
+    match (states(&l, report.get(&name)).1, task.as_str()) {
+        (Some((state, trace)), "0") => Json(task_body(
+            &rest,
+            state,
+            trace,
+            config::plugin_version(l.cfg.source.plugin()),
+        ))
+        .into_response(),
+        _ => error(
+            StatusCode::NOT_FOUND,
+            format!("No status found for task {name}-{task}"),
+        ),
+    }
+}
+
+/// `GET /connectors/{name}/tasks`: the one task and its configuration.
+async fn tasks(State(rest): S, Path(name): Path<String>) -> Response {
+    match listed(&rest, &name) {
+        Ok(l) if l.target == Target::Stopped => Json(json!([])).into_response(),
+        Ok(l) => Json(json!([{
+            "id": {"connector": name, "task": 0},
+            "config": config_of(&rest, &name, &l),
+        }]))
+        .into_response(),
+        Err(r) => r,
+    }
+}
+
+/// `GET /connectors/{name}/topics`: outboxd keeps no record of the topics a connector used
+/// (Connect's `topic.tracking.enable=false` answer).
+async fn topics(State(rest): S, Path(name): Path<String>) -> Response {
+    match listed(&rest, &name) {
+        Ok(_) => error(StatusCode::BAD_REQUEST, "Topic tracking is disabled."),
+        Err(r) => r,
+    }
+}
+
+/// Runs a target-state change in the background (Connect answers before it is done).
+async fn target(rest: Arc<Rest>, name: String, to: Target, code: StatusCode) -> Response {
+    if !rest.supervisor.list().contains_key(&name) {
+        return error(StatusCode::NOT_FOUND, format!("Unknown connector {name}"));
+    }
+    tokio::spawn(async move {
+        let s = &rest.supervisor;
+        let r = match to {
+            Target::Paused => s.pause(&name).await,
+            Target::Running => s.resume(&name).await,
+            Target::Stopped => s.stop(&name).await,
+        };
+        if let Err(e) = r {
+            tracing::warn!(connector = %name, "REST {to:?}: {e}");
+        }
+    });
+    code.into_response()
+}
+
+/// `PUT /connectors/{name}/pause`: 202.
+async fn pause(State(rest): S, Path(name): Path<String>) -> Response {
+    target(rest, name, Target::Paused, StatusCode::ACCEPTED).await
+}
+
+/// `PUT /connectors/{name}/resume`: 202.
+async fn resume(State(rest): S, Path(name): Path<String>) -> Response {
+    target(rest, name, Target::Running, StatusCode::ACCEPTED).await
+}
+
+/// `PUT /connectors/{name}/stop`: 204.
+async fn stop(State(rest): S, Path(name): Path<String>) -> Response {
+    target(rest, name, Target::Stopped, StatusCode::NO_CONTENT).await
+}
+
+/// `POST /connectors/{name}/restart` (`includeTasks`, `onlyFailed`): 204 without either,
+/// else 202 with the status, `RESTARTING` where a restart was asked for.
+async fn restart(State(rest): S, Path(name): Path<String>, RawQuery(query): RawQuery) -> Response {
+    let l = match listed(&rest, &name) {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let include_tasks = query_flag(&query, "includeTasks");
+    let only_failed = query_flag(&query, "onlyFailed");
+    let report = rest.health.report().connectors;
+    let mut body = status_body(&rest, &name, &l, report.get(&name));
+    let restarts = l.target != Target::Stopped && (!only_failed || l.failed);
+    if restarts {
+        body["connector"]["state"] = json!("RESTARTING");
+        if let Some(t) = body["tasks"].get_mut(0) {
+            t["state"] = json!("RESTARTING");
+        }
+    }
+    let r2 = rest.clone();
+    let n2 = name.clone();
+    tokio::spawn(async move {
+        if let Err(e) = r2.supervisor.restart(&n2, only_failed).await {
+            tracing::warn!(connector = %n2, "REST restart: {e}");
+        }
+    });
+    if include_tasks || only_failed {
+        (StatusCode::ACCEPTED, Json(body)).into_response()
+    } else {
+        StatusCode::NO_CONTENT.into_response()
+    }
+}
+
+/// `POST /connectors/{name}/tasks/0/restart`: the connector's one task is the connector.
+async fn restart_task(State(rest): S, Path((name, task)): Path<(String, String)>) -> Response {
+    if let Err(r) = listed(&rest, &name) {
+        return r;
+    }
+    if task != "0" {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("Task {name}-{task} not found"),
+        );
+    }
+    match rest.supervisor.restart(&name, false).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+/// `GET /connectors/{name}/offsets` (KIP-875): the stored checkpoint as the Debezium offset
+/// its source connector would commit, under the partition `{"server": topic.prefix}`.
+async fn offsets(State(rest): S, Path(name): Path<String>) -> Response {
+    let l = match listed(&rest, &name) {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let store = crate::connector::open_store(&l.cfg);
+    let cp = match tokio::task::spawn_blocking(move || crate::checkpoint::load_apart(store)).await {
+        Ok(Ok(cp)) => cp,
+        Ok(Err(e)) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("reading the checkpoint of {name}: {e}"),
+            )
+        }
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let Some(cp) = cp else {
+        return Json(json!({"offsets": []})).into_response();
+    };
+    match crate::cutover::source::export(&l.cfg, &cp, false).await {
+        Ok(offset) => Json(json!({"offsets": [{
+            "partition": {"server": l.cfg.debezium_server()},
+            "offset": offset,
+        }]}))
+        .into_response(),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "checkpoint {} of {name} as a Debezium offset: {e}",
+                cp.position
+            ),
+        ),
+    }
+}
+
+/// `GET /connector-plugins`.
+async fn plugins(RawQuery(query): RawQuery) -> Response {
+    let mut out: Vec<Value> = config::PLUGINS
+        .iter()
+        .map(|(class, version)| json!({"class": class, "type": "source", "version": version}))
+        .collect();
+    let connectors_only = query_values(&query, "connectorsOnly")
+        .last()
+        .is_none_or(|v| !v.eq_ignore_ascii_case("false"));
+    if !connectors_only {
+        out.push(json!({
+            "class": "io.debezium.transforms.outbox.EventRouter",
+            "type": "transformation",
+            "version": config::PLUGINS[2].1,
+        }));
+    }
+    Json(out).into_response()
+}
+
+/// Parses a request body as a JSON object.
+fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "the request body must be a JSON object",
+        )),
+        Err(e) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("Cannot deserialize the request body: {e}"),
+        )),
+    }
+}
+
+/// `POST /connectors` (`{"name", "config"}`): 201 with the connector's info.
+async fn create(State(rest): S, body: Bytes) -> Response {
+    let doc = match object(&body) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let Some(Value::Object(mut cfg)) = doc.get("config").cloned() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Connector config is missing (the body is {\"name\": ..., \"config\": {...}})",
+        );
+    };
+    let name = match doc.get("name").and_then(Value::as_str).map(str::to_string) {
+        Some(n) => n,
+        None => match cfg.get("name").and_then(Value::as_str) {
+            Some(n) => n.to_string(),
+            None => return error(StatusCode::BAD_REQUEST, "Connector name is missing"),
+        },
+    };
+    cfg.insert("name".into(), Value::String(name.clone()));
+    match apply(&rest, &name, cfg, true).await {
+        Ok(_) => created(&rest, &name),
+        Err(r) => r,
+    }
+}
+
+/// `PUT /connectors/{name}/config`: 201 when created, 200 when changed, with its info.
+async fn put_config(State(rest): S, Path(name): Path<String>, body: Bytes) -> Response {
+    let mut cfg = match object(&body) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    match cfg.get("name").and_then(Value::as_str) {
+        Some(n) if n != name => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Connector name configuration ({n}) doesn't match connector name in the \
+                     URL ({name})"
+                ),
+            )
+        }
+        _ => {}
+    }
+    cfg.insert("name".into(), Value::String(name.clone()));
+    match apply(&rest, &name, cfg, false).await {
+        Ok(true) => created(&rest, &name),
+        Ok(false) => Json(info_now(&rest, &name)).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// 201 with the connector's info and its `Location`, as Connect answers a creation.
+fn created(rest: &Rest, name: &str) -> Response {
+    let location = format!("http://{}/connectors/{name}", rest.worker_id);
+    (
+        StatusCode::CREATED,
+        [(axum::http::header::LOCATION, location)],
+        Json(info_now(rest, name)),
+    )
+        .into_response()
+}
+
+fn info_now(rest: &Rest, name: &str) -> Value {
+    match rest.supervisor.list().remove(name) {
+        Some(l) => info_body(rest, name, &l),
+        None => json!({"name": name}),
+    }
+}
+
+/// The `--config` file that defines `name`, if one does (not the REST API's directory).
+fn defined_in_file(rest: &Rest, name: &str) -> Option<std::path::PathBuf> {
+    config::find(&rest.files, name).map(|(f, _)| f)
+}
+
+/// Writes `name`'s configuration to the REST directory and applies it (as a SIGHUP
+/// applies files); a configuration that does not load is put back and refused (400).
+/// Returns whether the connector was created.
+async fn apply(
+    rest: &Rest,
+    name: &str,
+    cfg: ConfigMap,
+    create_only: bool,
+) -> Result<bool, Response> {
+    let _edit = rest.edits.lock().await;
+    let exists = rest.supervisor.list().contains_key(name);
+    if create_only && exists {
+        return Err(error(
+            StatusCode::CONFLICT,
+            format!("Connector {name} already exists"),
+        ));
+    }
+    if let Some(file) = defined_in_file(rest, name) {
+        return Err(error(
+            StatusCode::CONFLICT,
+            format!(
+                "connector {name} is defined in {}; change it there and send outboxd SIGHUP \
+                 (the REST API changes only the connectors it created)",
+                file.display()
+            ),
+        ));
+    }
+    let Some(dir) = &rest.store else {
+        return Err(error(
+            StatusCode::CONFLICT,
+            "outboxd was started without --rest-connectors DIR: a connector created through \
+             the REST API would not survive a restart, so none is; start it with \
+             --rest-connectors (or OUTBOXD_REST_CONNECTORS)",
+        ));
+    };
+    let before = config::store(dir, name, &cfg).map_err(|e| {
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "cannot write {}: {e}",
+                config::stored_path(dir, name).display()
+            ),
+        )
+    })?;
+    match rest.supervisor.reload().await {
+        Ok(applied) => {
+            tracing::info!(connector = %name, started = ?applied.started, changed = ?applied.changed, removed = ?applied.removed, "connector configuration applied (REST)");
+            Ok(!exists)
+        }
+        Err(e) => {
+            if let Err(io) = config::restore(dir, name, before) {
+                tracing::error!(connector = %name, "cannot put its previous configuration file back: {io}");
+            }
+            Err(op_error(e))
+        }
+    }
+}
+
+/// `DELETE /connectors/{name}`: 204.
+async fn delete(State(rest): S, Path(name): Path<String>) -> Response {
+    let _edit = rest.edits.lock().await;
+    if let Err(r) = listed(&rest, &name) {
+        return r;
+    }
+    if let Some(file) = defined_in_file(&rest, &name) {
+        return error(
+            StatusCode::CONFLICT,
+            format!(
+                "connector {name} is defined in {}; remove it there and send outboxd SIGHUP",
+                file.display()
+            ),
+        );
+    }
+    let Some(dir) = &rest.store else {
+        return error(
+            StatusCode::CONFLICT,
+            "outboxd was started without --rest-connectors DIR",
+        );
+    };
+    let path = config::stored_path(dir, &name);
+    let before = std::fs::read(&path).ok();
+    if let Err(e) = std::fs::remove_file(&path) {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot remove {}: {e}", path.display()),
+        );
+    }
+    match rest.supervisor.reload().await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => {
+            let _ = config::restore(dir, &name, before);
+            op_error(e)
+        }
+    }
+}
+
+/// `PUT /connector-plugins/{class}/config/validate`: the configuration loaded as `run` would
+/// load it, in Connect's `ConfigInfos` shape; a refusal is an error on the key it names (else
+/// on `connector.class`).
+async fn validate(State(rest): S, Path(class): Path<String>, body: Bytes) -> Response {
+    let mut cfg = match object(&body) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    if !config::PLUGINS.iter().any(|(c, _)| *c == class) {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "Failed to find any class that implements Connector and which name matches {class}"
+            ),
+        );
+    }
+    cfg.entry("connector.class")
+        .or_insert_with(|| Value::String(class.clone()));
+    let name = cfg
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("validate")
+        .to_string();
+    let problem = (rest.validate)(&name, &cfg).err();
+    let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if let Some(p) = &problem {
+        let key = cfg
+            .keys()
+            .filter(|k| p.contains(k.as_str()))
+            .max_by_key(|k| k.len())
+            .cloned()
+            .unwrap_or_else(|| "connector.class".into());
+        errors.entry(key).or_default().push(p.clone());
+    }
+    let shown = config::masked(&cfg);
+    let configs: Vec<Value> = shown
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| {
+            json!({
+                "definition": {
+                    "name": k, "type": "STRING", "required": false, "default_value": null,
+                    "importance": "MEDIUM", "documentation": "", "group": "Common",
+                    "width": "NONE", "display_name": k, "dependents": [], "order": i,
+                },
+                "value": {
+                    "name": k, "value": v, "recommended_values": [],
+                    "errors": errors.get(k).cloned().unwrap_or_default(), "visible": true,
+                },
+            })
+        })
+        .collect();
+    Json(json!({
+        "name": class,
+        "error_count": errors.values().map(Vec::len).sum::<usize>(),
+        "groups": ["Common"],
+        "configs": configs,
+    }))
+    .into_response()
+}

@@ -1,0 +1,67 @@
+//! Kafka Connect's REST API, answered for the connectors of a process without a group, so
+//! that the tools written against Connect (runbooks with `curl`, kcctl, kafka-connect-py,
+//! Kafka UI panels, CI pipelines) work against outboxd unchanged: the same paths, bodies,
+//! status codes and error shape (`{"error_code": <HTTP status>, "message": "..."}`) as Kafka
+//! Connect 4.1's `ConnectorsResource`, `RootResource` and `ConnectorPluginsResource`.
+//!
+//! Each outboxd connector is one Connect connector with one task (id 0), of type `source`.
+//! Its state is RUNNING, PAUSED, STOPPED, FAILED (its task, with the failure as `trace`) or
+//! UNASSIGNED (stopped on shutdown), `worker_id` the address this API listens on. Pause,
+//! resume, stop and restart act through [`Supervisor`]; connectors created or changed here are
+//! written as Debezium connector JSON files to the `--rest-connectors` directory and applied
+//! as a SIGHUP applies files, so they survive a restart. A connector defined in a `--config`
+//! file is changed there, not here (409, naming the file).
+//!
+//! Not answered (yet): TLS and HTTP Basic authentication of the listener (bind it to
+//! loopback, the default), the group's shared configurations (a group member serves no
+//! REST API), `PATCH`/`DELETE` of offsets.
+
+mod config;
+mod handlers;
+
+pub use handlers::serve;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::health::Health;
+use crate::supervisor::Supervisor;
+
+/// What the REST API works with.
+pub struct Rest {
+    /// The process's connectors.
+    pub supervisor: Arc<Supervisor>,
+    /// Their states as the connectors report them.
+    pub health: Health,
+    /// `worker_id` in statuses: the address the API listens on (`host:port`).
+    pub worker_id: String,
+    /// `--config` files: connectors defined there are changed there.
+    pub files: Vec<PathBuf>,
+    /// `--rest-connectors`: where connectors created through the API are kept; `None` when
+    /// not given (creating and changing connectors is refused then).
+    pub store: Option<PathBuf>,
+    /// The Kafka cluster of `GET /`'s `kafka_cluster_id`, asked once.
+    pub kafka_cluster_id: tokio::sync::OnceCell<Option<String>>,
+    /// The bootstrap servers to ask it (the process-wide Kafka settings).
+    pub kafka: Option<crate::config::KafkaConfig>,
+    /// Held while a configuration file is written and applied: one change at a time.
+    pub edits: tokio::sync::Mutex<()>,
+    /// Loads connector `name` with a configuration (Connect's map) as `run` would, with the
+    /// process's worker file and environment: `Err` with the refusal's message.
+    pub validate: Validate,
+}
+
+/// See [`Rest::validate`].
+pub type Validate = Box<
+    dyn Fn(&str, &serde_json::Map<String, serde_json::Value>) -> Result<(), String> + Send + Sync,
+>;
+
+/// The files the configuration is read from: the `--config` files, then those the REST API
+/// wrote under `store`.
+pub fn config_files(files: &[PathBuf], store: Option<&std::path::Path>) -> Vec<PathBuf> {
+    let mut all = files.to_vec();
+    if let Some(dir) = store {
+        all.extend(config::stored_files(dir));
+    }
+    all
+}

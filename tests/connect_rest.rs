@@ -1,0 +1,470 @@
+//! Kafka Connect's REST API (`run --rest-listen`) and SIGHUP reload, on real MariaDB and
+//! Kafka, under a writer, exactly once: a connector created with `POST /connectors`, paused,
+//! resumed, restarted, changed with `PUT /connectors/{name}/config`, stopped, resumed, kept
+//! across a process restart and deleted delivers every row once; a connector file changed and
+//! applied with SIGHUP restarts only that connector.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::connect::rest;
+use common::kafka::read_topics;
+use common::mariadb::{insert_events, MariaDb};
+use common::relay::{free_port, test_dir, Relay};
+use common::OutboxEvent;
+use serde_json::{json, Map, Value};
+
+/// A Debezium MariaDB connector JSON's config for the test database's outbox table, routing
+/// to `<route>.<aggregate_type>`.
+fn connector(db: &MariaDb, name: &str, route: &str) -> Map<String, Value> {
+    let (host, port, user, password) = &db.relay;
+    let c = json!({
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+        "database.hostname": host,
+        "database.port": port.to_string(),
+        "database.user": user,
+        "database.password": password,
+        "database.server.id": common::unique_server_id().to_string(),
+        "database.include.list": db.db,
+        "table.include.list": db.outbox_table(),
+        "topic.prefix": name,
+        "snapshot.mode": "no_data",
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "transforms": "outbox",
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+        "transforms.outbox.table.field.event.key": "aggregate_id",
+        "transforms.outbox.route.by.field": "aggregate_type",
+        "transforms.outbox.route.topic.replacement": format!("{route}.${{routedByValue}}"),
+        "transforms.outbox.table.fields.additional.placement": "event_type:header:eventType",
+    });
+    c.as_object().unwrap().clone()
+}
+
+/// Inserts one event every 20 ms (aggregate type `a`) until told to stop; the ids written.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    ids: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Writer {
+    fn start(db: &MariaDb) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ids = Arc::new(Mutex::new(Vec::new()));
+        let (pool, table) = (db.pool.clone(), db.outbox_table());
+        let (s, i) = (stop.clone(), ids.clone());
+        let task = tokio::spawn(async move {
+            let mut conn = pool.get_conn().await.unwrap();
+            while !s.load(Ordering::SeqCst) {
+                let e = OutboxEvent::new("a", "k", "Created", Some("{\"n\":1}"));
+                insert_events(&mut conn, &table, std::slice::from_ref(&e)).await;
+                i.lock().unwrap().push(e.id);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Writer { stop, ids, task }
+    }
+
+    fn written(&self) -> usize {
+        self.ids.lock().unwrap().len()
+    }
+
+    async fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap();
+        let ids = self.ids.lock().unwrap().clone();
+        ids
+    }
+}
+
+/// The REST call's (status, JSON body); panics when nothing answers.
+fn call(port: u16, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let text = body.map(|b| b.to_string());
+    let (code, out) = rest(port, method, path, text.as_deref())
+        .unwrap_or_else(|| panic!("{method} {path}: no answer"));
+    let v = serde_json::from_str(&out).unwrap_or(Value::Null);
+    (code, v)
+}
+
+/// Waits until the connector's status shows `connector`/`task` states.
+fn wait_state(port: u16, name: &str, connector: &str, task: Option<&str>, relay: &Relay) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        let (code, s) = call(port, "GET", &format!("/connectors/{name}/status"), None);
+        if code == 200
+            && s["connector"]["state"] == connector
+            && s["tasks"].get(0).map(|t| t["state"].as_str().unwrap_or("")) == task
+        {
+            return s;
+        }
+        last = s;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "{name} never {connector}/{task:?}; last status {last}\nlog:\n{}",
+        relay.log_text()
+    );
+}
+
+fn wait_api(port: u16, relay: &Relay) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Some((200, _)) = rest(port, "GET", "/", None) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("REST API never answered; log:\n{}", relay.log_text());
+}
+
+/// How many events the connector has produced (its metric), 0 before the first.
+fn produced(relay: &Relay, name: &str) -> f64 {
+    common::relay::metric(
+        &relay.metrics(),
+        "outboxd_events_produced_total",
+        &format!("connector=\"{name}\""),
+    )
+    .unwrap_or(0.0)
+}
+
+/// Every written id arrived exactly once.
+fn assert_exactly_once(
+    topics: &[String],
+    ids: &[String],
+    relay: &Relay,
+) -> Vec<common::kafka::Consumed> {
+    let got = read_topics(
+        topics,
+        ids.len(),
+        Duration::from_secs(120),
+        Duration::from_secs(3),
+    );
+    let mut seen: Vec<String> = got.iter().filter_map(|r| r.header("id")).collect();
+    let dupes = seen.len() - {
+        let mut s = seen.clone();
+        s.sort();
+        s.dedup();
+        s.len()
+    };
+    seen.sort();
+    let missing: Vec<usize> = ids
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| seen.binary_search(i).is_err())
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        missing.is_empty() && dupes == 0,
+        "{} written, {} read, {} missing (written as number {missing:?}), {dupes} duplicates\nlog:\n{}",
+        ids.len(),
+        got.len(),
+        missing.len(),
+        relay.log_text()
+    );
+    got
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connector_lifecycle_through_the_rest_api_exactly_once() {
+    let db = MariaDb::new("rest_life").await;
+    let name = db.db.clone();
+    let dir = test_dir(&name);
+    let store = dir.join("rest-connectors");
+    let (port, metrics) = (free_port(), free_port());
+    let listen = format!("127.0.0.1:{port}");
+    let metrics_listen = format!("127.0.0.1:{metrics}");
+    let args = [
+        "--rest-listen",
+        listen.as_str(),
+        "--rest-connectors",
+        store.to_str().unwrap(),
+        "--metrics-listen",
+        metrics_listen.as_str(),
+    ];
+    let log = dir.join("outboxd.log");
+    let mut relay = Relay::launch_with_args(&args, metrics, log.clone());
+    wait_api(port, &relay);
+
+    let (code, root) = call(port, "GET", "/", None);
+    assert_eq!(code, 200);
+    assert!(
+        root["version"].is_string() && root.get("kafka_cluster_id").is_some(),
+        "{root}"
+    );
+    assert_eq!(call(port, "GET", "/connectors", None), (200, json!([])));
+
+    // A configuration outboxd refuses is refused with Connect's error shape, and not kept.
+    let mut bad = connector(&db, &name, &name);
+    bad.insert("topic.prefix".into(), json!("no spaces allowed"));
+    let (code, e) = call(
+        port,
+        "POST",
+        "/connectors",
+        Some(&json!({"name": name, "config": bad})),
+    );
+    assert_eq!(code, 400, "{e}");
+    assert_eq!(e["error_code"], 400, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("topic.prefix"),
+        "{e}"
+    );
+    assert_eq!(call(port, "GET", "/connectors", None), (200, json!([])));
+    assert!(!store.join(format!("{name}.json")).exists());
+
+    // Created.
+    let cfg = connector(&db, &name, &name);
+    let (code, info) = call(
+        port,
+        "POST",
+        "/connectors",
+        Some(&json!({"name": name, "config": cfg})),
+    );
+    assert_eq!(code, 201, "{info}\n{}", relay.log_text());
+    assert_eq!(info["name"], name.as_str());
+    assert_eq!(info["type"], "source");
+    assert_eq!(info["config"]["database.password"], "[hidden]", "{info}");
+    let (code, e) = call(
+        port,
+        "POST",
+        "/connectors",
+        Some(&json!({"name": name, "config": cfg})),
+    );
+    assert_eq!(code, 409, "{e}");
+    assert_eq!(e["message"], format!("Connector {name} already exists"));
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+    // Connect's RUNNING is "started"; rows count from the start position it reads at (the
+    // binlog's end when it first connects: `snapshot.mode` no_data), so wait for that.
+    relay.wait_ready(Duration::from_secs(60));
+
+    let writer = Writer::start(&db);
+    let topic = format!("{name}.a");
+    let wait_produced = |relay: &Relay, more_than: f64| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while produced(relay, &name) <= more_than {
+            assert!(
+                Instant::now() < deadline,
+                "nothing produced\n{}",
+                relay.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_produced(&relay, 0.0);
+
+    // Paused: nothing more is produced while the writer goes on.
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/pause"), None);
+    assert_eq!(code, 202);
+    wait_state(port, &name, "PAUSED", Some("PAUSED"), &relay);
+    std::thread::sleep(Duration::from_millis(500));
+    let at_pause = produced(&relay, &name);
+    let written_at_pause = writer.written();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(produced(&relay, &name), at_pause, "paused, yet produced");
+    assert!(
+        writer.written() > written_at_pause + 20,
+        "the writer goes on"
+    );
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
+    assert_eq!(code, 202);
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+    wait_produced(&relay, at_pause);
+
+    // Restarted (204; 202 with the status when includeTasks is asked).
+    let (code, _) = call(port, "POST", &format!("/connectors/{name}/restart"), None);
+    assert_eq!(code, 204);
+    let (code, s) = call(
+        port,
+        "POST",
+        &format!("/connectors/{name}/restart?includeTasks=true&onlyFailed=false"),
+        None,
+    );
+    assert_eq!(code, 202, "{s}");
+    assert_eq!(s["tasks"][0]["state"], "RESTARTING", "{s}");
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+
+    // Changed: records from then on carry the new header.
+    let mut changed = cfg.clone();
+    changed.insert(
+        "transforms.outbox.table.fields.additional.placement".into(),
+        json!("event_type:header:eventType,aggregate_type:header:aggType"),
+    );
+    let (code, info) = call(
+        port,
+        "PUT",
+        &format!("/connectors/{name}/config"),
+        Some(&Value::Object(changed.clone())),
+    );
+    assert_eq!(code, 200, "{info}");
+    let (code, got) = call(port, "GET", &format!("/connectors/{name}/config"), None);
+    assert_eq!(code, 200);
+    assert_eq!(
+        got["transforms.outbox.table.fields.additional.placement"],
+        "event_type:header:eventType,aggregate_type:header:aggType"
+    );
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+    let after_change = produced(&relay, &name);
+    wait_produced(&relay, after_change + 5.0);
+
+    // Stopped: no task; resumed, it goes on from its checkpoint.
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/stop"), None);
+    assert_eq!(code, 204);
+    let s = wait_state(port, &name, "STOPPED", None, &relay);
+    assert_eq!(s["tasks"], json!([]));
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
+    assert_eq!(code, 202);
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+
+    // The process restarts: the created connector, as last changed, is there again.
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+    relay.spawn();
+    wait_api(port, &relay);
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+    let (_, got) = call(port, "GET", &format!("/connectors/{name}/config"), None);
+    assert!(
+        got["transforms.outbox.table.fields.additional.placement"]
+            .as_str()
+            .unwrap()
+            .contains("aggType"),
+        "{got}"
+    );
+    let (code, list) = call(port, "GET", "/connectors?expand=status&expand=info", None);
+    assert_eq!(code, 200);
+    assert_eq!(
+        list[&name]["status"]["tasks"][0]["state"], "RUNNING",
+        "{list}"
+    );
+    assert_eq!(list[&name]["info"]["name"], name.as_str(), "{list}");
+
+    let ids = writer.finish().await;
+    let got = assert_exactly_once(std::slice::from_ref(&topic), &ids, &relay);
+    let last = got.iter().max_by_key(|r| (r.partition, r.offset)).unwrap();
+    assert_eq!(
+        last.header("aggType").as_deref(),
+        Some("a"),
+        "changed config applied"
+    );
+
+    // Deleted: gone from the API and from the directory.
+    assert_eq!(
+        call(port, "DELETE", &format!("/connectors/{name}"), None).0,
+        204
+    );
+    assert_eq!(call(port, "GET", "/connectors", None), (200, json!([])));
+    let (code, e) = call(port, "GET", &format!("/connectors/{name}/status"), None);
+    assert_eq!(code, 404);
+    assert_eq!(
+        e,
+        json!({"error_code": 404, "message": format!("No status found for connector {name}")})
+    );
+    assert!(!store.join(format!("{name}.json")).exists());
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+}
+
+/// Writes connector file `path` for `cfg` (a Debezium connector JSON).
+fn write_file(path: &Path, name: &str, cfg: &Map<String, Value>) {
+    std::fs::write(path, json!({"name": name, "config": cfg}).to_string()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_applies_a_changed_file_connector_by_connector_exactly_once() {
+    let db = MariaDb::new("rest_hup").await;
+    let other = MariaDb::new("rest_hup2").await;
+    let (a, b) = (db.db.clone(), other.db.clone());
+    let dir = test_dir(&a);
+    let (fa, fb) = (dir.join("a.json"), dir.join("b.json"));
+    let cfg_a = connector(&db, &a, &a);
+    write_file(&fa, &a, &cfg_a);
+    write_file(&fb, &b, &connector(&other, &b, &b));
+    let metrics = free_port();
+    let metrics_listen = format!("127.0.0.1:{metrics}");
+    let mut relay = Relay::start_with_args(
+        &[
+            fa.to_str().unwrap(),
+            fb.to_str().unwrap(),
+            "--metrics-listen",
+            metrics_listen.as_str(),
+        ],
+        metrics,
+        dir.join("outboxd.log"),
+    );
+    let wa = Writer::start(&db);
+    let wb = Writer::start(&other);
+    let wait_produced = |relay: &Relay, name: &str, more_than: f64| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while produced(relay, name) <= more_than {
+            assert!(
+                Instant::now() < deadline,
+                "nothing produced\n{}",
+                relay.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_produced(&relay, &a, 0.0);
+    wait_produced(&relay, &b, 0.0);
+
+    // A file that does not load changes nothing.
+    std::fs::write(&fa, "{ not json").unwrap();
+    let hup = |relay: &Relay| {
+        let pid = relay.pid().unwrap().to_string();
+        assert!(std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success());
+    };
+    hup(&relay);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !relay
+        .log_text()
+        .contains("the configuration was not applied")
+    {
+        assert!(Instant::now() < deadline, "{}", relay.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A changed file: only its connector restarts, with the new settings.
+    let mut changed = cfg_a.clone();
+    changed.insert(
+        "transforms.outbox.table.fields.additional.placement".into(),
+        json!("event_type:header:eventType,aggregate_type:header:aggType"),
+    );
+    write_file(&fa, &a, &changed);
+    let starts = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("starting connector") && l.contains(b.as_str()))
+            .count()
+    };
+    let starts_b = starts(&relay.log_text());
+    let before = produced(&relay, &a);
+    hup(&relay);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !relay.log_text().contains("configuration reloaded") {
+        assert!(Instant::now() < deadline, "{}", relay.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        relay.log_text().contains(&format!("changed=[\"{a}\"]")),
+        "{}",
+        relay.log_text()
+    );
+    wait_produced(&relay, &a, before + 10.0);
+    assert_eq!(starts(&relay.log_text()), starts_b, "{b} was not restarted");
+
+    let (ids_a, ids_b) = (wa.finish().await, wb.finish().await);
+    let got = assert_exactly_once(&[format!("{a}.a")], &ids_a, &relay);
+    let last = got.iter().max_by_key(|r| (r.partition, r.offset)).unwrap();
+    assert_eq!(
+        last.header("aggType").as_deref(),
+        Some("a"),
+        "new settings applied"
+    );
+    assert_exactly_once(&[format!("{b}.a")], &ids_b, &relay);
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+}
