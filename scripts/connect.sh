@@ -5,7 +5,8 @@
 #   scripts/connect.sh resolve    resolve from Maven Central into .state/connect/libs
 #                                 (Debezium 3.6.1 PostgreSQL, Connect 4.1.1) and
 #                                 .state/connect/libs-mariadb (Debezium 3.5.0 MariaDB), once per
-#                                 change of benches/peers/pom.xml; idempotent
+#                                 change of benches/peers/pom.xml; idempotent; and
+#                                 kafka-connect-py into .state/connect/kc (a virtualenv)
 #
 # Needs Java 17 and Maven (mvn) on the PATH. Progress goes to stderr.
 set -euo pipefail
@@ -34,10 +35,30 @@ resolve() { # resolve PROFILE DIR
   touch "$dir/.resolved-$hash"
 }
 
+# kafka-connect-py (PyPI), the Connect REST client tests/connect_rest.rs drives real Kafka
+# Connect and outboxd with, in a virtualenv of its own; once per version.
+KC_VERSION=1.0.0
+kafka_connect_py() { # kafka_connect_py DIR
+  local dir="$1"
+  if [[ -f "$dir/.installed-$KC_VERSION" ]]; then
+    return 0
+  fi
+  log "installing kafka-connect-py $KC_VERSION from PyPI into $dir"
+  rm -rf "$dir"
+  if ! { python3 -m venv "$dir" && "$dir/bin/pip" install -q "kafka-connect-py==$KC_VERSION"; } \
+    > "$dir.pip.log" 2>&1; then
+    cat "$dir.pip.log" >&2
+    log "could not install kafka-connect-py; log above"
+    exit 1
+  fi
+  touch "$dir/.installed-$KC_VERSION"
+}
+
 case "${1:-}" in
   resolve)
     resolve postgres "$ROOT/.state/connect/libs"
     resolve mariadb "$ROOT/.state/connect/libs-mariadb"
+    kafka_connect_py "$ROOT/.state/connect/kc"
     ;;
   *)
     echo "usage: scripts/connect.sh resolve" >&2

@@ -468,3 +468,409 @@ async fn sighup_applies_a_changed_file_connector_by_connector_exactly_once() {
     assert_exactly_once(&[format!("{b}.a")], &ids_b, &relay);
     assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
 }
+
+/// A request body made from a side's connector config.
+type BodyOf = dyn Fn(&Map<String, Value>) -> Value;
+
+/// The JSON's shape: object keys (sorted) with their values' shapes, arrays of shapes, and
+/// `"string"`, `"number"`, `"bool"`, `null` for scalars; `skip` keys keep no shape (values
+/// that differ by nature: a config map's own keys, an offset's fields).
+fn shape(v: &Value, skip: &[&str]) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| {
+                        let s = if skip.contains(&k.as_str()) {
+                            json!("*")
+                        } else {
+                            shape(&m[k], skip)
+                        };
+                        (k.clone(), s)
+                    })
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|e| shape(e, skip)).collect()),
+        Value::String(_) => json!("string"),
+        Value::Number(_) => json!("number"),
+        Value::Bool(_) => json!("bool"),
+        Value::Null => Value::Null,
+    }
+}
+
+/// A kafka-connect-py (`kc`) command against `port`: (exit code, stdout); `None` when the
+/// client is not installed (`scripts/connect.sh resolve` installs it).
+fn kc(port: u16, args: &[&str]) -> Option<(i32, String)> {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(".state/connect/kc/bin/kc");
+    if !bin.exists() {
+        return None;
+    }
+    let out = std::process::Command::new(bin)
+        .arg("--url")
+        .arg(format!("http://127.0.0.1:{port}"))
+        .args(args)
+        .output()
+        .unwrap();
+    Some((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    ))
+}
+
+/// The same requests (curl-like, then kafka-connect-py's `kc`) to a real Kafka Connect worker
+/// running Debezium's MariaDB connector and to outboxd, on the same connector JSON: the same
+/// status codes, error messages and body shapes.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_as_kafka_connect_answers() {
+    let db = MariaDb::new("rest_same").await;
+    let name = db.db.clone();
+    // Debezium's account: the privileges its MariaDB connector checks.
+    let user = format!("dbz{}", &name[name.len().saturating_sub(12)..]).replace('_', "");
+    db.exec(&format!(
+        "CREATE USER '{user}'@'%' IDENTIFIED BY 'dbz-secret';
+         GRANT SELECT, RELOAD, SHOW DATABASES, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR,
+           REPLICATION MASTER ADMIN ON *.* TO '{user}'@'%'"
+    ))
+    .await;
+    let Some(worker) = common::connect::ConnectWorker::start(
+        common::connect::Plugin::Mariadb,
+        &format!("{name}_connect"),
+        &[("offset.flush.interval.ms", "1000")],
+    ) else {
+        db.exec(&format!("DROP USER '{user}'@'%'")).await;
+        return;
+    };
+    let dir = test_dir(&name);
+    let config = |server_id: u32| {
+        let mut c = connector(&db, &name, &name);
+        c.insert("database.user".into(), json!(user));
+        c.insert("database.password".into(), json!("dbz-secret"));
+        c.insert("database.server.id".into(), json!(server_id.to_string()));
+        c.insert("snapshot.locking.mode".into(), json!("none"));
+        c.insert(
+            "schema.history.internal".into(),
+            json!("io.debezium.storage.file.history.FileSchemaHistory"),
+        );
+        c.insert(
+            "schema.history.internal.file.filename".into(),
+            json!(dir
+                .join(format!("{server_id}.history"))
+                .display()
+                .to_string()),
+        );
+        c
+    };
+    let (port, metrics) = (free_port(), free_port());
+    let (listen, metrics_listen) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{metrics}"));
+    let store = dir.join("rest-connectors");
+    let mut relay = Relay::launch_with_args(
+        &[
+            "--rest-listen",
+            listen.as_str(),
+            "--rest-connectors",
+            store.to_str().unwrap(),
+            "--metrics-listen",
+            metrics_listen.as_str(),
+            "--kafka-config",
+            worker.worker_file.to_str().unwrap(),
+        ],
+        metrics,
+        dir.join("outboxd.log"),
+    );
+    wait_api(port, &relay);
+    let sides = [
+        (
+            "Kafka Connect",
+            worker.port,
+            config(common::unique_server_id()),
+        ),
+        ("outboxd", port, config(common::unique_server_id())),
+    ];
+    // Each step on both sides: the same status code, and the same shape (or the same body).
+    let step = |what: &str,
+                method: &str,
+                path: &str,
+                body: Option<&BodyOf>,
+                same_body: bool,
+                skip: &[&str]| {
+        let answers: Vec<(u16, Value)> = sides
+            .iter()
+            .map(|(_, p, cfg)| call(*p, method, path, body.map(|b| b(cfg)).as_ref()))
+            .collect();
+        let (ours, theirs) = (&answers[1], &answers[0]);
+        assert_eq!(
+            ours.0, theirs.0,
+            "{what}: status code; Connect {theirs:?}, outboxd {ours:?}"
+        );
+        if same_body {
+            assert_eq!(ours.1, theirs.1, "{what}: body");
+        } else {
+            assert_eq!(
+                shape(&ours.1, skip),
+                shape(&theirs.1, skip),
+                "{what}: shape; Connect {theirs:?}, outboxd {ours:?}"
+            );
+        }
+        answers
+    };
+    let wait_both = |state: &str, task: Option<&str>| {
+        for (who, p, _) in &sides {
+            let deadline = Instant::now() + Duration::from_secs(90);
+            loop {
+                let (_, s) = call(*p, "GET", &format!("/connectors/{name}/status"), None);
+                if s["connector"]["state"] == state
+                    && s["tasks"].get(0).map(|t| t["state"].as_str().unwrap_or("")) == task
+                {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{who}: never {state}/{task:?}: {s}\nConnect log:\n{}\noutboxd log:\n{}",
+                    worker.log_text(),
+                    relay.log_text()
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }
+    };
+    let create = |cfg: &Map<String, Value>| json!({"name": name, "config": cfg});
+    let config_only = |cfg: &Map<String, Value>| Value::Object(cfg.clone());
+    let none: &[&str] = &[];
+    let cfg_keys: &[&str] = &["config", "trace"];
+
+    step("GET /", "GET", "/", None, false, none);
+    step("no connectors", "GET", "/connectors", None, true, none);
+    step(
+        "create",
+        "POST",
+        "/connectors",
+        Some(&create),
+        false,
+        cfg_keys,
+    );
+    step(
+        "create again",
+        "POST",
+        "/connectors",
+        Some(&create),
+        true,
+        none,
+    );
+    wait_both("RUNNING", Some("RUNNING"));
+    step(
+        "status",
+        "GET",
+        &format!("/connectors/{name}/status"),
+        None,
+        false,
+        none,
+    );
+    step(
+        "info",
+        "GET",
+        &format!("/connectors/{name}"),
+        None,
+        false,
+        cfg_keys,
+    );
+    let configs = step(
+        "config",
+        "GET",
+        &format!("/connectors/{name}/config"),
+        None,
+        false,
+        none,
+    );
+    // The same keys as given, the password hidden by outboxd (Connect shows what it stores).
+    assert_eq!(configs[1].1["database.password"], "[hidden]");
+    step(
+        "tasks",
+        "GET",
+        &format!("/connectors/{name}/tasks"),
+        None,
+        false,
+        cfg_keys,
+    );
+    step(
+        "expand",
+        "GET",
+        "/connectors?expand=status&expand=info",
+        None,
+        false,
+        cfg_keys,
+    );
+    step(
+        "pause",
+        "PUT",
+        &format!("/connectors/{name}/pause"),
+        None,
+        true,
+        none,
+    );
+    wait_both("PAUSED", Some("PAUSED"));
+    step(
+        "paused status",
+        "GET",
+        &format!("/connectors/{name}/status"),
+        None,
+        false,
+        none,
+    );
+    step(
+        "resume",
+        "PUT",
+        &format!("/connectors/{name}/resume"),
+        None,
+        true,
+        none,
+    );
+    wait_both("RUNNING", Some("RUNNING"));
+    step(
+        "restart",
+        "POST",
+        &format!("/connectors/{name}/restart"),
+        None,
+        true,
+        none,
+    );
+    wait_both("RUNNING", Some("RUNNING"));
+    step(
+        "restart with tasks",
+        "POST",
+        &format!("/connectors/{name}/restart?includeTasks=true&onlyFailed=false"),
+        None,
+        false,
+        none,
+    );
+    wait_both("RUNNING", Some("RUNNING"));
+    step(
+        "update config",
+        "PUT",
+        &format!("/connectors/{name}/config"),
+        Some(&config_only),
+        false,
+        cfg_keys,
+    );
+    wait_both("RUNNING", Some("RUNNING"));
+    // An event, so that both have an offset to show (Debezium commits one only after records).
+    let e = OutboxEvent::new("a", "k", "Created", Some("{}"));
+    db.insert_into(&db.outbox_table(), std::slice::from_ref(&e), false)
+        .await;
+    std::thread::sleep(Duration::from_secs(3));
+    step(
+        "stop",
+        "PUT",
+        &format!("/connectors/{name}/stop"),
+        None,
+        true,
+        none,
+    );
+    wait_both("STOPPED", None);
+    step(
+        "stopped status",
+        "GET",
+        &format!("/connectors/{name}/status"),
+        None,
+        false,
+        none,
+    );
+    step(
+        "offsets",
+        "GET",
+        &format!("/connectors/{name}/offsets"),
+        None,
+        false,
+        &["offset"],
+    );
+    step(
+        "resume stopped",
+        "PUT",
+        &format!("/connectors/{name}/resume"),
+        None,
+        true,
+        none,
+    );
+    wait_both("RUNNING", Some("RUNNING"));
+    step(
+        "unknown status",
+        "GET",
+        "/connectors/nope/status",
+        None,
+        true,
+        none,
+    );
+    step(
+        "unknown pause",
+        "PUT",
+        "/connectors/nope/pause",
+        None,
+        true,
+        none,
+    );
+    step(
+        "unknown config",
+        "GET",
+        "/connectors/nope/config",
+        None,
+        true,
+        none,
+    );
+    step("unknown path", "GET", "/nothing-here", None, true, none);
+    // Connect lists the plugins on its classpath (here only the MariaDB connector); outboxd
+    // the three connector classes it runs: every one Connect lists, alike.
+    let (_, theirs) = call(worker.port, "GET", "/connector-plugins", None);
+    let (_, ours) = call(port, "GET", "/connector-plugins", None);
+    for p in theirs.as_array().unwrap() {
+        assert!(ours.as_array().unwrap().contains(p), "{p} in {ours}");
+    }
+
+    // kafka-connect-py, as a runbook would call it.
+    if kc(port, &["info"]).is_none() {
+        eprintln!("kafka-connect-py not installed (scripts/connect.sh resolve installs it): kc steps skipped");
+    }
+    for args in [
+        vec!["info"],
+        vec!["list"],
+        vec!["status", name.as_str()],
+        vec!["pause", name.as_str()],
+        vec!["resume", name.as_str()],
+        vec!["restart", name.as_str(), "-i", "-o"],
+        vec!["get", "nope"],
+    ] {
+        let (Some(theirs), Some(ours)) = (kc(worker.port, &args), kc(port, &args)) else {
+            break;
+        };
+        assert_eq!(ours.0, theirs.0, "kc {args:?}: exit code");
+        let parse = |s: &str| serde_json::from_str::<Value>(s).map(|v| shape(&v, none));
+        match (parse(&theirs.1), parse(&ours.1)) {
+            (Ok(t), Ok(o)) => assert_eq!(o, t, "kc {args:?}: {} vs {}", theirs.1, ours.1),
+            _ => assert_eq!(
+                ours.1.replace(&port.to_string(), "PORT"),
+                theirs.1.replace(&worker.port.to_string(), "PORT"),
+                "kc {args:?}"
+            ),
+        }
+        let state = if args[0] == "pause" {
+            "PAUSED"
+        } else {
+            "RUNNING"
+        };
+        wait_both(state, Some(state));
+    }
+
+    step(
+        "delete",
+        "DELETE",
+        &format!("/connectors/{name}"),
+        None,
+        true,
+        none,
+    );
+    step("deleted", "GET", "/connectors", None, true, none);
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+    drop(worker);
+    db.exec(&format!("DROP USER '{user}'@'%'")).await;
+}

@@ -67,7 +67,21 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                     a.load()
                 }),
             );
-            let kafka = cfg.connectors.first().map(|c| c.kafka.clone());
+            // `GET /`'s cluster: a connector's, else the process-wide settings' (a process
+            // started with no connector, which the REST API fills).
+            let kafka = cfg.connectors.first().map(|c| c.kafka.clone()).or_else(|| {
+                Some(crate::config::KafkaConfig {
+                    bootstrap_servers: args
+                        .kafka_bootstrap
+                        .clone()
+                        .or_else(|| cfg.kafka.bootstrap_servers.clone())?,
+                    client: cfg.kafka.client.clone(),
+                    producer: Default::default(),
+                    producer_secrets: Default::default(),
+                    max_record_bytes: 1 << 20,
+                    topic_creation: None,
+                })
+            });
             supervisor
                 .start_all(cfg)
                 .await
@@ -225,7 +239,7 @@ async fn serve_rest(
         worker_id: listen.to_string(),
         files: args.config.clone(),
         store: args.rest_connectors.clone(),
-        kafka_cluster_id: tokio::sync::OnceCell::new(),
+        kafka_cluster_id: tokio::sync::Mutex::new(None),
         kafka,
         edits: tokio::sync::Mutex::new(()),
         validate: Box::new(move |name, config| validate(&validate_args, name, config)),

@@ -75,28 +75,26 @@ fn op_error(e: OpError) -> Response {
 
 /// `GET /`: the version, as Connect's `ServerInfo`.
 async fn root(State(rest): S) -> Response {
-    let cluster = rest
-        .kafka_cluster_id
-        .get_or_init(|| async {
-            let kafka = rest.kafka.clone()?;
-            tokio::task::spawn_blocking(move || {
+    let mut cluster = rest.kafka_cluster_id.lock().await;
+    if cluster.is_none() {
+        if let Some(kafka) = rest.kafka.clone() {
+            *cluster = tokio::task::spawn_blocking(move || {
+                use rdkafka::consumer::Consumer;
                 let consumer: rdkafka::consumer::BaseConsumer =
                     crate::sink::client::config(&kafka).create().ok()?;
-                use rdkafka::consumer::Consumer;
                 consumer
                     .client()
                     .fetch_cluster_id(std::time::Duration::from_secs(5))
             })
             .await
             .ok()
-            .flatten()
-        })
-        .await
-        .clone();
+            .flatten();
+        }
+    }
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "commit": "outboxd",
-        "kafka_cluster_id": cluster,
+        "kafka_cluster_id": cluster.clone(),
     }))
     .into_response()
 }

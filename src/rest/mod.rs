@@ -40,8 +40,8 @@ pub struct Rest {
     /// `--rest-connectors`: where connectors created through the API are kept; `None` when
     /// not given (creating and changing connectors is refused then).
     pub store: Option<PathBuf>,
-    /// The Kafka cluster of `GET /`'s `kafka_cluster_id`, asked once.
-    pub kafka_cluster_id: tokio::sync::OnceCell<Option<String>>,
+    /// `GET /`'s `kafka_cluster_id`, once Kafka gave it.
+    pub kafka_cluster_id: tokio::sync::Mutex<Option<String>>,
     /// The bootstrap servers to ask it (the process-wide Kafka settings).
     pub kafka: Option<crate::config::KafkaConfig>,
     /// Held while a configuration file is written and applied: one change at a time.
