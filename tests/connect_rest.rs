@@ -470,7 +470,7 @@ async fn sighup_applies_a_changed_file_connector_by_connector_exactly_once() {
 }
 
 /// A request body made from a side's connector config.
-type BodyOf = dyn Fn(&Map<String, Value>) -> Value;
+type BodyOf<'a> = dyn Fn(&Map<String, Value>) -> Value + 'a;
 
 /// The JSON's shape: object keys (sorted) with their values' shapes, arrays of shapes, and
 /// `"string"`, `"number"`, `"bool"`, `null` for scalars; `skip` keys keep no shape (values
@@ -593,7 +593,7 @@ async fn answers_as_kafka_connect_answers() {
     let step = |what: &str,
                 method: &str,
                 path: &str,
-                body: Option<&BodyOf>,
+                body: Option<&BodyOf<'_>>,
                 same_body: bool,
                 skip: &[&str]| {
         let answers: Vec<(u16, Value)> = sides
