@@ -27,7 +27,7 @@ use crate::connector::{Connector, StopHandle};
 use crate::health::Health;
 
 /// The state an operator asked a connector to be in (Kafka Connect's `TargetState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
     /// Reading and delivering.
@@ -96,6 +96,9 @@ pub struct Supervisor {
     closing: AtomicBool,
     /// Whether any run ended on a failure (the process then exits 1).
     any_failed: AtomicBool,
+    /// Where the target states other than running are kept across restarts
+    /// ([`Supervisor::keep_targets_in`]).
+    targets: Option<std::path::PathBuf>,
 }
 
 impl Supervisor {
@@ -110,7 +113,54 @@ impl Supervisor {
             changed: watch::channel(0).0,
             closing: AtomicBool::new(false),
             any_failed: AtomicBool::new(false),
+            targets: None,
         })
+    }
+
+    /// A supervisor that keeps its connectors' target states in file `path` (a JSON object,
+    /// name to `"paused"` or `"stopped"`): a connector paused or stopped stays so after the
+    /// process restarts, as Kafka Connect keeps target states in its config topic.
+    pub fn keep_targets_in(health: Health, loader: Loader, path: std::path::PathBuf) -> Arc<Self> {
+        let mut s = Self::new(health, loader);
+        if let Some(me) = Arc::get_mut(&mut s) {
+            me.targets = Some(path);
+        }
+        s
+    }
+
+    /// The kept target states (none when there is no file or it cannot be read).
+    fn kept_targets(&self) -> BTreeMap<String, Target> {
+        self.targets
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Writes the target states other than running to the file, if there is one.
+    fn keep_targets(&self) {
+        let Some(path) = &self.targets else { return };
+        let kept: BTreeMap<String, Target> = self
+            .slots()
+            .iter()
+            .filter(|(_, s)| s.target != Target::Running)
+            .map(|(n, s)| (n.clone(), s.target))
+            .collect();
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, serde_json::to_vec_pretty(&kept)?)?;
+            std::fs::rename(&tmp, path)
+        };
+        if let Err(e) = write() {
+            tracing::error!(
+                "cannot keep the connectors' target states in {}: {e}; a paused or stopped \
+                 connector runs again after a restart",
+                path.display()
+            );
+        }
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Slot>> {
@@ -228,16 +278,25 @@ impl Supervisor {
     /// Adds connector `c` (not yet known) and starts it.
     fn add(self: &Arc<Self>, c: ConnectorConfig) -> Result<(), OpError> {
         let name = c.name.clone();
-        tracing::info!(connector = %name, tables = ?c.tables.iter().map(|t| t.to_string()).collect::<Vec<_>>(), "starting connector");
+        let target = self
+            .kept_targets()
+            .get(&name)
+            .copied()
+            .unwrap_or(Target::Running);
         self.slots().insert(
             name.clone(),
             Slot {
-                cfg: c,
-                target: Target::Running,
+                cfg: c.clone(),
+                target,
                 run: None,
                 failed: false,
             },
         );
+        if target == Target::Stopped {
+            tracing::info!(connector = %name, "connector stopped (its target state, kept): not started");
+            return Ok(());
+        }
+        tracing::info!(connector = %name, tables = ?c.tables.iter().map(|t| t.to_string()).collect::<Vec<_>>(), ?target, "starting connector");
         self.spawn(&name)
     }
 
@@ -298,6 +357,7 @@ impl Supervisor {
         self.stop_run(name).await;
         self.slots().remove(name);
         self.health.remove(name);
+        self.keep_targets();
         Ok(())
     }
 
@@ -343,6 +403,7 @@ impl Supervisor {
             }
         };
         tracing::info!(connector = %name, ?target, "connector target state set");
+        self.keep_targets();
         match (target, live) {
             (Target::Stopped, true) => self.stop_run(name).await,
             (Target::Stopped, false) => {

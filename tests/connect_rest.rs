@@ -289,7 +289,10 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
     wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
 
     // Changed: records from then on carry the new header.
-    let mut changed = cfg.clone();
+    // As a runbook does it: the config read back (its password `[hidden]`), edited, sent.
+    let (_, read_back) = call(port, "GET", &format!("/connectors/{name}/config"), None);
+    assert_eq!(read_back["database.password"], "[hidden]");
+    let mut changed = read_back.as_object().unwrap().clone();
     changed.insert(
         "transforms.outbox.table.fields.additional.placement".into(),
         json!("event_type:header:eventType,aggregate_type:header:aggType"),
@@ -320,10 +323,17 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
     assert_eq!(code, 202);
     wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
 
-    // The process restarts: the created connector, as last changed, is there again.
+    // The process restarts: the created connector, as last changed and paused, is there
+    // again, paused until resumed.
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/pause"), None);
+    assert_eq!(code, 202);
+    wait_state(port, &name, "PAUSED", Some("PAUSED"), &relay);
     assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
     relay.spawn();
     wait_api(port, &relay);
+    wait_state(port, &name, "PAUSED", Some("PAUSED"), &relay);
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
+    assert_eq!(code, 202);
     wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
     let (_, got) = call(port, "GET", &format!("/connectors/{name}/config"), None);
     assert!(
@@ -759,7 +769,20 @@ async fn answers_as_kafka_connect_answers() {
     let e = OutboxEvent::new("a", "k", "Created", Some("{}"));
     db.insert_into(&db.outbox_table(), std::slice::from_ref(&e), false)
         .await;
-    std::thread::sleep(Duration::from_secs(3));
+    for (who, p, _) in &sides {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, o) = call(*p, "GET", &format!("/connectors/{name}/offsets"), None);
+            if o["offsets"].as_array().is_some_and(|a| !a.is_empty()) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{who}: no offset after an event: {o}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
     step(
         "stop",
         "PUT",

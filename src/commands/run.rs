@@ -54,19 +54,32 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             member.spawn(group::run_member(cfg, plan, health.clone(), shutdown_rx));
             None
         }
+        None if cfg.connectors.is_empty() && args.rest_listen.is_none() => {
+            anyhow::bail!(
+                "no connector to run: the --config files and the --rest-connectors directory \
+                 define none; give a connector file with --config, or serve the REST API \
+                 (--rest-listen) to create connectors through it"
+            );
+        }
         None => {
             let reload_args = args.clone();
-            let supervisor = Supervisor::new(
-                health.clone(),
-                Box::new(move || {
-                    let mut a = reload_args.clone();
-                    a.config = crate::rest::config_files(
-                        &reload_args.config,
-                        reload_args.rest_connectors.as_deref(),
-                    );
-                    a.load()
-                }),
-            );
+            let loader: crate::supervisor::Loader = Box::new(move || {
+                let mut a = reload_args.clone();
+                a.config = crate::rest::config_files(
+                    &reload_args.config,
+                    reload_args.rest_connectors.as_deref(),
+                );
+                a.load()
+            });
+            let supervisor = match &args.rest_connectors {
+                // Kept beside the connectors the REST API created.
+                Some(dir) => Supervisor::keep_targets_in(
+                    health.clone(),
+                    loader,
+                    dir.join(".target-states.json"),
+                ),
+                None => Supervisor::new(health.clone(), loader),
+            };
             // `GET /`'s cluster: a connector's, else the process-wide settings' (a process
             // started with no connector, which the REST API fills).
             let kafka = cfg.connectors.first().map(|c| c.kafka.clone()).or_else(|| {

@@ -152,6 +152,11 @@ pub fn stored_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        // Not outboxd's own state beside them (`.target-states.json`, temporary files).
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
         .collect();
     files.sort();
     files
@@ -174,6 +179,9 @@ pub fn store(dir: &Path, name: &str, config: &ConfigMap) -> std::io::Result<Opti
         &tmp,
         serde_json::to_vec_pretty(&doc).map_err(std::io::Error::other)?,
     )?;
+    // It may hold a password: readable by its owner only.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
     std::fs::rename(&tmp, &path)?;
     Ok(before)
 }
@@ -188,6 +196,26 @@ pub fn restore(dir: &Path, name: &str, before: Option<Vec<u8>>) -> std::io::Resu
             _ => Ok(()),
         },
     }
+}
+
+/// `config` with every secret given as [`HIDDEN`] (a configuration read with `GET .../config`
+/// and sent back) replaced by the value `stored` holds for it; `Err` names a hidden key
+/// `stored` has no value for.
+pub fn unhide(config: &mut ConfigMap, stored: Option<&ConfigMap>) -> Result<(), String> {
+    for (k, v) in config.iter_mut() {
+        if v.as_str() == Some(HIDDEN) {
+            match stored.and_then(|s| s.get(k)) {
+                Some(kept) => *v = kept.clone(),
+                None => {
+                    return Err(format!(
+                        "{k} is \"{HIDDEN}\" (as GET .../config shows a secret), and there is no \
+                         stored value to keep: give its value"
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Which of `files` defines connector `name` (the first), with its configuration.
@@ -249,6 +277,22 @@ mod tests {
         assert_eq!(
             out["ssl.truststore.password"],
             "${file:/etc/p.properties:pw}"
+        );
+    }
+
+    #[test]
+    fn hidden_secrets_sent_back_keep_the_stored_value() {
+        let stored: ConfigMap = serde_json::from_str(r#"{"database.password":"s3cret"}"#).unwrap();
+        let mut sent: ConfigMap =
+            serde_json::from_str(r#"{"database.password":"[hidden]","a":"b"}"#).unwrap();
+        unhide(&mut sent, Some(&stored)).unwrap();
+        assert_eq!(sent["database.password"], "s3cret");
+        let mut sent: ConfigMap =
+            serde_json::from_str(r#"{"database.password":"[hidden]"}"#).unwrap();
+        let e = unhide(&mut sent, None).unwrap_err();
+        assert!(
+            e.contains("database.password") && e.contains("give its value"),
+            "{e}"
         );
     }
 

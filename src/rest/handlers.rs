@@ -539,7 +539,7 @@ fn defined_in_file(rest: &Rest, name: &str) -> Option<std::path::PathBuf> {
 async fn apply(
     rest: &Rest,
     name: &str,
-    cfg: ConfigMap,
+    mut cfg: ConfigMap,
     create_only: bool,
 ) -> Result<bool, Response> {
     let _edit = rest.edits.lock().await;
@@ -568,6 +568,8 @@ async fn apply(
              --rest-connectors (or OUTBOXD_REST_CONNECTORS)",
         ));
     };
+    let kept = config::read(&config::stored_path(dir, name), name);
+    config::unhide(&mut cfg, kept.as_ref()).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
     let before = config::store(dir, name, &cfg).map_err(|e| {
         error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -580,6 +582,12 @@ async fn apply(
     match rest.supervisor.reload().await {
         Ok(applied) => {
             tracing::info!(connector = %name, started = ?applied.started, changed = ?applied.changed, removed = ?applied.removed, "connector configuration applied (REST)");
+            // What `run` says of a file's unused keys at start, said now.
+            if let Some(l) = rest.supervisor.list().get(name) {
+                for (key, why) in &l.cfg.ignored_keys {
+                    tracing::warn!(connector = %name, key = %key, "Debezium setting `{key}`: {why}");
+                }
+            }
             Ok(!exists)
         }
         Err(e) => {
@@ -601,7 +609,9 @@ async fn delete(State(rest): S, Path(name): Path<String>) -> Response {
         return error(
             StatusCode::CONFLICT,
             format!(
-                "connector {name} is defined in {}; remove it there and send outboxd SIGHUP",
+                "connector {name} is defined in {}, a --config file: the REST API removes only \
+                 the connectors it created; to remove this one, take it out of the file (or the \
+                 file out of --config) and send outboxd SIGHUP (or restart it)",
                 file.display()
             ),
         );
