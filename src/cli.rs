@@ -79,10 +79,21 @@ pub struct ConfigArgs {
     #[arg(long, env = "OUTBOXD_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `run`: serve Kafka Connect's REST API (`GET /connectors/{name}/status`, `PUT
-    /// .../pause`, `POST /connectors`, ...) on this address, e.g. `127.0.0.1:8083`. Not in a
-    /// group. Bind it to loopback: the API has no TLS or authentication yet.
-    #[arg(long, env = "OUTBOXD_REST_LISTEN")]
-    pub rest_listen: Option<std::net::SocketAddr>,
+    /// .../pause`, `POST /connectors`, ...) on this address, e.g. `127.0.0.1:8083`, or
+    /// `https://0.0.0.0:8443` with the certificate from the worker file
+    /// (`listeners.https.ssl.keystore.*`). Not in a group.
+    #[arg(
+        long,
+        env = "OUTBOXD_REST_LISTEN",
+        value_name = "[http://|https://]IP:PORT"
+    )]
+    pub rest_listen: Option<String>,
+    /// `run`: the JAAS file whose `KafkaConnect` entry names the REST API's users
+    /// (`PropertyFileLoginModule`'s `file`), when the worker file's `rest.extension.classes`
+    /// turns on Connect's Basic authentication; default: `KAFKA_OPTS`'s
+    /// `-Djava.security.auth.login.config=FILE`, as for Kafka Connect.
+    #[arg(long, env = "OUTBOXD_REST_JAAS", value_name = "FILE")]
+    pub rest_jaas: Option<PathBuf>,
     /// `run`: the directory where connectors created or changed through the REST API are
     /// kept, one Debezium connector JSON file each (`<name>.json`), read at start and on
     /// SIGHUP like `--config` files. Without it the API does not create or change connectors.

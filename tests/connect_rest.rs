@@ -897,3 +897,101 @@ async fn answers_as_kafka_connect_answers() {
     drop(worker);
     db.exec(&format!("DROP USER '{user}'@'%'")).await;
 }
+
+/// `curl` (status code, body) for a request to the REST API with `extra` arguments.
+fn curl(url: &str, extra: &[&str]) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "--max-time", "20"])
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// An `https://` listener with the worker file's keystore, and Connect's Basic
+/// authentication from the JAAS file `KAFKA_OPTS` names: only the file's user gets in.
+#[tokio::test(flavor = "multi_thread")]
+async fn https_listener_with_basic_authentication() {
+    let dir = test_dir("rest_tls");
+    let users = dir.join("connect.password");
+    std::fs::write(&users, "operator: op-secret\n").unwrap();
+    let jaas = dir.join("jaas.conf");
+    std::fs::write(
+        &jaas,
+        format!(
+            "KafkaConnect {{\n  org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required\n  file=\"{}\";\n}};\n",
+            users.display()
+        ),
+    )
+    .unwrap();
+    let worker = dir.join("worker.properties");
+    std::fs::write(
+        &worker,
+        format!(
+            "bootstrap.servers={}\nlisteners=https://127.0.0.1:8443\n\
+             listeners.https.ssl.keystore.location={}\n\
+             listeners.https.ssl.keystore.password={}\n\
+             listeners.https.ssl.keystore.type=PKCS12\n\
+             rest.extension.classes=org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension\n",
+            common::kafka_bootstrap(),
+            common::tls::file("server.p12"),
+            common::tls::KEYSTORE_PASSWORD,
+        ),
+    )
+    .unwrap();
+    let (port, metrics) = (free_port(), free_port());
+    let listen = format!("https://127.0.0.1:{port}");
+    let metrics_listen = format!("127.0.0.1:{metrics}");
+    let store = dir.join("rest-connectors");
+    let opts = format!("-Djava.security.auth.login.config={}", jaas.display());
+    let mut relay = Relay::launch_with_env(
+        &[
+            "--rest-listen",
+            listen.as_str(),
+            "--rest-connectors",
+            store.to_str().unwrap(),
+            "--kafka-config",
+            worker.to_str().unwrap(),
+            "--metrics-listen",
+            metrics_listen.as_str(),
+        ],
+        metrics,
+        dir.join("outboxd.log"),
+        &[("KAFKA_OPTS", opts.as_str())],
+    );
+    let ca = common::tls::file("ca.pem");
+    let url = format!("https://localhost:{port}/connectors");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = (0, String::new());
+    while Instant::now() < deadline {
+        last = curl(&url, &["--cacert", &ca, "-u", "operator:op-secret"]);
+        if last.0 == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(last, (200, "[]".into()), "{}", relay.log_text());
+    // Without credentials, or with a wrong password: Connect's 401.
+    let none = curl(&url, &["--cacert", &ca]);
+    assert_eq!(none, (401, "User cannot access the resource.".into()));
+    let wrong = curl(&url, &["--cacert", &ca, "-u", "operator:nope"]);
+    assert_eq!(wrong.0, 401);
+    // Plain HTTP to the TLS port gets nothing served; TLS is verified against the CA.
+    let plain = curl(
+        &format!("http://127.0.0.1:{port}/connectors"),
+        &["-u", "operator:op-secret"],
+    );
+    assert_ne!(plain.0, 200, "{plain:?}");
+    let untrusted = curl(&url, &["-u", "operator:op-secret"]);
+    assert_eq!(untrusted.0, 0, "no CA given: curl refuses the certificate");
+    // The password is in no log line.
+    let log = relay.log_text();
+    assert!(
+        !log.contains("op-secret") && !log.contains(common::tls::KEYSTORE_PASSWORD),
+        "{log}"
+    );
+    assert_eq!(relay.stop(), Some(0), "{log}");
+}

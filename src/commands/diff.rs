@@ -19,6 +19,7 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         kafka_config: args.kafka_config.clone(),
         metrics_listen: None,
         rest_listen: None,
+        rest_jaas: None,
         rest_connectors: None,
         worker_threads: None,
         group: None,

@@ -43,6 +43,11 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
 
     // A group member's task ends with whether it failed; a process without a group runs its
     // connectors under a supervisor, which SIGHUP makes re-read the configuration.
+    // The REST listener's settings, checked before any connector starts.
+    let rest_listener = match &args.rest_listen {
+        Some(listen) if plan.is_none() => Some(rest_listener(listen, &args)?),
+        _ => None,
+    };
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut member = tokio::task::JoinSet::new();
     let plan_is_group = plan.is_some();
@@ -99,8 +104,8 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 .start_all(cfg)
                 .await
                 .context("starting the connectors")?;
-            if let Some(listen) = args.rest_listen {
-                serve_rest(listen, &args, &supervisor, &health, kafka).await?;
+            if let Some(settings) = rest_listener {
+                serve_rest(settings, &args, &supervisor, &health, kafka).await?;
             }
             Some(supervisor)
         }
@@ -233,12 +238,13 @@ async fn reload(supervisor: &std::sync::Arc<Supervisor>) {
 ///
 /// Errors when the address cannot be bound.
 async fn serve_rest(
-    listen: std::net::SocketAddr,
+    settings: crate::rest::listener::Listener,
     args: &ConfigArgs,
     supervisor: &std::sync::Arc<Supervisor>,
     health: &Health,
     kafka: Option<crate::config::KafkaConfig>,
 ) -> anyhow::Result<()> {
+    let listen = settings.addr;
     let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot listen on {listen} for the REST API: {e}; set --rest-listen / \
@@ -258,7 +264,13 @@ async fn serve_rest(
         validate: Box::new(move |name, config| validate(&validate_args, name, config)),
     };
     tokio::spawn(async move {
-        if let Err(e) = crate::rest::serve(listener, std::sync::Arc::new(rest)).await {
+        let served = crate::rest::serve(
+            listener,
+            settings.tls,
+            settings.users,
+            std::sync::Arc::new(rest),
+        );
+        if let Err(e) = served.await {
             tracing::error!("REST API: {e:#}");
         }
     });
@@ -282,4 +294,27 @@ fn validate(
     let result = a.load().map(|_| ()).map_err(|e| format!("{e:#}"));
     let _ = std::fs::remove_file(&path);
     result
+}
+
+/// The REST listener's settings from `--rest-listen`, the worker file and the JAAS file.
+///
+/// Errors as [`crate::rest::listener::read`] does, or when the worker file cannot be read.
+fn rest_listener(
+    listen: &str,
+    args: &ConfigArgs,
+) -> anyhow::Result<crate::rest::listener::Listener> {
+    let env = |k: &str| std::env::var(k).ok();
+    let worker = match &args.kafka_config {
+        Some(path) => crate::config::kafka::worker_properties(path, &env)
+            .map_err(|(k, m)| anyhow::anyhow!("worker file {}: {k}: {m}", path.display()))?,
+        None => Default::default(),
+    };
+    let kafka_opts = std::env::var("KAFKA_OPTS").ok();
+    crate::rest::listener::read(
+        listen,
+        &worker,
+        args.rest_jaas.as_deref(),
+        kafka_opts.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("REST API: {e}"))
 }

@@ -16,14 +16,21 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::config::{self, ConfigMap};
+use super::listener::Users;
 use super::Rest;
 use crate::health::{ConnectorHealth, ConnectorState};
 use crate::supervisor::{Listed, OpError, Target};
 
 type S = State<Arc<Rest>>;
 
-/// Serves the API on `listener` until the process exits.
-pub async fn serve(listener: tokio::net::TcpListener, rest: Arc<Rest>) -> anyhow::Result<()> {
+/// Serves the API on `listener` until the process exits: over TLS when `tls` is given, and
+/// to the `users` only (HTTP Basic) when they are.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    users: Option<Users>,
+    rest: Arc<Rest>,
+) -> anyhow::Result<()> {
     let app = Router::new()
         .route("/", get(root))
         .route("/connectors", get(list).post(create))
@@ -46,10 +53,62 @@ pub async fn serve(listener: tokio::net::TcpListener, rest: Arc<Rest>) -> anyhow
         .route("/connector-plugins/{class}/config/validate", put(validate))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "HTTP 404 Not Found") })
         .with_state(rest);
+    let app = match users {
+        Some(users) => app.layer(axum::middleware::from_fn_with_state(users, authenticate)),
+        None => app,
+    };
     let listen = listener.local_addr()?;
-    tracing::info!(%listen, "serving Kafka Connect's REST API");
-    axum::serve(listener, app).await?;
-    Ok(())
+    tracing::info!(%listen, tls = tls.is_some(), "serving Kafka Connect's REST API");
+    let Some(tls) = tls else {
+        axum::serve(listener, app).await?;
+        return Ok(());
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("REST API: accepting a connection: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let stream = match acceptor.accept(tcp).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, "REST API: TLS handshake failed: {e}");
+                    return;
+                }
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%peer, "REST API connection: {e}");
+            }
+        });
+    }
+}
+
+/// HTTP Basic authentication (Connect's `BasicAuthSecurityRestExtension`): 401 with Connect's
+/// words unless the request's credentials are a user's.
+async fn authenticate(
+    State(users): State<Users>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if users.admits(given) {
+        next.run(request).await
+    } else {
+        (StatusCode::UNAUTHORIZED, "User cannot access the resource.").into_response()
+    }
 }
 
 /// Connect's error body: `{"error_code": <status>, "message": ...}`.

@@ -12,12 +12,13 @@
 //! as a SIGHUP applies files, so they survive a restart. A connector defined in a `--config`
 //! file is changed there, not here (409, naming the file).
 //!
-//! Not answered (yet): TLS and HTTP Basic authentication of the listener (bind it to
-//! loopback, the default), the group's shared configurations (a group member serves no
-//! REST API), `PATCH`/`DELETE` of offsets.
+//! The listener is `http://` or `https://` with HTTP Basic authentication as Connect's are
+//! configured ([`listener`]). Not answered (yet): the group's shared configurations (a group
+//! member serves no REST API), `PATCH`/`DELETE` of offsets.
 
 mod config;
 mod handlers;
+pub mod listener;
 
 pub use handlers::serve;
 
