@@ -94,8 +94,6 @@ pub struct Supervisor {
     changed: watch::Sender<u64>,
     /// Set at shutdown: nothing starts any more.
     closing: AtomicBool,
-    /// Whether any run ended on a failure (the process then exits 1).
-    any_failed: AtomicBool,
     /// Where the target states other than running are kept across restarts
     /// ([`Supervisor::keep_targets_in`]).
     targets: Option<std::path::PathBuf>,
@@ -112,7 +110,6 @@ impl Supervisor {
             loader,
             changed: watch::channel(0).0,
             closing: AtomicBool::new(false),
-            any_failed: AtomicBool::new(false),
             targets: None,
         })
     }
@@ -203,11 +200,6 @@ impl Supervisor {
     /// Whether an operation is being applied.
     pub fn busy(&self) -> bool {
         self.ops.try_lock().is_err()
-    }
-
-    /// Whether any run ended on a failure of its own.
-    pub fn any_failed(&self) -> bool {
-        self.any_failed.load(Ordering::SeqCst)
     }
 
     /// Starts every connector of `cfg` (at process start).
@@ -327,7 +319,6 @@ impl Supervisor {
             let me = me.upgrade();
             // Recorded before the end is announced: whoever waits for it (a restart) sees it.
             if let (Some(me), true) = (&me, failed) {
-                me.any_failed.store(true, Ordering::SeqCst);
                 if let Some(slot) = me.slots().get_mut(&name) {
                     slot.failed = true;
                 }
@@ -388,19 +379,21 @@ impl Supervisor {
         name: &str,
         target: Target,
     ) -> Result<(), OpError> {
-        let live = {
+        let (live, was_stopped) = {
             let mut slots = self.slots();
             let slot = slots
                 .get_mut(name)
                 .ok_or_else(|| OpError::NotFound(name.into()))?;
+            let was_stopped = slot.target == Target::Stopped;
             slot.target = target;
-            match &slot.run {
+            let live = match &slot.run {
                 Some(run) if run.ended.borrow().is_none() => {
                     run.pause.send_replace(target == Target::Paused);
                     true
                 }
                 _ => false,
-            }
+            };
+            (live, was_stopped)
         };
         tracing::info!(connector = %name, ?target, "connector target state set");
         self.keep_targets();
@@ -409,8 +402,11 @@ impl Supervisor {
             (Target::Stopped, false) => {
                 self.slots().get_mut(name).map(|s| s.run.take());
             }
-            // A failed connector stays failed until restarted, as in Kafka Connect.
-            (_, false) if !self.slots().get(name).is_some_and(|s| s.failed) => self.spawn(name)?,
+            // A failed connector stays failed until restarted, as in Kafka Connect; one
+            // that was stopped starts afresh.
+            (_, false) if was_stopped || !self.slots().get(name).is_some_and(|s| s.failed) => {
+                self.spawn(name)?
+            }
             _ => {}
         }
         Ok(())

@@ -216,6 +216,33 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
     );
     assert_eq!(call(port, "GET", "/connectors", None), (200, json!([])));
     assert!(!store.join(format!("{name}.json")).exists());
+    // Names that are paths write nothing anywhere.
+    let escape = dir.join("escaped");
+    for bad in [
+        format!(
+            ".%2F..%2F..%2F{}",
+            escape.file_name().unwrap().to_str().unwrap()
+        ),
+        "..".to_string(),
+        ".hidden".to_string(),
+    ] {
+        let (code, e) = call(
+            port,
+            "PUT",
+            &format!("/connectors/{bad}/config"),
+            Some(&Value::Object(connector(&db, &name, &name))),
+        );
+        assert_eq!(code, 400, "{bad}: {e}");
+    }
+    let (code, e) = call(
+        port,
+        "POST",
+        "/connectors",
+        Some(&json!({"name": "", "config": connector(&db, &name, &name)})),
+    );
+    assert_eq!(code, 400, "empty name: {e}");
+    assert!(!dir.join("escaped.json").exists() && !escape.with_extension("json").exists());
+    assert_eq!(call(port, "GET", "/connectors", None), (200, json!([])));
 
     // Created.
     let cfg = connector(&db, &name, &name);

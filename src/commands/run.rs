@@ -205,7 +205,19 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    failed |= supervisor.as_ref().is_some_and(|s| s.any_failed());
+    if let Some(s) = &supervisor {
+        // Connectors failed now (a failure since fixed by a restart or reload is not one).
+        let now_failed: Vec<String> = s
+            .list()
+            .into_iter()
+            .filter(|(_, l)| l.failed)
+            .map(|(n, _)| n)
+            .collect();
+        if !now_failed.is_empty() {
+            tracing::error!(connectors = ?now_failed, "exiting 1: these connectors had failed (see their errors above)");
+            failed = true;
+        }
+    }
     Ok(if failed {
         ExitCode::FAILURE
     } else {
@@ -284,11 +296,27 @@ fn validate(
     name: &str,
     config: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), String> {
+    // A file of its own per request (concurrent validations), readable by its owner only
+    // (it may hold a password), in a directory of the process's.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let dir = std::env::temp_dir().join(format!("outboxd-validate-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let path = dir.join(format!("{}.json", name.replace(['/', '\\'], "_")));
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let safe: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let path = dir.join(format!("{safe}-{n}.json"));
     let doc = serde_json::json!({"name": name, "config": config});
-    std::fs::write(&path, doc.to_string()).map_err(|e| e.to_string())?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| e.to_string())?;
+    std::io::Write::write_all(&mut file, doc.to_string().as_bytes()).map_err(|e| e.to_string())?;
+    drop(file);
     let mut a = args.clone();
     a.config = vec![path.clone()];
     let result = a.load().map(|_| ()).map_err(|e| format!("{e:#}"));

@@ -9,7 +9,7 @@
 /// checkpoint topic `outboxd.checkpoints.<name>` and `transactional.id` `outboxd-<name>`, and
 /// labels the metrics). Errors: empty or longer than 128, or the first character outside
 /// the set.
-pub(super) fn validate_connector_name(name: &str) -> Result<(), String> {
+pub fn validate_connector_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 128 {
         return Err(format!(
             "connector name {name:?} must be 1 to 128 characters long"

@@ -138,6 +138,19 @@ fn with_name(name: &str, mut map: ConfigMap) -> ConfigMap {
     map
 }
 
+/// Checks a connector name the REST API is to write a file for: outboxd's connector name
+/// rule (`A-Z a-z 0-9 . _ -`, 1 to 128), and not starting with `.` (no `.`, `..` or hidden
+/// file). Checked before anything touches the directory.
+pub fn check_name(name: &str) -> Result<(), String> {
+    crate::config::validate_connector_name(name)?;
+    if name.starts_with('.') {
+        return Err(format!(
+            "connector name {name:?} starts with '.': not a name the REST API keeps a file for"
+        ));
+    }
+    Ok(())
+}
+
 /// The file the REST API keeps connector `name` in, under `dir`.
 pub fn stored_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.json"))
@@ -294,6 +307,14 @@ mod tests {
             e.contains("database.password") && e.contains("give its value"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn names_that_are_paths_are_refused() {
+        for bad in ["", ".", "..", "./../../tmp/x", "a/b", ".hidden", "a b"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        check_name("shop-mariadb.v2_1").unwrap();
     }
 
     #[test]

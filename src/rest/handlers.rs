@@ -410,7 +410,10 @@ async fn restart(State(rest): S, Path(name): Path<String>, RawQuery(query): RawQ
     let mut body = status_body(&rest, &name, &l, report.get(&name));
     let restarts = l.target != Target::Stopped && (!only_failed || l.failed);
     if restarts {
-        body["connector"]["state"] = json!("RESTARTING");
+        // With onlyFailed, Connect restarts the failed task alone: the connector runs on.
+        if !only_failed {
+            body["connector"]["state"] = json!("RESTARTING");
+        }
         if let Some(t) = body["tasks"].get_mut(0) {
             t["state"] = json!("RESTARTING");
         }
@@ -601,6 +604,7 @@ async fn apply(
     mut cfg: ConfigMap,
     create_only: bool,
 ) -> Result<bool, Response> {
+    config::check_name(name).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
     let _edit = rest.edits.lock().await;
     let exists = rest.supervisor.list().contains_key(name);
     if create_only && exists {

@@ -526,7 +526,12 @@ impl KafkaSink {
             let mut gates = INIT_GATES.lock().unwrap_or_else(|e| e.into_inner());
             gates.entry(id.clone()).or_default().clone()
         };
-        let held = gate.lock_owned().await;
+        // Bounded: an initialisation abandoned while Kafka was unreachable may wait out its
+        // whole timeout; past this wait the next run goes ahead (and, should the abandoned
+        // one end later and fence it, restarts as any fenced run does).
+        let held = tokio::time::timeout(INIT_GATE_WAIT, gate.lock_owned())
+            .await
+            .ok();
         self.off_thread("initialising transactions", move |p| {
             let _held = held;
             p.init_transactions(TXN_TIMEOUT)
@@ -622,6 +627,9 @@ impl KafkaSink {
 
 /// Timeout of the blocking transactional calls.
 const TXN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Longest wait of an `init_transactions` for an earlier one of the same id to end.
+const INIT_GATE_WAIT: Duration = Duration::from_secs(10);
 
 /// One lock per `transactional.id`, held by an `init_transactions` call until it returns
 /// ([`KafkaSink::init_transactions`]).
