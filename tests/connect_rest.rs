@@ -403,6 +403,200 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
     assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
 }
 
+/// Reads `topic` until `expected` records are there (and nothing more comes for 3 s): how
+/// many times each event id was read.
+fn id_counts(topic: &str, expected: usize) -> std::collections::BTreeMap<String, usize> {
+    let got = read_topics(
+        &[topic.to_string()],
+        expected,
+        Duration::from_secs(120),
+        Duration::from_secs(3),
+    );
+    let mut counts = std::collections::BTreeMap::new();
+    for id in got.iter().filter_map(|r| r.header("id")) {
+        *counts.entry(id).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Where an offsets answer (`{"offsets": [{"partition", "offset"}]}`) resumes a MariaDB
+/// connector: its partition and the offset's `gtids`. The rest is not a function of the
+/// checkpoint alone (`file`/`pos` name where the binlog continues after it, `ts_sec` when
+/// it was asked).
+fn resume_point(answer: &Value) -> (Value, Value) {
+    let first = &answer["offsets"][0];
+    (first["partition"].clone(), first["offset"]["gtids"].clone())
+}
+
+/// Waits until `GET path` (a connector's offsets) lists one: the connector has read its
+/// start position and stored it.
+fn wait_checkpoint(port: u16, path: &str, relay: &Relay) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while call(port, "GET", path, None).1["offsets"]
+        .as_array()
+        .is_none_or(|o| o.is_empty())
+    {
+        assert!(Instant::now() < deadline, "{}", relay.log_text());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// KIP-875's offsets through outboxd's checkpoint: refused while the connector runs; a
+/// STOPPED connector set back with `PATCH` to the Debezium offset `GET` gave earlier delivers
+/// the events after it again (and those before it not); reset with `DELETE`, it starts where
+/// a connector without checkpoint starts (the binlog's current position: what was written
+/// while it had none is not delivered, what comes after it is, once).
+#[tokio::test(flavor = "multi_thread")]
+async fn offsets_set_back_and_reset_through_the_rest_api() {
+    let db = MariaDb::new("rest_offsets").await;
+    let name = db.db.clone();
+    let dir = test_dir(&name);
+    let store = dir.join("rest-connectors");
+    let (port, metrics) = (free_port(), free_port());
+    let (listen, metrics_listen) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{metrics}"));
+    let args = [
+        "--rest-listen",
+        listen.as_str(),
+        "--rest-connectors",
+        store.to_str().unwrap(),
+        "--metrics-listen",
+        metrics_listen.as_str(),
+    ];
+    let mut relay = Relay::launch_with_args(&args, metrics, dir.join("outboxd.log"));
+    wait_api(port, &relay);
+    let cfg = connector(&db, &name, &name);
+    let (code, info) = call(
+        port,
+        "POST",
+        "/connectors",
+        Some(&json!({"name": name, "config": cfg})),
+    );
+    assert_eq!(code, 201, "{info}\n{}", relay.log_text());
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+    let topic = format!("{name}.a");
+    let path = format!("/connectors/{name}/offsets");
+    // A connector without checkpoint starts at the binlog's position when it connects:
+    // rows written before that are not its to deliver.
+    wait_checkpoint(port, &path, &relay);
+    let batch = || -> Vec<OutboxEvent> {
+        (0..5)
+            .map(|_| OutboxEvent::new("a", "k", "Created", Some("{}")))
+            .collect()
+    };
+    let ids = |b: &[OutboxEvent]| b.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+
+    // A, delivered (exactly once: the checkpoint is committed with the records), then its
+    // offset; B after it.
+    let a = batch();
+    db.insert_into(&db.outbox_table(), &a, false).await;
+    assert_eq!(id_counts(&topic, 5).len(), 5, "{}", relay.log_text());
+    let (code, after_a) = call(port, "GET", &path, None);
+    assert_eq!(code, 200, "{after_a}");
+    let partition = after_a["offsets"][0]["partition"].clone();
+    assert_eq!(partition, json!({"server": name}), "{after_a}");
+    let b = batch();
+    db.insert_into(&db.outbox_table(), &b, false).await;
+    assert_eq!(id_counts(&topic, 10).len(), 10, "{}", relay.log_text());
+
+    // Refused while it runs, with Connect's words.
+    for method in ["PATCH", "DELETE"] {
+        let (code, e) = call(port, method, &path, Some(&after_a));
+        assert_eq!(code, 400, "{method} while running: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("STOPPED state"),
+            "{e}"
+        );
+    }
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/stop"), None);
+    assert_eq!(code, 204);
+    wait_state(port, &name, "STOPPED", None, &relay);
+    let (_, after_b) = call(port, "GET", &path, None);
+    assert_ne!(
+        resume_point(&after_b),
+        resume_point(&after_a),
+        "B moved the checkpoint"
+    );
+
+    // Bad requests change nothing: no offsets, another partition, a malformed offset.
+    for (body, words) in [
+        (
+            json!({"offsets": []}),
+            "Partitions / offsets need to be provided",
+        ),
+        (
+            json!({"offsets": [{"partition": {"server": "other"}, "offset": after_a["offsets"][0]["offset"]}]}),
+            "reads one source partition",
+        ),
+        (
+            json!({"offsets": [{"partition": partition, "offset": {"file": 42}}]}),
+            "malformed",
+        ),
+    ] {
+        let (code, e) = call(port, "PATCH", &path, Some(&body));
+        assert_eq!(code, 400, "{body}: {e}");
+        assert!(e["message"].as_str().unwrap().contains(words), "{e}");
+    }
+    let (code, now) = call(port, "GET", &path, None);
+    assert_eq!((code, resume_point(&now)), (200, resume_point(&after_b)));
+
+    // Set back to A's offset: B comes again, A not.
+    let (code, m) = call(port, "PATCH", &path, Some(&after_a));
+    assert_eq!(code, 200, "{m}\n{}", relay.log_text());
+    assert!(m["message"]
+        .as_str()
+        .unwrap()
+        .contains("altered successfully"));
+    let (code, now) = call(port, "GET", &path, None);
+    assert_eq!((code, resume_point(&now)), (200, resume_point(&after_a)));
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
+    assert_eq!(code, 202);
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+    let counts = id_counts(&topic, 15);
+    for id in ids(&a) {
+        assert_eq!(counts.get(&id), Some(&1), "A's {id}: {counts:?}");
+    }
+    for id in ids(&b) {
+        assert_eq!(counts.get(&id), Some(&2), "B's {id}: {counts:?}");
+    }
+
+    // Reset: no checkpoint; C, written while it has none, is not delivered; D is, once.
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/stop"), None);
+    assert_eq!(code, 204);
+    wait_state(port, &name, "STOPPED", None, &relay);
+    let (code, m) = call(port, "DELETE", &path, None);
+    assert_eq!(code, 200, "{m}\n{}", relay.log_text());
+    assert!(m["message"]
+        .as_str()
+        .unwrap()
+        .contains("reset successfully"));
+    assert_eq!(
+        call(port, "GET", &path, None),
+        (200, json!({"offsets": []}))
+    );
+    let c = batch();
+    db.insert_into(&db.outbox_table(), &c, false).await;
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
+    assert_eq!(code, 202);
+    wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+    // Started: its checkpoint is back (the start position is stored before any event).
+    wait_checkpoint(port, &path, &relay);
+    let d = batch();
+    db.insert_into(&db.outbox_table(), &d, false).await;
+    let counts = id_counts(&topic, 20);
+    for id in ids(&c) {
+        assert!(!counts.contains_key(&id), "C's {id} delivered: {counts:?}");
+    }
+    for id in ids(&d) {
+        assert_eq!(counts.get(&id), Some(&1), "D's {id}: {counts:?}");
+    }
+    // Unknown connector.
+    assert_eq!(
+        call(port, "DELETE", "/connectors/nope/offsets", None).0,
+        404
+    );
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+}
+
 /// Writes connector file `path` for `cfg` (a Debezium connector JSON).
 fn write_file(path: &Path, name: &str, cfg: &Map<String, Value>) {
     std::fs::write(path, json!({"name": name, "config": cfg}).to_string()).unwrap();
@@ -810,6 +1004,40 @@ async fn answers_as_kafka_connect_answers() {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
+    // KIP-875: each side's own offsets (a Debezium offset of the same database on both), not
+    // to be changed while the connector runs.
+    let offsets_path = format!("/connectors/{name}/offsets");
+    let own: Vec<(Value, Value)> = sides
+        .iter()
+        .map(|(_, p, cfg)| {
+            (
+                cfg["database.server.id"].clone(),
+                call(*p, "GET", &offsets_path, None).1,
+            )
+        })
+        .collect();
+    let own_offsets = |cfg: &Map<String, Value>| {
+        own.iter()
+            .find(|(id, _)| *id == cfg["database.server.id"])
+            .map(|(_, o)| o.clone())
+            .unwrap()
+    };
+    step(
+        "alter offsets while running",
+        "PATCH",
+        &offsets_path,
+        Some(&own_offsets),
+        true,
+        none,
+    );
+    step(
+        "reset offsets while running",
+        "DELETE",
+        &offsets_path,
+        None,
+        true,
+        none,
+    );
     step(
         "stop",
         "PUT",
@@ -834,6 +1062,53 @@ async fn answers_as_kafka_connect_answers() {
         None,
         false,
         &["offset"],
+    );
+    let no_offsets = |_: &Map<String, Value>| json!({"offsets": []});
+    step(
+        "alter no offsets",
+        "PATCH",
+        &offsets_path,
+        Some(&no_offsets),
+        true,
+        none,
+    );
+    step(
+        "alter offsets of an unknown connector",
+        "PATCH",
+        "/connectors/nope/offsets",
+        Some(&own_offsets),
+        true,
+        none,
+    );
+    step("reset offsets", "DELETE", &offsets_path, None, true, none);
+    step(
+        "offsets after reset",
+        "GET",
+        &offsets_path,
+        None,
+        true,
+        none,
+    );
+    step(
+        "alter offsets",
+        "PATCH",
+        &offsets_path,
+        Some(&own_offsets),
+        true,
+        none,
+    );
+    let altered = step(
+        "offsets after alter",
+        "GET",
+        &offsets_path,
+        None,
+        false,
+        &["offset"],
+    );
+    assert_eq!(
+        resume_point(&altered[1].1),
+        resume_point(&own[1].1),
+        "outboxd's offsets read back as set"
     );
     step(
         "resume stopped",

@@ -1668,7 +1668,9 @@ fn selected(case: &Case) -> bool {
     }
 }
 
-/// Every deliberate difference is listed in the README.
+/// The README lists exactly the deliberate differences: each one here, and nothing here
+/// leaves out one it lists (a difference documented but not known to this test would never
+/// be looked at again).
 #[test]
 fn deliberate_differences_are_listed_in_the_readme() {
     let readme =
@@ -1677,13 +1679,25 @@ fn deliberate_differences_are_listed_in_the_readme() {
         .split("### Deliberate differences from Debezium")
         .nth(1)
         .expect("README section \"Deliberate differences from Debezium\"");
-    let section = section.split("\n## ").next().unwrap_or(section);
+    let section = section.split("\n#").next().unwrap_or(section);
     for (name, why) in DELIBERATE {
         assert!(
-            section.contains(&format!("**{name}**")),
+            section.contains(&format!("- **{name}**")),
             "README's deliberate differences do not list **{name}** ({why})"
         );
     }
+    let listed: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("- **"))
+        .filter_map(|l| l.split("**").next())
+        .collect();
+    for name in &listed {
+        assert!(
+            DELIBERATE.iter().any(|(n, _)| n == name),
+            "README lists **{name}** as a deliberate difference; DELIBERATE does not"
+        );
+    }
+    assert_eq!(listed.len(), DELIBERATE.len(), "{listed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

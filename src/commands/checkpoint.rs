@@ -14,9 +14,9 @@ use std::str::FromStr;
 
 use anyhow::{bail, Context};
 
-use crate::checkpoint::{now_ms, Checkpoint, KafkaCheckpointStore};
+use crate::checkpoint::{now_ms, Checkpoint};
 use crate::cli::CheckpointCommand;
-use crate::config::{CheckpointConfig, ConnectorConfig};
+use crate::config::ConnectorConfig;
 use crate::connector::open_store;
 use crate::position::SourcePosition;
 use crate::source::Driver;
@@ -138,13 +138,9 @@ pub async fn run(command: CheckpointCommand) -> anyhow::Result<ExitCode> {
 
 /// Creates the connector's checkpoint topic if it has a Kafka store and the topic is missing.
 pub(super) async fn ensure_topic(c: &ConnectorConfig) -> anyhow::Result<()> {
-    if let CheckpointConfig::Kafka { topic, .. } = &c.checkpoint {
-        KafkaCheckpointStore::new(&c.kafka, topic, &c.name)
-            .ensure_topic()
-            .await
-            .map_err(|f| anyhow::anyhow!(f.to_string()))?;
-    }
-    Ok(())
+    crate::connector::ensure_store(c)
+        .await
+        .map_err(|f| anyhow::anyhow!(f.to_string()))
 }
 
 pub(super) fn pick<'a>(

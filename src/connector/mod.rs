@@ -55,6 +55,20 @@ pub fn open_store(cfg: &ConnectorConfig) -> Box<dyn CheckpointStore> {
     }
 }
 
+/// Creates the connector's checkpoint topic when its store is the Kafka one and the topic is
+/// missing (before a checkpoint is written from outside a run: `checkpoint set`, an offsets
+/// `PATCH`); other stores need nothing.
+///
+/// Errors: the store's, when Kafka refuses or does not answer the creation.
+pub async fn ensure_store(cfg: &ConnectorConfig) -> Result<(), crate::checkpoint::CheckpointError> {
+    if let CheckpointConfig::Kafka { topic, .. } = &cfg.checkpoint {
+        KafkaCheckpointStore::new(&cfg.kafka, topic, &cfg.name)
+            .ensure_topic()
+            .await?;
+    }
+    Ok(())
+}
+
 /// How a connector delivers: records acknowledged then checkpointed (at-least-once), or
 /// records and checkpoint in one Kafka transaction (exactly-once), or to another broker.
 enum Delivery {

@@ -21,7 +21,7 @@ use super::Rest;
 use crate::health::{ConnectorHealth, ConnectorState};
 use crate::supervisor::{Listed, OpError, Target};
 
-type S = State<Arc<Rest>>;
+pub(super) type S = State<Arc<Rest>>;
 
 /// Serves the API on `listener` until the process exits: over TLS when `tls` is given, and
 /// to the `users` only (HTTP Basic) when they are.
@@ -48,7 +48,12 @@ pub async fn serve(
             "/connectors/{name}/tasks/{task}/restart",
             axum::routing::post(restart_task),
         )
-        .route("/connectors/{name}/offsets", get(offsets))
+        .route(
+            "/connectors/{name}/offsets",
+            get(super::offsets::get)
+                .patch(super::offsets::alter)
+                .delete(super::offsets::reset),
+        )
         .route("/connector-plugins", get(plugins))
         .route("/connector-plugins/{class}/config/validate", put(validate))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "HTTP 404 Not Found") })
@@ -112,7 +117,7 @@ async fn authenticate(
 }
 
 /// Connect's error body: `{"error_code": <status>, "message": ...}`.
-fn error(code: StatusCode, message: impl Into<String>) -> Response {
+pub(super) fn error(code: StatusCode, message: impl Into<String>) -> Response {
     (
         code,
         Json(json!({"error_code": code.as_u16(), "message": message.into()})),
@@ -202,7 +207,7 @@ async fn list(State(rest): S, RawQuery(query): RawQuery) -> Response {
 }
 
 /// The configuration of `name` as written (secrets hidden), with `connector.class`.
-fn config_of(rest: &Rest, name: &str, l: &Listed) -> ConfigMap {
+pub(super) fn config_of(rest: &Rest, name: &str, l: &Listed) -> ConfigMap {
     let files = super::config_files(&rest.files, rest.store.as_deref());
     let mut map = config::find(&files, name)
         .map(|(_, m)| m)
@@ -282,7 +287,7 @@ fn task_body(rest: &Rest, state: &str, trace: Option<String>, version: &str) -> 
     t
 }
 
-fn listed(rest: &Rest, name: &str) -> Result<Listed, Response> {
+pub(super) fn listed(rest: &Rest, name: &str) -> Result<Listed, Response> {
     rest.supervisor
         .list()
         .remove(name)
@@ -446,43 +451,6 @@ async fn restart_task(State(rest): S, Path((name, task)): Path<(String, String)>
     match rest.supervisor.restart(&name, false).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => op_error(e),
-    }
-}
-
-/// `GET /connectors/{name}/offsets` (KIP-875): the stored checkpoint as the Debezium offset
-/// its source connector would commit, under the partition `{"server": topic.prefix}`.
-async fn offsets(State(rest): S, Path(name): Path<String>) -> Response {
-    let l = match listed(&rest, &name) {
-        Ok(l) => l,
-        Err(r) => return r,
-    };
-    let store = crate::connector::open_store(&l.cfg);
-    let cp = match tokio::task::spawn_blocking(move || crate::checkpoint::load_apart(store)).await {
-        Ok(Ok(cp)) => cp,
-        Ok(Err(e)) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("reading the checkpoint of {name}: {e}"),
-            )
-        }
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    let Some(cp) = cp else {
-        return Json(json!({"offsets": []})).into_response();
-    };
-    match crate::cutover::source::export(&l.cfg, &cp, false).await {
-        Ok(offset) => Json(json!({"offsets": [{
-            "partition": {"server": l.cfg.debezium_server()},
-            "offset": offset,
-        }]}))
-        .into_response(),
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!(
-                "checkpoint {} of {name} as a Debezium offset: {e}",
-                cp.position
-            ),
-        ),
     }
 }
 

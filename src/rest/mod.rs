@@ -13,12 +13,14 @@
 //! file is changed there, not here (409, naming the file).
 //!
 //! The listener is `http://` or `https://` with HTTP Basic authentication as Connect's are
-//! configured ([`listener`]). Not answered (yet): the group's shared configurations (a group
-//! member serves no REST API), `PATCH`/`DELETE` of offsets.
+//! configured ([`listener`]). KIP-875's offsets are the checkpoint in Debezium's offset
+//! format ([`offsets`]). Not answered (yet): the group's shared configurations (a group
+//! member serves no REST API).
 
 mod config;
 mod handlers;
 pub mod listener;
+mod offsets;
 
 pub use handlers::serve;
 
