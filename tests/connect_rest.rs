@@ -16,6 +16,7 @@ use common::kafka::read_topics;
 use common::mariadb::{insert_events, MariaDb};
 use common::relay::{free_port, test_dir, Relay};
 use common::OutboxEvent;
+use mysql_async::prelude::Queryable;
 use serde_json::{json, Map, Value};
 
 /// A Debezium MariaDB connector JSON's config for the test database's outbox table, routing
@@ -428,6 +429,24 @@ fn resume_point(answer: &Value) -> (Value, Value) {
     (first["partition"].clone(), first["offset"]["gtids"].clone())
 }
 
+/// MariaDB's GTID position at an offsets answer's `file`/`pos` (`BINLOG_GTID_POS`): a
+/// Debezium offset names one point of the binlog, so this is its `gtids`.
+async fn gtid_pos_at(db: &MariaDb, answer: &Value) -> String {
+    let offset = &answer["offsets"][0]["offset"];
+    let mut conn = db.pool.get_conn().await.unwrap();
+    conn.exec_first::<Option<String>, _, _>(
+        "SELECT BINLOG_GTID_POS(?, ?)",
+        (
+            offset["file"].as_str().unwrap().to_string(),
+            offset["pos"].as_u64().unwrap(),
+        ),
+    )
+    .await
+    .unwrap()
+    .flatten()
+    .unwrap_or_default()
+}
+
 /// Waits until `GET path` (a connector's offsets) lists one: the connector has read its
 /// start position and stored it.
 fn wait_checkpoint(port: u16, path: &str, relay: &Relay) {
@@ -494,6 +513,12 @@ async fn offsets_set_back_and_reset_through_the_rest_api() {
     assert_eq!(code, 200, "{after_a}");
     let partition = after_a["offsets"][0]["partition"].clone();
     assert_eq!(partition, json!({"server": name}), "{after_a}");
+    // Nothing follows A yet: file/pos are where the binlog ends, the same point as gtids.
+    assert_eq!(
+        json!(gtid_pos_at(&db, &after_a).await),
+        after_a["offsets"][0]["offset"]["gtids"],
+        "{after_a}"
+    );
     let b = batch();
     db.insert_into(&db.outbox_table(), &b, false).await;
     assert_eq!(id_counts(&topic, 10).len(), 10, "{}", relay.log_text());
@@ -548,6 +573,12 @@ async fn offsets_set_back_and_reset_through_the_rest_api() {
         .contains("altered successfully"));
     let (code, now) = call(port, "GET", &path, None);
     assert_eq!((code, resume_point(&now)), (200, resume_point(&after_a)));
+    // B follows A now: file/pos are where B begins, still the same point as gtids.
+    assert_eq!(
+        json!(gtid_pos_at(&db, &now).await),
+        now["offsets"][0]["offset"]["gtids"],
+        "{now}"
+    );
     let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
     assert_eq!(code, 202);
     wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
@@ -563,20 +594,23 @@ async fn offsets_set_back_and_reset_through_the_rest_api() {
     let (code, _) = call(port, "PUT", &format!("/connectors/{name}/stop"), None);
     assert_eq!(code, 204);
     wait_state(port, &name, "STOPPED", None, &relay);
-    let (code, m) = call(port, "DELETE", &path, None);
+    let c = batch();
+    db.insert_into(&db.outbox_table(), &c, false).await;
+    // A resume sent while the reset is under way waits for it: the connector must not
+    // start from the checkpoint being removed (it would deliver C) while the reset says 200.
+    let reset = {
+        let path = path.clone();
+        std::thread::spawn(move || call(port, "DELETE", &path, None))
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
+    assert_eq!(code, 202);
+    let (code, m) = reset.join().unwrap();
     assert_eq!(code, 200, "{m}\n{}", relay.log_text());
     assert!(m["message"]
         .as_str()
         .unwrap()
         .contains("reset successfully"));
-    assert_eq!(
-        call(port, "GET", &path, None),
-        (200, json!({"offsets": []}))
-    );
-    let c = batch();
-    db.insert_into(&db.outbox_table(), &c, false).await;
-    let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
-    assert_eq!(code, 202);
     wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
     // Started: its checkpoint is back (the start position is stored before any event).
     wait_checkpoint(port, &path, &relay);

@@ -1370,6 +1370,35 @@ async fn bad_input_and_unserved_positions_are_refused_changing_nothing() {
         "{err}"
     );
     unchanged(&pg_json);
+
+    // PostgreSQL: an LSN the server has not written yet (the slot would take it as
+    // confirmed, and every change committed before the server reaches it would be lost).
+    let Db::Pg(p) = &pg else { unreachable!() };
+    p.exec(&format!(
+        "SELECT pg_create_logical_replication_slot('{}', 'pgoutput')",
+        p.slot
+    ))
+    .await;
+    let pg_json = write_json(
+        &pg_dir,
+        &pg_name,
+        &pg.connector_config(&pg_name, &pg_name, &p.slot, &pg_dir),
+    );
+    let ahead = p.current_wal().await + (1 << 32);
+    write_offsets_file(&pg_file, &pg_name, &json!({"lsn": ahead}));
+    let (code, out, err) = cli(&[
+        "checkpoint",
+        "import-debezium",
+        "--config",
+        pg_json.to_str().unwrap(),
+        "--offsets-file",
+        pg_file.to_str().unwrap(),
+        "--dedupe-window",
+        "0",
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("past the end of this server's WAL"), "{err}");
+    unchanged(&pg_json);
 }
 
 /// `outboxd checkpoint import-debezium` of connector JSON `json` from the standalone

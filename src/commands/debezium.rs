@@ -478,7 +478,7 @@ pub async fn export(
         .not_running_in_connect(&mut notes, debezium_stopped)
         .await?;
     let annotate = include_query(&args);
-    let value = cutover::source::export(&c, &cp, annotate).await?;
+    let value = cutover::source::export(&c, &cp, annotate, false).await?;
     let bytes = value.to_string().into_bytes();
     let key = &target.key;
     let written = match place {

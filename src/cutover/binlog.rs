@@ -595,7 +595,8 @@ pub(crate) async fn import(
 
 /// Turns outboxd's checkpoint (`position`, `skip`) into Debezium's offset, reading the
 /// binlog from there: `gtids` (MariaDB: always, as Debezium's MariaDB connector resumes by
-/// them), `file`/`pos` of the transaction to resume in (or where the binlog continues), and
+/// them), `file`/`pos` of the transaction to resume in (at a boundary: where the next
+/// transaction begins, or where the binlog ended before the reading when none follows), and
 /// `event`/`row` when `skip` outbox rows of that transaction are delivered.
 ///
 /// Errors: definite for an `xa_pending` position or one the server does not serve;
@@ -614,6 +615,23 @@ pub(crate) async fn export(
              checkpoint is then a plain position), then export"
         )));
     }
+    // Where the binlog ends before the reading: when no transaction follows the checkpoint
+    // then, the checkpoint's transaction ends here.
+    let end_before = if skip == 0 {
+        let what = "the end of the binlog (SHOW MASTER STATUS)";
+        let mut conn = server::connect(cfg)
+            .await
+            .map_err(|e| from_mysql(what, e))?;
+        match server::current_position(&mut conn, cfg, TrackingMode::File)
+            .await
+            .map_err(|e| from_mysql(what, e))?
+        {
+            SourcePosition::BinlogFile(fp) => Some(fp),
+            _ => None,
+        }
+    } else {
+        None
+    };
     let scan = scan(cfg, tables, position, skip > 0, annotate).await?;
     let (start, event, row, begin) = match (&scan.txn, skip) {
         (Some(t), s) if s > 0 => {
@@ -626,7 +644,14 @@ pub(crate) async fn export(
                  outbox rows after {position}, but the binlog holds none there"
             )))
         }
-        _ => (position.clone(), 0, 0, scan.end.clone()),
+        // Debezium's file:pos at a transaction boundary: where the next transaction begins.
+        (Some(t), _) => (position.clone(), 0, 0, t.begin_at.clone()),
+        (None, _) => (
+            position.clone(),
+            0,
+            0,
+            end_before.unwrap_or_else(|| scan.end.clone()),
+        ),
     };
     let gtids = match &start {
         SourcePosition::MariadbGtid(p) => Some(p.to_string()),

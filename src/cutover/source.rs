@@ -153,7 +153,7 @@ pub(crate) async fn refuse_if_outboxd_reads(
 
 /// The checkpoint `cp` as Debezium's offset value (the JSON Debezium's connector for the
 /// source commits), by reading the transaction after it from the source (`annotate`: as in
-/// [`import`]).
+/// [`import`]; `live`: the connector may be running, see `wal::export`).
 ///
 /// Errors: `Refused` when the checkpoint is not of the source's kind or the source no longer
 /// serves it; `Unavailable` when the database does not answer.
@@ -161,6 +161,7 @@ pub(crate) async fn export(
     c: &ConnectorConfig,
     cp: &Checkpoint,
     annotate: bool,
+    live: bool,
 ) -> Result<Value, CutoverError> {
     Ok(match &c.source {
         SourceConfig::Mysql(m) => binlog::export(m, &c.tables, &cp.position, cp.skip, annotate)
@@ -173,7 +174,7 @@ pub(crate) async fn export(
                     cp.position
                 )));
             };
-            wal::export(p, &c.tables, &p.message_prefixes, *lsn, cp.skip)
+            wal::export(p, &c.tables, &p.message_prefixes, *lsn, cp.skip, live)
                 .await?
                 .to_json()
         }

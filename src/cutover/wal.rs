@@ -444,7 +444,42 @@ pub(crate) async fn import(
              gap: `outboxd checkpoint reset`, then run"
         )));
     }
+    // A position the server has not written yet would be taken by the slot as confirmed:
+    // everything committed before the server reaches it would never be sent.
+    let written = written_lsn(&client, cfg).await?;
+    if imported.position > written {
+        return Err(CutoverError::refused(format!(
+            "Debezium's offset names LSN {}, past the end of this server's WAL ({written}): \
+             the offset is not this server's (or the server was restored to an earlier \
+             point). Nothing was changed",
+            imported.position
+        )));
+    }
     Ok(imported)
+}
+
+/// How far the server's WAL is written: `pg_current_wal_insert_lsn()` on a primary,
+/// `pg_last_wal_replay_lsn()` on a standby (PostgreSQL "System Administration Functions").
+///
+/// Errors: transient when the server cannot be reached.
+async fn written_lsn(
+    client: &tokio_postgres::Client,
+    cfg: &PostgresSourceConfig,
+) -> Result<Lsn, CutoverError> {
+    let what = "reading the server's WAL position";
+    let row = client
+        .query_one(
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
+             ELSE pg_current_wal_insert_lsn() END)::text",
+            &[],
+        )
+        .await
+        .map_err(|e| from_pg(what, PgError::from_sql(&e, cfg)))?;
+    let text: Option<String> = row.get(0);
+    text.as_deref()
+        .unwrap_or_default()
+        .parse()
+        .map_err(|e| CutoverError::refused(format!("{what}: {text:?}: {e}")))
 }
 
 /// Turns outboxd's checkpoint (`position`, `skip`) into Debezium's offset: at a transaction
@@ -452,19 +487,37 @@ pub(crate) async fn import(
 /// commits before it); inside one, `lsn_proc` = `lsn` = its `skip`-th outbox change, with
 /// `lsn_commit` the position, as Debezium's own offset after that change reads.
 ///
-/// Errors: definite when the slot is gone or in use (outboxd still running), or does not
-/// hold the transaction; transient when the server cannot be reached.
+/// `live`: the connector may be streaming from the slot now (the REST API's `GET
+/// .../offsets`); a slot in use is then read as it is, and refused only when the offset
+/// needs the transaction after the position (`skip` > 0), which a slot in use cannot show.
+///
+/// Errors: definite when the slot is gone or in use (outboxd still running; with `live`,
+/// only when `skip` > 0), or does not hold the transaction; transient when the server
+/// cannot be reached.
 pub(crate) async fn export(
     cfg: &PostgresSourceConfig,
     tables: &[TableName],
     prefixes: &[String],
     position: Lsn,
     skip: u64,
+    live: bool,
 ) -> Result<PgOffset, CutoverError> {
     let client = catalog::connect(cfg)
         .await
         .map_err(|e| from_pg("connecting to PostgreSQL", e))?;
-    let info = usable_slot(&client, cfg, "outboxd").await?;
+    let info = if live && skip == 0 {
+        slot::slot_info(&client, cfg, &cfg.slot_name)
+            .await
+            .map_err(|e| from_pg("reading pg_replication_slots", e))?
+            .ok_or_else(|| {
+                CutoverError::refused(format!(
+                    "replication slot {:?} (`slot.name`) does not exist",
+                    cfg.slot_name
+                ))
+            })?
+    } else {
+        usable_slot(&client, cfg, "outboxd").await?
+    };
     if let Some(reason) = slot::checkpoint_gap(&cfg.slot_name, Some(&info), position) {
         return Err(CutoverError::refused(format!(
             "outboxd's checkpoint is no longer served: {reason}. If Debezium ran from this \

@@ -374,6 +374,8 @@ async fn target(rest: Arc<Rest>, name: String, to: Target, code: StatusCode) -> 
         return error(StatusCode::NOT_FOUND, format!("Unknown connector {name}"));
     }
     tokio::spawn(async move {
+        // After an offsets change in progress (it checked that the connector is STOPPED).
+        let _edit = rest.edits.lock().await;
         let s = &rest.supervisor;
         let r = match to {
             Target::Paused => s.pause(&name).await,
@@ -426,6 +428,7 @@ async fn restart(State(rest): S, Path(name): Path<String>, RawQuery(query): RawQ
     let r2 = rest.clone();
     let n2 = name.clone();
     tokio::spawn(async move {
+        let _edit = r2.edits.lock().await;
         if let Err(e) = r2.supervisor.restart(&n2, only_failed).await {
             tracing::warn!(connector = %n2, "REST restart: {e}");
         }
@@ -448,6 +451,7 @@ async fn restart_task(State(rest): S, Path((name, task)): Path<(String, String)>
             format!("Task {name}-{task} not found"),
         );
     }
+    let _edit = rest.edits.lock().await;
     match rest.supervisor.restart(&name, false).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => op_error(e),

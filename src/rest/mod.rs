@@ -47,7 +47,9 @@ pub struct Rest {
     pub kafka_cluster_id: tokio::sync::Mutex<Option<String>>,
     /// The bootstrap servers to ask it (the process-wide Kafka settings).
     pub kafka: Option<crate::config::KafkaConfig>,
-    /// Held while a configuration file is written and applied: one change at a time.
+    /// Held while a configuration file is written and applied, an offsets change is made, or
+    /// a connector's target state changes (pause, resume, stop, restart): one change at a
+    /// time, so a resume cannot start from the checkpoint an offsets change is replacing.
     pub edits: tokio::sync::Mutex<()>,
     /// Loads connector `name` with a configuration (Connect's map) as `run` would, with the
     /// process's worker file and environment: `Err` with the refusal's message.

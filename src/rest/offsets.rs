@@ -78,7 +78,7 @@ pub(super) async fn get(State(rest): S, Path(name): Path<String>) -> Response {
     let Some(cp) = cp else {
         return Json(json!({"offsets": []})).into_response();
     };
-    match source::export(&l.cfg, &cp, include_query(&rest, &name, &l)).await {
+    match source::export(&l.cfg, &cp, include_query(&rest, &name, &l), true).await {
         Ok(offset) => Json(json!({"offsets": [{
             "partition": partition(&l.cfg),
             "offset": offset,
