@@ -64,16 +64,14 @@ pub(super) async fn get(State(rest): S, Path(name): Path<String>) -> Response {
         Ok(l) => l,
         Err(r) => return r,
     };
-    let store = crate::connector::open_store(&l.cfg);
-    let cp = match tokio::task::spawn_blocking(move || crate::checkpoint::load_apart(store)).await {
-        Ok(Ok(cp)) => cp,
-        Ok(Err(e)) => {
+    let cp = match crate::connector::open_store(&l.cfg).load().await {
+        Ok(cp) => cp,
+        Err(e) => {
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("reading the checkpoint of {name}: {e}"),
             )
         }
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let Some(cp) = cp else {
         return Json(json!({"offsets": []})).into_response();
