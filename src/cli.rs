@@ -58,11 +58,12 @@ pub enum Command {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConfigArgs {
     /// outboxd TOML or Debezium connector JSON; repeat for several connectors. Optional
-    /// with `--rest-connectors` (connectors then come from the REST API).
+    /// with `--rest-connectors` (connectors then come from the REST API) and with `--group`
+    /// (connectors then come from the group's config topic).
     #[arg(
         long = "config",
         short = 'c',
-        required_unless_present = "rest_connectors"
+        required_unless_present_any = ["rest_connectors", "group"]
     )]
     pub config: Vec<PathBuf>,
     /// Kafka bootstrap servers (HOST:PORT, comma-separated); overrides the config files.
@@ -81,7 +82,8 @@ pub struct ConfigArgs {
     /// `run`: serve Kafka Connect's REST API (`GET /connectors/{name}/status`, `PUT
     /// .../pause`, `POST /connectors`, ...) on this address, e.g. `127.0.0.1:8083`, or
     /// `https://0.0.0.0:8443` with the certificate from the worker file
-    /// (`listeners.https.ssl.keystore.*`). Not in a group.
+    /// (`listeners.https.ssl.keystore.*`). A group member answers for the group's
+    /// connectors (created ones are kept in the group's config topic).
     #[arg(
         long,
         env = "OUTBOXD_REST_LISTEN",
@@ -109,6 +111,8 @@ pub struct ConfigArgs {
     /// same connector files share the connectors through Kafka's group coordinator (each
     /// runs in one member; another takes it over in seconds when it dies). Overrides the
     /// config files' `[group] name`. `status` shows each connector's owner with it.
+    /// Connectors created through a member's REST API are shared by the whole group (its
+    /// config topic `outboxd.configs.NAME`); a member needs no `--config` then.
     #[arg(long, env = "OUTBOXD_GROUP")]
     pub group: Option<String>,
     /// Shadow run beside a live Debezium (or outboxd) on the same connector files: routed
@@ -338,7 +342,7 @@ impl ConfigArgs {
             kafka_bootstrap: self.kafka_bootstrap.as_deref(),
             kafka_config: self.kafka_config.as_deref(),
             without_source_secrets,
-            none_is_empty: self.rest_connectors.is_some(),
+            none_is_empty: self.rest_connectors.is_some() || self.group.is_some(),
             shadow: self.shadow.as_deref().map(|name| crate::config::Shadow {
                 name,
                 server_id: self.shadow_server_id,

@@ -182,8 +182,10 @@ impl Health {
             ),
         };
         Report {
+            // A group member with no connector yet (they come from the group's config topic)
+            // is ready once in the group; a process without a group needs one.
             ready: member.unwrap_or(true)
-                && !connectors.is_empty()
+                && (!connectors.is_empty() || member.is_some())
                 && connectors.values().all(|c| c.ready),
             member,
             member_reason,
@@ -258,6 +260,14 @@ mod tests {
     fn ready_only_when_every_connector_streams() {
         let h = Health::default();
         assert!(!h.report().ready, "no connector: not ready");
+        let m = Health::default();
+        m.set_member(false);
+        assert!(
+            !m.report().ready,
+            "a member with no connector, not in the group"
+        );
+        m.set_member(true);
+        assert!(m.report().ready, "a member with no connector, in the group");
         h.set("a", ConnectorState::Streaming);
         h.set("b", ConnectorState::Starting);
         assert!(!h.report().ready);

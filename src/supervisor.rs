@@ -53,6 +53,9 @@ pub struct Listed {
     pub running: bool,
     /// Whether its last run ended on a failure of its own (not on a stop).
     pub failed: bool,
+    /// In a group, the member that runs it when another one does (its REST address, else
+    /// its member id); `None`: this process runs it, or nobody does.
+    pub worker: Option<String>,
 }
 
 /// What an operation found wrong.
@@ -67,6 +70,12 @@ pub enum OpError {
     /// The process is shutting down.
     #[error("outboxd is shutting down; nothing changed")]
     Closing,
+    /// Not possible yet (a group member that has not joined its group): try again.
+    #[error("{0}")]
+    NotYet(String),
+    /// Where configurations are kept did not take the change (the group's config topic).
+    #[error("{0}")]
+    Store(String),
 }
 
 struct Run {
@@ -186,6 +195,7 @@ impl Supervisor {
                         target: s.target,
                         running,
                         failed: s.failed,
+                        worker: None,
                     },
                 )
             })

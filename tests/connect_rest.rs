@@ -1331,3 +1331,225 @@ async fn https_listener_with_basic_authentication() {
     );
     assert_eq!(relay.stop(), Some(0), "{log}");
 }
+
+/// Polls `GET path` on `port` until `ok` holds of the answer (60 s at most); the last one.
+fn wait_for(
+    port: u16,
+    path: &str,
+    what: &str,
+    members: &[Relay],
+    ok: impl Fn(u16, &Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        if let Some((code, body)) = rest(port, "GET", path, None) {
+            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            if ok(code, &v) {
+                return v;
+            }
+            last = v;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "{what}: GET {path} on port {port} never did; last answer {last}\n{}",
+        common::group::logs(members)
+    );
+}
+
+/// The group's shared connector configurations: three members started with no connector
+/// file, each serving the REST API; a connector created through one member reaches the
+/// others, is run by one, is paused and resumed through another, fails over when its owner
+/// is killed (`kill -9`) under a writer, and is deleted through a survivor: every row once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() {
+    let db = MariaDb::new("rest_group").await;
+    let name = db.db.clone();
+    let dir = test_dir(&name);
+    let group = common::unique("restgroup");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut members: Vec<Relay> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let metrics = free_port();
+            let (listen, metrics_listen) =
+                (format!("127.0.0.1:{port}"), format!("127.0.0.1:{metrics}"));
+            let args = [
+                "--group",
+                group.as_str(),
+                "--rest-listen",
+                listen.as_str(),
+                "--metrics-listen",
+                metrics_listen.as_str(),
+            ];
+            Relay::launch_with_args(&args, metrics, dir.join(format!("member{i}.log")))
+        })
+        .collect();
+    for (port, m) in ports.iter().zip(members.iter_mut()) {
+        // Ready: in the group, its config topic read.
+        m.wait_ready(Duration::from_secs(60));
+        wait_api(*port, m);
+        assert_eq!(call(*port, "GET", "/connectors", None), (200, json!([])));
+    }
+
+    // Created through member 0: every member lists it, one runs it.
+    let cfg = connector(&db, &name, &name);
+    let (code, info) = call(
+        ports[0],
+        "POST",
+        "/connectors",
+        Some(&json!({"name": name, "config": cfg})),
+    );
+    assert_eq!(code, 201, "{info}\n{}", common::group::logs(&members));
+    assert_eq!(info["config"]["database.password"], "[hidden]", "{info}");
+    let (code, e) = call(
+        ports[1],
+        "POST",
+        "/connectors",
+        Some(&json!({"name": name, "config": cfg})),
+    );
+    assert_eq!(code, 409, "created twice through another member: {e}");
+    for port in &ports {
+        wait_for(
+            *port,
+            "/connectors",
+            "list the connector",
+            &members,
+            |c, v| c == 200 && *v == json!([name]),
+        );
+        let (code, c) = call(*port, "GET", &format!("/connectors/{name}/config"), None);
+        assert_eq!(code, 200);
+        assert_eq!(c["database.password"], "[hidden]", "{c}");
+        assert_eq!(c["topic.prefix"], name.as_str(), "{c}");
+    }
+    let owner = common::group::wait_owner(&members, &name, Duration::from_secs(60));
+    // Streaming (it starts at the binlog's end: rows written before are not its).
+    members[owner].wait_ready(Duration::from_secs(60));
+    let writer = Writer::start(&db);
+    let owner_id = format!("127.0.0.1:{}", ports[owner]);
+    // Every member says who runs it.
+    for port in &ports {
+        wait_for(
+            *port,
+            &format!("/connectors/{name}/status"),
+            "show the owner running it",
+            &members,
+            |c, s| {
+                c == 200
+                    && s["connector"]["state"] == "RUNNING"
+                    && s["tasks"][0]["state"] == "RUNNING"
+                    && s["tasks"][0]["worker_id"] == owner_id.as_str()
+            },
+        );
+    }
+
+    // Paused and resumed through another member: applied by the owner.
+    let other = (owner + 1) % 3;
+    let (code, _) = call(
+        ports[other],
+        "PUT",
+        &format!("/connectors/{name}/pause"),
+        None,
+    );
+    assert_eq!(code, 202);
+    wait_state(
+        ports[owner],
+        &name,
+        "PAUSED",
+        Some("PAUSED"),
+        &members[owner],
+    );
+    let paused_at = produced(&members[owner], &name);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        produced(&members[owner], &name),
+        paused_at,
+        "a paused connector delivered"
+    );
+    let (code, _) = call(
+        ports[other],
+        "PUT",
+        &format!("/connectors/{name}/resume"),
+        None,
+    );
+    assert_eq!(code, 202);
+    wait_state(
+        ports[owner],
+        &name,
+        "RUNNING",
+        Some("RUNNING"),
+        &members[owner],
+    );
+
+    // The owner killed under the writer: another member takes the connector over.
+    while writer.written() < 100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    members[owner].kill9();
+    let survivors: Vec<usize> = (0..3).filter(|i| *i != owner).collect();
+    let next = {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(i) = survivors
+                .iter()
+                .copied()
+                .find(|i| common::group::owns(&members[*i], &name))
+            {
+                break i;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no member took {name} over\n{}",
+                common::group::logs(&members)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let before = produced(&members[next], &name);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while produced(&members[next], &name) <= before {
+        assert!(
+            Instant::now() < deadline,
+            "the new owner delivers nothing\n{}",
+            common::group::logs(&members)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ids = writer.finish().await;
+    assert_exactly_once(&[format!("{name}.a")], &ids, &members[next]);
+
+    // Deleted through a survivor: gone from every member's list, stopped where it ran.
+    let (code, e) = call(
+        ports[survivors[0]],
+        "DELETE",
+        &format!("/connectors/{name}"),
+        None,
+    );
+    assert_eq!(code, 204, "{e}");
+    for i in &survivors {
+        wait_for(
+            ports[*i],
+            "/connectors",
+            "forget the deleted connector",
+            &members,
+            |c, v| c == 200 && *v == json!([]),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while survivors
+        .iter()
+        .any(|i| common::group::owns(&members[*i], &name))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the deleted connector still runs\n{}",
+            common::group::logs(&members)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for i in survivors {
+        assert_eq!(members[i].stop(), Some(0), "{}", members[i].log_text());
+    }
+}

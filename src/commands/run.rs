@@ -45,9 +45,23 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     // connectors under a supervisor, which SIGHUP makes re-read the configuration.
     // The REST listener's settings, checked before any connector starts.
     let rest_listener = match &args.rest_listen {
-        Some(listen) if plan.is_none() => Some(rest_listener(listen, &args)?),
-        _ => None,
+        Some(listen) => Some(rest_listener(listen, &args)?),
+        None => None,
     };
+    // The process-wide Kafka settings: `GET /`'s cluster for a process started with no
+    // connector, and the cluster of a group member started without connector files.
+    let process_kafka = args
+        .kafka_bootstrap
+        .clone()
+        .or_else(|| cfg.kafka.bootstrap_servers.clone())
+        .map(|bootstrap_servers| crate::config::KafkaConfig {
+            bootstrap_servers,
+            client: cfg.kafka.client.clone(),
+            producer: Default::default(),
+            producer_secrets: Default::default(),
+            max_record_bytes: 1 << 20,
+            topic_creation: None,
+        });
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut member = tokio::task::JoinSet::new();
     let plan_is_group = plan.is_some();
@@ -55,8 +69,41 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let keep_serving = args.rest_listen.is_some() && !plan_is_group;
     let supervisor = match plan {
         Some(plan) => {
-            tracing::info!(group = %plan.name, connectors = ?cfg.connectors.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), "running as a member of group {}: connectors start when the group assigns them", plan.name);
-            member.spawn(group::run_member(cfg, plan, health.clone(), shutdown_rx));
+            // Every connector reaches the group's cluster with these settings (`GroupPlan`
+            // checks it).
+            let Some(kafka) = cfg
+                .connectors
+                .first()
+                .map(|c| c.kafka.clone())
+                .or(process_kafka)
+            else {
+                anyhow::bail!(
+                    "group {}: no Kafka cluster to coordinate the group through; name it with \
+                     --kafka-bootstrap (or a connector file)",
+                    plan.name
+                );
+            };
+            tracing::info!(group = %plan.name, connectors = ?cfg.connectors.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), "running as a member of group {}: connectors (those of its files and those of the group's config topic) start when the group assigns them", plan.name);
+            let view = group::view::GroupView::new(&plan.name, &group::member_id());
+            let worker_id = rest_listener.as_ref().map(|l| l.addr.to_string());
+            let load_args = args.clone();
+            let setup = group::MemberSetup {
+                kafka: kafka.clone(),
+                view: view.clone(),
+                load: Box::new(move |name, config| load_one(&load_args, name, config, true)),
+                worker_id,
+            };
+            if let Some(settings) = rest_listener {
+                let connectors = crate::rest::Connectors::Group(view);
+                serve_rest(settings, &args, connectors, &health, Some(kafka)).await?;
+            }
+            member.spawn(group::run_member(
+                cfg,
+                plan,
+                setup,
+                health.clone(),
+                shutdown_rx,
+            ));
             None
         }
         None if cfg.connectors.is_empty() && args.rest_listen.is_none() => {
@@ -87,35 +134,22 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             };
             // `GET /`'s cluster: a connector's, else the process-wide settings' (a process
             // started with no connector, which the REST API fills).
-            let kafka = cfg.connectors.first().map(|c| c.kafka.clone()).or_else(|| {
-                Some(crate::config::KafkaConfig {
-                    bootstrap_servers: args
-                        .kafka_bootstrap
-                        .clone()
-                        .or_else(|| cfg.kafka.bootstrap_servers.clone())?,
-                    client: cfg.kafka.client.clone(),
-                    producer: Default::default(),
-                    producer_secrets: Default::default(),
-                    max_record_bytes: 1 << 20,
-                    topic_creation: None,
-                })
-            });
+            let kafka = cfg
+                .connectors
+                .first()
+                .map(|c| c.kafka.clone())
+                .or(process_kafka);
             supervisor
                 .start_all(cfg)
                 .await
                 .context("starting the connectors")?;
             if let Some(settings) = rest_listener {
-                serve_rest(settings, &args, &supervisor, &health, kafka).await?;
+                let connectors = crate::rest::Connectors::Local(supervisor.clone());
+                serve_rest(settings, &args, connectors, &health, kafka).await?;
             }
             Some(supervisor)
         }
     };
-    if plan_is_group && args.rest_listen.is_some() {
-        tracing::warn!(
-            "--rest-listen is not served by a group member yet (the group's shared connector \
-             configurations are not built): no REST API"
-        );
-    }
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("listening for SIGHUP")?;
     match &supervisor {
@@ -252,7 +286,7 @@ async fn reload(supervisor: &std::sync::Arc<Supervisor>) {
 async fn serve_rest(
     settings: crate::rest::listener::Listener,
     args: &ConfigArgs,
-    supervisor: &std::sync::Arc<Supervisor>,
+    connectors: crate::rest::Connectors,
     health: &Health,
     kafka: Option<crate::config::KafkaConfig>,
 ) -> anyhow::Result<()> {
@@ -265,7 +299,7 @@ async fn serve_rest(
     })?;
     let validate_args = args.clone();
     let rest = crate::rest::Rest {
-        supervisor: supervisor.clone(),
+        connectors,
         health: health.clone(),
         worker_id: listen.to_string(),
         files: args.config.clone(),
@@ -296,6 +330,18 @@ fn validate(
     name: &str,
     config: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), String> {
+    load_one(args, name, config, args.group.is_some()).map(|_| ())
+}
+
+/// Loads connector `name` with `config` (Connect's map) alone, with the process's worker
+/// file and environment, as `run` would: the connector, or `Err` with the refusal's message.
+/// `in_group`: refused with a file checkpoint store, as a group refuses it in a file.
+fn load_one(
+    args: &ConfigArgs,
+    name: &str,
+    config: &serde_json::Map<String, serde_json::Value>,
+    in_group: bool,
+) -> Result<crate::config::ConnectorConfig, String> {
     // A file of its own per request (concurrent validations), readable by its owner only
     // (it may hold a password), in a directory of the process's.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -319,9 +365,23 @@ fn validate(
     drop(file);
     let mut a = args.clone();
     a.config = vec![path.clone()];
-    let result = a.load().map(|_| ()).map_err(|e| format!("{e:#}"));
+    let result = a.load().map_err(|e| format!("{e:#}"));
     let _ = std::fs::remove_file(&path);
-    result
+    let c = result?
+        .connectors
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("no connector {name} in its configuration"))?;
+    if in_group {
+        if let crate::config::CheckpointConfig::File { .. } = c.checkpoint {
+            return Err(format!(
+                "connector {name} keeps its checkpoint in a file, which the other members of \
+                 the group cannot read: use the Kafka checkpoint store (the default) to run it \
+                 in a group"
+            ));
+        }
+    }
+    Ok(c)
 }
 
 /// The REST listener's settings from `--rest-listen`, the worker file and the JAAS file.

@@ -329,6 +329,15 @@ impl Catalog {
         }
     }
 
+    /// The connectors the members in `live` define in their files: name → one such member.
+    pub fn defined_by(&self, live: &BTreeSet<String>) -> BTreeMap<String, String> {
+        self.records
+            .keys()
+            .filter(|(_, m)| live.contains(m))
+            .map(|(c, m)| (c.clone(), m.clone()))
+            .collect()
+    }
+
     /// How many connectors member `member` has a record of.
     pub fn count_of(&self, member: &str) -> usize {
         self.of_member(member).count()

@@ -276,8 +276,10 @@ pub struct MembershipSettings {
     pub group: String,
     /// The Kafka cluster (the settings every client of the process uses).
     pub kafka: KafkaConfig,
-    /// The connectors this member has a configuration for.
-    pub connectors: Vec<String>,
+    /// The connectors this member has a configuration for; when they change (a connector
+    /// created or deleted through the REST API), the member subscribes again, and the
+    /// coordinator rebalances.
+    pub connectors: tokio::sync::watch::Receiver<Vec<String>>,
     /// `session.timeout.ms`.
     pub session_timeout: Duration,
     /// `heartbeat.interval.ms`.
@@ -359,18 +361,32 @@ fn member_loop(
         )
         .create_client(context)
         .map_err(|e| format!("cannot create the group's Kafka consumer: {e}"))?;
-    let subscribed: Vec<String> = settings
-        .connectors
-        .iter()
-        .map(|c| topics::coordination_topic(&settings.group, c))
-        .collect();
-    let refs: Vec<&str> = subscribed.iter().map(String::as_str).collect();
-    consumer
-        .subscribe(&refs)
-        .map_err(|e| format!("cannot subscribe to the group's coordination topics: {e}"))?;
-    tracing::info!(group = %settings.group, member = %settings.member, connectors = ?settings.connectors, "joining the group");
+    let mut connectors = settings.connectors.clone();
+    let subscribe = |names: &[String]| {
+        let subscribed: Vec<String> = names
+            .iter()
+            .map(|c| topics::coordination_topic(&settings.group, c))
+            .collect();
+        let refs: Vec<&str> = subscribed.iter().map(String::as_str).collect();
+        if refs.is_empty() {
+            // Subscribed to nothing, a consumer leaves the group: this member stays in it
+            // (a standby for the connectors to come) through the group's config topic.
+            consumer.subscribe(&[&super::configs::configs_topic(&settings.group)])
+        } else {
+            consumer.subscribe(&refs)
+        }
+        .map_err(|e| format!("cannot subscribe to the group's coordination topics: {e}"))
+    };
+    let names = connectors.borrow_and_update().clone();
+    subscribe(&names)?;
+    tracing::info!(group = %settings.group, member = %settings.member, connectors = ?names, "joining the group");
     let mut lost = false;
     while !leaving.load(Ordering::Acquire) {
+        if connectors.has_changed().unwrap_or(false) {
+            let names = connectors.borrow_and_update().clone();
+            tracing::info!(group = %settings.group, member = %settings.member, connectors = ?names, "the group's connectors changed: subscribing to their coordination topics");
+            subscribe(&names)?;
+        }
         // Serves the rebalance callbacks, heartbeats are librdkafka's own thread's.
         if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
             consumer.context().note_refusal(&e);

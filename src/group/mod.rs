@@ -33,11 +33,13 @@
 //! assignment: another member would meet the same failure. Restarting this member (after the
 //! fix) hands it over.
 
+pub mod configs;
 pub mod definitions;
 pub mod membership;
 pub mod owners;
 pub mod plan;
 pub mod topics;
+pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,10 +51,12 @@ use tokio::sync::{mpsc, watch};
 
 pub use self::plan::GroupPlan;
 
+use self::configs::{ConfigMap, Shared, SharedConfigs};
 use self::definitions::{Definition, Registry, Verdict};
 use self::membership::{Change, Membership, MembershipSettings, RevokeReason};
 use self::owners::{MemberList, OwnerLog, RELEASE_WAIT};
 use self::topics::TopicsError;
+use self::view::GroupView;
 use crate::config::{Config, ConnectorConfig, KafkaConfig};
 use crate::connector::{Connector, RunningConnector};
 use crate::health::{ConnectorState, Health};
@@ -61,6 +65,7 @@ use crate::metrics as m;
 use crate::pipeline::Error;
 use crate::retry::{sleep_before_retry, Retry};
 use crate::sink::KafkaLink;
+use crate::supervisor::{Listed, Target};
 
 /// How often the member count is read from the group coordinator.
 const MEMBERS_EVERY: Duration = Duration::from_secs(5);
@@ -73,18 +78,51 @@ pub fn member_id() -> String {
     format!("outboxd-{}-{}", topics::host_name(), std::process::id())
 }
 
+/// What a member runs with besides its connector files.
+pub struct MemberSetup {
+    /// The group's Kafka cluster (the connectors' own settings, or the process-wide ones for
+    /// a member started without connector files).
+    pub kafka: KafkaConfig,
+    /// The group's connectors as this member sees them, shared with its REST API.
+    pub view: Arc<GroupView>,
+    /// Loads a connector of the config topic (name, Connect's map) as `run` loads a
+    /// connector file, with this member's worker file and environment: `Err` says why not.
+    pub load: SharedLoader,
+    /// This member's REST address (`host:port`), when it serves the REST API.
+    pub worker_id: Option<String>,
+}
+
+/// See [`MemberSetup::load`].
+pub type SharedLoader =
+    Box<dyn Fn(&str, &ConfigMap) -> Result<ConnectorConfig, String> + Send + Sync>;
+
 /// A connector assigned to this member.
 struct Slot {
     lease: Lease,
-    /// `None` once it ended by itself (a definite failure keeps it stopped here).
+    /// `None` once it ended by itself (a definite failure keeps it stopped here), or while
+    /// its target state is stopped.
     running: Option<RunningConnector>,
+    /// Pauses and resumes the run (Kafka Connect's target state).
+    pause: Option<watch::Sender<bool>>,
+    /// The configuration it runs with.
+    cfg: ConnectorConfig,
+    /// The restart requests it has seen (a new one restarts it).
+    restarts: u64,
 }
 
 /// The member: its connectors, and what it reports.
 struct Member {
     group: String,
     id: String,
-    configs: BTreeMap<String, ConnectorConfig>,
+    /// The connectors of this member's files.
+    files: BTreeMap<String, ConnectorConfig>,
+    /// The connectors of the group's config topic, as loaded here (a file's of the same name
+    /// wins).
+    shared: BTreeMap<String, (ConfigMap, Result<ConnectorConfig, String>)>,
+    /// Target states other than running, from the config topic.
+    targets: BTreeMap<String, Target>,
+    /// Restart requests by connector since this member started: (how many, only failed).
+    restarts: BTreeMap<String, (u64, bool)>,
     health: Health,
     owners: Option<OwnerLog>,
     slots: BTreeMap<String, Slot>,
@@ -93,31 +131,36 @@ struct Member {
     /// The group's member count at the last look ([`watch_group`]; 0: not known yet), for
     /// the words of a lost session.
     members: Arc<AtomicUsize>,
+    /// The connectors this member subscribes to (the membership follows it).
+    names: watch::Sender<Vec<String>>,
+    setup: MemberSetup,
+    link: Arc<KafkaLink>,
+    /// Who runs the connectors this member does not (their REST address or member id), as
+    /// [`watch_group`] last read their ownership records.
+    seen_owners: Arc<std::sync::Mutex<BTreeMap<String, String>>>,
 }
 
 /// Runs this process as a member of `plan`'s group until `shutdown` turns true: connectors
-/// start when the coordinator assigns them and stop when it revokes them; on shutdown the
-/// member stops its connectors (drain, final commit, all at once), then leaves the group so
-/// that the others take them over at once. Returns whether a connector failed definitely or
-/// the membership could not be kept.
+/// (those of its files and those of the group's config topic) start when the coordinator
+/// assigns them and stop when it revokes them; on shutdown the member stops its connectors
+/// (drain, final commit, all at once), then leaves the group so that the others take them
+/// over at once. Returns whether a connector failed definitely or the membership could not
+/// be kept.
 pub async fn run_member(
     cfg: Config,
     plan: GroupPlan,
+    setup: MemberSetup,
     health: Health,
     mut shutdown: watch::Receiver<bool>,
 ) -> bool {
-    let Some(first) = cfg.connectors.first() else {
-        return false;
-    };
-    // Every connector reaches the cluster with these settings (`GroupPlan` checks it).
-    let kafka = first.kafka.clone();
-    let id = member_id();
-    let configs: BTreeMap<String, ConnectorConfig> = cfg
+    let kafka = setup.kafka.clone();
+    let id = setup.view.member.clone();
+    let files: BTreeMap<String, ConnectorConfig> = cfg
         .connectors
         .iter()
         .map(|c| (c.name.clone(), c.clone()))
         .collect();
-    for name in configs.keys() {
+    for name in files.keys() {
         health.set(name, ConnectorState::Standby);
         metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(0.0);
         for change in ["assigned", "revoked"] {
@@ -130,16 +173,16 @@ pub async fn run_member(
 
     // The coordination topics must exist before the consumer subscribes to them, and this
     // member's definitions must agree with the other members' before it takes a connector.
-    let names: Vec<String> = configs.keys().cloned().collect();
-    let definitions: BTreeMap<String, Definition> = configs
+    let names: Vec<String> = files.keys().cloned().collect();
+    let definitions: BTreeMap<String, Definition> = files
         .iter()
         .map(|(n, c)| (n.clone(), Definition::of(c)))
         .collect();
-    for name in configs.keys() {
+    for name in files.keys() {
         metrics::gauge!(m::CONNECTOR_STANDBYS, m::LABEL_CONNECTOR => name.clone()).set(0.0);
     }
     let mut retry = Retry::new(TOPICS_MAX_BACKOFF);
-    let (registry, verdict) = loop {
+    let (registry, verdict, shared) = loop {
         retry.attempt();
         // A refused login or certificate (the link's definite failure) ends the wait at once:
         // the admin request would only time out, and every retry be refused the same way.
@@ -179,14 +222,24 @@ pub async fn run_member(
     let mut reported = BTreeMap::new();
     report_definitions(&plan.name, &verdict, &mut reported);
     let registry = std::sync::Arc::new(registry);
-    let owners = match OwnerLog::start(&kafka, &plan.name, &id, link.clone()) {
+    let owners = match OwnerLog::start(
+        &kafka,
+        &plan.name,
+        &id,
+        setup.worker_id.clone(),
+        link.clone(),
+    ) {
         Ok(o) => Some(o),
         Err(e) => {
             tracing::warn!(group = %plan.name, "ownership records for `status` are off: {e}");
             None
         }
     };
+    let shared = Arc::new(shared);
+    setup.view.set_shared(shared.clone());
+    let mut shared_rx = shared.subscribe();
     let members = Arc::new(AtomicUsize::new(0));
+    let seen_owners = Arc::new(std::sync::Mutex::new(BTreeMap::new()));
     let counting = tokio::spawn(watch_group(
         kafka.clone(),
         plan.name.clone(),
@@ -197,32 +250,44 @@ pub async fn run_member(
             definitions: definitions.clone(),
             member: id.clone(),
             reported,
+            view: setup.view.clone(),
+            owners: seen_owners.clone(),
         },
     ));
-    let (changes_tx, mut changes) = mpsc::unbounded_channel();
-    let membership = Membership::join(
-        MembershipSettings {
-            group: plan.name.clone(),
-            kafka: kafka.clone(),
-            connectors: names,
-            session_timeout: plan.settings.session_timeout,
-            heartbeat_interval: plan.settings.heartbeat_interval,
-            member: id.clone(),
-            link,
-        },
-        changes_tx,
-    );
-
+    let (names_tx, names_rx) = watch::channel(names.clone());
     let mut member = Member {
         group: plan.name.clone(),
-        id,
-        configs,
+        id: id.clone(),
+        files,
+        shared: BTreeMap::new(),
+        targets: BTreeMap::new(),
+        restarts: BTreeMap::new(),
         health: health.clone(),
         owners,
         slots: BTreeMap::new(),
         failed: false,
         members,
+        names: names_tx,
+        setup,
+        link: link.clone(),
+        seen_owners,
     };
+    let first = shared_rx.borrow_and_update().clone();
+    member.shared_changed(first).await;
+    let (changes_tx, mut changes) = mpsc::unbounded_channel();
+    let membership = Membership::join(
+        MembershipSettings {
+            group: plan.name.clone(),
+            kafka: kafka.clone(),
+            connectors: names_rx,
+            session_timeout: plan.settings.session_timeout,
+            heartbeat_interval: plan.settings.heartbeat_interval,
+            member: id,
+            link,
+        },
+        changes_tx,
+    );
+
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
@@ -237,10 +302,12 @@ pub async fn run_member(
                     for (name, lease) in granted {
                         member.assigned(name, lease).await;
                     }
+                    member.publish();
                 }
                 Some(Change::Revoked { connectors, reason, done }) => {
                     member.revoked(connectors.into_iter().collect(), reason).await;
                     let _ = done.send(());
+                    member.publish();
                 }
                 Some(Change::InGroup(joined)) => health.set_member(joined),
                 Some(Change::Ended(result)) => {
@@ -252,7 +319,16 @@ pub async fn run_member(
                     break;
                 }
             },
-            _ = tick.tick() => member.reap().await,
+            changed = shared_rx.changed() => {
+                if changed.is_ok() {
+                    let now = shared_rx.borrow_and_update().clone();
+                    member.shared_changed(now).await;
+                }
+            }
+            _ = tick.tick() => {
+                member.reap().await;
+                member.publish();
+            }
         }
     }
 
@@ -283,7 +359,8 @@ pub async fn run_member(
 
 /// What a member does before it joins: creates the group's topics ([`topics::ensure`]),
 /// publishes `definitions` (this member `member`'s) and compares them with the other
-/// members' ([`definitions::Verdict`]), deleting records killed members left behind.
+/// members' ([`definitions::Verdict`]), deleting records killed members left behind, and
+/// reads the group's config topic to its end ([`configs::SharedConfigs`]).
 async fn prepare(
     kafka: &KafkaConfig,
     group: &str,
@@ -291,7 +368,7 @@ async fn prepare(
     definitions: &BTreeMap<String, Definition>,
     member: &str,
     link: &std::sync::Arc<KafkaLink>,
-) -> Result<(Registry, Verdict), TopicsError> {
+) -> Result<(Registry, Verdict, SharedConfigs), TopicsError> {
     topics::ensure(kafka, group, connectors, link).await?;
     let fail = |what: &str, e: String| {
         TopicsError::Kafka(format!("{what} the group's definitions topic: {e}"))
@@ -314,7 +391,12 @@ async fn prepare(
     let now = crate::checkpoint::now_ms();
     let verdict = Verdict::of(definitions, member, &catalog, &live, Some(mine), now);
     registry.delete(&catalog.stale(member, &live, now)).await;
-    Ok((registry, verdict))
+    let shared = SharedConfigs::open(kafka, group, link.clone()).map_err(TopicsError::Kafka)?;
+    shared
+        .caught_up(Duration::from_secs(15))
+        .await
+        .map_err(TopicsError::Kafka)?;
+    Ok((registry, verdict, shared))
 }
 
 /// The group's members as the coordinator lists them (their `client.id`s), at most 2 s.
@@ -368,12 +450,275 @@ struct GroupWatch {
     member: String,
     /// What was last said of each connector ([`report_definitions`]).
     reported: BTreeMap<String, String>,
+    /// The REST API's view: which connectors the members' files define.
+    view: Arc<GroupView>,
+    /// Who runs each connector, from its ownership record (REST address, else member id).
+    owners: Arc<std::sync::Mutex<BTreeMap<String, String>>>,
 }
 
 impl Member {
+    /// The configuration of `name`: its file's, else the config topic's (when it loads here).
+    fn config(&self, name: &str) -> Option<ConnectorConfig> {
+        self.files.get(name).cloned().or_else(|| {
+            self.shared
+                .get(name)
+                .and_then(|(_, c)| c.as_ref().ok().cloned())
+        })
+    }
+
+    /// The connectors this member can run, by name.
+    fn names(&self) -> Vec<String> {
+        let mut all: BTreeSet<String> = self.files.keys().cloned().collect();
+        all.extend(
+            self.shared
+                .iter()
+                .filter(|(_, (_, c))| c.is_ok())
+                .map(|(n, _)| n.clone()),
+        );
+        all.into_iter().collect()
+    }
+
+    fn target(&self, name: &str) -> Target {
+        self.targets.get(name).copied().unwrap_or(Target::Running)
+    }
+
+    /// Tells the REST API what this member knows of the group's connectors.
+    fn publish(&self) {
+        let report = self.health.report().connectors;
+        let seen = self
+            .seen_owners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let listed = self
+            .names()
+            .into_iter()
+            .filter_map(|name| {
+                let cfg = self.config(&name)?;
+                let slot = self.slots.get(&name);
+                let running = slot
+                    .and_then(|s| s.running.as_ref())
+                    .is_some_and(|r| !r.is_finished());
+                let failed = report
+                    .get(&name)
+                    .is_some_and(|h| h.state == ConnectorState::Failed);
+                let worker = match slot {
+                    Some(_) => None,
+                    None => seen.get(&name).cloned(),
+                };
+                Some((
+                    name.clone(),
+                    Listed {
+                        cfg,
+                        target: self.target(&name),
+                        running,
+                        failed,
+                        worker,
+                    },
+                ))
+            })
+            .collect();
+        self.setup.view.set_listed(listed);
+    }
+
+    /// Applies a new state of the config topic: connectors created, changed or deleted,
+    /// target states, restart requests.
+    async fn shared_changed(&mut self, now: Shared) {
+        if !now.caught_up {
+            return;
+        }
+        let gone: Vec<String> = self
+            .shared
+            .keys()
+            .filter(|n| !now.connectors.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.shared.remove(&name);
+            if !self.files.contains_key(&name) {
+                tracing::info!(group = %self.group, connector = %name, "connector deleted from the group's config topic: its owner stops it");
+            }
+        }
+        for (name, map) in &now.connectors {
+            if self.shared.get(name).is_some_and(|(m, _)| m == map) {
+                continue;
+            }
+            if self.files.contains_key(name) {
+                tracing::warn!(group = %self.group, connector = %name, "the group's config topic defines connector {name}, which this member's connector files define too: the file's definition is used here");
+            }
+            let loaded = (self.setup.load)(name, map);
+            match &loaded {
+                Ok(_) => {
+                    tracing::info!(group = %self.group, connector = %name, "connector configuration read from the group's config topic")
+                }
+                Err(e) => {
+                    tracing::error!(group = %self.group, connector = %name, "cannot load connector {name} of the group's config topic on this member, so this member does not run it (the other members may): {e}")
+                }
+            }
+            self.shared.insert(name.clone(), (map.clone(), loaded));
+        }
+        self.targets = now.targets.clone();
+        let names = self.names();
+        for name in &names {
+            if !self.files.contains_key(name) && !self.health.report().connectors.contains_key(name)
+            {
+                self.health.set(name, ConnectorState::Standby);
+                metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(0.0);
+            }
+        }
+        if *self.names.borrow() != names {
+            // Their coordination topics first: the consumer subscribes to them.
+            let mut retry = Retry::new(TOPICS_MAX_BACKOFF);
+            loop {
+                retry.attempt();
+                match topics::ensure(&self.setup.kafka, &self.group, &names, &self.link).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        let Some(wait) = retry.after_failure(e.class(), false) else {
+                            tracing::error!(group = %self.group, "cannot create the coordination topics of the group's connectors: {e}");
+                            break;
+                        };
+                        tracing::warn!(group = %self.group, retry_in = ?wait, "cannot create the coordination topics of the group's connectors yet: {e}");
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+            }
+            for gone in self.names.borrow().iter().filter(|n| !names.contains(n)) {
+                if !self.slots.contains_key(gone) {
+                    self.health.remove(gone);
+                }
+            }
+            self.names.send_replace(names);
+        }
+        // What the owner applies.
+        let owned: Vec<String> = self.slots.keys().cloned().collect();
+        for name in owned {
+            let Some(cfg) = self.config(&name) else {
+                // Deleted: the coming revocation stops it.
+                continue;
+            };
+            let target = self.target(&name);
+            let asked = now.restarts.get(&name).copied().unwrap_or((0, false));
+            let Some(slot) = self.slots.get_mut(&name) else {
+                continue;
+            };
+            let restart_asked = asked.0 > slot.restarts;
+            slot.restarts = asked.0;
+            let failed = slot.running.is_none() && target != Target::Stopped;
+            if slot.cfg != cfg {
+                tracing::info!(group = %self.group, connector = %name, "configuration changed in the group's config topic: restarting it with the new one");
+                self.restart_slot(&name, cfg).await;
+            } else if restart_asked && target != Target::Stopped && (!asked.1 || failed) {
+                tracing::info!(group = %self.group, connector = %name, "restart asked through the REST API: restarting it");
+                self.restart_slot(&name, cfg).await;
+            } else {
+                self.apply_target(&name, target).await;
+            }
+        }
+        self.restarts = now.restarts;
+        self.publish();
+    }
+
+    /// Brings owned connector `name` to `target`.
+    async fn apply_target(&mut self, name: &str, target: Target) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        match (target, slot.running.is_some()) {
+            (Target::Stopped, true) => {
+                tracing::info!(group = %self.group, connector = %name, "stopping it (its target state): drain, final checkpoint");
+                if let Some(running) = slot.running.take() {
+                    running.stop_handle().stop();
+                    let result = running.join().await;
+                    self.failed |= judge(name, &result, &self.health);
+                }
+                self.health.set(name, ConnectorState::Stopped);
+            }
+            (Target::Paused | Target::Running, true) => {
+                if let Some(p) = &slot.pause {
+                    if *p.borrow() != (target == Target::Paused) {
+                        tracing::info!(group = %self.group, connector = %name, ?target, "connector target state set");
+                        p.send_replace(target == Target::Paused);
+                    }
+                }
+            }
+            (Target::Paused | Target::Running, false) => {
+                // Started again after a stop; a failed one waits for a restart.
+                if self.health.report().connectors.get(name).map(|h| h.state)
+                    == Some(ConnectorState::Stopped)
+                {
+                    let cfg = slot.cfg.clone();
+                    self.restart_slot(name, cfg).await;
+                }
+            }
+            (Target::Stopped, false) => {}
+        }
+    }
+
+    /// Stops owned connector `name` (drained) and starts it again with `cfg`, under the
+    /// same lease.
+    async fn restart_slot(&mut self, name: &str, cfg: ConnectorConfig) {
+        let Some(slot) = self.slots.remove(name) else {
+            return;
+        };
+        if let Some(running) = slot.running {
+            running.stop_handle().stop();
+            let result = running.join().await;
+            self.failed |= judge(name, &result, &self.health);
+        }
+        let restarts = slot.restarts;
+        let mut fresh = self.start_slot(name, cfg, slot.lease).await;
+        fresh.restarts = restarts;
+        self.slots.insert(name.to_string(), fresh);
+    }
+
+    /// Starts `name` with `cfg` under `lease`, in its target state.
+    async fn start_slot(&mut self, name: &str, cfg: ConnectorConfig, lease: Lease) -> Slot {
+        let target = self.target(name);
+        let restarts = self.restarts.get(name).map(|r| r.0).unwrap_or(0);
+        if target == Target::Stopped {
+            tracing::info!(group = %self.group, connector = %name, "not started: its target state is stopped");
+            self.health.set(name, ConnectorState::Stopped);
+            return Slot {
+                lease,
+                running: None,
+                pause: None,
+                cfg,
+                restarts,
+            };
+        }
+        match Connector::new(cfg.clone()) {
+            Ok(connector) => {
+                let (pause, paused) = watch::channel(target == Target::Paused);
+                let running = connector
+                    .with_lease(lease.clone())
+                    .paused_by(paused)
+                    .start(self.health.clone());
+                Slot {
+                    lease,
+                    running: Some(running),
+                    pause: Some(pause),
+                    cfg,
+                    restarts,
+                }
+            }
+            Err(e) => {
+                let e = format!("cannot build the connector: {e}");
+                self.keep_failed(name, &lease, &e).await;
+                Slot {
+                    lease,
+                    running: None,
+                    pause: None,
+                    cfg,
+                    restarts,
+                }
+            }
+        }
+    }
+
     /// Starts `name`, assigned to this member under `lease`.
     async fn assigned(&mut self, name: String, lease: Lease) {
-        let Some(cfg) = self.configs.get(&name) else {
+        let Some(cfg) = self.config(&name) else {
             return;
         };
         if let Some(old) = self.slots.remove(&name) {
@@ -392,31 +737,8 @@ impl Member {
                 tracing::info!(group = %self.group, connector = %name, member = %self.id, "assigned to this member by the group coordinator (previous owner unknown: ownership records are off): starting it")
             }
         }
-        match Connector::new(cfg.clone()) {
-            Ok(connector) => {
-                let running = connector
-                    .with_lease(lease.clone())
-                    .start(self.health.clone());
-                self.slots.insert(
-                    name,
-                    Slot {
-                        lease,
-                        running: Some(running),
-                    },
-                );
-            }
-            Err(e) => {
-                let e = format!("cannot build the connector: {e}");
-                self.keep_failed(&name, &lease, &e).await;
-                self.slots.insert(
-                    name,
-                    Slot {
-                        lease,
-                        running: None,
-                    },
-                );
-            }
-        }
+        let slot = self.start_slot(&name, cfg, lease).await;
+        self.slots.insert(name, slot);
     }
 
     /// Stops `connectors` (all at once) because the coordinator revoked them, or because the
@@ -589,6 +911,27 @@ async fn watch_group(
             let _ = watch.registry.publish(&watch.definitions).await;
         }
         let live: BTreeSet<String> = members.into_iter().collect();
+        let mut in_files = catalog.defined_by(&live);
+        for name in watch.definitions.keys() {
+            in_files.insert(name.clone(), watch.member.clone());
+        }
+        watch.view.set_in_files(in_files);
+        let connectors: Vec<String> = watch.view.list().into_keys().collect();
+        let (k, g, l) = (kafka.clone(), group.clone(), live.clone());
+        if let Ok(seen) = tokio::task::spawn_blocking(move || {
+            connectors
+                .into_iter()
+                .filter_map(|c| {
+                    let r = owners::read_record(&k, &g, &c, Duration::from_secs(2)).ok()??;
+                    (r.released.is_none() && l.contains(&r.owner.member))
+                        .then(|| (c, r.owner.worker_id.unwrap_or(r.owner.member)))
+                })
+                .collect::<BTreeMap<_, _>>()
+        })
+        .await
+        {
+            *watch.owners.lock().unwrap_or_else(|e| e.into_inner()) = seen;
+        }
         let verdict = Verdict::of(
             &watch.definitions,
             &watch.member,

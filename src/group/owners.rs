@@ -57,6 +57,10 @@ pub struct Owner {
     pub pid: u32,
     /// When it was assigned the connector, milliseconds since the Unix epoch.
     pub since_ms: i64,
+    /// The member's REST API address (`host:port`, Kafka Connect's `worker_id`), when it
+    /// serves one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
 }
 
 /// When and why a member let go of a connector.
@@ -126,10 +130,12 @@ pub struct OwnerLog {
 impl OwnerLog {
     /// Starts the writer of member `member`'s records in group `group`; its clients report to
     /// `link` (the group's).
+    /// `worker_id`: this member's REST address, recorded for the other members' statuses.
     pub fn start(
         kafka: &KafkaConfig,
         group: &str,
         member: &str,
+        worker_id: Option<String>,
         link: Arc<KafkaLink>,
     ) -> Result<Self, String> {
         let producer: FutureProducer<ClientLog> = client::config(kafka)
@@ -143,6 +149,7 @@ impl OwnerLog {
             kafka: kafka.clone(),
             group: group.to_string(),
             member: member.to_string(),
+            worker_id,
         };
         tokio::spawn(writer.serve(rx));
         Ok(Self { notes })
@@ -176,6 +183,7 @@ struct Writer {
     kafka: KafkaConfig,
     group: String,
     member: String,
+    worker_id: Option<String>,
 }
 
 impl Writer {
@@ -226,6 +234,7 @@ impl Writer {
                 host: host_name(),
                 pid: std::process::id(),
                 since_ms,
+                worker_id: self.worker_id.clone(),
             },
             released,
         };
@@ -404,6 +413,7 @@ mod tests {
                 host: "h".into(),
                 pid: 7,
                 since_ms: 1,
+                worker_id: None,
             },
             released: released.map(|r| Released {
                 at_ms: 2,

@@ -4,7 +4,8 @@
 //!
 //! Names: the consumer group `outboxd.group.<group>`, the topics
 //! `outboxd.group.<group>.<connector>` (1 partition, `cleanup.policy=compact`, key `owner`),
-//! and the definitions topic `outboxd.definitions.<group>` (see [`super::definitions`]).
+//! the definitions topic `outboxd.definitions.<group>` (see [`super::definitions`]) and the
+//! config topic `outboxd.configs.<group>` (see [`super::configs`]).
 //! Connector and group names use only `A-Z a-z 0-9 . _ -`, which are Kafka topic characters,
 //! so the names are topic names as they are.
 
@@ -64,8 +65,9 @@ impl TopicsError {
     }
 }
 
-/// Creates the coordination topics of `connectors` and the group's definitions topic
-/// ([`super::definitions::definitions_topic`]) when they do not exist yet.
+/// Creates the coordination topics of `connectors`, the group's definitions topic
+/// ([`super::definitions::definitions_topic`]) and its config topic
+/// ([`super::configs::configs_topic`]) when they do not exist yet.
 ///
 /// Errors (with what to do) when Kafka refuses or does not answer.
 pub async fn ensure(
@@ -81,7 +83,10 @@ pub async fn ensure(
     let names: Vec<String> = connectors
         .iter()
         .map(|c| coordination_topic(group, c))
-        .chain([super::definitions::definitions_topic(group)])
+        .chain([
+            super::definitions::definitions_topic(group),
+            super::configs::configs_topic(group),
+        ])
         .collect();
     let specs: Vec<TopicSpec> = names.into_iter().map(TopicSpec::compacted).collect();
     topics::ensure_topics(&admin, &specs, KAFKA_TIMEOUT, link)

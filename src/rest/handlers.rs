@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 
 use super::config::{self, ConfigMap};
 use super::listener::Users;
-use super::Rest;
+use super::{Connectors, Rest};
+use crate::group::view::GroupView;
 use crate::health::{ConnectorHealth, ConnectorState};
 use crate::supervisor::{Listed, OpError, Target};
 
@@ -133,7 +134,8 @@ fn op_error(e: OpError) -> Response {
     match e {
         OpError::NotFound(name) => not_found(&name),
         OpError::Config(m) => error(StatusCode::BAD_REQUEST, m),
-        OpError::Closing => error(StatusCode::CONFLICT, e.to_string()),
+        OpError::Closing | OpError::NotYet(_) => error(StatusCode::CONFLICT, e.to_string()),
+        OpError::Store(m) => error(StatusCode::INTERNAL_SERVER_ERROR, m),
     }
 }
 
@@ -183,7 +185,7 @@ fn query_flag(query: &Option<String>, key: &str) -> bool {
 
 /// `GET /connectors` (`?expand=status`, `?expand=info`).
 async fn list(State(rest): S, RawQuery(query): RawQuery) -> Response {
-    let listed = rest.supervisor.list();
+    let listed = rest.connectors.list();
     let expand = query_values(&query, "expand");
     if expand.is_empty() {
         return Json(listed.keys().collect::<Vec<_>>()).into_response();
@@ -209,8 +211,12 @@ async fn list(State(rest): S, RawQuery(query): RawQuery) -> Response {
 /// The configuration of `name` as written (secrets hidden), with `connector.class`.
 pub(super) fn config_of(rest: &Rest, name: &str, l: &Listed) -> ConfigMap {
     let files = super::config_files(&rest.files, rest.store.as_deref());
-    let mut map = config::find(&files, name)
-        .map(|(_, m)| m)
+    let shared = match &rest.connectors {
+        Connectors::Group(g) => g.config_map(name),
+        Connectors::Local(_) => None,
+    };
+    let mut map = shared
+        .or_else(|| config::find(&files, name).map(|(_, m)| m))
         .unwrap_or_else(|| {
             let mut m = ConfigMap::new();
             m.insert("name".into(), Value::String(name.into()));
@@ -257,7 +263,13 @@ fn states(
                 "RUNNING",
                 Some(("FAILED", h.and_then(|h| h.reason.clone()))),
             ),
-            Some(ConnectorState::Stopped) | None => ("UNASSIGNED", Some(("UNASSIGNED", None))),
+            // In a group: runs in the member `worker` names, or in none yet.
+            Some(ConnectorState::Standby) if l.worker.is_some() => {
+                ("RUNNING", Some(("RUNNING", None)))
+            }
+            Some(ConnectorState::Stopped | ConnectorState::Standby) | None => {
+                ("UNASSIGNED", Some(("UNASSIGNED", None)))
+            }
             _ => ("RUNNING", Some(("RUNNING", None))),
         },
     }
@@ -269,18 +281,24 @@ fn status_body(rest: &Rest, name: &str, l: &Listed, h: Option<&ConnectorHealth>)
     let version = config::plugin_version(l.cfg.source.plugin());
     let tasks: Vec<Value> = task
         .into_iter()
-        .map(|(state, trace)| task_body(rest, state, trace, version))
+        .map(|(state, trace)| task_body(rest, l, state, trace, version))
         .collect();
     json!({
         "name": name,
-        "connector": {"state": connector, "worker_id": rest.worker_id, "version": version},
+        "connector": {"state": connector, "worker_id": worker_of(rest, l), "version": version},
         "tasks": tasks,
         "type": "source",
     })
 }
 
-fn task_body(rest: &Rest, state: &str, trace: Option<String>, version: &str) -> Value {
-    let mut t = json!({"id": 0, "state": state, "worker_id": rest.worker_id, "version": version});
+/// The worker running `l`: the member that does, in a group; else this process.
+fn worker_of<'a>(rest: &'a Rest, l: &'a Listed) -> &'a str {
+    l.worker.as_deref().unwrap_or(&rest.worker_id)
+}
+
+fn task_body(rest: &Rest, l: &Listed, state: &str, trace: Option<String>, version: &str) -> Value {
+    let mut t =
+        json!({"id": 0, "state": state, "worker_id": worker_of(rest, l), "version": version});
     if let Some(trace) = trace {
         t["trace"] = Value::String(trace);
     }
@@ -288,7 +306,7 @@ fn task_body(rest: &Rest, state: &str, trace: Option<String>, version: &str) -> 
 }
 
 pub(super) fn listed(rest: &Rest, name: &str) -> Result<Listed, Response> {
-    rest.supervisor
+    rest.connectors
         .list()
         .remove(name)
         .ok_or_else(|| not_found(name))
@@ -312,7 +330,7 @@ async fn get_config(State(rest): S, Path(name): Path<String>) -> Response {
 
 /// `GET /connectors/{name}/status`.
 async fn status(State(rest): S, Path(name): Path<String>) -> Response {
-    match rest.supervisor.list().remove(&name) {
+    match rest.connectors.list().remove(&name) {
         Some(l) => {
             let report = rest.health.report().connectors;
             Json(status_body(&rest, &name, &l, report.get(&name))).into_response()
@@ -334,6 +352,7 @@ async fn task_status(State(rest): S, Path((name, task)): Path<(String, String)>)
     match (states(&l, report.get(&name)).1, task.as_str()) {
         (Some((state, trace)), "0") => Json(task_body(
             &rest,
+            &l,
             state,
             trace,
             config::plugin_version(l.cfg.source.plugin()),
@@ -370,18 +389,13 @@ async fn topics(State(rest): S, Path(name): Path<String>) -> Response {
 
 /// Runs a target-state change in the background (Connect answers before it is done).
 async fn target(rest: Arc<Rest>, name: String, to: Target, code: StatusCode) -> Response {
-    if !rest.supervisor.list().contains_key(&name) {
+    if !rest.connectors.list().contains_key(&name) {
         return error(StatusCode::NOT_FOUND, format!("Unknown connector {name}"));
     }
     tokio::spawn(async move {
         // After an offsets change in progress (it checked that the connector is STOPPED).
         let _edit = rest.edits.lock().await;
-        let s = &rest.supervisor;
-        let r = match to {
-            Target::Paused => s.pause(&name).await,
-            Target::Running => s.resume(&name).await,
-            Target::Stopped => s.stop(&name).await,
-        };
+        let r = rest.connectors.set_target(&name, to).await;
         if let Err(e) = r {
             tracing::warn!(connector = %name, "REST {to:?}: {e}");
         }
@@ -429,7 +443,7 @@ async fn restart(State(rest): S, Path(name): Path<String>, RawQuery(query): RawQ
     let n2 = name.clone();
     tokio::spawn(async move {
         let _edit = r2.edits.lock().await;
-        if let Err(e) = r2.supervisor.restart(&n2, only_failed).await {
+        if let Err(e) = r2.connectors.restart(&n2, only_failed).await {
             tracing::warn!(connector = %n2, "REST restart: {e}");
         }
     });
@@ -452,7 +466,7 @@ async fn restart_task(State(rest): S, Path((name, task)): Path<(String, String)>
         );
     }
     let _edit = rest.edits.lock().await;
-    match rest.supervisor.restart(&name, false).await {
+    match rest.connectors.restart(&name, false).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => op_error(e),
     }
@@ -556,7 +570,7 @@ fn created(rest: &Rest, name: &str) -> Response {
 }
 
 fn info_now(rest: &Rest, name: &str) -> Value {
-    match rest.supervisor.list().remove(name) {
+    match rest.connectors.list().remove(name) {
         Some(l) => info_body(rest, name, &l),
         None => json!({"name": name}),
     }
@@ -578,7 +592,7 @@ async fn apply(
 ) -> Result<bool, Response> {
     config::check_name(name).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
     let _edit = rest.edits.lock().await;
-    let exists = rest.supervisor.list().contains_key(name);
+    let exists = rest.connectors.list().contains_key(name);
     if create_only && exists {
         return Err(error(
             StatusCode::CONFLICT,
@@ -595,6 +609,10 @@ async fn apply(
             ),
         ));
     }
+    let supervisor = match &rest.connectors {
+        Connectors::Group(g) => return apply_in_group(rest, g, name, cfg, create_only).await,
+        Connectors::Local(s) => s.clone(),
+    };
     let Some(dir) = &rest.store else {
         return Err(error(
             StatusCode::CONFLICT,
@@ -614,11 +632,11 @@ async fn apply(
             ),
         )
     })?;
-    match rest.supervisor.reload().await {
+    match supervisor.reload().await {
         Ok(applied) => {
             tracing::info!(connector = %name, started = ?applied.started, changed = ?applied.changed, removed = ?applied.removed, "connector configuration applied (REST)");
             // What `run` says of a file's unused keys at start, said now.
-            if let Some(l) = rest.supervisor.list().get(name) {
+            if let Some(l) = rest.connectors.list().get(name) {
                 for (key, why) in &l.cfg.ignored_keys {
                     tracing::warn!(connector = %name, key = %key, "Debezium setting `{key}`: {why}");
                 }
@@ -631,6 +649,48 @@ async fn apply(
             }
             Err(op_error(e))
         }
+    }
+}
+
+/// [`apply`] for a group member: the configuration, checked as `run` would load it on this
+/// member, is written to the group's config topic (every member reads it; the one the
+/// coordinator assigns it to runs it).
+async fn apply_in_group(
+    rest: &Rest,
+    g: &GroupView,
+    name: &str,
+    mut cfg: ConfigMap,
+    create_only: bool,
+) -> Result<bool, Response> {
+    if create_only && rest.connectors.list().contains_key(name) {
+        return Err(error(
+            StatusCode::CONFLICT,
+            format!("Connector {name} already exists"),
+        ));
+    }
+    if let Some(member) = g.defined_in_files(name) {
+        return Err(error(
+            StatusCode::CONFLICT,
+            format!(
+                "connector {name} is defined in the connector files of group member {member}; \
+                 change it there (the REST API changes only the connectors of the group's \
+                 config topic)"
+            ),
+        ));
+    }
+    let kept = g.config_map(name);
+    config::unhide(&mut cfg, kept.as_ref()).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
+    (rest.validate)(name, &cfg).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
+    match g.put(name, &cfg, create_only).await {
+        Ok(None) => Err(error(
+            StatusCode::CONFLICT,
+            format!("Connector {name} already exists"),
+        )),
+        Ok(Some(created)) => {
+            tracing::info!(connector = %name, group = %g.group, "connector configuration written to the group's config topic (REST)");
+            Ok(created)
+        }
+        Err(e) => Err(op_error(e)),
     }
 }
 
@@ -651,6 +711,25 @@ async fn delete(State(rest): S, Path(name): Path<String>) -> Response {
             ),
         );
     }
+    let supervisor = match &rest.connectors {
+        Connectors::Local(s) => s.clone(),
+        Connectors::Group(g) => {
+            if let Some(member) = g.defined_in_files(&name) {
+                return error(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "connector {name} is defined in the connector files of group member \
+                     {member}: the REST API removes only the connectors of the group's config \
+                     topic; take it out of the members' files and restart them one by one"
+                    ),
+                );
+            }
+            return match g.delete(&name).await {
+                Ok(()) => StatusCode::NO_CONTENT.into_response(),
+                Err(e) => op_error(e),
+            };
+        }
+    };
     let Some(dir) = &rest.store else {
         return error(
             StatusCode::CONFLICT,
@@ -665,7 +744,7 @@ async fn delete(State(rest): S, Path(name): Path<String>) -> Response {
             format!("cannot remove {}: {e}", path.display()),
         );
     }
-    match rest.supervisor.reload().await {
+    match supervisor.reload().await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => {
             let _ = config::restore(dir, &name, before);

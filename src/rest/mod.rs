@@ -14,8 +14,12 @@
 //!
 //! The listener is `http://` or `https://` with HTTP Basic authentication as Connect's are
 //! configured ([`listener`]). KIP-875's offsets are the checkpoint in Debezium's offset
-//! format ([`offsets`]). Not answered (yet): the group's shared configurations (a group
-//! member serves no REST API).
+//! format ([`offsets`]).
+//!
+//! A group member (`--group`) answers for the group ([`Connectors::Group`]): the connectors
+//! of its files and those of the group's config topic (`crate::group::configs`), where a
+//! connector created, changed, deleted, paused, resumed, stopped or restarted through any
+//! member is written for every member to see and for the one that runs it to apply.
 
 mod config;
 mod handlers;
@@ -27,13 +31,58 @@ pub use handlers::serve;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
+use crate::group::view::GroupView;
 use crate::health::Health;
-use crate::supervisor::Supervisor;
+use crate::supervisor::{Listed, OpError, Supervisor, Target};
+
+/// The connectors the REST API answers for.
+pub enum Connectors {
+    /// The process's own (no group): changed in the `--rest-connectors` directory.
+    Local(Arc<Supervisor>),
+    /// The group's, as this member sees them: changed in the group's config topic.
+    Group(Arc<GroupView>),
+}
+
+impl Connectors {
+    /// Every connector, by name.
+    pub fn list(&self) -> BTreeMap<String, Listed> {
+        match self {
+            Connectors::Local(s) => s.list(),
+            Connectors::Group(g) => g.list(),
+        }
+    }
+
+    /// Sets `name`'s target state (Kafka Connect's pause, resume, stop).
+    ///
+    /// Errors when there is no such connector, or the change cannot be made.
+    pub async fn set_target(&self, name: &str, target: Target) -> Result<(), OpError> {
+        match self {
+            Connectors::Local(s) => match target {
+                Target::Paused => s.pause(name).await,
+                Target::Running => s.resume(name).await,
+                Target::Stopped => s.stop(name).await,
+            },
+            Connectors::Group(g) => g.set_target(name, target).await,
+        }
+    }
+
+    /// Restarts `name` (`only_failed`: only when its last run failed).
+    ///
+    /// Errors as [`Connectors::set_target`].
+    pub async fn restart(&self, name: &str, only_failed: bool) -> Result<(), OpError> {
+        match self {
+            Connectors::Local(s) => s.restart(name, only_failed).await,
+            Connectors::Group(g) => g.restart(name, only_failed).await,
+        }
+    }
+}
 
 /// What the REST API works with.
 pub struct Rest {
-    /// The process's connectors.
-    pub supervisor: Arc<Supervisor>,
+    /// The connectors it answers for.
+    pub connectors: Connectors,
     /// Their states as the connectors report them.
     pub health: Health,
     /// `worker_id` in statuses: the address the API listens on (`host:port`).

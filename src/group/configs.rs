@@ -1,0 +1,354 @@
+//! The group's shared connector configurations: the connectors created or changed through
+//! the REST API of any member, their target states and restart requests, kept in the group's
+//! config topic as Kafka Connect keeps them in its `config.storage.topic`.
+//!
+//! * Topic `outboxd.configs.<group>`: one partition, `cleanup.policy=compact`, created with
+//!   the group's other topics ([`super::topics::ensure`]).
+//! * Records, keyed as Connect's `KafkaConfigBackingStore` keys them:
+//!   - `connector-<name>`: `{"properties": {<Connect's configuration map>}}`; a tombstone
+//!     (no value) deletes the connector.
+//!   - `target-state-<name>`: `{"state": "STARTED" | "PAUSED" | "STOPPED"}` (absent: started).
+//!   - `restart-connector-<name>`: `{"only-failed": bool, "include-tasks": bool}`; every
+//!     record read after a member started asks the connector's owner to restart it once.
+//! * Every member follows the topic from its start on a thread of its own
+//!   ([`SharedConfigs::subscribe`] gives each new state); a write returns once this member
+//!   has read it back, so an answer given after it shows the change.
+//!
+//! The values hold the configuration as it was sent, secrets included, as Connect's config
+//! topic does: restrict the topic with ACLs, or send `${file:...}` / `${env:...}` references
+//! instead of passwords (the members resolve them, each in its own environment).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::{json, Map, Value};
+use tokio::sync::watch;
+
+use crate::config::KafkaConfig;
+use crate::sink::client;
+use crate::sink::client::CreateClient;
+use crate::sink::client_log::ClientLog;
+use crate::sink::KafkaLink;
+use crate::supervisor::Target;
+
+/// How long one write to the topic, and reading it back, may take.
+const WRITE_WAIT: Duration = Duration::from_secs(10);
+
+/// The config topic of group `group`.
+pub fn configs_topic(group: &str) -> String {
+    format!("outboxd.configs.{group}")
+}
+
+/// A connector configuration as Kafka Connect's REST API takes it.
+pub type ConfigMap = Map<String, Value>;
+
+/// The topic's content as read so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Shared {
+    /// Connector name → its configuration.
+    pub connectors: BTreeMap<String, ConfigMap>,
+    /// Connector name → its target state, where one was set.
+    pub targets: BTreeMap<String, Target>,
+    /// Connector name → restart requests read since this member started: (how many, whether
+    /// the last one was `onlyFailed`).
+    pub restarts: BTreeMap<String, (u64, bool)>,
+    /// The next offset to read: everything before it is in this state.
+    pub read_to: i64,
+    /// Whether the topic has been read to the end it had when the member opened it.
+    pub caught_up: bool,
+}
+
+impl Shared {
+    /// Applies one record (key, value); `live`: read after the member caught up (restart
+    /// requests before that are history, not requests to this member).
+    fn apply(&mut self, key: &[u8], value: Option<&[u8]>, live: bool) {
+        let Ok(key) = std::str::from_utf8(key) else {
+            return;
+        };
+        let body: Option<Value> = value.and_then(|v| serde_json::from_slice(v).ok());
+        if let Some(name) = key.strip_prefix("connector-") {
+            match body
+                .as_ref()
+                .and_then(|b| b.get("properties"))
+                .and_then(Value::as_object)
+            {
+                Some(p) => {
+                    self.connectors.insert(name.to_string(), p.clone());
+                }
+                None => {
+                    self.connectors.remove(name);
+                    self.targets.remove(name);
+                }
+            }
+        } else if let Some(name) = key.strip_prefix("target-state-") {
+            let state = body
+                .as_ref()
+                .and_then(|b| b.get("state"))
+                .and_then(Value::as_str);
+            match state {
+                Some("PAUSED") => {
+                    self.targets.insert(name.to_string(), Target::Paused);
+                }
+                Some("STOPPED") => {
+                    self.targets.insert(name.to_string(), Target::Stopped);
+                }
+                _ => {
+                    self.targets.remove(name);
+                }
+            }
+        } else if let Some(name) = key.strip_prefix("restart-connector-") {
+            if live {
+                if let Some(b) = body {
+                    let only_failed = b.get("only-failed").and_then(Value::as_bool) == Some(true);
+                    let e = self.restarts.entry(name.to_string()).or_insert((0, false));
+                    e.0 += 1;
+                    e.1 = only_failed;
+                }
+            }
+        }
+    }
+}
+
+/// A record to write: key and value (`None`: a tombstone).
+pub type Write = (String, Option<Value>);
+
+/// The record setting `name`'s configuration to `config` (`None`: deleting it).
+pub fn connector_record(name: &str, config: Option<&ConfigMap>) -> Write {
+    (
+        format!("connector-{name}"),
+        config.map(|c| json!({"properties": c})),
+    )
+}
+
+/// The record setting `name`'s target state.
+pub fn target_record(name: &str, target: Target) -> Write {
+    let state = match target {
+        Target::Running => "STARTED",
+        Target::Paused => "PAUSED",
+        Target::Stopped => "STOPPED",
+    };
+    (
+        format!("target-state-{name}"),
+        Some(json!({"state": state, "state.v2": state})),
+    )
+}
+
+/// The record asking `name`'s owner to restart it.
+pub fn restart_record(name: &str, only_failed: bool, include_tasks: bool) -> Write {
+    (
+        format!("restart-connector-{name}"),
+        Some(json!({"only-failed": only_failed, "include-tasks": include_tasks})),
+    )
+}
+
+/// This member's access to the config topic: a producer, and the thread that follows it.
+pub struct SharedConfigs {
+    producer: FutureProducer<ClientLog>,
+    topic: String,
+    state: watch::Receiver<Shared>,
+    stop: Arc<AtomicBool>,
+}
+
+impl SharedConfigs {
+    /// Opens group `group`'s config topic (it must exist) and starts following it.
+    ///
+    /// Errors when a Kafka client cannot be created.
+    pub fn open(kafka: &KafkaConfig, group: &str, link: Arc<KafkaLink>) -> Result<Self, String> {
+        let producer: FutureProducer<ClientLog> = client::config(kafka)
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "0")
+            .create_client(ClientLog::new(link.clone()))
+            .map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
+        let consumer: BaseConsumer<ClientLog> = client::config(kafka)
+            .set(
+                "group.id",
+                format!("{}.configs", super::topics::group_id(group)),
+            )
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "false")
+            .set("fetch.wait.max.ms", "50")
+            .create_client(ClientLog::new(link))
+            .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
+        let topic = configs_topic(group);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, Offset::Beginning)
+            .map_err(|e| e.to_string())?;
+        consumer.assign(&tpl).map_err(|e| e.to_string())?;
+        let (tx, state) = watch::channel(Shared::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let t = topic.clone();
+        std::thread::Builder::new()
+            .name("outboxd-configs".into())
+            .spawn(move || follow(consumer, &t, &tx, &flag))
+            .map_err(|e| format!("cannot start the config topic's reader: {e}"))?;
+        Ok(Self {
+            producer,
+            topic,
+            state,
+            stop,
+        })
+    }
+
+    /// The state as read so far.
+    pub fn current(&self) -> Shared {
+        self.state.borrow().clone()
+    }
+
+    /// Every new state.
+    pub fn subscribe(&self) -> watch::Receiver<Shared> {
+        self.state.clone()
+    }
+
+    /// Waits (at most `wait`) until the topic has been read to the end it had at open.
+    ///
+    /// Errors when it has not.
+    pub async fn caught_up(&self, wait: Duration) -> Result<Shared, String> {
+        let mut rx = self.state.clone();
+        let read = tokio::time::timeout(wait, async {
+            rx.wait_for(|s| s.caught_up).await.map(|s| s.clone())
+        })
+        .await;
+        match read {
+            Ok(Ok(s)) => Ok(s),
+            _ => Err(format!(
+                "the group's config topic {} was not read to its end within {wait:?}",
+                self.topic
+            )),
+        }
+    }
+
+    /// Writes `records` in order and returns once this member has read them back (the
+    /// state returned holds them).
+    ///
+    /// Errors when Kafka does not take them or they are not read back within
+    /// [`WRITE_WAIT`]: what was written before the failure stays written.
+    pub async fn write(&self, records: &[Write]) -> Result<Shared, String> {
+        let mut last = -1;
+        for (key, value) in records {
+            let payload = value.as_ref().map(|v| v.to_string());
+            let mut record = FutureRecord::<str, str>::to(&self.topic).key(key);
+            if let Some(p) = &payload {
+                record = record.payload(p);
+            }
+            let delivered = self
+                .producer
+                .send(record, WRITE_WAIT)
+                .await
+                .map_err(|(e, _)| {
+                    format!("writing to the group's config topic {}: {e}", self.topic)
+                })?;
+            last = last.max(delivered.offset);
+        }
+        let mut rx = self.state.clone();
+        let read = tokio::time::timeout(WRITE_WAIT, async {
+            rx.wait_for(|s| s.read_to > last).await.map(|s| s.clone())
+        })
+        .await;
+        match read {
+            Ok(Ok(s)) => Ok(s),
+            _ => Err(format!(
+                "written to the group's config topic {}, but not read back within {WRITE_WAIT:?}",
+                self.topic
+            )),
+        }
+    }
+}
+
+impl Drop for SharedConfigs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// The reader thread: polls the topic until `stop`, publishing each new state on `tx`.
+fn follow(
+    consumer: BaseConsumer<ClientLog>,
+    topic: &str,
+    tx: &watch::Sender<Shared>,
+    stop: &AtomicBool,
+) {
+    let mut state = Shared::default();
+    // The end to reach before the state counts as caught up (unknown until Kafka answers).
+    let mut end: Option<i64> = None;
+    while !stop.load(Ordering::Acquire) {
+        if end.is_none() {
+            if let Ok((_, high)) = client::watermarks(&consumer, topic, 0, Duration::from_secs(2)) {
+                end = Some(high);
+            }
+        }
+        let mut changed = false;
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            if let Some(key) = m.key() {
+                state.apply(key, m.payload(), state.caught_up);
+            }
+            state.read_to = m.offset() + 1;
+            changed = true;
+        }
+        if !state.caught_up {
+            if let Some(end) = end {
+                let position = consumer
+                    .position()
+                    .ok()
+                    .and_then(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()))
+                    .unwrap_or(-1);
+                if state.read_to >= end || position >= end {
+                    state.caught_up = true;
+                    state.read_to = state.read_to.max(end);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            tx.send_replace(state.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(s: &mut Shared, w: &Write, live: bool) {
+        let v = w.1.as_ref().map(|v| v.to_string());
+        s.apply(w.0.as_bytes(), v.as_deref().map(str::as_bytes), live);
+    }
+
+    #[test]
+    fn records_build_the_state_as_connect_keys_them() {
+        let mut s = Shared::default();
+        let mut cfg = ConfigMap::new();
+        cfg.insert("topic.prefix".into(), json!("shop"));
+        apply(&mut s, &connector_record("a", Some(&cfg)), false);
+        apply(&mut s, &target_record("a", Target::Paused), false);
+        assert_eq!(s.connectors["a"]["topic.prefix"], json!("shop"));
+        assert_eq!(s.targets.get("a"), Some(&Target::Paused));
+        // A restart asked before this member caught up is history.
+        apply(&mut s, &restart_record("a", false, true), false);
+        assert!(!s.restarts.contains_key("a"));
+        apply(&mut s, &restart_record("a", true, true), true);
+        assert_eq!(s.restarts["a"], (1, true));
+        apply(&mut s, &target_record("a", Target::Running), true);
+        assert_eq!(s.targets.get("a"), None);
+        apply(&mut s, &target_record("a", Target::Stopped), true);
+        // Deleting the connector forgets its target state too.
+        apply(&mut s, &connector_record("a", None), true);
+        assert!(s.connectors.is_empty());
+        assert!(s.targets.is_empty());
+        // Bytes from outside: ignored, never a panic.
+        s.apply(&[0xff, 0xfe], Some(b"{"), true);
+        s.apply(b"connector-b", Some(b"not json"), true);
+        s.apply(b"target-state-b", Some(b"[]"), true);
+        assert!(s.connectors.is_empty());
+        assert_eq!(
+            target_record("x", Target::Stopped).1.unwrap()["state"],
+            "STOPPED"
+        );
+    }
+}
