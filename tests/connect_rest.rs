@@ -1483,6 +1483,83 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         &members[owner],
     );
 
+    // Changed through another member: the owner restarts it with the new configuration.
+    let placement = "transforms.outbox.table.fields.additional.placement";
+    let mut changed = cfg.clone();
+    changed.insert(placement.into(), json!("event_type:header:type"));
+    let (code, info) = call(
+        ports[other],
+        "PUT",
+        &format!("/connectors/{name}/config"),
+        Some(&Value::Object(changed)),
+    );
+    assert_eq!(code, 200, "{info}");
+    for port in &ports {
+        wait_for(
+            *port,
+            &format!("/connectors/{name}/config"),
+            "show the changed configuration",
+            &members,
+            |c, v| c == 200 && v[placement] == "event_type:header:type",
+        );
+    }
+    let logged = |m: &Relay, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !m.log_text().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "the owner never logged {what:?}\n{}",
+                common::group::logs(&members)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    logged(
+        &members[owner],
+        "configuration changed in the group's config topic: restarting it",
+    );
+    // Restarted, stopped and resumed through the third member.
+    let third = (owner + 2) % 3;
+    let (code, _) = call(
+        ports[third],
+        "POST",
+        &format!("/connectors/{name}/restart"),
+        None,
+    );
+    assert_eq!(code, 204);
+    logged(&members[owner], "restart asked through the REST API");
+    let (code, _) = call(
+        ports[third],
+        "PUT",
+        &format!("/connectors/{name}/stop"),
+        None,
+    );
+    assert_eq!(code, 204);
+    for port in &ports {
+        wait_for(
+            *port,
+            &format!("/connectors/{name}/status"),
+            "show it stopped",
+            &members,
+            |c, s| c == 200 && s["connector"]["state"] == "STOPPED" && s["tasks"] == json!([]),
+        );
+    }
+    let (code, _) = call(
+        ports[third],
+        "PUT",
+        &format!("/connectors/{name}/resume"),
+        None,
+    );
+    assert_eq!(code, 202);
+    wait_state(
+        ports[owner],
+        &name,
+        "RUNNING",
+        Some("RUNNING"),
+        &members[owner],
+    );
+    members[owner].wait_ready(Duration::from_secs(60));
+
     // The owner killed under the writer: another member takes the connector over.
     while writer.written() < 100 {
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -84,6 +84,9 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 );
             };
             tracing::info!(group = %plan.name, connectors = ?cfg.connectors.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), "running as a member of group {}: connectors (those of its files and those of the group's config topic) start when the group assigns them", plan.name);
+            if let Some(dir) = &args.rest_connectors {
+                tracing::warn!(group = %plan.name, "--rest-connectors {}: a group member keeps the connectors created through the REST API in the group's config topic (outboxd.configs.{}), not there; the directory's files are read as --config files of this member", dir.display(), plan.name);
+            }
             let view = group::view::GroupView::new(&plan.name, &group::member_id());
             let worker_id = rest_listener.as_ref().map(|l| l.addr.to_string());
             let load_args = args.clone();
