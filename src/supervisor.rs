@@ -56,6 +56,8 @@ pub struct Listed {
     /// In a group, the member that runs it when another one does (its REST address, else
     /// its member id); `None`: this process runs it, or nobody does.
     pub worker: Option<String>,
+    /// In a group, why it failed in the member `worker` names (its task's `trace` there).
+    pub trace: Option<String>,
 }
 
 /// What an operation found wrong.
@@ -196,6 +198,7 @@ impl Supervisor {
                         running,
                         failed: s.failed,
                         worker: None,
+                        trace: None,
                     },
                 )
             })

@@ -96,6 +96,15 @@ pub struct MemberSetup {
 pub type SharedLoader =
     Box<dyn Fn(&str, &ConfigMap) -> Result<ConnectorConfig, String> + Send + Sync>;
 
+/// Who runs a connector this member does not, from its ownership record.
+#[derive(Debug, Clone)]
+struct Seen {
+    /// The member's REST address, else its member id.
+    worker: String,
+    /// Why it stopped there, when it failed definitely (it stays assigned there).
+    failure: Option<String>,
+}
+
 /// A connector assigned to this member.
 struct Slot {
     lease: Lease,
@@ -133,11 +142,13 @@ struct Member {
     members: Arc<AtomicUsize>,
     /// The connectors this member subscribes to (the membership follows it).
     names: watch::Sender<Vec<String>>,
+    /// Whether the subscription lags the connectors (their topics could not be created).
+    subscribe_pending: bool,
     setup: MemberSetup,
     link: Arc<KafkaLink>,
     /// Who runs the connectors this member does not (their REST address or member id), as
     /// [`watch_group`] last read their ownership records.
-    seen_owners: Arc<std::sync::Mutex<BTreeMap<String, String>>>,
+    seen_owners: Arc<std::sync::Mutex<BTreeMap<String, Seen>>>,
 }
 
 /// Runs this process as a member of `plan`'s group until `shutdown` turns true: connectors
@@ -268,6 +279,7 @@ pub async fn run_member(
         failed: false,
         members,
         names: names_tx,
+        subscribe_pending: false,
         setup,
         link: link.clone(),
         seen_owners,
@@ -327,6 +339,7 @@ pub async fn run_member(
             }
             _ = tick.tick() => {
                 member.reap().await;
+                member.retry_subscription().await;
                 member.publish();
             }
         }
@@ -453,7 +466,7 @@ struct GroupWatch {
     /// The REST API's view: which connectors the members' files define.
     view: Arc<GroupView>,
     /// Who runs each connector, from its ownership record (REST address, else member id).
-    owners: Arc<std::sync::Mutex<BTreeMap<String, String>>>,
+    owners: Arc<std::sync::Mutex<BTreeMap<String, Seen>>>,
 }
 
 impl Member {
@@ -499,12 +512,15 @@ impl Member {
                 let running = slot
                     .and_then(|s| s.running.as_ref())
                     .is_some_and(|r| !r.is_finished());
-                let failed = report
+                let mut failed = report
                     .get(&name)
                     .is_some_and(|h| h.state == ConnectorState::Failed);
-                let worker = match slot {
-                    Some(_) => None,
-                    None => seen.get(&name).cloned(),
+                let (worker, trace) = match (slot, seen.get(&name)) {
+                    (None, Some(s)) => {
+                        failed = s.failure.is_some();
+                        (Some(s.worker.clone()), s.failure.clone())
+                    }
+                    _ => (None, None),
                 };
                 Some((
                     name.clone(),
@@ -514,6 +530,7 @@ impl Member {
                         running,
                         failed,
                         worker,
+                        trace,
                     },
                 ))
             })
@@ -566,30 +583,7 @@ impl Member {
                 metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(0.0);
             }
         }
-        if *self.names.borrow() != names {
-            // Their coordination topics first: the consumer subscribes to them.
-            let mut retry = Retry::new(TOPICS_MAX_BACKOFF);
-            loop {
-                retry.attempt();
-                match topics::ensure(&self.setup.kafka, &self.group, &names, &self.link).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        let Some(wait) = retry.after_failure(e.class(), false) else {
-                            tracing::error!(group = %self.group, "cannot create the coordination topics of the group's connectors: {e}");
-                            break;
-                        };
-                        tracing::warn!(group = %self.group, retry_in = ?wait, "cannot create the coordination topics of the group's connectors yet: {e}");
-                        tokio::time::sleep(wait).await;
-                    }
-                }
-            }
-            for gone in self.names.borrow().iter().filter(|n| !names.contains(n)) {
-                if !self.slots.contains_key(gone) {
-                    self.health.remove(gone);
-                }
-            }
-            self.names.send_replace(names);
-        }
+        self.subscribe_names(names).await;
         // What the owner applies.
         let owned: Vec<String> = self.slots.keys().cloned().collect();
         for name in owned {
@@ -617,6 +611,38 @@ impl Member {
         }
         self.restarts = now.restarts;
         self.publish();
+    }
+
+    /// Has the membership subscribe to the coordination topics of `names` (this member's
+    /// connectors now), once those topics exist. When Kafka does not create them, the
+    /// subscription stays as it was and the next tick tries again (the member loop goes on
+    /// serving revocations meanwhile).
+    async fn subscribe_names(&mut self, names: Vec<String>) {
+        if *self.names.borrow() == names {
+            return;
+        }
+        if let Err(e) = topics::ensure(&self.setup.kafka, &self.group, &names, &self.link).await {
+            if !self.subscribe_pending {
+                tracing::warn!(group = %self.group, "cannot create the coordination topics of the group's connectors yet (retried every 500 ms): {e}");
+            }
+            self.subscribe_pending = true;
+            return;
+        }
+        self.subscribe_pending = false;
+        for gone in self.names.borrow().iter().filter(|n| !names.contains(n)) {
+            if !self.slots.contains_key(gone) {
+                self.health.remove(gone);
+            }
+        }
+        self.names.send_replace(names);
+    }
+
+    /// Retries a subscription Kafka did not take ([`Member::subscribe_names`]).
+    async fn retry_subscription(&mut self) {
+        if self.subscribe_pending {
+            let names = self.names();
+            self.subscribe_names(names).await;
+        }
     }
 
     /// Brings owned connector `name` to `target`.
@@ -787,6 +813,12 @@ impl Member {
                 .map(|(name, _)| self.release(name, reason.short(), reason)),
         )
         .await;
+        // Deleted from the group's config topic: no longer shown at all.
+        for (name, _) in &stopped {
+            if self.config(name).is_none() {
+                self.health.remove(name);
+            }
+        }
     }
 
     /// Writes `name`'s release record, waited for (briefly), so that the next owner's log
@@ -923,8 +955,15 @@ async fn watch_group(
                 .into_iter()
                 .filter_map(|c| {
                     let r = owners::read_record(&k, &g, &c, Duration::from_secs(2)).ok()??;
-                    (r.released.is_none() && l.contains(&r.owner.member))
-                        .then(|| (c, r.owner.worker_id.unwrap_or(r.owner.member)))
+                    // Released on a definite failure, the member keeps the assignment.
+                    let failure = match &r.released {
+                        None => None,
+                        Some(rel) => Some(rel.reason.strip_prefix("failed: ")?.to_string()),
+                    };
+                    l.contains(&r.owner.member).then(|| {
+                        let worker = r.owner.worker_id.unwrap_or(r.owner.member);
+                        (c, Seen { worker, failure })
+                    })
                 })
                 .collect::<BTreeMap<_, _>>()
         })

@@ -261,7 +261,10 @@ fn states(
             ),
             _ if l.failed && !l.running => (
                 "RUNNING",
-                Some(("FAILED", h.and_then(|h| h.reason.clone()))),
+                Some((
+                    "FAILED",
+                    h.and_then(|h| h.reason.clone()).or_else(|| l.trace.clone()),
+                )),
             ),
             // In a group: runs in the member `worker` names, or in none yet.
             Some(ConnectorState::Standby) if l.worker.is_some() => {
@@ -812,4 +815,76 @@ async fn validate(State(rest): S, Path(class): Path<String>, body: Bytes) -> Res
         "configs": configs,
     }))
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::ConnectorHealth;
+
+    fn listed(worker: Option<&str>, failed: bool, trace: Option<&str>) -> Listed {
+        let text = r#"
+[[connectors]]
+name = "c"
+tables = ["s.outbox"]
+[connectors.source]
+kind = "mariadb"
+host = "h"
+user = "u"
+password = "p"
+server_id = 7
+"#;
+        let cfg = crate::config::parse(
+            text,
+            std::path::Path::new("t.toml"),
+            Some("k:9092"),
+            &|_| None,
+        )
+        .unwrap()
+        .connectors
+        .remove(0);
+        Listed {
+            cfg,
+            target: Target::Running,
+            running: false,
+            failed,
+            worker: worker.map(str::to_string),
+            trace: trace.map(str::to_string),
+        }
+    }
+
+    fn standby() -> ConnectorHealth {
+        ConnectorHealth {
+            state: ConnectorState::Standby,
+            ready: true,
+            reason: None,
+            since_ms: 0,
+            kafka_unreachable_s: None,
+        }
+    }
+
+    /// A group member's statuses of a connector another member runs: RUNNING there, FAILED
+    /// with that member's trace, UNASSIGNED when nobody runs it.
+    #[test]
+    fn a_member_tells_the_state_of_a_connector_another_member_runs() {
+        let h = standby();
+        assert_eq!(
+            states(&listed(Some("10.0.0.2:8083"), false, None), Some(&h)),
+            ("RUNNING", Some(("RUNNING", None)))
+        );
+        assert_eq!(
+            states(
+                &listed(Some("10.0.0.2:8083"), true, Some("password refused")),
+                Some(&h)
+            ),
+            (
+                "RUNNING",
+                Some(("FAILED", Some("password refused".to_string())))
+            )
+        );
+        assert_eq!(
+            states(&listed(None, false, None), Some(&h)),
+            ("UNASSIGNED", Some(("UNASSIGNED", None)))
+        );
+    }
 }
