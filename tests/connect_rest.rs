@@ -1362,12 +1362,16 @@ fn wait_for(
 /// file, each serving the REST API; a connector created through one member reaches the
 /// others, is run by one, is paused and resumed through another, fails over when its owner
 /// is killed (`kill -9`) under a writer, and is deleted through a survivor: every row once.
+/// Its password is an `${env:...}` reference member 2's environment lacks: member 2 lists
+/// it and answers for it, but never runs it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() {
     let db = MariaDb::new("rest_group").await;
     let name = db.db.clone();
     let dir = test_dir(&name);
     let group = common::unique("restgroup");
+    const PASSWORD_VAR: &str = "OUTBOXD_TEST_GROUP_DB_PASSWORD";
+    let password = db.relay.3.clone();
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let mut members: Vec<Relay> = ports
         .iter()
@@ -1384,7 +1388,12 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
                 "--metrics-listen",
                 metrics_listen.as_str(),
             ];
-            Relay::launch_with_args(&args, metrics, dir.join(format!("member{i}.log")))
+            let env: &[(&str, &str)] = if i < 2 {
+                &[(PASSWORD_VAR, password.as_str())]
+            } else {
+                &[]
+            };
+            Relay::launch_with_env(&args, metrics, dir.join(format!("member{i}.log")), env)
         })
         .collect();
     for (port, m) in ports.iter().zip(members.iter_mut()) {
@@ -1395,7 +1404,9 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
     }
 
     // Created through member 0: every member lists it, one runs it.
-    let cfg = connector(&db, &name, &name);
+    let mut cfg = connector(&db, &name, &name);
+    let reference = format!("${{env:{PASSWORD_VAR}}}");
+    cfg.insert("database.password".into(), json!(reference));
     let (code, info) = call(
         ports[0],
         "POST",
@@ -1403,9 +1414,13 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         Some(&json!({"name": name, "config": cfg})),
     );
     assert_eq!(code, 201, "{info}\n{}", common::group::logs(&members));
-    assert_eq!(info["config"]["database.password"], "[hidden]", "{info}");
+    assert_eq!(
+        info["config"]["database.password"],
+        reference.as_str(),
+        "{info}"
+    );
     let (code, e) = call(
-        ports[1],
+        ports[2],
         "POST",
         "/connectors",
         Some(&json!({"name": name, "config": cfg})),
@@ -1421,10 +1436,23 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         );
         let (code, c) = call(*port, "GET", &format!("/connectors/{name}/config"), None);
         assert_eq!(code, 200);
-        assert_eq!(c["database.password"], "[hidden]", "{c}");
+        assert_eq!(c["database.password"], reference.as_str(), "{c}");
         assert_eq!(c["topic.prefix"], name.as_str(), "{c}");
     }
     let owner = common::group::wait_owner(&members, &name, Duration::from_secs(60));
+    assert!(
+        owner < 2,
+        "member 2 cannot resolve the password, yet runs the connector"
+    );
+    assert!(
+        members[2]
+            .log_text()
+            .contains(&format!("cannot load connector {name}")),
+        "{}",
+        members[2].log_text()
+    );
+    // The other member that can run it, and the one that cannot.
+    let (other, lacking) = (1 - owner, 2);
     // Streaming (it starts at the binlog's end: rows written before are not its).
     members[owner].wait_ready(Duration::from_secs(60));
     let writer = Writer::start(&db);
@@ -1446,9 +1474,8 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
     }
 
     // Paused and resumed through another member: applied by the owner.
-    let other = (owner + 1) % 3;
     let (code, _) = call(
-        ports[other],
+        ports[lacking],
         "PUT",
         &format!("/connectors/{name}/pause"),
         None,
@@ -1461,6 +1488,8 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         Some("PAUSED"),
         &members[owner],
     );
+    // What was in flight when the pause took effect has been delivered by now.
+    std::thread::sleep(Duration::from_millis(700));
     let paused_at = produced(&members[owner], &name);
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
@@ -1518,8 +1547,8 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         &members[owner],
         "configuration changed in the group's config topic: restarting it",
     );
-    // Restarted, stopped and resumed through the third member.
-    let third = (owner + 2) % 3;
+    // Restarted, stopped and resumed through the member that cannot run it.
+    let third = lacking;
     let (code, _) = call(
         ports[third],
         "POST",

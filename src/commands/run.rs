@@ -93,7 +93,9 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             let setup = group::MemberSetup {
                 kafka: kafka.clone(),
                 view: view.clone(),
-                load: Box::new(move |name, config| load_one(&load_args, name, config, true)),
+                load: Box::new(move |name, config, without_secrets| {
+                    load_one(&load_args, name, config, true, without_secrets)
+                }),
                 worker_id,
             };
             if let Some(settings) = rest_listener {
@@ -333,17 +335,19 @@ fn validate(
     name: &str,
     config: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), String> {
-    load_one(args, name, config, args.group.is_some()).map(|_| ())
+    load_one(args, name, config, args.group.is_some(), false).map(|_| ())
 }
 
 /// Loads connector `name` with `config` (Connect's map) alone, with the process's worker
 /// file and environment, as `run` would: the connector, or `Err` with the refusal's message.
 /// `in_group`: refused with a file checkpoint store, as a group refuses it in a file.
+/// `without_secrets`: the source's secrets are not resolved (to show it, not to run it).
 fn load_one(
     args: &ConfigArgs,
     name: &str,
     config: &serde_json::Map<String, serde_json::Value>,
     in_group: bool,
+    without_secrets: bool,
 ) -> Result<crate::config::ConnectorConfig, String> {
     // A file of its own per request (concurrent validations), readable by its owner only
     // (it may hold a password), in a directory of the process's.
@@ -368,7 +372,15 @@ fn load_one(
     drop(file);
     let mut a = args.clone();
     a.config = vec![path.clone()];
-    let result = a.load().map_err(|e| format!("{e:#}"));
+    let loaded = if without_secrets {
+        a.load_for_checkpoint()
+    } else {
+        a.load()
+    };
+    // The request's connector, not the file it was handed over in, is what the words name.
+    let result = loaded.map_err(|e| {
+        format!("{e:#}").replace(&path.display().to_string(), &format!("connector {name}"))
+    });
     let _ = std::fs::remove_file(&path);
     let c = result?
         .connectors

@@ -86,7 +86,9 @@ pub struct MemberSetup {
     /// The group's connectors as this member sees them, shared with its REST API.
     pub view: Arc<GroupView>,
     /// Loads a connector of the config topic (name, Connect's map) as `run` loads a
-    /// connector file, with this member's worker file and environment: `Err` says why not.
+    /// connector file, with this member's worker file and environment (the flag: without
+    /// resolving the source's secrets, to show a connector this member cannot run): `Err`
+    /// says why not.
     pub load: SharedLoader,
     /// This member's REST address (`host:port`), when it serves the REST API.
     pub worker_id: Option<String>,
@@ -94,7 +96,18 @@ pub struct MemberSetup {
 
 /// See [`MemberSetup::load`].
 pub type SharedLoader =
-    Box<dyn Fn(&str, &ConfigMap) -> Result<ConnectorConfig, String> + Send + Sync>;
+    Box<dyn Fn(&str, &ConfigMap, bool) -> Result<ConnectorConfig, String> + Send + Sync>;
+
+/// A connector of the group's config topic as this member loaded it.
+struct SharedConnector {
+    /// Its configuration as the topic holds it.
+    map: ConfigMap,
+    /// Loaded as `run` loads it (`Err`: why this member cannot run it).
+    runs: Result<ConnectorConfig, String>,
+    /// What the REST API shows of it: the loaded configuration, else the one loaded without
+    /// the source's secrets (an `${env:...}` this member lacks), else nothing.
+    shown: Option<ConnectorConfig>,
+}
 
 /// Who runs a connector this member does not, from its ownership record.
 #[derive(Debug, Clone)]
@@ -127,7 +140,7 @@ struct Member {
     files: BTreeMap<String, ConnectorConfig>,
     /// The connectors of the group's config topic, as loaded here (a file's of the same name
     /// wins).
-    shared: BTreeMap<String, (ConfigMap, Result<ConnectorConfig, String>)>,
+    shared: BTreeMap<String, SharedConnector>,
     /// Target states other than running, from the config topic.
     targets: BTreeMap<String, Target>,
     /// Restart requests by connector since this member started: (how many, only failed).
@@ -475,7 +488,7 @@ impl Member {
         self.files.get(name).cloned().or_else(|| {
             self.shared
                 .get(name)
-                .and_then(|(_, c)| c.as_ref().ok().cloned())
+                .and_then(|c| c.runs.as_ref().ok().cloned())
         })
     }
 
@@ -485,7 +498,7 @@ impl Member {
         all.extend(
             self.shared
                 .iter()
-                .filter(|(_, (_, c))| c.is_ok())
+                .filter(|(_, c)| c.runs.is_ok())
                 .map(|(n, _)| n.clone()),
         );
         all.into_iter().collect()
@@ -503,11 +516,20 @@ impl Member {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let listed = self
-            .names()
+        // The connectors this member cannot run are shown too: another member may.
+        let mut shown: BTreeSet<String> = self.names().into_iter().collect();
+        shown.extend(
+            self.shared
+                .iter()
+                .filter(|(_, c)| c.shown.is_some())
+                .map(|(n, _)| n.clone()),
+        );
+        let listed = shown
             .into_iter()
             .filter_map(|name| {
-                let cfg = self.config(&name)?;
+                let cfg = self
+                    .config(&name)
+                    .or_else(|| self.shared.get(&name).and_then(|c| c.shown.clone()))?;
                 let slot = self.slots.get(&name);
                 let running = slot
                     .and_then(|s| s.running.as_ref())
@@ -557,22 +579,29 @@ impl Member {
             }
         }
         for (name, map) in &now.connectors {
-            if self.shared.get(name).is_some_and(|(m, _)| m == map) {
+            if self.shared.get(name).is_some_and(|c| &c.map == map) {
                 continue;
             }
             if self.files.contains_key(name) {
                 tracing::warn!(group = %self.group, connector = %name, "the group's config topic defines connector {name}, which this member's connector files define too: the file's definition is used here");
             }
-            let loaded = (self.setup.load)(name, map);
-            match &loaded {
-                Ok(_) => {
-                    tracing::info!(group = %self.group, connector = %name, "connector configuration read from the group's config topic")
+            let runs = (self.setup.load)(name, map, false);
+            let shown = match &runs {
+                Ok(c) => {
+                    tracing::info!(group = %self.group, connector = %name, "connector configuration read from the group's config topic");
+                    Some(c.clone())
                 }
                 Err(e) => {
-                    tracing::error!(group = %self.group, connector = %name, "cannot load connector {name} of the group's config topic on this member, so this member does not run it (the other members may): {e}")
+                    tracing::error!(group = %self.group, connector = %name, "cannot load connector {name} of the group's config topic on this member, so this member does not run it (the other members may): {e}");
+                    (self.setup.load)(name, map, true).ok()
                 }
-            }
-            self.shared.insert(name.clone(), (map.clone(), loaded));
+            };
+            let shared = SharedConnector {
+                map: map.clone(),
+                runs,
+                shown,
+            };
+            self.shared.insert(name.clone(), shared);
         }
         self.targets = now.targets.clone();
         let names = self.names();

@@ -267,7 +267,7 @@ fn states(
                 )),
             ),
             // In a group: runs in the member `worker` names, or in none yet.
-            Some(ConnectorState::Standby) if l.worker.is_some() => {
+            Some(ConnectorState::Standby) | None if l.worker.is_some() => {
                 ("RUNNING", Some(("RUNNING", None)))
             }
             Some(ConnectorState::Stopped | ConnectorState::Standby) | None => {
@@ -885,6 +885,11 @@ server_id = 7
         assert_eq!(
             states(&listed(None, false, None), Some(&h)),
             ("UNASSIGNED", Some(("UNASSIGNED", None)))
+        );
+        // Listed by a member that cannot run it (no health of its own there).
+        assert_eq!(
+            states(&listed(Some("10.0.0.2:8083"), false, None), None),
+            ("RUNNING", Some(("RUNNING", None)))
         );
     }
 }

@@ -151,13 +151,20 @@ fn offset_for(entries: &[Value], c: &ConnectorConfig) -> Result<Option<Value>, R
 }
 
 /// A cutover step's failure as a response: a refusal is the request's fault (400), anything
-/// that did not answer the server's (500).
-fn cutover_error(e: CutoverError) -> Response {
-    let code = match e {
-        CutoverError::Refused { .. } => StatusCode::BAD_REQUEST,
-        CutoverError::Unavailable { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+/// that did not answer the server's (500). A refusal's advice names the commands
+/// (`outboxd checkpoint reset`); its REST equivalent for connector `name` follows it.
+fn cutover_error(name: &str, e: CutoverError) -> Response {
+    let (code, mut message) = match &e {
+        CutoverError::Refused { .. } => (StatusCode::BAD_REQUEST, e.to_string()),
+        CutoverError::Unavailable { .. } => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    error(code, e.to_string())
+    if message.contains("checkpoint reset") {
+        message.push_str(&format!(
+            ". Through this API: DELETE /connectors/{name}/offsets resets the checkpoint, then \
+             PUT /connectors/{name}/resume starts it at the current position"
+        ));
+    }
+    error(code, message)
 }
 
 /// `PATCH /connectors/{name}/offsets`: the connector's checkpoint set from a Debezium offset
@@ -192,7 +199,7 @@ pub(super) async fn alter(State(rest): S, Path(name): Path<String>, body: Bytes)
     .await
     {
         Ok(i) => i,
-        Err(e) => return cutover_error(e),
+        Err(e) => return cutover_error(&name, e),
     };
     let cp = Checkpoint {
         connector: l.cfg.name.clone(),
