@@ -1439,6 +1439,16 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         assert_eq!(c["database.password"], reference.as_str(), "{c}");
         assert_eq!(c["topic.prefix"], name.as_str(), "{c}");
     }
+    // A name whose coordination topic would collide with this one's in Kafka ('.' and '_').
+    let colliding = name.replacen('_', ".", 1);
+    let (code, e) = call(
+        ports[1],
+        "POST",
+        "/connectors",
+        Some(&json!({"name": colliding, "config": cfg})),
+    );
+    assert_eq!(code, 400, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("collides"), "{e}");
     let owner = common::group::wait_owner(&members, &name, Duration::from_secs(60));
     assert!(
         owner < 2,
@@ -1625,6 +1635,38 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
     }
     let ids = writer.finish().await;
     assert_exactly_once(&[format!("{name}.a")], &ids, &members[next]);
+
+    // A member whose files define the connector too is refused: one definition per connector.
+    let file = dir.join("same-name.json");
+    write_file(&file, &name, &cfg);
+    let metrics = free_port();
+    let metrics_listen = format!("127.0.0.1:{metrics}");
+    let mut fourth = Relay::launch_with_env(
+        &[
+            "--group",
+            group.as_str(),
+            "--config",
+            file.to_str().unwrap(),
+            "--metrics-listen",
+            metrics_listen.as_str(),
+        ],
+        metrics,
+        dir.join("member3.log"),
+        &[(PASSWORD_VAR, password.as_str())],
+    );
+    assert_eq!(
+        fourth.wait_exit(Duration::from_secs(60)),
+        Some(1),
+        "{}",
+        fourth.log_text()
+    );
+    assert!(
+        fourth.log_text().contains(
+            "is defined in this member's connector files and in the group's config topic"
+        ),
+        "{}",
+        fourth.log_text()
+    );
 
     // Deleted through a survivor: gone from every member's list, stopped where it ran.
     let (code, e) = call(

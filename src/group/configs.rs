@@ -73,6 +73,12 @@ impl Shared {
         };
         let body: Option<Value> = value.and_then(|v| serde_json::from_slice(v).ok());
         if let Some(name) = key.strip_prefix("connector-") {
+            if value.is_none() {
+                // A tombstone: deleted.
+                self.connectors.remove(name);
+                self.targets.remove(name);
+                return;
+            }
             match body
                 .as_ref()
                 .and_then(|b| b.get("properties"))
@@ -82,8 +88,9 @@ impl Shared {
                     self.connectors.insert(name.to_string(), p.clone());
                 }
                 None => {
-                    self.connectors.remove(name);
-                    self.targets.remove(name);
+                    // Not written by a member: ignored, as Connect ignores it (a delete is
+                    // a tombstone, never a value it cannot read).
+                    tracing::error!(connector = %name, "the group's config topic holds a record for connector {name} that is not {{\"properties\": {{...}}}}: ignored (the connector keeps its configuration); delete it with DELETE /connectors/{name} or write its configuration again");
                 }
             }
         } else if let Some(name) = key.strip_prefix("target-state-") {
@@ -346,6 +353,11 @@ mod tests {
         s.apply(b"connector-b", Some(b"not json"), true);
         s.apply(b"target-state-b", Some(b"[]"), true);
         assert!(s.connectors.is_empty());
+        // A record that is neither a configuration nor a tombstone deletes nothing.
+        apply(&mut s, &connector_record("c", Some(&cfg)), true);
+        s.apply(b"connector-c", Some(br#"{"propertie":{}}"#), true);
+        s.apply(b"connector-c", Some(b"garbage"), true);
+        assert_eq!(s.connectors["c"]["topic.prefix"], json!("shop"));
         assert_eq!(
             target_record("x", Target::Stopped).1.unwrap()["state"],
             "STOPPED"

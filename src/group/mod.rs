@@ -70,6 +70,9 @@ use crate::supervisor::{Listed, Target};
 /// How often the member count is read from the group coordinator.
 const MEMBERS_EVERY: Duration = Duration::from_secs(5);
 
+/// How often a connector whose coordination topic Kafka did not create is tried again.
+const SUBSCRIBE_RETRY: Duration = Duration::from_secs(10);
+
 /// Longest wait between attempts to create the coordination topics.
 const TOPICS_MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -155,8 +158,9 @@ struct Member {
     members: Arc<AtomicUsize>,
     /// The connectors this member subscribes to (the membership follows it).
     names: watch::Sender<Vec<String>>,
-    /// Whether the subscription lags the connectors (their topics could not be created).
-    subscribe_pending: bool,
+    /// When to try again to subscribe to the connectors left out because their topics could
+    /// not be created; `None`: none is left out.
+    subscribe_pending: Option<tokio::time::Instant>,
     setup: MemberSetup,
     link: Arc<KafkaLink>,
     /// Who runs the connectors this member does not (their REST address or member id), as
@@ -259,6 +263,21 @@ pub async fn run_member(
             None
         }
     };
+    // A connector of this member's files that the config topic defines too: two definitions
+    // of one connector (a takeover would switch between them), refused as differing files are.
+    let both: Vec<String> = shared
+        .current()
+        .connectors
+        .into_keys()
+        .filter(|n| files.contains_key(n))
+        .collect();
+    if !both.is_empty() {
+        for name in &both {
+            tracing::error!(group = %plan.name, connector = %name, "cannot join the group: connector {name} is defined in this member's connector files and in the group's config topic (created through the REST API); one definition per connector: take it out of this member's files (the group runs the config topic's), or delete it through the REST API (DELETE /connectors/{name}) first");
+        }
+        registry.withdraw(definitions.keys()).await;
+        return true;
+    }
     let shared = Arc::new(shared);
     setup.view.set_shared(shared.clone());
     let mut shared_rx = shared.subscribe();
@@ -292,7 +311,7 @@ pub async fn run_member(
         failed: false,
         members,
         names: names_tx,
-        subscribe_pending: false,
+        subscribe_pending: None,
         setup,
         link: link.clone(),
         seen_owners,
@@ -583,7 +602,7 @@ impl Member {
                 continue;
             }
             if self.files.contains_key(name) {
-                tracing::warn!(group = %self.group, connector = %name, "the group's config topic defines connector {name}, which this member's connector files define too: the file's definition is used here");
+                tracing::error!(group = %self.group, connector = %name, "the group's config topic now defines connector {name}, which this member's connector files define too (created through a member that did not know it yet): this member keeps running its file's definition; delete one of the two (DELETE /connectors/{name}, or take it out of the files and restart this member)");
             }
             let runs = (self.setup.load)(name, map, false);
             let shown = match &runs {
@@ -642,33 +661,65 @@ impl Member {
         self.publish();
     }
 
-    /// Has the membership subscribe to the coordination topics of `names` (this member's
-    /// connectors now), once those topics exist. When Kafka does not create them, the
-    /// subscription stays as it was and the next tick tries again (the member loop goes on
-    /// serving revocations meanwhile).
-    async fn subscribe_names(&mut self, names: Vec<String>) {
-        if *self.names.borrow() == names {
+    /// Has the membership subscribe to the coordination topics of `wanted` (this member's
+    /// connectors now), once those topics exist. A connector whose topic Kafka does not
+    /// create (unreachable, or refusing that name) is left out of the subscription, and the
+    /// others go ahead; the left-out ones are tried again every [`SUBSCRIBE_RETRY`] (the
+    /// member loop goes on serving revocations meanwhile).
+    async fn subscribe_names(&mut self, wanted: Vec<String>) {
+        if *self.names.borrow() == wanted {
+            self.subscribe_pending = None;
             return;
         }
-        if let Err(e) = topics::ensure(&self.setup.kafka, &self.group, &names, &self.link).await {
-            if !self.subscribe_pending {
-                tracing::warn!(group = %self.group, "cannot create the coordination topics of the group's connectors yet (retried every 500 ms): {e}");
+        let current: BTreeSet<String> = self.names.borrow().iter().cloned().collect();
+        let new: Vec<String> = wanted
+            .iter()
+            .filter(|n| !current.contains(*n))
+            .cloned()
+            .collect();
+        let mut left_out = BTreeSet::new();
+        if !new.is_empty() {
+            let (kafka, group, link) = (&self.setup.kafka, &self.group, &self.link);
+            if let Err(e) = topics::ensure(kafka, group, &new, link).await {
+                // One name Kafka refuses must not keep the others out: one by one.
+                let one_by_one = new.len() > 1 && e.to_string().contains("refused");
+                for n in &new {
+                    let result = if one_by_one {
+                        topics::ensure(kafka, group, std::slice::from_ref(n), link).await
+                    } else {
+                        Err(e.clone())
+                    };
+                    if let Err(e) = result {
+                        if self.subscribe_pending.is_none() {
+                            tracing::error!(group = %self.group, connector = %n, "cannot create the connector's coordination topic, so no member of this group runs it yet (tried again every {SUBSCRIBE_RETRY:?}): {e}");
+                        }
+                        left_out.insert(n.clone());
+                    }
+                }
             }
-            self.subscribe_pending = true;
-            return;
         }
-        self.subscribe_pending = false;
+        self.subscribe_pending =
+            (!left_out.is_empty()).then(|| tokio::time::Instant::now() + SUBSCRIBE_RETRY);
+        let names: Vec<String> = wanted
+            .into_iter()
+            .filter(|n| !left_out.contains(n))
+            .collect();
         for gone in self.names.borrow().iter().filter(|n| !names.contains(n)) {
             if !self.slots.contains_key(gone) {
                 self.health.remove(gone);
             }
         }
-        self.names.send_replace(names);
+        if *self.names.borrow() != names {
+            self.names.send_replace(names);
+        }
     }
 
     /// Retries a subscription Kafka did not take ([`Member::subscribe_names`]).
     async fn retry_subscription(&mut self) {
-        if self.subscribe_pending {
+        if self
+            .subscribe_pending
+            .is_some_and(|at| tokio::time::Instant::now() >= at)
+        {
             let names = self.names();
             self.subscribe_names(names).await;
         }
@@ -724,6 +775,11 @@ impl Member {
         let restarts = slot.restarts;
         let mut fresh = self.start_slot(name, cfg, slot.lease).await;
         fresh.restarts = restarts;
+        if fresh.running.is_some() {
+            if let Some(o) = &self.owners {
+                o.started_again(name);
+            }
+        }
         self.slots.insert(name.to_string(), fresh);
     }
 

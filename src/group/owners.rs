@@ -114,6 +114,9 @@ impl OwnerRecord {
 enum Note {
     Assigned {
         connector: String,
+        /// Started again under the same assignment (after a restart or a changed
+        /// configuration): recorded without a log line.
+        again: bool,
     },
     Released {
         connector: String,
@@ -160,6 +163,17 @@ impl OwnerLog {
     pub fn assigned(&self, connector: &str) {
         let _ = self.notes.send(Note::Assigned {
             connector: connector.to_string(),
+            again: false,
+        });
+    }
+
+    /// `connector`, still assigned to this member, was started again (a restart through the
+    /// REST API, a changed configuration): recorded anew, so that a failure it released it
+    /// for no longer shows.
+    pub fn started_again(&self, connector: &str) {
+        let _ = self.notes.send(Note::Assigned {
+            connector: connector.to_string(),
+            again: true,
         });
     }
 
@@ -191,7 +205,18 @@ impl Writer {
         let mut since = std::collections::BTreeMap::new();
         while let Some(note) = notes.recv().await {
             match note {
-                Note::Assigned { connector } => {
+                Note::Assigned {
+                    connector,
+                    again: true,
+                } => {
+                    let at = now_ms();
+                    since.insert(connector.clone(), at);
+                    self.write(&connector, at, None).await;
+                }
+                Note::Assigned {
+                    connector,
+                    again: false,
+                } => {
                     let (kafka, group, c) =
                         (self.kafka.clone(), self.group.clone(), connector.clone());
                     let previous = tokio::task::spawn_blocking(move || {

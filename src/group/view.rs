@@ -87,6 +87,23 @@ impl GroupView {
             .cloned()
     }
 
+    /// Every connector name this member knows of in the group: listed here, or defined in
+    /// some member's files.
+    pub fn known_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.list().into_keys().collect();
+        if let Some(shared) = self.shared.get() {
+            names.extend(shared.current().connectors.into_keys());
+        }
+        names.extend(
+            self.in_files
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+                .cloned(),
+        );
+        names
+    }
+
     fn shared(&self) -> Result<&Arc<SharedConfigs>, OpError> {
         self.shared.get().ok_or_else(|| {
             OpError::NotYet(format!(
@@ -138,11 +155,11 @@ impl GroupView {
             return Ok(Some(false));
         }
         let record = configs::connector_record(name, Some(config));
-        let wanted = config.clone();
         let n = name.to_string();
         let shared = self.shared()?.clone();
+        // Listed with this configuration, or with a later one another member wrote meanwhile.
         self.write(&[record], move |l| {
-            l.contains_key(&n) && shared.current().connectors.get(&n) == Some(&wanted)
+            l.contains_key(&n) && shared.current().connectors.contains_key(&n)
         })
         .await?;
         Ok(Some(!exists))

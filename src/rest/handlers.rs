@@ -509,6 +509,16 @@ fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
     }
 }
 
+/// Numbers and booleans as strings: Connect takes a configuration as `Map<String, String>`,
+/// so it keeps and shows `"database.port": 3306` as `"3306"`.
+fn stringify(cfg: &mut ConfigMap) {
+    for v in cfg.values_mut() {
+        if v.is_number() || v.is_boolean() {
+            *v = Value::String(v.to_string());
+        }
+    }
+}
+
 /// `POST /connectors` (`{"name", "config"}`): 201 with the connector's info.
 async fn create(State(rest): S, body: Bytes) -> Response {
     let doc = match object(&body) {
@@ -528,7 +538,19 @@ async fn create(State(rest): S, body: Bytes) -> Response {
             None => return error(StatusCode::BAD_REQUEST, "Connector name is missing"),
         },
     };
+    if let Some(n) = cfg.get("name").and_then(Value::as_str) {
+        if n != name {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Connector name configuration ({n}) doesn't match connector name in the URL \
+                     ({name})"
+                ),
+            );
+        }
+    }
     cfg.insert("name".into(), Value::String(name.clone()));
+    stringify(&mut cfg);
     match apply(&rest, &name, cfg, true).await {
         Ok(_) => created(&rest, &name),
         Err(r) => r,
@@ -554,6 +576,7 @@ async fn put_config(State(rest): S, Path(name): Path<String>, body: Bytes) -> Re
         _ => {}
     }
     cfg.insert("name".into(), Value::String(name.clone()));
+    stringify(&mut cfg);
     match apply(&rest, &name, cfg, false).await {
         Ok(true) => created(&rest, &name),
         Ok(false) => Json(info_now(&rest, &name)).into_response(),
@@ -576,6 +599,18 @@ fn info_now(rest: &Rest, name: &str) -> Value {
     match rest.connectors.list().remove(name) {
         Some(l) => info_body(rest, name, &l),
         None => json!({"name": name}),
+    }
+}
+
+/// How a changed `--config` file is applied: SIGHUP, or a restart for a group member (which
+/// does not reload its files).
+fn apply_files(rest: &Rest) -> &'static str {
+    match rest.connectors {
+        Connectors::Local(_) => "send outboxd SIGHUP (or restart it)",
+        Connectors::Group(_) => {
+            "restart the group's members one by one (a group member does not reload its files \
+             on SIGHUP)"
+        }
     }
 }
 
@@ -606,9 +641,10 @@ async fn apply(
         return Err(error(
             StatusCode::CONFLICT,
             format!(
-                "connector {name} is defined in {}; change it there and send outboxd SIGHUP \
-                 (the REST API changes only the connectors it created)",
-                file.display()
+                "connector {name} is defined in {}; change it there and {} (the REST API \
+                 changes only the connectors it created)",
+                file.display(),
+                apply_files(rest)
             ),
         ));
     }
@@ -681,6 +717,35 @@ async fn apply_in_group(
             ),
         ));
     }
+    // Its coordination topic must be one Kafka can create (and not another's: Kafka takes
+    // `.` and `_` for the same character in topic names).
+    let topic = crate::group::topics::coordination_topic(&g.group, name);
+    if topic.len() > 249 {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "connector name {name} is too long for group {}: its coordination topic {topic} \
+                 would have {} characters, and Kafka allows 249; choose a shorter name",
+                g.group,
+                topic.len()
+            ),
+        ));
+    }
+    let folded = |n: &str| n.replace('.', "_");
+    if let Some(other) = g
+        .known_names()
+        .into_iter()
+        .find(|o| o != name && folded(o) == folded(name))
+    {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "connector name {name} collides with connector {other} of the group: their \
+                 coordination topics differ only in '.' and '_', which Kafka takes for the \
+                 same; choose another name"
+            ),
+        ));
+    }
     let kept = g.config_map(name);
     config::unhide(&mut cfg, kept.as_ref()).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
     (rest.validate)(name, &cfg).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
@@ -709,8 +774,9 @@ async fn delete(State(rest): S, Path(name): Path<String>) -> Response {
             format!(
                 "connector {name} is defined in {}, a --config file: the REST API removes only \
                  the connectors it created; to remove this one, take it out of the file (or the \
-                 file out of --config) and send outboxd SIGHUP (or restart it)",
-                file.display()
+                 file out of --config) and {}",
+                file.display(),
+                apply_files(&rest)
             ),
         );
     }
