@@ -1636,7 +1636,8 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
     let ids = writer.finish().await;
     assert_exactly_once(&[format!("{name}.a")], &ids, &members[next]);
 
-    // A member whose files define the connector too is refused: one definition per connector.
+    // A member whose files define the connector otherwise (as it was before the change) is
+    // refused: one definition per connector.
     let file = dir.join("same-name.json");
     write_file(&file, &name, &cfg);
     let metrics = free_port();
@@ -1662,7 +1663,7 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
     );
     assert!(
         fourth.log_text().contains(
-            "is defined in this member's connector files and in the group's config topic"
+            "is defined differently in this member's connector files and in the group's config topic"
         ),
         "{}",
         fourth.log_text()
@@ -1699,5 +1700,96 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
     }
     for i in survivors {
         assert_eq!(members[i].stop(), Some(0), "{}", members[i].log_text());
+    }
+}
+
+/// A member's Debezium connector JSON seeds the group's config topic: a member started
+/// without that file lists the connector, and runs it (the owner killed, or from the start),
+/// every row once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connector_file_seeds_the_group_for_members_without_it() {
+    let db = MariaDb::new("rest_seed").await;
+    let name = db.db.clone();
+    let dir = test_dir(&name);
+    let group = common::unique("seedgroup");
+    let file = dir.join("seed.json");
+    write_file(&file, &name, &connector(&db, &name, &name));
+    let ports = [free_port(), free_port()];
+    let mut members: Vec<Relay> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let metrics = free_port();
+            let (listen, metrics_listen) =
+                (format!("127.0.0.1:{port}"), format!("127.0.0.1:{metrics}"));
+            let mut args = vec![
+                "--group",
+                group.as_str(),
+                "--rest-listen",
+                listen.as_str(),
+                "--metrics-listen",
+                metrics_listen.as_str(),
+            ];
+            if i == 0 {
+                args.extend(["--config", file.to_str().unwrap()]);
+            }
+            let log = dir.join(format!("member{i}.log"));
+            Relay::launch_with_args(&args, metrics, log)
+        })
+        .collect();
+    for (port, m) in ports.iter().zip(members.iter_mut()) {
+        m.wait_ready(Duration::from_secs(60));
+        wait_api(*port, m);
+    }
+    assert!(
+        members[0]
+            .log_text()
+            .contains("seeded the group's config topic with this member's connector files"),
+        "{}",
+        members[0].log_text()
+    );
+    // The member without the file knows the connector, and may not change it (the file's).
+    let c = wait_for(
+        ports[1],
+        &format!("/connectors/{name}/config"),
+        "show the seeded configuration",
+        &members,
+        |c, _| c == 200,
+    );
+    assert_eq!(c["topic.prefix"], name.as_str(), "{c}");
+    assert_eq!(c["database.password"], "[hidden]", "{c}");
+    let owner = common::group::wait_owner(&members, &name, Duration::from_secs(60));
+    members[owner].wait_ready(Duration::from_secs(60));
+    let writer = Writer::start(&db);
+    while writer.written() < 50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if owner == 0 {
+        // The member with the file goes: the one without it takes the connector over.
+        members[0].kill9();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !common::group::owns(&members[1], &name) {
+            assert!(
+                Instant::now() < deadline,
+                "the member without the file did not take the connector over\n{}",
+                common::group::logs(&members)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let before = produced(&members[1], &name);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while produced(&members[1], &name) <= before {
+        assert!(
+            Instant::now() < deadline,
+            "the member without the file delivers nothing\n{}",
+            common::group::logs(&members)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ids = writer.finish().await;
+    assert_exactly_once(&[format!("{name}.a")], &ids, &members[1]);
+    for m in members.iter_mut() {
+        m.stop();
     }
 }

@@ -97,6 +97,7 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                     load_one(&load_args, name, config, true, without_secrets)
                 }),
                 worker_id,
+                seeds: seeds(&args.config, &cfg),
             };
             if let Some(settings) = rest_listener {
                 let connectors = crate::rest::Connectors::Group(view);
@@ -326,6 +327,27 @@ async fn serve_rest(
         }
     });
     Ok(())
+}
+
+/// The connectors of `cfg` defined in Debezium connector JSON files among `files`, as
+/// Connect's configuration maps (with `name`, values as strings), which seed a group's
+/// config topic.
+fn seeds(
+    files: &[std::path::PathBuf],
+    cfg: &crate::config::Config,
+) -> std::collections::BTreeMap<String, serde_json::Map<String, serde_json::Value>> {
+    let json: Vec<std::path::PathBuf> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "json"))
+        .cloned()
+        .collect();
+    cfg.connectors
+        .iter()
+        .filter_map(|c| {
+            let (_, map) = crate::rest::find_config(&json, &c.name)?;
+            Some((c.name.clone(), map))
+        })
+        .collect()
 }
 
 /// Loads connector `name` with `config` (Connect's map) alone, with the process's worker

@@ -95,6 +95,9 @@ pub struct MemberSetup {
     pub load: SharedLoader,
     /// This member's REST address (`host:port`), when it serves the REST API.
     pub worker_id: Option<String>,
+    /// The connectors of this member's Debezium connector JSON files, as Connect's
+    /// configuration maps: they seed the group's config topic (TOML connectors do not).
+    pub seeds: BTreeMap<String, ConfigMap>,
 }
 
 /// See [`MemberSetup::load`].
@@ -248,7 +251,15 @@ pub async fn run_member(
         tracing::info!(group = %plan.name, members = ?verdict.present, "compared this member's connector definitions with those of the other members present: the connectors both define are defined alike");
     }
     let mut reported = BTreeMap::new();
-    report_definitions(&plan.name, &verdict, &mut reported);
+    let in_topic: BTreeSet<String> = shared
+        .current()
+        .connectors
+        .into_keys()
+        .chain(setup.seeds.keys().cloned())
+        .collect();
+    report_definitions(&plan.name, &verdict, &mut reported, &|n| {
+        in_topic.contains(n)
+    });
     let registry = std::sync::Arc::new(registry);
     let owners = match OwnerLog::start(
         &kafka,
@@ -263,20 +274,38 @@ pub async fn run_member(
             None
         }
     };
-    // A connector of this member's files that the config topic defines too: two definitions
-    // of one connector (a takeover would switch between them), refused as differing files are.
-    let both: Vec<String> = shared
-        .current()
-        .connectors
-        .into_keys()
-        .filter(|n| files.contains_key(n))
-        .collect();
-    if !both.is_empty() {
-        for name in &both {
-            tracing::error!(group = %plan.name, connector = %name, "cannot join the group: connector {name} is defined in this member's connector files and in the group's config topic (created through the REST API); one definition per connector: take it out of this member's files (the group runs the config topic's), or delete it through the REST API (DELETE /connectors/{name}) first");
+    // This member's files seed the config topic: a Debezium connector JSON the topic lacks is
+    // written there (the other members become its standbys, files or not); one the topic
+    // holds differently, or a TOML connector the topic holds, is two definitions of one
+    // connector (a takeover would switch between them): refused, as differing files are.
+    let current = shared.current();
+    let mut seeding = Vec::new();
+    let mut refused = false;
+    for name in files.keys() {
+        match (current.connectors.get(name), setup.seeds.get(name)) {
+            (None, Some(map)) => seeding.push(configs::connector_record(name, Some(map))),
+            (None, None) => {}
+            (Some(topic), Some(map)) if topic == map => {}
+            (Some(_), seed) => {
+                refused = true;
+                let how = if seed.is_some() { "differently " } else { "" };
+                tracing::error!(group = %plan.name, connector = %name, "cannot join the group: connector {name} is defined {how}in this member's connector files and in the group's config topic (created through the REST API, or seeded by another member's files); one definition per connector: make this member's file the same as the config topic's (GET /connectors/{name}/config), take it out of this member's files, or delete it through the REST API (DELETE /connectors/{name}) first");
+            }
         }
+    }
+    if refused {
         registry.withdraw(definitions.keys()).await;
         return true;
+    }
+    if !seeding.is_empty() {
+        match shared.write(&seeding).await {
+            Ok(_) => {
+                tracing::info!(group = %plan.name, connectors = ?seeding.iter().map(|(k, _)| k.trim_start_matches("connector-")).collect::<Vec<_>>(), "seeded the group's config topic with this member's connector files: every member can run them")
+            }
+            Err(e) => {
+                tracing::warn!(group = %plan.name, "could not seed the group's config topic with this member's connector files (they run from the files; the next member to join seeds them): {e}")
+            }
+        }
     }
     let shared = Arc::new(shared);
     setup.view.set_shared(shared.clone());
@@ -461,13 +490,24 @@ async fn live_members(
 /// member defines differently, once per change of what is said (`reported`: what was said
 /// last, by connector and kind), and sets `outboxd_connector_standbys` of this member's
 /// connectors.
-fn report_definitions(group: &str, verdict: &Verdict, reported: &mut BTreeMap<String, String>) {
+///
+/// A connector of the group's config topic (`shared`) is no gap: every member that loads it
+/// from there can take it over.
+fn report_definitions(
+    group: &str,
+    verdict: &Verdict,
+    reported: &mut BTreeMap<String, String>,
+    shared: &dyn Fn(&str) -> bool,
+) {
     for (name, coverage) in &verdict.mine {
         metrics::gauge!(m::CONNECTOR_STANDBYS, m::LABEL_CONNECTOR => name.clone())
             .set(coverage.same.len() as f64);
     }
     let mut now = BTreeMap::new();
     for (name, words) in verdict.gaps() {
+        if shared(&name) {
+            continue;
+        }
         if reported.get(&format!("gap {name}")) != Some(&words) {
             tracing::warn!(group, connector = %name, "{words}");
         }
@@ -601,8 +641,8 @@ impl Member {
             if self.shared.get(name).is_some_and(|c| &c.map == map) {
                 continue;
             }
-            if self.files.contains_key(name) {
-                tracing::error!(group = %self.group, connector = %name, "the group's config topic now defines connector {name}, which this member's connector files define too (created through a member that did not know it yet): this member keeps running its file's definition; delete one of the two (DELETE /connectors/{name}, or take it out of the files and restart this member)");
+            if self.files.contains_key(name) && self.setup.seeds.get(name) != Some(map) {
+                tracing::error!(group = %self.group, connector = %name, "the group's config topic now defines connector {name} differently from this member's connector files: this member keeps running its file's definition; make the two the same, or delete one (DELETE /connectors/{name}, or take it out of the files and restart this member)");
             }
             let runs = (self.setup.load)(name, map, false);
             let shown = match &runs {
@@ -1064,6 +1104,9 @@ async fn watch_group(
             None,
             crate::checkpoint::now_ms(),
         );
-        report_definitions(&group, &verdict, &mut watch.reported);
+        let view = watch.view.clone();
+        report_definitions(&group, &verdict, &mut watch.reported, &|n| {
+            view.config_map(n).is_some()
+        });
     }
 }

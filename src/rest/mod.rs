@@ -110,6 +110,15 @@ pub type Validate = Box<
     dyn Fn(&str, &serde_json::Map<String, serde_json::Value>) -> Result<(), String> + Send + Sync,
 >;
 
+/// The Debezium connector JSON or TOML among `files` that defines connector `name`, with its
+/// configuration as Connect's map (`name` included, values as strings).
+pub fn find_config(
+    files: &[PathBuf],
+    name: &str,
+) -> Option<(PathBuf, serde_json::Map<String, serde_json::Value>)> {
+    config::find(files, name)
+}
+
 /// The files the configuration is read from: the `--config` files, then those the REST API
 /// wrote under `store`.
 pub fn config_files(files: &[PathBuf], store: Option<&std::path::Path>) -> Vec<PathBuf> {
