@@ -1403,6 +1403,27 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         assert_eq!(call(*port, "GET", "/connectors", None), (200, json!([])));
     }
 
+    // One name created through two members at the same moment: one 201, one 409.
+    let twin = format!("{name}_twin");
+    let racers: Vec<_> = [0usize, 1]
+        .into_iter()
+        .map(|i| {
+            let body = json!({"name": twin, "config": connector(&db, &twin, &twin)});
+            let port = ports[i];
+            std::thread::spawn(move || call(port, "POST", "/connectors", Some(&body)).0)
+        })
+        .collect();
+    let mut codes: Vec<u16> = racers.into_iter().map(|r| r.join().unwrap()).collect();
+    codes.sort();
+    assert_eq!(codes, [201, 409], "{}", common::group::logs(&members));
+    let (code, e) = call(ports[1], "DELETE", &format!("/connectors/{twin}"), None);
+    assert_eq!(code, 204, "{e}");
+    for port in &ports {
+        wait_for(*port, "/connectors", "forget the twin", &members, |c, v| {
+            c == 200 && *v == json!([])
+        });
+    }
+
     // Created through member 0: every member lists it, one runs it.
     let mut cfg = connector(&db, &name, &name);
     let reference = format!("${{env:{PASSWORD_VAR}}}");

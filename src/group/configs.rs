@@ -58,11 +58,29 @@ pub struct Shared {
     /// Connector name → restart requests read since this member started: (how many, whether
     /// the last one was `onlyFailed`).
     pub restarts: BTreeMap<String, (u64, bool)>,
+    /// Connector name → the claim that won the right to create it (the first read while no
+    /// connector of that name exists; a claim older than [`CLAIM_VALID`] gives way).
+    pub claims: BTreeMap<String, Claim>,
     /// The next offset to read: everything before it is in this state.
     pub read_to: i64,
     /// Whether the topic has been read to the end it had when the member opened it.
     pub caught_up: bool,
 }
+
+/// A member's claim to create a connector (`claim-connector-<name>`): two members creating
+/// one name at the same moment both write one, and the one read first creates it, the
+/// other answers 409 (Connect has its leader decide).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Claim {
+    /// Unique to the request.
+    pub nonce: String,
+    /// When it was made, milliseconds since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// How long a claim holds a name when its connector record does not follow (its member
+/// died in between).
+pub const CLAIM_VALID: Duration = Duration::from_secs(60);
 
 impl Shared {
     /// Applies one record (key, value); `live`: read after the member caught up (restart
@@ -72,11 +90,25 @@ impl Shared {
             return;
         };
         let body: Option<Value> = value.and_then(|v| serde_json::from_slice(v).ok());
+        if let Some(name) = key.strip_prefix("claim-connector-") {
+            let Some(claim) = body.and_then(|b| serde_json::from_value::<Claim>(b).ok()) else {
+                self.claims.remove(name);
+                return;
+            };
+            let held = self.claims.get(name).is_some_and(|c| {
+                claim.at_ms.saturating_sub(c.at_ms) < CLAIM_VALID.as_millis() as i64
+            });
+            if !self.connectors.contains_key(name) && !held {
+                self.claims.insert(name.to_string(), claim);
+            }
+            return;
+        }
         if let Some(name) = key.strip_prefix("connector-") {
             if value.is_none() {
                 // A tombstone: deleted.
                 self.connectors.remove(name);
                 self.targets.remove(name);
+                self.claims.remove(name);
                 return;
             }
             match body
@@ -86,6 +118,7 @@ impl Shared {
             {
                 Some(p) => {
                     self.connectors.insert(name.to_string(), p.clone());
+                    self.claims.remove(name);
                 }
                 None => {
                     // Not written by a member: ignored, as Connect ignores it (a delete is
@@ -143,6 +176,14 @@ pub fn target_record(name: &str, target: Target) -> Write {
     (
         format!("target-state-{name}"),
         Some(json!({"state": state, "state.v2": state})),
+    )
+}
+
+/// The record claiming the creation of `name` (`None`: withdrawing a claim).
+pub fn claim_record(name: &str, claim: Option<&Claim>) -> Write {
+    (
+        format!("claim-connector-{name}"),
+        claim.and_then(|c| serde_json::to_value(c).ok()),
     )
 }
 
@@ -362,5 +403,31 @@ mod tests {
             target_record("x", Target::Stopped).1.unwrap()["state"],
             "STOPPED"
         );
+    }
+
+    #[test]
+    fn the_first_claim_read_creates_a_connector() {
+        let mut s = Shared::default();
+        let claim = |nonce: &str, at_ms: i64| Claim {
+            nonce: nonce.into(),
+            at_ms,
+        };
+        apply(&mut s, &claim_record("a", Some(&claim("m1", 1_000))), true);
+        apply(&mut s, &claim_record("a", Some(&claim("m2", 1_010))), true);
+        assert_eq!(s.claims["a"].nonce, "m1", "the first claim read wins");
+        // The winner's connector record ends the claim.
+        let cfg = ConfigMap::new();
+        apply(&mut s, &connector_record("a", Some(&cfg)), true);
+        assert!(s.claims.is_empty());
+        // No claim for an existing connector.
+        apply(&mut s, &claim_record("a", Some(&claim("m3", 2_000))), true);
+        assert!(s.claims.is_empty());
+        // A claim whose connector never came gives way after CLAIM_VALID.
+        apply(&mut s, &claim_record("b", Some(&claim("dead", 0))), true);
+        let later = CLAIM_VALID.as_millis() as i64 + 1;
+        apply(&mut s, &claim_record("b", Some(&claim("m4", later))), true);
+        assert_eq!(s.claims["b"].nonce, "m4");
+        apply(&mut s, &claim_record("b", None), true);
+        assert!(s.claims.is_empty());
     }
 }

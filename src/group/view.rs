@@ -154,6 +154,31 @@ impl GroupView {
         if before.connectors.get(name) == Some(config) {
             return Ok(Some(false));
         }
+        let mut exists = exists;
+        if !exists {
+            // Two members creating one name at the same moment: the claim read first wins.
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let claim = configs::Claim {
+                nonce: format!(
+                    "{}-{}",
+                    self.member,
+                    NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                ),
+                at_ms: crate::checkpoint::now_ms(),
+            };
+            let read = self
+                .shared()?
+                .write(&[configs::claim_record(name, Some(&claim))])
+                .await
+                .map_err(OpError::Store)?;
+            if read.claims.get(name) != Some(&claim) {
+                // Another member created it first.
+                if create_only {
+                    return Ok(None);
+                }
+                exists = true;
+            }
+        }
         let record = configs::connector_record(name, Some(config));
         let n = name.to_string();
         let shared = self.shared()?.clone();
