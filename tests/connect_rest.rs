@@ -1604,6 +1604,27 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
             |c, s| c == 200 && s["connector"]["state"] == "STOPPED" && s["tasks"] == json!([]),
         );
     }
+    // Offsets are changed by the member that holds the stopped connector (it knows the
+    // connector no longer writes checkpoints); another member says where to send them.
+    let offsets = format!("/connectors/{name}/offsets");
+    let (code, now) = call(ports[owner], "GET", &offsets, None);
+    assert_eq!(code, 200, "{now}");
+    let (code, e) = call(ports[third], "PATCH", &offsets, Some(&now));
+    assert_eq!(code, 409, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("127.0.0.1:{}", ports[owner])),
+        "{e}"
+    );
+    let (code, e) = call(ports[owner], "PATCH", &offsets, Some(&now));
+    assert_eq!(
+        code,
+        200,
+        "the same offset set again: {e}\n{}",
+        members[owner].log_text()
+    );
     let (code, _) = call(
         ports[third],
         "PUT",

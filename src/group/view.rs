@@ -138,6 +138,20 @@ impl GroupView {
         Ok(())
     }
 
+    /// Reads the config topic to its current end (a record of no consequence, written and
+    /// read back, marks it); the target states then.
+    ///
+    /// Errors when the member has not joined yet, or Kafka does not take the write.
+    pub async fn read_to_end(&self) -> Result<BTreeMap<String, Target>, OpError> {
+        let mark = (format!("sync-{}", self.member), None);
+        let read = self
+            .shared()?
+            .write(&[mark])
+            .await
+            .map_err(OpError::Store)?;
+        Ok(read.targets)
+    }
+
     /// Creates or replaces `name`'s configuration in the config topic; whether it was
     /// created. `create_only`: refused (`Ok(None)`) when it exists.
     pub async fn put(

@@ -130,7 +130,7 @@ fn not_found(name: &str) -> Response {
     error(StatusCode::NOT_FOUND, format!("Connector {name} not found"))
 }
 
-fn op_error(e: OpError) -> Response {
+pub(super) fn op_error(e: OpError) -> Response {
     match e {
         OpError::NotFound(name) => not_found(&name),
         OpError::Config(m) => error(StatusCode::BAD_REQUEST, m),

@@ -27,11 +27,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::handlers::{config_of, error, listed, S};
-use super::Rest;
+use super::handlers::{config_of, error, listed, op_error, S};
+use super::{Connectors, Rest};
 use crate::checkpoint::{now_ms, Checkpoint};
 use crate::config::ConnectorConfig;
 use crate::cutover::{source, CutoverError};
+use crate::health::ConnectorState;
 use crate::supervisor::{Listed, Target};
 
 /// Connect's answer to a `PATCH` of a source connector that manages no offsets itself.
@@ -94,8 +95,7 @@ pub(super) async fn get(State(rest): S, Path(name): Path<String>) -> Response {
 
 /// The connector, when it is STOPPED (Connect's precondition for changing offsets): 404 for
 /// an unknown one, 400 with Connect's words for one in another state.
-fn stopped(rest: &Rest, name: &str) -> Result<Listed, Response> {
-    let l = listed(rest, name)?;
+fn stopped(l: &Listed, name: &str) -> Result<Listed, Response> {
     if l.target != Target::Stopped || l.running {
         return Err(error(
             StatusCode::BAD_REQUEST,
@@ -106,7 +106,57 @@ fn stopped(rest: &Rest, name: &str) -> Result<Listed, Response> {
             ),
         ));
     }
-    Ok(l)
+    Ok(l.clone())
+}
+
+/// [`stopped`], and in a group also stopped in this member: the one the group coordinator
+/// assigned it to, which has drained it (its final checkpoint written), after this member
+/// has read the group's config topic to its end (a resume sent to another member just
+/// before counts). Any other member answers 409 naming the member to send it to: only the
+/// owner knows that no run of it is still writing checkpoints.
+async fn stopped_here(rest: &Rest, name: &str) -> Result<Listed, Response> {
+    if let Connectors::Group(g) = &rest.connectors {
+        let targets = g.read_to_end().await.map_err(op_error)?;
+        let l = listed(rest, name)?;
+        if targets.get(name) != Some(&Target::Stopped) {
+            // Not stopped as the group stands now, whatever this member last applied.
+            return stopped(
+                &Listed {
+                    target: Target::Running,
+                    ..l
+                },
+                name,
+            );
+        }
+        let drained = rest
+            .health
+            .report()
+            .connectors
+            .get(name)
+            .is_some_and(|h| h.state == ConnectorState::Stopped);
+        if !drained {
+            let to = match &l.worker {
+                Some(w) => format!("the member at {w}, which holds it"),
+                None => "the member the group assigned it to".to_string(),
+            };
+            return Err(error(
+                StatusCode::CONFLICT,
+                format!(
+                    "the offsets of connector {name} are changed by the group member that \
+                     holds it, which knows it has stopped writing checkpoints: send this \
+                     request to {to} (if that is this member, it is still draining the \
+                     connector: try again in a few seconds)"
+                ),
+            ));
+        }
+        return Ok(Listed {
+            target: Target::Stopped,
+            running: false,
+            ..l
+        });
+    }
+    let l = listed(rest, name)?;
+    stopped(&l, name)
 }
 
 /// The request body's entries (`{"offsets": [...]}`): refused (400, Connect's words) when
@@ -175,7 +225,7 @@ pub(super) async fn alter(State(rest): S, Path(name): Path<String>, body: Bytes)
         Ok(e) => e,
         Err(r) => return r,
     };
-    let l = match stopped(&rest, &name) {
+    let l = match stopped_here(&rest, &name).await {
         Ok(l) => l,
         Err(r) => return r,
     };
@@ -233,7 +283,7 @@ pub(super) async fn alter(State(rest): S, Path(name): Path<String>, body: Bytes)
 /// STOPPED. 200 with Connect's message.
 pub(super) async fn reset(State(rest): S, Path(name): Path<String>) -> Response {
     let _one_at_a_time = rest.edits.lock().await;
-    let l = match stopped(&rest, &name) {
+    let l = match stopped_here(&rest, &name).await {
         Ok(l) => l,
         Err(r) => return r,
     };
