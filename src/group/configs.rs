@@ -95,9 +95,11 @@ impl Shared {
                 self.claims.remove(name);
                 return;
             };
-            let held = self.claims.get(name).is_some_and(|c| {
-                claim.at_ms.saturating_sub(c.at_ms) < CLAIM_VALID.as_millis() as i64
-            });
+            // A claim dated far from the held one (its member died; a skewed clock) gives way.
+            let held = self
+                .claims
+                .get(name)
+                .is_some_and(|c| claim.at_ms.abs_diff(c.at_ms) < CLAIM_VALID.as_millis() as u64);
             if !self.connectors.contains_key(name) && !held {
                 self.claims.insert(name.to_string(), claim);
             }
@@ -131,15 +133,18 @@ impl Shared {
                 .as_ref()
                 .and_then(|b| b.get("state"))
                 .and_then(Value::as_str);
-            match state {
-                Some("PAUSED") => {
+            match (value, state) {
+                (None, _) | (_, Some("STARTED")) => {
+                    self.targets.remove(name);
+                }
+                (_, Some("PAUSED")) => {
                     self.targets.insert(name.to_string(), Target::Paused);
                 }
-                Some("STOPPED") => {
+                (_, Some("STOPPED")) => {
                     self.targets.insert(name.to_string(), Target::Stopped);
                 }
                 _ => {
-                    self.targets.remove(name);
+                    tracing::error!(connector = %name, "the group's config topic holds a target state for connector {name} that is not {{\"state\": \"STARTED\" | \"PAUSED\" | \"STOPPED\"}}: ignored (the connector keeps its target state)");
                 }
             }
         } else if let Some(name) = key.strip_prefix("restart-connector-") {
@@ -393,6 +398,13 @@ mod tests {
         s.apply(&[0xff, 0xfe], Some(b"{"), true);
         s.apply(b"connector-b", Some(b"not json"), true);
         s.apply(b"target-state-b", Some(b"[]"), true);
+        // A target state it cannot read changes nothing.
+        apply(&mut s, &target_record("d", Target::Stopped), true);
+        s.apply(b"target-state-d", Some(b"[]"), true);
+        s.apply(b"target-state-d", Some(br#"{"state":"BOGUS"}"#), true);
+        assert_eq!(s.targets.get("d"), Some(&Target::Stopped));
+        s.apply(b"target-state-d", None, true);
+        assert_eq!(s.targets.get("d"), None);
         assert!(s.connectors.is_empty());
         // A record that is neither a configuration nor a tombstone deletes nothing.
         apply(&mut s, &connector_record("c", Some(&cfg)), true);
@@ -429,5 +441,13 @@ mod tests {
         assert_eq!(s.claims["b"].nonce, "m4");
         apply(&mut s, &claim_record("b", None), true);
         assert!(s.claims.is_empty());
+        // A claim dated in the future holds nothing for long.
+        apply(
+            &mut s,
+            &claim_record("c", Some(&claim("skewed", 3_600_000))),
+            true,
+        );
+        apply(&mut s, &claim_record("c", Some(&claim("m5", 1_000))), true);
+        assert_eq!(s.claims["c"].nonce, "m5");
     }
 }

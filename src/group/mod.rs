@@ -633,9 +633,29 @@ impl Member {
             .collect();
         for name in gone {
             self.shared.remove(&name);
-            if !self.files.contains_key(&name) {
-                tracing::info!(group = %self.group, connector = %name, "connector deleted from the group's config topic: its owner stops it");
+            if self.files.contains_key(&name) {
+                continue;
             }
+            // Deleted: its owner stops it here and now (drained, final checkpoint, released),
+            // before the subscription changes (the coordinator's revocation that follows may
+            // be reported as a lost assignment, which would abandon it).
+            let Some(slot) = self.slots.remove(&name) else {
+                tracing::info!(group = %self.group, connector = %name, "connector deleted from the group's config topic (another member runs it, or nobody)");
+                continue;
+            };
+            tracing::info!(group = %self.group, connector = %name, "connector deleted from the group's config topic: stopping it here: drain, final checkpoint");
+            slot.lease.revoke();
+            if let Some(running) = slot.running {
+                running.stop_handle().stop();
+                let result = running.join().await;
+                self.failed |= judge(&name, &result, &self.health);
+            }
+            if let Some(o) = &self.owners {
+                o.released(&name, "deleted through the REST API", RELEASE_WAIT)
+                    .await;
+            }
+            self.health.remove(&name);
+            metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(0.0);
         }
         for (name, map) in &now.connectors {
             if self.shared.get(name).is_some_and(|c| &c.map == map) {
@@ -825,6 +845,9 @@ impl Member {
 
     /// Starts `name` with `cfg` under `lease`, in its target state.
     async fn start_slot(&mut self, name: &str, cfg: ConnectorConfig, lease: Lease) -> Slot {
+        // Not while an offsets change is being made (it started from a stopped connector).
+        let view = self.setup.view.clone();
+        let _offsets = view.offsets.lock().await;
         let target = self.target(name);
         let restarts = self.restarts.get(name).map(|r| r.0).unwrap_or(0);
         if target == Target::Stopped {

@@ -33,6 +33,10 @@ pub struct GroupView {
     /// by name → a member defining it.
     in_files: Mutex<BTreeMap<String, String>>,
     changed: watch::Sender<u64>,
+    /// Held by an offsets change (KIP-875) from its check that the connector is stopped to
+    /// its end, and by the member while it starts a connector: a resume read meanwhile
+    /// starts the connector only after the change, from the checkpoint it made.
+    pub offsets: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl GroupView {
@@ -45,6 +49,7 @@ impl GroupView {
             listed: Mutex::new(BTreeMap::new()),
             in_files: Mutex::new(BTreeMap::new()),
             changed: watch::channel(0).0,
+            offsets: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 

@@ -114,8 +114,13 @@ fn stopped(l: &Listed, name: &str) -> Result<Listed, Response> {
 /// has read the group's config topic to its end (a resume sent to another member just
 /// before counts). Any other member answers 409 naming the member to send it to: only the
 /// owner knows that no run of it is still writing checkpoints.
-async fn stopped_here(rest: &Rest, name: &str) -> Result<Listed, Response> {
+async fn stopped_here(
+    rest: &Rest,
+    name: &str,
+) -> Result<(Listed, Option<tokio::sync::OwnedMutexGuard<()>>), Response> {
     if let Connectors::Group(g) = &rest.connectors {
+        // Held to the end of the change: a resume read meanwhile waits for it.
+        let held = g.offsets.clone().lock_owned().await;
         let targets = g.read_to_end().await.map_err(op_error)?;
         let l = listed(rest, name)?;
         if targets.get(name) != Some(&Target::Stopped) {
@@ -126,7 +131,8 @@ async fn stopped_here(rest: &Rest, name: &str) -> Result<Listed, Response> {
                     ..l
                 },
                 name,
-            );
+            )
+            .map(|l| (l, None));
         }
         let drained = rest
             .health
@@ -149,14 +155,15 @@ async fn stopped_here(rest: &Rest, name: &str) -> Result<Listed, Response> {
                 ),
             ));
         }
-        return Ok(Listed {
+        let l = Listed {
             target: Target::Stopped,
             running: false,
             ..l
-        });
+        };
+        return Ok((l, Some(held)));
     }
     let l = listed(rest, name)?;
-    stopped(&l, name)
+    stopped(&l, name).map(|l| (l, None))
 }
 
 /// The request body's entries (`{"offsets": [...]}`): refused (400, Connect's words) when
@@ -225,7 +232,7 @@ pub(super) async fn alter(State(rest): S, Path(name): Path<String>, body: Bytes)
         Ok(e) => e,
         Err(r) => return r,
     };
-    let l = match stopped_here(&rest, &name).await {
+    let (l, _held) = match stopped_here(&rest, &name).await {
         Ok(l) => l,
         Err(r) => return r,
     };
@@ -283,7 +290,7 @@ pub(super) async fn alter(State(rest): S, Path(name): Path<String>, body: Bytes)
 /// STOPPED. 200 with Connect's message.
 pub(super) async fn reset(State(rest): S, Path(name): Path<String>) -> Response {
     let _one_at_a_time = rest.edits.lock().await;
-    let l = match stopped_here(&rest, &name).await {
+    let (l, _held) = match stopped_here(&rest, &name).await {
         Ok(l) => l,
         Err(r) => return r,
     };
