@@ -1757,6 +1757,13 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Its owner (the one that took it over) drained it: not abandoned as a lost assignment.
+    let log = members[next].log_text();
+    assert!(
+        log.contains("connector deleted from the group's config topic: stopping it here")
+            && log.contains("stopped: what was read is delivered and checkpointed"),
+        "{log}"
+    );
     for i in survivors {
         assert_eq!(members[i].stop(), Some(0), "{}", members[i].log_text());
     }
