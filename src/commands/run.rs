@@ -344,7 +344,7 @@ fn seeds(
     cfg.connectors
         .iter()
         .filter_map(|c| {
-            let (_, map) = crate::rest::find_config(&json, &c.name)?;
+            let (_, map) = crate::rest::config::find(&json, &c.name)?;
             Some((c.name.clone(), map))
         })
         .collect()

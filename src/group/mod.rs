@@ -646,9 +646,7 @@ impl Member {
             tracing::info!(group = %self.group, connector = %name, "connector deleted from the group's config topic: stopping it here: drain, final checkpoint");
             slot.lease.revoke();
             if let Some(running) = slot.running {
-                running.stop_handle().stop();
-                let result = running.join().await;
-                self.failed |= judge(&name, &result, &self.health);
+                self.drain(&name, running).await;
             }
             if let Some(o) = &self.owners {
                 o.released(&name, "deleted through the REST API", RELEASE_WAIT)
@@ -684,9 +682,9 @@ impl Member {
         }
         self.targets = now.targets.clone();
         let names = self.names();
+        let known = self.health.report().connectors;
         for name in &names {
-            if !self.files.contains_key(name) && !self.health.report().connectors.contains_key(name)
-            {
+            if !self.files.contains_key(name) && !known.contains_key(name) {
                 self.health.set(name, ConnectorState::Standby);
                 metrics::gauge!(m::CONNECTOR_OWNED, m::LABEL_CONNECTOR => name.clone()).set(0.0);
             }
@@ -785,6 +783,14 @@ impl Member {
         }
     }
 
+    /// Stops `running` (connector `name`, still this member's): drained, final checkpoint;
+    /// a failure of its own counts in the exit status.
+    async fn drain(&mut self, name: &str, running: RunningConnector) {
+        running.stop_handle().stop();
+        let result = running.join().await;
+        self.failed |= judge(name, &result, &self.health);
+    }
+
     /// Brings owned connector `name` to `target`.
     async fn apply_target(&mut self, name: &str, target: Target) {
         let Some(slot) = self.slots.get_mut(name) else {
@@ -794,9 +800,7 @@ impl Member {
             (Target::Stopped, true) => {
                 tracing::info!(group = %self.group, connector = %name, "stopping it (its target state): drain, final checkpoint");
                 if let Some(running) = slot.running.take() {
-                    running.stop_handle().stop();
-                    let result = running.join().await;
-                    self.failed |= judge(name, &result, &self.health);
+                    self.drain(name, running).await;
                 }
                 self.health.set(name, ConnectorState::Stopped);
             }
@@ -828,9 +832,7 @@ impl Member {
             return;
         };
         if let Some(running) = slot.running {
-            running.stop_handle().stop();
-            let result = running.join().await;
-            self.failed |= judge(name, &result, &self.health);
+            self.drain(name, running).await;
         }
         let restarts = slot.restarts;
         let mut fresh = self.start_slot(name, cfg, slot.lease).await;

@@ -509,14 +509,30 @@ fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
     }
 }
 
-/// Numbers and booleans as strings: Connect takes a configuration as `Map<String, String>`,
-/// so it keeps and shows `"database.port": 3306` as `"3306"`.
-fn stringify(cfg: &mut ConfigMap) {
+/// Connector `name`'s configuration `cfg` as kept: its `name` set (400 with Connect's words
+/// when it names another connector), numbers and booleans as strings (Connect takes a
+/// configuration as `Map<String, String>`, so it keeps and shows `"database.port": 3306` as
+/// `"3306"`).
+fn named(mut cfg: ConfigMap, name: &str) -> Result<ConfigMap, Response> {
+    match cfg.get("name").and_then(Value::as_str) {
+        Some(n) if n != name => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Connector name configuration ({n}) doesn't match connector name in the \
+                     URL ({name})"
+                ),
+            ))
+        }
+        _ => {}
+    }
+    cfg.insert("name".into(), Value::String(name.to_string()));
     for v in cfg.values_mut() {
         if v.is_number() || v.is_boolean() {
             *v = Value::String(v.to_string());
         }
     }
+    Ok(cfg)
 }
 
 /// `POST /connectors` (`{"name", "config"}`): 201 with the connector's info.
@@ -525,7 +541,7 @@ async fn create(State(rest): S, body: Bytes) -> Response {
         Ok(d) => d,
         Err(r) => return r,
     };
-    let Some(Value::Object(mut cfg)) = doc.get("config").cloned() else {
+    let Some(Value::Object(cfg)) = doc.get("config").cloned() else {
         return error(
             StatusCode::BAD_REQUEST,
             "Connector config is missing (the body is {\"name\": ..., \"config\": {...}})",
@@ -538,19 +554,10 @@ async fn create(State(rest): S, body: Bytes) -> Response {
             None => return error(StatusCode::BAD_REQUEST, "Connector name is missing"),
         },
     };
-    if let Some(n) = cfg.get("name").and_then(Value::as_str) {
-        if n != name {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "Connector name configuration ({n}) doesn't match connector name in the URL \
-                     ({name})"
-                ),
-            );
-        }
-    }
-    cfg.insert("name".into(), Value::String(name.clone()));
-    stringify(&mut cfg);
+    let cfg = match named(cfg, &name) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
     match apply(&rest, &name, cfg, true).await {
         Ok(_) => created(&rest, &name),
         Err(r) => r,
@@ -559,24 +566,10 @@ async fn create(State(rest): S, body: Bytes) -> Response {
 
 /// `PUT /connectors/{name}/config`: 201 when created, 200 when changed, with its info.
 async fn put_config(State(rest): S, Path(name): Path<String>, body: Bytes) -> Response {
-    let mut cfg = match object(&body) {
-        Ok(d) => d,
+    let cfg = match object(&body).and_then(|c| named(c, &name)) {
+        Ok(c) => c,
         Err(r) => return r,
     };
-    match cfg.get("name").and_then(Value::as_str) {
-        Some(n) if n != name => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "Connector name configuration ({n}) doesn't match connector name in the \
-                     URL ({name})"
-                ),
-            )
-        }
-        _ => {}
-    }
-    cfg.insert("name".into(), Value::String(name.clone()));
-    stringify(&mut cfg);
     match apply(&rest, &name, cfg, false).await {
         Ok(true) => created(&rest, &name),
         Ok(false) => Json(info_now(&rest, &name)).into_response(),
@@ -701,12 +694,7 @@ async fn apply_in_group(
     mut cfg: ConfigMap,
     create_only: bool,
 ) -> Result<bool, Response> {
-    if create_only && rest.connectors.list().contains_key(name) {
-        return Err(error(
-            StatusCode::CONFLICT,
-            format!("Connector {name} already exists"),
-        ));
-    }
+    // (`apply` answered a creation of a listed connector already.)
     if let Some(member) = g.defined_in_files(name) {
         return Err(error(
             StatusCode::CONFLICT,

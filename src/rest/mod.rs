@@ -21,7 +21,7 @@
 //! connector created, changed, deleted, paused, resumed, stopped or restarted through any
 //! member is written for every member to see and for the one that runs it to apply.
 
-mod config;
+pub(crate) mod config;
 mod handlers;
 pub mod listener;
 mod offsets;
@@ -109,15 +109,6 @@ pub struct Rest {
 pub type Validate = Box<
     dyn Fn(&str, &serde_json::Map<String, serde_json::Value>) -> Result<(), String> + Send + Sync,
 >;
-
-/// The Debezium connector JSON or TOML among `files` that defines connector `name`, with its
-/// configuration as Connect's map (`name` included, values as strings).
-pub fn find_config(
-    files: &[PathBuf],
-    name: &str,
-) -> Option<(PathBuf, serde_json::Map<String, serde_json::Value>)> {
-    config::find(files, name)
-}
 
 /// The files the configuration is read from: the `--config` files, then those the REST API
 /// wrote under `store`.

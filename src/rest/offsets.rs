@@ -97,16 +97,21 @@ pub(super) async fn get(State(rest): S, Path(name): Path<String>) -> Response {
 /// an unknown one, 400 with Connect's words for one in another state.
 fn stopped(l: &Listed, name: &str) -> Result<Listed, Response> {
     if l.target != Target::Stopped || l.running {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "Connectors must be in the STOPPED state before their offsets can be modified. \
-                 This can be done for the specified connector by issuing a 'PUT' request to \
-                 the '/connectors/{name}/stop' endpoint"
-            ),
-        ));
+        return Err(not_stopped(name));
     }
     Ok(l.clone())
+}
+
+/// Connect's 400 for an offsets change of a connector that is not STOPPED.
+fn not_stopped(name: &str) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        format!(
+            "Connectors must be in the STOPPED state before their offsets can be modified. This \
+             can be done for the specified connector by issuing a 'PUT' request to the \
+             '/connectors/{name}/stop' endpoint"
+        ),
+    )
 }
 
 /// [`stopped`], and in a group also stopped in this member: the one the group coordinator
@@ -125,14 +130,7 @@ async fn stopped_here(
         let l = listed(rest, name)?;
         if targets.get(name) != Some(&Target::Stopped) {
             // Not stopped as the group stands now, whatever this member last applied.
-            return stopped(
-                &Listed {
-                    target: Target::Running,
-                    ..l
-                },
-                name,
-            )
-            .map(|l| (l, None));
+            return Err(not_stopped(name));
         }
         let drained = rest
             .health
