@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::active_topics::ActiveTopics;
 use crate::sink::KafkaLink;
 
 /// How long Kafka may be unreachable before a streaming connector stops being ready: a
@@ -95,11 +96,19 @@ pub struct Health {
     member: Arc<Mutex<Option<bool>>>,
     /// In a group: the membership's connection to the cluster.
     group_link: Arc<Mutex<Option<Arc<KafkaLink>>>>,
+    /// The topics the connectors used (Kafka Connect's topic tracking).
+    topics: ActiveTopics,
 }
 
 impl Health {
     fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The topics the connectors used since created or reset (Kafka Connect's topic
+    /// tracking): each connector notes them as it routes records, the REST API lists them.
+    pub fn topics(&self) -> &ActiveTopics {
+        &self.topics
     }
 
     /// Records connector `name`'s state, with no particular reason.

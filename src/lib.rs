@@ -15,6 +15,7 @@
 //! offline binlog tests and the benchmarks (the decoders, [`router`], [`event`],
 //! [`position`], [`value`]); everything else is `pub(crate)`.
 
+pub(crate) mod active_topics;
 pub(crate) mod checkpoint;
 pub mod cli;
 pub(crate) mod clock;

@@ -351,8 +351,13 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
     assert_eq!(code, 202);
     wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
 
+    // Topic tracking: the one topic its records went to.
+    let topics_path = format!("/connectors/{name}/topics");
+    let used = json!({ name.as_str(): {"topics": [topic.as_str()]} });
+    assert_eq!(call(port, "GET", &topics_path, None), (200, used.clone()));
+
     // The process restarts: the created connector, as last changed and paused, is there
-    // again, paused until resumed.
+    // again, paused until resumed, its topics still listed.
     let (code, _) = call(port, "PUT", &format!("/connectors/{name}/pause"), None);
     assert_eq!(code, 202);
     wait_state(port, &name, "PAUSED", Some("PAUSED"), &relay);
@@ -360,9 +365,27 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
     relay.spawn();
     wait_api(port, &relay);
     wait_state(port, &name, "PAUSED", Some("PAUSED"), &relay);
+    assert_eq!(call(port, "GET", &topics_path, None), (200, used.clone()));
+    // Reset: none until its next record, and none after a restart.
+    let reset = format!("{topics_path}/reset");
+    assert_eq!(call(port, "PUT", &reset, None).0, 202);
+    let none = json!({ name.as_str(): {"topics": []} });
+    assert_eq!(call(port, "GET", &topics_path, None), (200, none.clone()));
+    assert_eq!(relay.stop(), Some(0), "{}", relay.log_text());
+    relay.spawn();
+    wait_api(port, &relay);
+    wait_state(port, &name, "PAUSED", Some("PAUSED"), &relay);
+    assert_eq!(call(port, "GET", &topics_path, None), (200, none));
     let (code, _) = call(port, "PUT", &format!("/connectors/{name}/resume"), None);
     assert_eq!(code, 202);
     wait_state(port, &name, "RUNNING", Some("RUNNING"), &relay);
+    wait_for(
+        port,
+        &topics_path,
+        "the topic listed again after its next record",
+        std::slice::from_ref(&relay),
+        |code, v| code == 200 && *v == used,
+    );
     let (_, got) = call(port, "GET", &format!("/connectors/{name}/config"), None);
     assert!(
         got["transforms.outbox.table.fields.additional.placement"]
@@ -1055,6 +1078,68 @@ async fn answers_as_kafka_connect_answers() {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
+    // Topic tracking (KIP-558): both list the routed topic (Connect may list the schema
+    // change topic too), a reset empties both, the next event lists it again.
+    let topics_path = format!("/connectors/{name}/topics");
+    let routed = format!("{name}.a");
+    let lists = |p: u16, with: bool| {
+        let (code, v) = call(p, "GET", &topics_path, None);
+        let topics = v[&name]["topics"].as_array().cloned().unwrap_or_default();
+        code == 200
+            && v.as_object().is_some_and(|o| o.len() == 1)
+            && topics.contains(&json!(routed)) == with
+            && (with || topics.is_empty())
+    };
+    let wait_lists = |with: bool| {
+        for (who, p, _) in &sides {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !lists(*p, with) {
+                assert!(
+                    Instant::now() < deadline,
+                    "{who}: topics never {}: {:?}",
+                    if with { "listed" } else { "empty" },
+                    call(*p, "GET", &topics_path, None)
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }
+    };
+    wait_lists(true);
+    step("topics", "GET", &topics_path, None, false, &["topics"]);
+    assert_eq!(
+        call(port, "GET", &topics_path, None).1,
+        json!({ name.as_str(): {"topics": [routed.as_str()]} })
+    );
+    step(
+        "reset topics",
+        "PUT",
+        &format!("{topics_path}/reset"),
+        None,
+        true,
+        none,
+    );
+    wait_lists(false);
+    step(
+        "topics of an unknown connector",
+        "GET",
+        "/connectors/nope/topics",
+        None,
+        true,
+        none,
+    );
+    step(
+        "reset topics of an unknown connector",
+        "PUT",
+        "/connectors/nope/topics/reset",
+        None,
+        true,
+        none,
+    );
+    let e = OutboxEvent::new("a", "k", "Created", Some("{}"));
+    db.insert_into(&db.outbox_table(), std::slice::from_ref(&e), false)
+        .await;
+    wait_lists(true);
+
     // KIP-875: each side's own offsets (a Debezium offset of the same database on both), not
     // to be changed while the connector runs.
     let offsets_path = format!("/connectors/{name}/offsets");
@@ -1288,7 +1373,8 @@ async fn https_listener_with_basic_authentication() {
              listeners.https.ssl.keystore.location={}\n\
              listeners.https.ssl.keystore.password={}\n\
              listeners.https.ssl.keystore.type=PKCS12\n\
-             rest.extension.classes=org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension\n",
+             rest.extension.classes=org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension\n\
+             topic.tracking.allow.reset=false\n",
             common::kafka_bootstrap(),
             common::tls::file("server.p12"),
             common::tls::KEYSTORE_PASSWORD,
@@ -1340,6 +1426,22 @@ async fn https_listener_with_basic_authentication() {
     assert_ne!(plain.0, 200, "{plain:?}");
     let untrusted = curl(&url, &["-u", "operator:op-secret"]);
     assert_eq!(untrusted.0, 0, "no CA given: curl refuses the certificate");
+    // Topic tracking as the worker file sets it: listed, not reset (Connect's 403).
+    let topics = format!("{url}/nope/topics");
+    assert_eq!(
+        curl(&topics, &["--cacert", &ca, "-u", "operator:op-secret"]),
+        (200, r#"{"nope":{"topics":[]}}"#.into())
+    );
+    assert_eq!(
+        curl(
+            &format!("{topics}/reset"),
+            &["--cacert", &ca, "-u", "operator:op-secret", "-X", "PUT"]
+        ),
+        (
+            403,
+            r#"{"error_code":403,"message":"Topic tracking reset is disabled."}"#.into()
+        )
+    );
     // The password is in no log line.
     let log = relay.log_text();
     assert!(
@@ -1545,6 +1647,32 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         paused_at,
         "a paused connector delivered"
     );
+    // Topic tracking: every member lists the topic the owner's records went to (kept in the
+    // config topic); reset through the member that cannot run it, every list is empty while
+    // the connector is paused, and the owner notes the topic again at its next record.
+    let topics_path = format!("/connectors/{name}/topics");
+    let used = json!({ name.as_str(): {"topics": [format!("{name}.a")]} });
+    let none = json!({ name.as_str(): {"topics": []} });
+    for port in &ports {
+        wait_for(
+            *port,
+            &topics_path,
+            "list the routed topic",
+            &members,
+            |c, v| c == 200 && *v == used,
+        );
+    }
+    let (code, _) = call(ports[lacking], "PUT", &format!("{topics_path}/reset"), None);
+    assert_eq!(code, 202);
+    for port in &ports {
+        wait_for(
+            *port,
+            &topics_path,
+            "list no topic after the reset",
+            &members,
+            |c, v| c == 200 && *v == none,
+        );
+    }
     let (code, _) = call(
         ports[other],
         "PUT",
@@ -1559,6 +1687,15 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         Some("RUNNING"),
         &members[owner],
     );
+    for port in &ports {
+        wait_for(
+            *port,
+            &topics_path,
+            "list the routed topic again after the next record",
+            &members,
+            |c, v| c == 200 && *v == used,
+        );
+    }
 
     // Changed through another member: the owner restarts it with the new configuration.
     let placement = "transforms.outbox.table.fields.additional.placement";
@@ -1694,6 +1831,10 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
     }
     let ids = writer.finish().await;
     assert_exactly_once(&[format!("{name}.a")], &ids, &members[next]);
+    for i in &survivors {
+        let (code, v) = call(ports[*i], "GET", &topics_path, None);
+        assert_eq!((code, v), (200, used.clone()), "topics after the failover");
+    }
 
     // A member whose files define the connector otherwise (as it was before the change) is
     // refused: one definition per connector.

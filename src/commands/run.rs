@@ -129,6 +129,14 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
                 );
                 a.load()
             });
+            if let Some(dir) = &args.rest_connectors {
+                // The topics the connectors used (`GET /connectors/{name}/topics`), kept
+                // beside the connectors the REST API created.
+                let (keeper, kept) =
+                    crate::active_topics::FileKeeper::open(dir.join(".active-topics.json"))
+                        .map_err(|e| anyhow::anyhow!("--rest-connectors: {e}"))?;
+                health.topics().keep_with(std::sync::Arc::new(keeper), kept);
+            }
             let supervisor = match &args.rest_connectors {
                 // Kept beside the connectors the REST API created.
                 Some(dir) => Supervisor::keep_targets_in(
@@ -313,6 +321,7 @@ async fn serve_rest(
         kafka_cluster_id: tokio::sync::Mutex::new(None),
         kafka,
         edits: tokio::sync::Mutex::new(()),
+        tracking: settings.tracking,
         validate: Box::new(move |name, config| validate(&validate_args, name, config)),
     };
     tokio::spawn(async move {

@@ -269,6 +269,7 @@ const CONNECT_WORKER: &[&str] = &[
     "scheduled.rebalance.max.delay.ms",
     "worker.*",
     "topic.creation.enable",
+    "topic.tracking.*",
 ];
 
 /// The settings of Kafka Connect's other clients, with the reason: outboxd's clients do not

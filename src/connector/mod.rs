@@ -152,6 +152,8 @@ pub struct Connector {
     stored: std::sync::Mutex<Option<SourcePosition>>,
     /// While it holds true the delivery loop takes no event ([`Connector::paused_by`]).
     paused: watch::Receiver<bool>,
+    /// Where the topics it sends records to are noted: its [`Health`]'s, from its start.
+    topics: Option<crate::active_topics::ActiveTopics>,
 }
 
 impl Connector {
@@ -171,6 +173,7 @@ impl Connector {
             lease,
             stored: std::sync::Mutex::new(None),
             paused: watch::channel(false).1,
+            topics: None,
         })
     }
 
@@ -208,7 +211,12 @@ impl Connector {
     /// Runs the connector until `shutdown` turns true (Ok) or a definite failure (Err). A
     /// transient failure (Err) is returned only during shutdown: the final checkpoint was not
     /// written, and what was read since the last one is delivered again after restart.
-    pub async fn run(self, health: Health, shutdown: watch::Receiver<bool>) -> Result<(), Error> {
+    pub async fn run(
+        mut self,
+        health: Health,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(), Error> {
+        self.topics = Some(health.topics().clone());
         let name = self.cfg.name.clone();
         if !self.lease.in_group() {
             // In a group the lease shows it (1 from the assignment to the revocation).
@@ -624,6 +632,7 @@ impl Connector {
             shutdown,
             dedupe,
             paused: self.paused.clone(),
+            topics: self.topics.as_ref(),
         }
     }
 

@@ -10,6 +10,9 @@
 //!   - `target-state-<name>`: `{"state": "STARTED" | "PAUSED" | "STOPPED"}` (absent: started).
 //!   - `restart-connector-<name>`: `{"only-failed": bool, "include-tasks": bool}`; every
 //!     record read after a member started asks the connector's owner to restart it once.
+//!   - `status-topic-<topic>:connector-<name>`: `{"topic": {"name", "connector", "task",
+//!     "discoverTimestamp"}}`, a topic the connector used (topic tracking, as Connect's
+//!     status topic keys it: `crate::active_topics`); a tombstone when its topics are reset.
 //! * Every member follows the topic from its start on a thread of its own
 //!   ([`SharedConfigs::subscribe`] gives each new state); a write returns once this member
 //!   has read it back, so an answer given after it shows the change.
@@ -61,6 +64,8 @@ pub struct Shared {
     /// Connector name → the claim that won the right to create it (the first read while no
     /// connector of that name exists; a claim older than [`CLAIM_VALID`] gives way).
     pub claims: BTreeMap<String, Claim>,
+    /// Connector name → the topics it used ([`crate::active_topics`]).
+    pub topics: crate::active_topics::Used,
     /// The next offset to read: everything before it is in this state.
     pub read_to: i64,
     /// Whether the topic has been read to the end it had when the member opened it.
@@ -90,6 +95,34 @@ impl Shared {
             return;
         };
         let body: Option<Value> = value.and_then(|v| serde_json::from_slice(v).ok());
+        if let Some(rest) = key.strip_prefix("status-topic-") {
+            // Connector names have no `:`; topics may (another sink's subject).
+            let Some((topic, name)) = rest
+                .rsplit_once(":connector-")
+                .filter(|(t, n)| !t.is_empty() && !n.is_empty())
+            else {
+                return;
+            };
+            if value.is_none() {
+                if let Some(t) = self.topics.get_mut(name) {
+                    t.remove(topic);
+                    if t.is_empty() {
+                        self.topics.remove(name);
+                    }
+                }
+                return;
+            }
+            let at = body
+                .as_ref()
+                .and_then(|b| b.pointer("/topic/discoverTimestamp"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            self.topics
+                .entry(name.to_string())
+                .or_default()
+                .insert(topic.to_string(), at);
+            return;
+        }
         if let Some(name) = key.strip_prefix("claim-connector-") {
             let Some(claim) = body.and_then(|b| serde_json::from_value::<Claim>(b).ok()) else {
                 self.claims.remove(name);
@@ -190,6 +223,39 @@ pub fn claim_record(name: &str, claim: Option<&Claim>) -> Write {
         format!("claim-connector-{name}"),
         claim.and_then(|c| serde_json::to_value(c).ok()),
     )
+}
+
+/// The record noting that connector `name` used `topic`, first at `at_ms` (`None`: a
+/// tombstone, forgetting it), as Connect's status topic keeps topic tracking.
+pub fn topic_record(name: &str, topic: &str, at_ms: Option<i64>) -> Write {
+    (
+        format!("status-topic-{topic}:connector-{name}"),
+        at_ms.map(|at| {
+            json!({"topic": {"name": topic, "connector": name, "task": 0, "discoverTimestamp": at}})
+        }),
+    )
+}
+
+/// Keeps the topics the group's connectors used in its config topic, where every member
+/// reads them ([`crate::active_topics::Keeper`]).
+pub struct TopicKeeper(pub Arc<SharedConfigs>);
+
+#[async_trait::async_trait]
+impl crate::active_topics::Keeper for TopicKeeper {
+    async fn note(&self, connector: &str, topic: &str, at_ms: i64) -> Result<(), String> {
+        self.0
+            .write(&[topic_record(connector, topic, Some(at_ms))])
+            .await
+            .map(|_| ())
+    }
+
+    async fn forget(&self, connector: &str, topics: &[String]) -> Result<(), String> {
+        let records: Vec<Write> = topics
+            .iter()
+            .map(|t| topic_record(connector, t, None))
+            .collect();
+        self.0.write(&records).await.map(|_| ())
+    }
 }
 
 /// The record asking `name`'s owner to restart it.
@@ -371,6 +437,27 @@ mod tests {
     fn apply(s: &mut Shared, w: &Write, live: bool) {
         let v = w.1.as_ref().map(|v| v.to_string());
         s.apply(w.0.as_bytes(), v.as_deref().map(str::as_bytes), live);
+    }
+
+    #[test]
+    fn topic_records_track_topics_and_a_tombstone_forgets_them() {
+        let mut s = Shared::default();
+        apply(&mut s, &topic_record("a", "orders", Some(5)), true);
+        apply(&mut s, &topic_record("a", "x:connector-y", Some(6)), true);
+        apply(&mut s, &topic_record("b", "orders", Some(7)), true);
+        assert_eq!(s.topics["a"]["orders"], 5);
+        assert_eq!(s.topics["a"]["x:connector-y"], 6);
+        apply(&mut s, &topic_record("a", "orders", None), true);
+        apply(&mut s, &topic_record("a", "x:connector-y", None), true);
+        assert!(!s.topics.contains_key("a"));
+        assert_eq!(s.topics["b"].len(), 1);
+        // Bytes from outside: ignored, never a panic.
+        s.apply(b"status-topic-", Some(b"{}"), true);
+        s.apply(b"status-topic-t:connector-", Some(b"{}"), true);
+        s.apply(b"status-topic-:connector-c", None, true);
+        s.apply(b"status-topic-t:connector-c", Some(b"garbage"), true);
+        assert_eq!(s.topics["c"]["t"], 0);
+        assert_eq!(s.topics.len(), 2);
     }
 
     #[test]

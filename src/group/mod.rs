@@ -310,6 +310,19 @@ pub async fn run_member(
     let shared = Arc::new(shared);
     setup.view.set_shared(shared.clone());
     let mut shared_rx = shared.subscribe();
+    // Topic tracking: noted in the config topic, listed as every member reads it there.
+    let topics = health.topics().clone();
+    topics.keep_with(
+        Arc::new(configs::TopicKeeper(shared.clone())),
+        shared.current().topics,
+    );
+    let mut topics_rx = shared.subscribe();
+    tokio::spawn(async move {
+        while topics_rx.changed().await.is_ok() {
+            let kept = topics_rx.borrow_and_update().topics.clone();
+            topics.replace(&kept);
+        }
+    });
     let members = Arc::new(AtomicUsize::new(0));
     let seen_owners = Arc::new(std::sync::Mutex::new(BTreeMap::new()));
     let counting = tokio::spawn(watch_group(

@@ -130,6 +130,7 @@ impl Fixture {
             shutdown: self.shutdown.subscribe(),
             dedupe: None,
             paused: watch::channel(false).1,
+            topics: None,
         };
         (ctx, rx, tx)
     }

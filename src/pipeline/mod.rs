@@ -62,6 +62,8 @@ pub struct LoopContext<'a, S = KafkaSink> {
     /// While it holds true, no event is taken from the source (Kafka Connect's pause): what
     /// was sent is still acknowledged and checkpointed, a shutdown still drains.
     pub paused: watch::Receiver<bool>,
+    /// Where the topics of the records sent are noted (Kafka Connect's topic tracking).
+    pub topics: Option<&'a crate::active_topics::ActiveTopics>,
 }
 
 /// Tuning of the delivery loop.
@@ -331,6 +333,7 @@ pub async fn run<S: RecordSink>(
         mut shutdown,
         dedupe,
         paused,
+        topics,
     } = ctx;
     if let Some(d) = dedupe {
         d.rearm(resume.as_ref().is_some_and(|c| c.cutover.is_some()));
@@ -347,7 +350,8 @@ pub async fn run<S: RecordSink>(
         counters: m::EventCounters::new(connector),
         stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan)
             .with_limit_of(sink.record_limit())
-            .with_dedupe(dedupe),
+            .with_dedupe(dedupe)
+            .with_topics(topics),
         markers: VecDeque::new(),
         txn: SourceTxn::new(resume.as_ref(), opts.max_in_flight / 2, 4 * 1024 * 1024),
         base_seq: deliveries.sent(),

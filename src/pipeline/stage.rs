@@ -4,6 +4,7 @@
 
 use super::dead_letter::{self, Contents, Origin};
 use super::poison::{Action, Cause, Plan, Poison};
+use crate::active_topics::ActiveTopics;
 use crate::config::ErrorPolicy;
 use crate::cutover::dedupe::Dedupe;
 use crate::event::{RowChange, Undecodable};
@@ -58,6 +59,8 @@ pub struct Stage<'a> {
     plan: Plan,
     /// The events Debezium delivered before a switch, skipped ([`Dedupe`]).
     dedupe: Option<&'a Dedupe>,
+    /// Where the topics of the records it lets through are noted (topic tracking).
+    topics: Option<&'a ActiveTopics>,
 }
 
 impl<'a> Stage<'a> {
@@ -78,7 +81,15 @@ impl<'a> Stage<'a> {
             limit_of: crate::sink::RecordLimit::Kafka,
             plan,
             dedupe: None,
+            topics: None,
         }
+    }
+
+    /// Notes the topic of every record it lets through in `topics` (Kafka Connect's topic
+    /// tracking, `GET /connectors/{name}/topics`).
+    pub fn with_topics(mut self, topics: Option<&'a ActiveTopics>) -> Self {
+        self.topics = topics;
+        self
     }
 
     /// Skips the records of events `dedupe` says Debezium delivered already (a switch from
@@ -174,6 +185,9 @@ impl<'a> Stage<'a> {
             (None, too_large) => too_large,
         };
         let Some(cause) = cause else {
+            if let Some(t) = self.topics {
+                t.used(self.connector, &record.topic);
+            }
             return Ok(Step::Record(record));
         };
         let id = record.event_id();

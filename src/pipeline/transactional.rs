@@ -531,6 +531,7 @@ pub async fn run<S: TransactionalSink, C: CheckpointRecords>(
         mut shutdown,
         dedupe,
         paused,
+        topics,
     } = ctx;
     if let Some(d) = dedupe {
         d.rearm(resume.as_ref().is_some_and(|c| c.cutover.is_some()));
@@ -552,7 +553,8 @@ pub async fn run<S: TransactionalSink, C: CheckpointRecords>(
         counters: m::EventCounters::new(connector),
         stage: Stage::new(connector, router, policy, sink.max_record_bytes(), plan)
             .with_limit_of(sink.record_limit())
-            .with_dedupe(dedupe),
+            .with_dedupe(dedupe)
+            .with_topics(topics),
         txn: SourceTxn::new(
             resume.as_ref(),
             opts.max_unacked_records / 2,

@@ -269,6 +269,40 @@ mod tests {
     }
 
     #[test]
+    fn the_stage_notes_the_topic_of_each_record_it_lets_through() {
+        let router = EventRouter::new(&RouterConfig::default()).unwrap();
+        let policy = ErrorPolicy::default();
+        let topics = crate::active_topics::ActiveTopics::default();
+        let stage = Stage::new("c", &router, &policy, 1 << 20, Default::default())
+            .with_topics(Some(&topics));
+        let before = SourcePosition::Lsn(Lsn(0x10));
+        let at = super::super::stage::At {
+            before: Some(&before),
+            row: 1,
+            partly_delivered: false,
+        };
+        for (i, t) in ["Order", "Cart", "Order"].into_iter().enumerate() {
+            let step = stage.route(&mut change(&format!("e{i}"), t), i as u64, &at);
+            assert!(matches!(step, Ok(Step::Record(_))));
+        }
+        assert_eq!(
+            topics.list("c"),
+            ["outbox.event.Cart", "outbox.event.Order"]
+        );
+        // Refused before sending (too large) and dead-lettered: its topic is not one it used.
+        let dead = ErrorPolicy {
+            tolerance: crate::config::ErrorTolerance::All,
+            dead_letter_topic: Some("d.dlq".into()),
+            context_headers: true,
+        };
+        let small =
+            Stage::new("d", &router, &dead, 8, Default::default()).with_topics(Some(&topics));
+        let step = small.route(&mut change("e9", "Order"), 0, &at);
+        assert!(matches!(step, Ok(Step::DeadLetter(_))), "{step:?}");
+        assert!(topics.list("d").is_empty());
+    }
+
+    #[test]
     fn resumed_inside_a_split_transaction_the_skip_holds_until_rows_pass_it() {
         let router = EventRouter::new(&RouterConfig::default()).unwrap();
         let policy = ErrorPolicy::default();

@@ -41,6 +41,7 @@ pub async fn serve(
         .route("/connectors/{name}/tasks", get(tasks))
         .route("/connectors/{name}/tasks/{task}/status", get(task_status))
         .route("/connectors/{name}/topics", get(topics))
+        .route("/connectors/{name}/topics/reset", put(reset_topics))
         .route("/connectors/{name}/pause", put(pause))
         .route("/connectors/{name}/resume", put(resume))
         .route("/connectors/{name}/stop", put(stop))
@@ -381,12 +382,33 @@ async fn tasks(State(rest): S, Path(name): Path<String>) -> Response {
     }
 }
 
-/// `GET /connectors/{name}/topics`: outboxd keeps no record of the topics a connector used
-/// (Connect's `topic.tracking.enable=false` answer).
+/// `GET /connectors/{name}/topics`: `{"<name>": {"topics": [...]}}`, the topics the connector
+/// used since it was created or its topics were reset (KIP-558); as Connect, 200 with none
+/// for a connector that does not exist, 403 with `topic.tracking.enable=false`.
 async fn topics(State(rest): S, Path(name): Path<String>) -> Response {
-    match listed(&rest, &name) {
-        Ok(_) => error(StatusCode::BAD_REQUEST, "Topic tracking is disabled."),
-        Err(r) => r,
+    if !rest.tracking.enabled {
+        return error(StatusCode::FORBIDDEN, "Topic tracking is disabled.");
+    }
+    let used = rest.health.topics().list(&name);
+    Json(json!({ name: {"topics": used} })).into_response()
+}
+
+/// `PUT /connectors/{name}/topics/reset`: 202, the connector's topics forgotten (listed again
+/// from its next record on); 403 with `topic.tracking.enable=false` or
+/// `topic.tracking.allow.reset=false`; 500 when where they are kept could not be changed.
+async fn reset_topics(State(rest): S, Path(name): Path<String>) -> Response {
+    if !rest.tracking.enabled {
+        return error(StatusCode::FORBIDDEN, "Topic tracking is disabled.");
+    }
+    if !rest.tracking.allow_reset {
+        return error(StatusCode::FORBIDDEN, "Topic tracking reset is disabled.");
+    }
+    match rest.health.topics().reset(&name).await {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("Could not reset the topics of connector {name}: {e}"),
+        ),
     }
 }
 

@@ -27,6 +27,48 @@ pub struct Listener {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The users allowed in (HTTP Basic), when authentication is on.
     pub users: Option<Users>,
+    /// Whether `GET /connectors/{name}/topics` and its reset answer.
+    pub tracking: Tracking,
+}
+
+/// Kafka Connect's topic tracking settings (KIP-558), from the worker file:
+/// `topic.tracking.enable` and `topic.tracking.allow.reset`, both `true` by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tracking {
+    /// `topic.tracking.enable`: off, both endpoints answer 403 "Topic tracking is disabled.".
+    pub enabled: bool,
+    /// `topic.tracking.allow.reset`: off, the reset answers 403 "Topic tracking reset is
+    /// disabled.".
+    pub allow_reset: bool,
+}
+
+impl Default for Tracking {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            allow_reset: true,
+        }
+    }
+}
+
+impl Tracking {
+    /// The settings of worker file keys `worker`.
+    ///
+    /// Errors: a value other than `true` or `false` (either case), naming the key.
+    pub fn read(worker: &BTreeMap<String, String>) -> Result<Self, String> {
+        let flag = |key: &str| match worker.get(key).map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(true),
+            Some(v) if v == "true" => Ok(true),
+            Some(v) if v == "false" => Ok(false),
+            Some(v) => Err(format!(
+                "the worker file's {key} is {v:?}; set it to true or false"
+            )),
+        };
+        Ok(Self {
+            enabled: flag("topic.tracking.enable")?,
+            allow_reset: flag("topic.tracking.allow.reset")?,
+        })
+    }
 }
 
 /// User names and their passwords (a `PropertyFileLoginModule` file).
@@ -113,7 +155,12 @@ pub fn read(
     } else {
         None
     };
-    Ok(Listener { addr, tls, users })
+    Ok(Listener {
+        addr,
+        tls,
+        users,
+        tracking: Tracking::read(worker)?,
+    })
 }
 
 /// The JAAS file `KAFKA_OPTS` names (`-Djava.security.auth.login.config=FILE`).
@@ -208,6 +255,31 @@ fn server_tls(worker: &BTreeMap<String, String>) -> Result<Arc<rustls::ServerCon
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topic_tracking_settings_are_read_from_the_worker_file() {
+        let worker = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(Tracking::read(&worker(&[])), Ok(Tracking::default()));
+        assert_eq!(
+            Tracking::read(&worker(&[
+                ("topic.tracking.enable", "FALSE"),
+                ("topic.tracking.allow.reset", " true "),
+            ])),
+            Ok(Tracking {
+                enabled: false,
+                allow_reset: true
+            })
+        );
+        let e = Tracking::read(&worker(&[("topic.tracking.allow.reset", "no")])).unwrap_err();
+        assert!(
+            e.contains("topic.tracking.allow.reset") && e.contains("true or false"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn basic_credentials_are_checked() {

@@ -14,7 +14,8 @@
 //!
 //! The listener is `http://` or `https://` with HTTP Basic authentication as Connect's are
 //! configured ([`listener`]). KIP-875's offsets are the checkpoint in Debezium's offset
-//! format ([`offsets`]).
+//! format ([`offsets`]). KIP-558's topic tracking lists the topics each connector's records
+//! were routed to (`crate::active_topics`).
 //!
 //! A group member (`--group`) answers for the group ([`Connectors::Group`]): the connectors
 //! of its files and those of the group's config topic (`crate::group::configs`), where a
@@ -100,6 +101,8 @@ pub struct Rest {
     /// a connector's target state changes (pause, resume, stop, restart): one change at a
     /// time, so a resume cannot start from the checkpoint an offsets change is replacing.
     pub edits: tokio::sync::Mutex<()>,
+    /// Kafka Connect's topic tracking settings (`topic.tracking.*` of the worker file).
+    pub tracking: listener::Tracking,
     /// Loads connector `name` with a configuration (Connect's map) as `run` would, with the
     /// process's worker file and environment: `Err` with the refusal's message.
     pub validate: Validate,

@@ -1,0 +1,328 @@
+//! The topics each connector has used since it was created or its topics were last reset:
+//! Kafka Connect's topic tracking (KIP-558), which `GET /connectors/{name}/topics` lists and
+//! `PUT /connectors/{name}/topics/reset` clears.
+//!
+//! * A topic is the routed destination of a record (`KafkaRecord::topic`: a Kafka topic; on
+//!   the other sinks what their subject, stream or routing key is made from). It is noted
+//!   when the first record for it leaves the router ([`ActiveTopics::used`]); Connect notes it
+//!   at that record's acknowledgement, so a topic whose first record Kafka refuses is listed
+//!   here and not there.
+//! * Notes are kept by a [`Keeper`]: in a group, the group's config topic, keyed as Connect's
+//!   status topic keys them (`status-topic-<topic>:connector-<name>`, see
+//!   `crate::group::configs::topic_record`), so that every member lists them; without a
+//!   group, `.active-topics.json` in the `--rest-connectors` directory ([`FileKeeper`]); with
+//!   neither, the process's memory only (the topics used since it started).
+//! * As in Connect, deleting a connector keeps its topics: one created again under that name
+//!   lists them until a reset.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::clock::now_ms;
+
+/// Connector name → topic → when it was first noted (ms since the Unix epoch).
+pub type Used = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// How long after a note that could not be kept the same topic is tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// Where the notes are kept durably.
+#[async_trait::async_trait]
+pub trait Keeper: Send + Sync {
+    /// Keeps that `connector` used `topic`, first at `at_ms`. Errors: it could not be kept
+    /// (the message says where and why).
+    async fn note(&self, connector: &str, topic: &str, at_ms: i64) -> Result<(), String>;
+    /// Forgets that `connector` used `topics`. Errors as [`Keeper::note`].
+    async fn forget(&self, connector: &str, topics: &[String]) -> Result<(), String>;
+}
+
+/// The process's record of the topics its connectors used; cheap to clone (shared).
+#[derive(Clone, Default)]
+pub struct ActiveTopics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ActiveTopics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActiveTopics")
+            .field("used", &self.state().used)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    state: Mutex<State>,
+    keeper: Mutex<Option<Arc<dyn Keeper>>>,
+}
+
+#[derive(Default)]
+struct State {
+    used: Used,
+    /// Noted here, not yet known kept (a [`ActiveTopics::replace`] keeps them).
+    pending: BTreeSet<(String, String)>,
+    /// Notes that could not be kept: not tried again before then.
+    retry: BTreeMap<(String, String), Instant>,
+}
+
+impl ActiveTopics {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn keeper(&self) -> Option<Arc<dyn Keeper>> {
+        self.inner
+            .keeper
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Keeps every later note with `keeper`, after adding what it already kept (`kept`).
+    pub fn keep_with(&self, keeper: Arc<dyn Keeper>, kept: Used) {
+        {
+            let mut s = self.state();
+            for (connector, topics) in kept {
+                s.used.entry(connector).or_default().extend(topics);
+            }
+        }
+        *self.inner.keeper.lock().unwrap_or_else(|e| e.into_inner()) = Some(keeper);
+    }
+
+    /// Notes that `connector` sent a record to `topic`. The first note of a topic is kept in
+    /// the background (on the tokio runtime, when there is one); one that could not be kept
+    /// is logged and tried again at a later record, at most every 10 s.
+    pub fn used(&self, connector: &str, topic: &str) {
+        let at_ms = {
+            let mut s = self.state();
+            if s.used.get(connector).is_some_and(|t| t.contains_key(topic)) {
+                return;
+            }
+            let key = (connector.to_string(), topic.to_string());
+            if s.retry.get(&key).is_some_and(|t| Instant::now() < *t) {
+                return;
+            }
+            s.retry.remove(&key);
+            let at_ms = now_ms();
+            s.used
+                .entry(key.0.clone())
+                .or_default()
+                .insert(key.1.clone(), at_ms);
+            s.pending.insert(key);
+            at_ms
+        };
+        let Some(keeper) = self.keeper() else {
+            self.state()
+                .pending
+                .remove(&(connector.to_string(), topic.to_string()));
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (this, connector, topic) = (self.clone(), connector.to_string(), topic.to_string());
+        rt.spawn(async move {
+            let kept = keeper.note(&connector, &topic, at_ms).await;
+            let mut s = this.state();
+            let key = (connector, topic);
+            s.pending.remove(&key);
+            if let Err(e) = kept {
+                tracing::warn!(connector = %key.0, "topic tracking: cannot keep that the connector used topic {}: {e}; GET /connectors/{}/topics lists it until this process stops, and it is tried again", key.1, key.0);
+                if let Some(t) = s.used.get_mut(&key.0) {
+                    t.remove(&key.1);
+                }
+                s.retry.insert(key, Instant::now() + RETRY_AFTER);
+            }
+        });
+    }
+
+    /// The topics `connector` used, sorted (empty for a connector that used none, or that
+    /// does not exist: Connect answers so too).
+    pub fn list(&self, connector: &str) -> Vec<String> {
+        self.state()
+            .used
+            .get(connector)
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets the topics `connector` used, here and in the keeper.
+    ///
+    /// Errors: the keeper could not forget them (they are forgotten here all the same, and
+    /// listed again after a restart).
+    pub async fn reset(&self, connector: &str) -> Result<(), String> {
+        let topics: Vec<String> = {
+            let mut s = self.state();
+            s.pending.retain(|(c, _)| c != connector);
+            s.used
+                .remove(connector)
+                .map(|t| t.into_keys().collect())
+                .unwrap_or_default()
+        };
+        match self.keeper() {
+            Some(k) if !topics.is_empty() => k.forget(connector, &topics).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Replaces what is known with `kept` (what the keeper holds now, as every member reads
+    /// it from the group's config topic), keeping the notes made here that it does not hold
+    /// yet.
+    pub fn replace(&self, kept: &Used) {
+        let mut s = self.state();
+        let mut used = kept.clone();
+        for (c, t) in &s.pending {
+            if let Some(at) = s.used.get(c).and_then(|m| m.get(t)) {
+                used.entry(c.clone()).or_default().insert(t.clone(), *at);
+            }
+        }
+        s.used = used;
+    }
+}
+
+/// Keeps the notes of a process without a group in a JSON file (`{"<connector>": {"<topic>":
+/// <ms>}}`), replaced atomically at each change (a temporary file renamed).
+pub struct FileKeeper {
+    path: PathBuf,
+    used: tokio::sync::Mutex<Used>,
+}
+
+impl FileKeeper {
+    /// The keeper of file `path`, and what it holds (nothing when the file does not exist).
+    ///
+    /// Errors: the file exists but cannot be read or is not such a JSON object (the message
+    /// names it and says to remove it).
+    pub fn open(path: PathBuf) -> Result<(Self, Used), String> {
+        let used: Used = match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+                format!(
+                    "{} is not outboxd's record of the topics connectors used ({e}); remove it \
+                     (GET /connectors/NAME/topics then lists topics from the next record on)",
+                    path.display()
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Used::new(),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let keeper = Self {
+            path,
+            used: tokio::sync::Mutex::new(used.clone()),
+        };
+        Ok((keeper, used))
+    }
+
+    async fn write(&self, used: &Used) -> Result<(), String> {
+        let path = self.path.clone();
+        let bytes = serde_json::to_vec_pretty(used).map_err(|e| e.to_string())?;
+        let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, bytes)?;
+            std::fs::rename(&tmp, &path)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        written.map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+}
+
+#[async_trait::async_trait]
+impl Keeper for FileKeeper {
+    async fn note(&self, connector: &str, topic: &str, at_ms: i64) -> Result<(), String> {
+        let mut used = self.used.lock().await;
+        used.entry(connector.to_string())
+            .or_default()
+            .insert(topic.to_string(), at_ms);
+        self.write(&used).await
+    }
+
+    async fn forget(&self, connector: &str, topics: &[String]) -> Result<(), String> {
+        let mut used = self.used.lock().await;
+        if let Some(t) = used.get_mut(connector) {
+            for topic in topics {
+                t.remove(topic);
+            }
+            if t.is_empty() {
+                used.remove(connector);
+            }
+        }
+        self.write(&used).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn notes_each_topic_once_and_a_reset_forgets_them() {
+        let dir = std::env::temp_dir().join(format!("outboxd-active-topics-{}", now_ms()));
+        let path = dir.join(".active-topics.json");
+        let (keeper, kept) = FileKeeper::open(path.clone()).unwrap();
+        assert!(kept.is_empty());
+        let topics = ActiveTopics::default();
+        topics.keep_with(Arc::new(keeper), kept);
+        topics.used("a", "orders");
+        topics.used("a", "orders");
+        topics.used("a", "carts");
+        topics.used("b", "orders");
+        assert_eq!(topics.list("a"), ["carts", "orders"]);
+        assert_eq!(topics.list("nope"), Vec::<String>::new());
+        // Kept: a new process reads them back.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let (_, kept) = FileKeeper::open(path.clone()).unwrap();
+            if kept.get("a").map(|t| t.len()) == Some(2) && kept.contains_key("b") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not kept: {kept:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        topics.reset("a").await.unwrap();
+        assert!(topics.list("a").is_empty());
+        let (_, kept) = FileKeeper::open(path.clone()).unwrap();
+        assert!(!kept.contains_key("a"));
+        assert_eq!(kept["b"].keys().collect::<Vec<_>>(), ["orders"]);
+        // Used again after the reset: noted again.
+        topics.used("a", "orders");
+        assert_eq!(topics.list("a"), ["orders"]);
+        // A file that is not the record: a clear error, no panic.
+        std::fs::write(&path, b"[1,2]").unwrap();
+        let e = FileKeeper::open(path.clone()).err().unwrap();
+        assert!(e.contains("remove it"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_replace_keeps_notes_not_yet_kept() {
+        struct Never;
+        #[async_trait::async_trait]
+        impl Keeper for Never {
+            async fn note(&self, _: &str, _: &str, _: i64) -> Result<(), String> {
+                std::future::pending().await
+            }
+            async fn forget(&self, _: &str, _: &[String]) -> Result<(), String> {
+                Ok(())
+            }
+        }
+        let topics = ActiveTopics::default();
+        topics.keep_with(Arc::new(Never), Used::new());
+        // No runtime: the note stays pending.
+        topics.used("a", "mine");
+        let mut kept = Used::new();
+        kept.entry("a".into())
+            .or_default()
+            .insert("theirs".into(), 1);
+        kept.entry("b".into()).or_default().insert("x".into(), 1);
+        topics.replace(&kept);
+        assert_eq!(topics.list("a"), ["mine", "theirs"]);
+        // What the keeper no longer holds is gone (a reset through another member).
+        topics.replace(&Used::new());
+        assert_eq!(topics.list("a"), ["mine"]);
+        assert!(topics.list("b").is_empty());
+    }
+}
