@@ -217,6 +217,15 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
     );
     assert_eq!(call(port, "GET", "/connectors", None), (200, json!([])));
     assert!(!store.join(format!("{name}.json")).exists());
+    // A body over the limit: Connect's error shape too.
+    bad.insert("padding".into(), json!("x".repeat(3 << 20)));
+    let (code, e) = call(
+        port,
+        "POST",
+        "/connectors",
+        Some(&json!({"name": name, "config": bad})),
+    );
+    assert_eq!((code, &e["error_code"]), (413, &json!(413)), "{e}");
     // Names that are paths write nothing anywhere.
     let escape = dir.join("escaped");
     for bad in [
@@ -1123,6 +1132,14 @@ async fn answers_as_kafka_connect_answers() {
         "topics of an unknown connector",
         "GET",
         "/connectors/nope/topics",
+        None,
+        true,
+        none,
+    );
+    step(
+        "a method the path does not take",
+        "POST",
+        &topics_path,
         None,
         true,
         none,

@@ -59,6 +59,7 @@ pub async fn serve(
         .route("/connector-plugins", get(plugins))
         .route("/connector-plugins/{class}/config/validate", put(validate))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "HTTP 404 Not Found") })
+        .layer(axum::middleware::map_response(connect_error_body))
         .with_state(rest);
     let app = match users {
         Some(users) => app.layer(axum::middleware::from_fn_with_state(users, authenticate)),
@@ -97,6 +98,26 @@ pub async fn serve(
                 tracing::debug!(%peer, "REST API connection: {e}");
             }
         });
+    }
+}
+
+/// The framework's own refusals in Connect's error shape: a method a path does not take
+/// (405, as Jersey words it) and a body over the size limit (413), which axum answers with
+/// an empty or plain-text body.
+async fn connect_error_body(response: Response) -> Response {
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    match status {
+        _ if json => response,
+        StatusCode::METHOD_NOT_ALLOWED => error(status, "HTTP 405 Method Not Allowed"),
+        StatusCode::PAYLOAD_TOO_LARGE => error(
+            status,
+            "Request body too large: a connector configuration is at most 2 MiB",
+        ),
+        _ => response,
     }
 }
 
