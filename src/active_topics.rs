@@ -56,6 +56,8 @@ impl std::fmt::Debug for ActiveTopics {
 struct Inner {
     state: Mutex<State>,
     keeper: Mutex<Option<Arc<dyn Keeper>>>,
+    /// `topic.tracking.enable=false`: nothing is noted.
+    off: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -91,10 +93,20 @@ impl ActiveTopics {
         *self.inner.keeper.lock().unwrap_or_else(|e| e.into_inner()) = Some(keeper);
     }
 
+    /// Notes nothing from now on (Kafka Connect's `topic.tracking.enable=false`).
+    pub fn turn_off(&self) {
+        self.inner
+            .off
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Notes that `connector` sent a record to `topic`. The first note of a topic is kept in
     /// the background (on the tokio runtime, when there is one); one that could not be kept
     /// is logged and tried again at a later record, at most every 10 s.
     pub fn used(&self, connector: &str, topic: &str) {
+        if self.inner.off.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let at_ms = {
             let mut s = self.state();
             if s.used.get(connector).is_some_and(|t| t.contains_key(topic)) {
@@ -198,8 +210,7 @@ impl FileKeeper {
         let used: Used = match std::fs::read(&path) {
             Ok(b) => serde_json::from_slice(&b).map_err(|e| {
                 format!(
-                    "{} is not outboxd's record of the topics connectors used ({e}); remove it \
-                     (GET /connectors/NAME/topics then lists topics from the next record on)",
+                    "{} is not outboxd's record of the topics connectors used ({e})",
                     path.display()
                 )
             })?,
@@ -211,6 +222,15 @@ impl FileKeeper {
             used: tokio::sync::Mutex::new(used.clone()),
         };
         Ok((keeper, used))
+    }
+
+    /// The keeper of file `path` holding nothing: it replaces the file at its first change
+    /// (for a file [`FileKeeper::open`] could not read).
+    pub fn empty(path: PathBuf) -> Self {
+        Self {
+            path,
+            used: tokio::sync::Mutex::new(Used::new()),
+        }
     }
 
     async fn write(&self, used: &Used) -> Result<(), String> {
@@ -293,8 +313,16 @@ mod tests {
         // A file that is not the record: a clear error, no panic.
         std::fs::write(&path, b"[1,2]").unwrap();
         let e = FileKeeper::open(path.clone()).err().unwrap();
-        assert!(e.contains("remove it"), "{e}");
+        assert!(e.contains("is not outboxd's record"), "{e}");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn turned_off_it_notes_nothing() {
+        let topics = ActiveTopics::default();
+        topics.turn_off();
+        topics.used("a", "orders");
+        assert!(topics.list("a").is_empty());
     }
 
     #[test]

@@ -48,6 +48,12 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
         Some(listen) => Some(rest_listener(listen, &args)?),
         None => None,
     };
+    // `topic.tracking.enable=false`: no topic is noted (as Connect's tasks note none then).
+    let tracking = crate::rest::listener::Tracking::read(&worker_file(&args)?)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !tracking.enabled {
+        health.topics().turn_off();
+    }
     // The process-wide Kafka settings: `GET /`'s cluster for a process started with no
     // connector, and the cluster of a group member started without connector files.
     let process_kafka = args
@@ -132,9 +138,17 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
             if let Some(dir) = &args.rest_connectors {
                 // The topics the connectors used (`GET /connectors/{name}/topics`), kept
                 // beside the connectors the REST API created.
-                let (keeper, kept) =
-                    crate::active_topics::FileKeeper::open(dir.join(".active-topics.json"))
-                        .map_err(|e| anyhow::anyhow!("--rest-connectors: {e}"))?;
+                let path = dir.join(".active-topics.json");
+                let (keeper, kept) = match crate::active_topics::FileKeeper::open(path.clone()) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        tracing::error!("{e}: the connectors' topics are listed from their next records on, and the file is replaced then (GET /connectors/NAME/topics)");
+                        (
+                            crate::active_topics::FileKeeper::empty(path),
+                            Default::default(),
+                        )
+                    }
+                };
                 health.topics().keep_with(std::sync::Arc::new(keeper), kept);
             }
             let supervisor = match &args.rest_connectors {
@@ -430,6 +444,18 @@ fn load_one(
     Ok(c)
 }
 
+/// The keys of the worker file (`--kafka-config`), none without one.
+///
+/// Errors when the file cannot be read.
+fn worker_file(args: &ConfigArgs) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let env = |k: &str| std::env::var(k).ok();
+    Ok(match &args.kafka_config {
+        Some(path) => crate::config::kafka::worker_properties(path, &env)
+            .map_err(|(k, m)| anyhow::anyhow!("worker file {}: {k}: {m}", path.display()))?,
+        None => Default::default(),
+    })
+}
+
 /// The REST listener's settings from `--rest-listen`, the worker file and the JAAS file.
 ///
 /// Errors as [`crate::rest::listener::read`] does, or when the worker file cannot be read.
@@ -437,12 +463,7 @@ fn rest_listener(
     listen: &str,
     args: &ConfigArgs,
 ) -> anyhow::Result<crate::rest::listener::Listener> {
-    let env = |k: &str| std::env::var(k).ok();
-    let worker = match &args.kafka_config {
-        Some(path) => crate::config::kafka::worker_properties(path, &env)
-            .map_err(|(k, m)| anyhow::anyhow!("worker file {}: {k}: {m}", path.display()))?,
-        None => Default::default(),
-    };
+    let worker = worker_file(args)?;
     let kafka_opts = std::env::var("KAFKA_OPTS").ok();
     crate::rest::listener::read(
         listen,

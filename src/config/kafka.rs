@@ -269,6 +269,13 @@ const CONNECT_WORKER: &[&str] = &[
     "scheduled.rebalance.max.delay.ms",
     "worker.*",
     "topic.creation.enable",
+];
+
+/// Kafka Connect worker keys the REST API reads (`crate::rest::listener`): its TLS, its Basic
+/// authentication and topic tracking; neither client settings nor ignored.
+const REST_WORKER: &[&str] = &[
+    "listeners.https.*",
+    "rest.extension.classes",
     "topic.tracking.*",
 ];
 
@@ -481,6 +488,9 @@ pub(crate) fn translate(
     for (k, v) in keys {
         if k == "bootstrap.servers" || k == "metadata.broker.list" {
             return Err(err(&k, "is set in the wrong place here".into()));
+        }
+        if REST_WORKER.iter().any(|p| matches(p, &k)) {
+            continue;
         }
         if CONNECT_WORKER.iter().any(|p| matches(p, &k)) {
             out.worker.push(k);

@@ -43,6 +43,7 @@ pub(crate) mod kafka;
 pub(crate) mod kafka_oauth;
 mod load;
 mod names;
+pub use debezium::connector_class;
 pub use names::validate_connector_name;
 mod native;
 mod providers;

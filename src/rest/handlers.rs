@@ -861,6 +861,25 @@ async fn validate(State(rest): S, Path(class): Path<String>, body: Bytes) -> Res
         Ok(d) => d,
         Err(r) => return r,
     };
+    // As Connect: a `connector.class` in the body must name the plugin of the path.
+    let normalized = |n: &str| {
+        n.strip_suffix("Connector")
+            .filter(|s| !s.is_empty())
+            .unwrap_or(n)
+            .to_string()
+    };
+    if let Some(included) = cfg.get("connector.class").and_then(Value::as_str) {
+        if !normalized(included).ends_with(&normalized(&class)) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("Included connector type {included} does not match request type {class}"),
+            );
+        }
+    }
+    // Connect's aliases: the simple class name, or that without `Connector`.
+    let class = crate::config::connector_class(&class)
+        .map(str::to_string)
+        .unwrap_or(class);
     if !config::PLUGINS.iter().any(|(c, _)| *c == class) {
         return error(
             StatusCode::NOT_FOUND,

@@ -46,7 +46,9 @@ impl Consumed {
     }
 }
 
-fn consumer() -> BaseConsumer {
+/// A `read_committed` consumer that is assigned partitions (never joins a consumer group, so
+/// a broker restart costs it no rebalance).
+pub fn consumer() -> BaseConsumer {
     ClientConfig::new()
         .set("bootstrap.servers", super::kafka_bootstrap())
         .set("group.id", super::unique("test_reader"))
@@ -55,6 +57,32 @@ fn consumer() -> BaseConsumer {
         .set("enable.partition.eof", "false")
         .create()
         .expect("kafka consumer")
+}
+
+/// Assigns `consumer` every partition, from the beginning, of the topics of `assigned` not
+/// assigned yet (`false`) that exist now, and marks them assigned.
+pub fn assign_from_beginning(consumer: &BaseConsumer, assigned: &mut HashMap<String, bool>) {
+    if assigned.values().all(|v| *v) {
+        return;
+    }
+    let mut tpl = TopicPartitionList::new();
+    for (topic, done) in assigned.iter_mut().filter(|(_, d)| !**d) {
+        if let Ok(md) = consumer.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+            if let Some(t) = md.topics().first() {
+                if t.error().is_none() && !t.partitions().is_empty() {
+                    for p in t.partitions() {
+                        tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
+                            .unwrap();
+                    }
+                    *done = true;
+                }
+            }
+        }
+    }
+    if tpl.count() > 0 {
+        // Incremental: partitions already being read keep their positions.
+        consumer.incremental_assign(&tpl).expect("assign");
+    }
 }
 
 /// Reads every record of `topics` from the beginning until `expected` records have arrived
@@ -72,26 +100,7 @@ pub fn read_topics(
     let mut out = Vec::new();
     let mut last_new = Instant::now();
     loop {
-        if assigned.values().any(|v| !v) {
-            let mut tpl = TopicPartitionList::new();
-            for (topic, done) in assigned.iter_mut().filter(|(_, d)| !**d) {
-                if let Ok(md) = consumer.fetch_metadata(Some(topic), Duration::from_secs(2)) {
-                    if let Some(t) = md.topics().first() {
-                        if t.error().is_none() && !t.partitions().is_empty() {
-                            for p in t.partitions() {
-                                tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
-                                    .unwrap();
-                            }
-                            *done = true;
-                        }
-                    }
-                }
-            }
-            if tpl.count() > 0 {
-                // Incremental: partitions already being read keep their positions.
-                consumer.incremental_assign(&tpl).expect("assign");
-            }
-        }
+        assign_from_beginning(&consumer, &mut assigned);
         if let Some(msg) = consumer.poll(Duration::from_millis(200)) {
             let msg = msg.expect("kafka consume");
             let raw_headers: Vec<(String, Option<Vec<u8>>)> = msg

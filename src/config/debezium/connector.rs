@@ -11,6 +11,18 @@ const MYSQL_CLASS: &str = "io.debezium.connector.mysql.MySqlConnector";
 const MARIADB_CLASS: &str = "io.debezium.connector.mariadb.MariaDbConnector";
 const POSTGRES_CLASS: &str = "io.debezium.connector.postgresql.PostgresConnector";
 
+/// The connector class `name` stands for, as Kafka Connect resolves a plugin's name: the
+/// fully qualified class, its simple name (`MariaDbConnector`) or that without its
+/// `Connector` suffix (`MariaDb`), Connect's aliases; `None` for another class.
+pub fn connector_class(name: &str) -> Option<&'static str> {
+    [MYSQL_CLASS, MARIADB_CLASS, POSTGRES_CLASS]
+        .into_iter()
+        .find(|class| {
+            let simple = class.rsplit('.').next().unwrap_or(class);
+            name == *class || name == simple || Some(name) == simple.strip_suffix("Connector")
+        })
+}
+
 /// The source a `connector.class` stands for.
 #[derive(Clone, Copy)]
 pub(super) enum Kind {
@@ -94,7 +106,7 @@ pub(super) fn kind(keys: &mut Keys, here: &str, ctx: &LoadCtx<'_>) -> Result<Kin
             format!("connector.class is missing; outboxd imports {MYSQL_CLASS}, {MARIADB_CLASS} and {POSTGRES_CLASS}"),
         )
     })?;
-    match class.as_str() {
+    match connector_class(&class).unwrap_or(&class) {
         MYSQL_CLASS => {
             let adapter = keys.take_nonempty("connector.adapter");
             match adapter.as_deref().map(str::to_ascii_lowercase).as_deref() {
@@ -113,5 +125,22 @@ pub(super) fn kind(keys: &mut Keys, here: &str, ctx: &LoadCtx<'_>) -> Result<Kin
             format!("{here}: connector.class"),
             format!("{other:?} is not supported; outboxd imports {MYSQL_CLASS}, {MARIADB_CLASS} and {POSTGRES_CLASS}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connector_classes_resolve_as_connect_resolves_aliases() {
+        for name in [MARIADB_CLASS, "MariaDbConnector", "MariaDb"] {
+            assert_eq!(connector_class(name), Some(MARIADB_CLASS), "{name}");
+        }
+        assert_eq!(connector_class("MySql"), Some(MYSQL_CLASS));
+        assert_eq!(connector_class("PostgresConnector"), Some(POSTGRES_CLASS));
+        for name in ["", "Connector", "mariadb", "io.debezium.MariaDb", "Oracle"] {
+            assert_eq!(connector_class(name), None, "{name}");
+        }
     }
 }

@@ -30,6 +30,7 @@ mod bootstrap;
 mod columns;
 mod connection;
 mod connector;
+pub use connector::connector_class;
 mod document;
 mod errors;
 mod mysql;
