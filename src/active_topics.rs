@@ -67,6 +67,8 @@ struct State {
     pending: BTreeSet<(String, String)>,
     /// Notes that could not be kept: not tried again before then.
     retry: BTreeMap<(String, String), Instant>,
+    /// The last note could not be kept (its WARN was logged).
+    failing: bool,
 }
 
 impl ActiveTopics {
@@ -140,12 +142,25 @@ impl ActiveTopics {
             let mut s = this.state();
             let key = (connector, topic);
             s.pending.remove(&key);
-            if let Err(e) = kept {
-                tracing::warn!(connector = %key.0, "topic tracking: cannot keep that the connector used topic {}: {e}; GET /connectors/{}/topics lists it until this process stops, and it is tried again", key.1, key.0);
-                if let Some(t) = s.used.get_mut(&key.0) {
-                    t.remove(&key.1);
+            match kept {
+                Ok(()) if s.failing => {
+                    s.failing = false;
+                    tracing::info!("topic tracking: the topics connectors use are kept again");
                 }
-                s.retry.insert(key, Instant::now() + RETRY_AFTER);
+                Ok(()) => {}
+                Err(e) => {
+                    // One WARN per streak of failures, not one per topic every 10 s.
+                    if !s.failing {
+                        s.failing = true;
+                        tracing::warn!(connector = %key.0, "topic tracking: cannot keep the topics connectors use: {e}; GET /connectors/{{name}}/topics leaves out each such topic until a later record for it is kept (tried again at most every 10 s per topic; an INFO says when keeping works again)");
+                    } else {
+                        tracing::debug!(connector = %key.0, "topic tracking: still cannot keep a used topic: {e}");
+                    }
+                    if let Some(t) = s.used.get_mut(&key.0) {
+                        t.remove(&key.1);
+                    }
+                    s.retry.insert(key, Instant::now() + RETRY_AFTER);
+                }
             }
         });
     }
@@ -195,10 +210,17 @@ impl ActiveTopics {
 }
 
 /// Keeps the notes of a process without a group in a JSON file (`{"<connector>": {"<topic>":
-/// <ms>}}`), replaced atomically at each change (a temporary file renamed).
+/// <ms>}}`), replaced atomically (a temporary file renamed). Notes made while a write is
+/// under way are written together by the next one, so that a connector reaching thousands
+/// of topics does not rewrite the file once per topic.
 pub struct FileKeeper {
     path: PathBuf,
-    used: tokio::sync::Mutex<Used>,
+    /// What the file should hold, and how many changes were made to it.
+    wanted: Mutex<(Used, u64)>,
+    /// How many changes the file holds (the writer's lock: one write at a time).
+    written: tokio::sync::Mutex<u64>,
+    /// How many times the file was written.
+    writes: std::sync::atomic::AtomicU64,
 }
 
 impl FileKeeper {
@@ -219,7 +241,9 @@ impl FileKeeper {
         };
         let keeper = Self {
             path,
-            used: tokio::sync::Mutex::new(used.clone()),
+            wanted: Mutex::new((used.clone(), 0)),
+            written: tokio::sync::Mutex::new(0),
+            writes: Default::default(),
         };
         Ok((keeper, used))
     }
@@ -229,14 +253,40 @@ impl FileKeeper {
     pub fn empty(path: PathBuf) -> Self {
         Self {
             path,
-            used: tokio::sync::Mutex::new(Used::new()),
+            wanted: Mutex::new((Used::new(), 0)),
+            written: tokio::sync::Mutex::new(0),
+            writes: Default::default(),
         }
     }
 
-    async fn write(&self, used: &Used) -> Result<(), String> {
+    /// How many times this keeper wrote its file (each write holds every note made before it).
+    #[cfg(test)]
+    fn writes(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Applies `change` to what the file should hold, then returns once a write that holds
+    /// it succeeded (its own, or one that another caller made meanwhile).
+    async fn change(&self, change: impl FnOnce(&mut Used)) -> Result<(), String> {
+        let mine = {
+            let mut w = self.wanted.lock().unwrap_or_else(|e| e.into_inner());
+            change(&mut w.0);
+            w.1 += 1;
+            w.1
+        };
+        let mut written = self.written.lock().await;
+        if *written >= mine {
+            return Ok(());
+        }
+        let (bytes, holds) = {
+            let w = self.wanted.lock().unwrap_or_else(|e| e.into_inner());
+            (
+                serde_json::to_vec_pretty(&w.0).map_err(|e| e.to_string())?,
+                w.1,
+            )
+        };
         let path = self.path.clone();
-        let bytes = serde_json::to_vec_pretty(used).map_err(|e| e.to_string())?;
-        let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        let done = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
@@ -246,31 +296,37 @@ impl FileKeeper {
         })
         .await
         .map_err(|e| e.to_string())?;
-        written.map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+        done.map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
+        *written = holds;
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 }
 
 #[async_trait::async_trait]
 impl Keeper for FileKeeper {
     async fn note(&self, connector: &str, topic: &str, at_ms: i64) -> Result<(), String> {
-        let mut used = self.used.lock().await;
-        used.entry(connector.to_string())
-            .or_default()
-            .insert(topic.to_string(), at_ms);
-        self.write(&used).await
+        self.change(|used| {
+            used.entry(connector.to_string())
+                .or_default()
+                .insert(topic.to_string(), at_ms);
+        })
+        .await
     }
 
     async fn forget(&self, connector: &str, topics: &[String]) -> Result<(), String> {
-        let mut used = self.used.lock().await;
-        if let Some(t) = used.get_mut(connector) {
-            for topic in topics {
-                t.remove(topic);
+        self.change(|used| {
+            if let Some(t) = used.get_mut(connector) {
+                for topic in topics {
+                    t.remove(topic);
+                }
+                if t.is_empty() {
+                    used.remove(connector);
+                }
             }
-            if t.is_empty() {
-                used.remove(connector);
-            }
-        }
-        self.write(&used).await
+        })
+        .await
     }
 }
 
@@ -314,6 +370,37 @@ mod tests {
         std::fs::write(&path, b"[1,2]").unwrap();
         let e = FileKeeper::open(path.clone()).err().unwrap();
         assert!(e.contains("is not outboxd's record"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn notes_made_during_a_write_are_written_together() {
+        let dir = std::env::temp_dir().join(format!("outboxd-active-topics-many-{}", now_ms()));
+        let path = dir.join(".active-topics.json");
+        let keeper = Arc::new(FileKeeper::empty(path.clone()));
+        let topics = ActiveTopics::default();
+        topics.keep_with(keeper.clone(), Used::new());
+        const MANY: usize = 3000;
+        for i in 0..MANY {
+            topics.used("a", &format!("topic-{i}"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let kept = FileKeeper::open(path.clone())
+                .map(|k| k.1)
+                .unwrap_or_default();
+            if kept.get("a").map(|t| t.len()) == Some(MANY) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not all kept");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Every note is in the file, written far fewer times than there were notes.
+        assert!(
+            keeper.writes() < MANY as u64 / 2,
+            "{} writes",
+            keeper.writes()
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 

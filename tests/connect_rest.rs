@@ -226,6 +226,9 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
         Some(&json!({"name": name, "config": bad})),
     );
     assert_eq!((code, &e["error_code"]), (413, &json!(413)), "{e}");
+    // A name that is not UTF-8: 400 in Connect's shape (the router's plain text before).
+    let (code, e) = call(port, "GET", "/connectors/%FF/status", None);
+    assert_eq!((code, &e["error_code"]), (400, &json!(400)), "{e}");
     // Names that are paths write nothing anywhere.
     let escape = dir.join("escaped");
     for bad in [
@@ -2044,7 +2047,87 @@ async fn a_connector_file_seeds_the_group_for_members_without_it() {
     }
     let ids = writer.finish().await;
     assert_exactly_once(&[format!("{name}.a")], &ids, &members[1]);
+    // A config topic holding many topic-tracking records (a connector routing by aggregate
+    // to thousands of topics): a member joining reads them all and joins, every member lists
+    // them. Publishing the state per record read once made reading them quadratic, and a
+    // joining member never caught up.
+    let history = format!("{name}_many");
+    let many = 30_000;
+    fill_topic_records(&group, &history, many).await;
+    let port = free_port();
+    let metrics = free_port();
+    let (listen, metrics_listen) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{metrics}"));
+    let mut joining = Relay::launch_with_args(
+        &[
+            "--group",
+            group.as_str(),
+            "--rest-listen",
+            listen.as_str(),
+            "--metrics-listen",
+            metrics_listen.as_str(),
+        ],
+        metrics,
+        dir.join("member2.log"),
+    );
+    joining.wait_ready(Duration::from_secs(120));
+    wait_api(port, &joining);
+    let listed = |p: u16| {
+        let (code, v) = call(p, "GET", &format!("/connectors/{history}/topics"), None);
+        (code, v[&history]["topics"].as_array().map_or(0, Vec::len))
+    };
+    for (who, p, m) in [
+        ("joining", port, &joining),
+        ("running", ports[1], &members[1]),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while listed(p) != (200, many) {
+            assert!(
+                Instant::now() < deadline,
+                "{who} member lists {:?} of {many} topics\n{}",
+                listed(p),
+                m.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    joining.stop();
     for m in members.iter_mut() {
         m.stop();
     }
+}
+
+/// Writes `count` topic-tracking records of connector `connector` into group `group`'s config
+/// topic, as members write them (`status-topic-<topic>:connector-<name>`).
+async fn fill_topic_records(group: &str, connector: &str, count: usize) {
+    use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", common::kafka_bootstrap())
+        .set("linger.ms", "20")
+        .create()
+        .expect("kafka producer");
+    let topic = format!("outboxd.configs.{group}");
+    for i in 0..count {
+        let routed = format!("{connector}.aggregate{i}");
+        let key = format!("status-topic-{routed}:connector-{connector}");
+        let value = json!({"topic": {"name": routed, "connector": connector, "task": 0, "discoverTimestamp": 1}})
+            .to_string();
+        loop {
+            match producer.send_result(FutureRecord::to(&topic).key(&key).payload(&value)) {
+                Ok(_) => break,
+                Err((e, _)) => {
+                    assert!(
+                        matches!(
+                            e.rdkafka_error_code(),
+                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                        ),
+                        "{e}"
+                    );
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .expect("config topic records flushed");
 }

@@ -64,8 +64,9 @@ pub struct Shared {
     /// Connector name → the claim that won the right to create it (the first read while no
     /// connector of that name exists; a claim older than [`CLAIM_VALID`] gives way).
     pub claims: BTreeMap<String, Claim>,
-    /// Connector name → the topics it used ([`crate::active_topics`]).
-    pub topics: crate::active_topics::Used,
+    /// Connector name → the topics it used ([`crate::active_topics`]); shared, so that
+    /// publishing the state does not copy thousands of topics when they did not change.
+    pub topics: Arc<crate::active_topics::Used>,
     /// The next offset to read: everything before it is in this state.
     pub read_to: i64,
     /// Whether the topic has been read to the end it had when the member opened it.
@@ -104,10 +105,11 @@ impl Shared {
                 return;
             };
             if value.is_none() {
-                if let Some(t) = self.topics.get_mut(name) {
+                let topics = Arc::make_mut(&mut self.topics);
+                if let Some(t) = topics.get_mut(name) {
                     t.remove(topic);
                     if t.is_empty() {
-                        self.topics.remove(name);
+                        topics.remove(name);
                     }
                 }
                 return;
@@ -117,7 +119,7 @@ impl Shared {
                 .and_then(|b| b.pointer("/topic/discoverTimestamp"))
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
-            self.topics
+            Arc::make_mut(&mut self.topics)
                 .entry(name.to_string())
                 .or_default()
                 .insert(topic.to_string(), at);
@@ -282,6 +284,8 @@ impl SharedConfigs {
         let producer: FutureProducer<ClientLog> = client::config(kafka)
             .set("enable.idempotence", "true")
             .set("linger.ms", "0")
+            // A write fails after WRITE_WAIT instead of librdkafka's 300 s default.
+            .set("message.timeout.ms", WRITE_WAIT.as_millis().to_string())
             .create_client(ClientLog::new(link.clone()))
             .map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
         let consumer: BaseConsumer<ClientLog> = client::config(kafka)
@@ -387,6 +391,9 @@ impl Drop for SharedConfigs {
 }
 
 /// The reader thread: polls the topic until `stop`, publishing each new state on `tx`.
+/// Most records [`follow`] applies before it publishes the state.
+const BATCH: usize = 10_000;
+
 fn follow(
     consumer: BaseConsumer<ClientLog>,
     topic: &str,
@@ -402,13 +409,20 @@ fn follow(
                 end = Some(high);
             }
         }
+        // Everything the client has fetched is applied before the state is published once:
+        // publishing (a clone of the state) per record made reading a long topic quadratic.
         let mut changed = false;
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+        let mut wait = Duration::from_millis(100);
+        for _ in 0..BATCH {
+            let Some(Ok(m)) = consumer.poll(wait) else {
+                break;
+            };
             if let Some(key) = m.key() {
                 state.apply(key, m.payload(), state.caught_up);
             }
             state.read_to = m.offset() + 1;
             changed = true;
+            wait = Duration::ZERO;
         }
         if !state.caught_up {
             if let Some(end) = end {

@@ -314,13 +314,19 @@ pub async fn run_member(
     let topics = health.topics().clone();
     topics.keep_with(
         Arc::new(configs::TopicKeeper(shared.clone())),
-        shared.current().topics,
+        Arc::unwrap_or_clone(shared.current().topics),
     );
     let mut topics_rx = shared.subscribe();
     tokio::spawn(async move {
+        let mut last: Option<Arc<_>> = None;
         while topics_rx.changed().await.is_ok() {
             let kept = topics_rx.borrow_and_update().topics.clone();
+            // Most changes are to connectors, not topics: the same map needs no replacing.
+            if last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &kept)) {
+                continue;
+            }
             topics.replace(&kept);
+            last = Some(kept);
         }
     });
     let members = Arc::new(AtomicUsize::new(0));
