@@ -1082,6 +1082,19 @@ async fn answers_as_kafka_connect_answers() {
         cfg_keys,
     );
     wait_both("RUNNING", Some("RUNNING"));
+    // After the offsets reset above, the connector has no checkpoint: as Debezium with
+    // snapshot.mode=no_data, it starts where the binlog ends when it connects, a moment after
+    // it reports RUNNING (Connect too). outboxd commits that position at once; the event is
+    // written after it, so that it is not written before the start position is taken.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, o) = call(port, "GET", &format!("/connectors/{name}/offsets"), None);
+        if o["offsets"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "outboxd: no start position: {o}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // An event, so that both have an offset to show (Debezium commits one only after records).
     let e = OutboxEvent::new("a", "k", "Created", Some("{}"));
     db.insert_into(&db.outbox_table(), std::slice::from_ref(&e), false)
