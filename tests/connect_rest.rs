@@ -1029,6 +1029,23 @@ async fn answers_as_kafka_connect_answers() {
         false,
         cfg_keys,
     );
+    // Connect (Jersey) takes a path with a trailing `/` as the path.
+    step(
+        "expand, trailing slash",
+        "GET",
+        "/connectors/?expand=status",
+        None,
+        false,
+        cfg_keys,
+    );
+    step(
+        "config, trailing slash",
+        "GET",
+        &format!("/connectors/{name}/config/"),
+        None,
+        false,
+        none,
+    );
     step(
         "pause",
         "PUT",

@@ -61,6 +61,10 @@ pub async fn serve(
         .fallback(|| async { error(StatusCode::NOT_FOUND, "HTTP 404 Not Found") })
         .layer(axum::middleware::map_response(connect_error_body))
         .with_state(rest);
+    // Routed after a trailing `/` is dropped, as Connect (Jersey) takes `/connectors/`.
+    let app = Router::new()
+        .fallback_service(app)
+        .layer(axum::middleware::map_request(trim_trailing_slash));
     let app = match users {
         Some(users) => app.layer(axum::middleware::from_fn_with_state(users, authenticate)),
         None => app,
@@ -99,6 +103,29 @@ pub async fn serve(
             }
         });
     }
+}
+
+/// The request with its path's trailing `/` dropped (`/connectors/` → `/connectors`):
+/// Connect's Jersey routes both alike.
+async fn trim_trailing_slash(mut request: axum::extract::Request) -> axum::extract::Request {
+    let uri = request.uri();
+    let path = uri.path();
+    if path.len() > 1 && path.ends_with('/') {
+        let trimmed = path.trim_end_matches('/');
+        let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+        let with_query = match uri.query() {
+            Some(q) => format!("{trimmed}?{q}"),
+            None => trimmed.to_string(),
+        };
+        let mut parts = uri.clone().into_parts();
+        if let Ok(pq) = with_query.parse() {
+            parts.path_and_query = Some(pq);
+            if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+                *request.uri_mut() = uri;
+            }
+        }
+    }
+    request
 }
 
 /// The framework's own refusals in Connect's error shape: a method a path does not take
