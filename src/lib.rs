@@ -33,6 +33,7 @@ pub(crate) mod group;
 pub(crate) mod health;
 pub(crate) mod http;
 pub(crate) mod lease;
+pub(crate) mod log_levels;
 pub(crate) mod metrics;
 pub(crate) mod pipeline;
 pub mod position;

@@ -297,6 +297,42 @@ async fn connector_lifecycle_through_the_rest_api_exactly_once() {
     };
     wait_produced(&relay, 0.0);
 
+    // A log level changed while it runs (Connect's /admin/loggers): the pipeline's DEBUG
+    // lines (one per committed batch) stop at WARN and come back at DEBUG.
+    let set_level = |level: &str| {
+        let (code, changed) = call(
+            port,
+            "PUT",
+            "/admin/loggers/outboxd.pipeline",
+            Some(&json!({ "level": level })),
+        );
+        assert_eq!((code, changed), (200, json!(["outboxd.pipeline"])));
+        std::thread::sleep(Duration::from_millis(200));
+        relay.log_text().len()
+    };
+    let pipeline_lines = |from: usize| {
+        relay.log_text()[from..]
+            .matches("outboxd::pipeline")
+            .count()
+    };
+    let mark = set_level("WARN");
+    let before = produced(&relay, &name);
+    wait_produced(&relay, before + 50.0);
+    assert_eq!(pipeline_lines(mark), 0, "DEBUG lines at WARN");
+    let (_, got) = call(
+        port,
+        "GET",
+        "/admin/loggers/outboxd.pipeline.transactional",
+        None,
+    );
+    assert_eq!(got["level"], "WARN", "{got}");
+    let mark = set_level("DEBUG");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pipeline_lines(mark) == 0 {
+        assert!(Instant::now() < deadline, "no DEBUG lines back at DEBUG");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     // Paused: nothing more is produced while the writer goes on.
     let (code, _) = call(port, "PUT", &format!("/connectors/{name}/pause"), None);
     assert_eq!(code, 202);
@@ -1323,6 +1359,71 @@ async fn answers_as_kafka_connect_answers() {
         true,
         none,
     );
+    // Log levels (KIP-495/KIP-976): Connect's answers, codes and messages.
+    let level = |l: &str| {
+        let l = l.to_string();
+        move |_: &Map<String, Value>| json!({ "level": l })
+    };
+    let logger = "/admin/loggers/io.debezium.connector.mariadb.MariaDbConnector";
+    step(
+        "root logger",
+        "GET",
+        "/admin/loggers/root",
+        None,
+        false,
+        none,
+    );
+    step(
+        "unknown logger",
+        "GET",
+        "/admin/loggers/io.nope.Nothing",
+        None,
+        true,
+        none,
+    );
+    step(
+        "set a logger",
+        "PUT",
+        logger,
+        Some(&level("debug")),
+        true,
+        none,
+    );
+    step("a set logger", "GET", logger, None, false, none);
+    step(
+        "invalid level",
+        "PUT",
+        logger,
+        Some(&level("LOUD")),
+        true,
+        none,
+    );
+    step(
+        "no level",
+        "PUT",
+        logger,
+        Some(&|_: &Map<String, Value>| json!({})),
+        true,
+        none,
+    );
+    step(
+        "cluster scope",
+        "PUT",
+        &format!("{logger}?scope=cluster"),
+        Some(&level("INFO")),
+        true,
+        none,
+    );
+    // The list: Connect's every JVM logger, outboxd's the log targets with a level of their
+    // own, a Debezium name standing for outboxd's.
+    let lists: Vec<(u16, Value)> = sides
+        .iter()
+        .map(|(_, p, _)| call(*p, "GET", "/admin/loggers", None))
+        .collect();
+    assert_eq!(lists[0].0, 200, "{:?}", lists[0]);
+    assert_eq!(lists[1].0, 200, "{:?}", lists[1]);
+    assert_eq!(lists[1].1["outboxd"]["level"], "INFO", "{}", lists[1].1);
+    assert!(lists[1].1["outboxd"]["last_modified"].is_number());
     step(
         "unknown pause",
         "PUT",
@@ -1601,6 +1702,31 @@ async fn a_connector_created_on_one_member_fails_over_in_a_three_member_group() 
         m.wait_ready(Duration::from_secs(60));
         wait_api(*port, m);
         assert_eq!(call(*port, "GET", "/connectors", None), (200, json!([])));
+    }
+
+    // A log level for the whole group (KIP-976 `scope=cluster`): through one member, in the
+    // config topic, applied by every member.
+    let (code, _) = call(
+        ports[2],
+        "PUT",
+        "/admin/loggers/outboxd.group?scope=cluster",
+        Some(&json!({"level": "TRACE"})),
+    );
+    assert_eq!(code, 204);
+    for (port, m) in ports.iter().zip(members.iter()) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, got) = call(*port, "GET", "/admin/loggers/outboxd.group", None);
+            if got["level"] == "TRACE" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not applied: {got}\n{}",
+                m.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     // One name created through two members at the same moment: one 201, one 409.

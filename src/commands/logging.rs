@@ -31,31 +31,62 @@ const NATS_CLIENT_TARGET: &str = "async_nats";
 /// Silenced unless `RUST_LOG` names lapin.
 const LAPIN_TARGET: &str = "lapin";
 
-/// Installs the tracing subscriber: `RUST_LOG` filter (default `info`; the replication
+/// Installs the tracing subscriber: a reloadable `RUST_LOG` filter (default `info`; the replication
 /// worker's own error lines off, `PGWIRE_WORKER_TARGET`, and the NATS and AMQP clients',
 /// `NATS_CLIENT_TARGET`, `LAPIN_TARGET`), text or JSON lines on stderr.
 /// Text is coloured only when stderr is a terminal and `NO_COLOR` is unset (no-color.org),
 /// so logs redirected to a file or a collector carry no escape codes.
 pub fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let rust_log = std::env::var("RUST_LOG").unwrap_or_default();
+    let mut directives: Vec<String> = rust_log
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect();
+    // As tracing-subscriber's `EnvFilter::from_default_env`: `info` when RUST_LOG gives
+    // nothing that parses.
+    if directives
+        .iter()
+        .all(|d| d.parse::<tracing_subscriber::filter::Directive>().is_err())
+    {
+        directives = vec!["info".into()];
+    }
     for target in [PGWIRE_WORKER_TARGET, NATS_CLIENT_TARGET, LAPIN_TARGET] {
         let crate_name = target.split("::").next().unwrap_or(target);
-        if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains(crate_name)) {
-            if let Ok(off) = format!("{target}=off").parse() {
-                filter = filter.add_directive(off);
-            }
+        if !rust_log.contains(crate_name) {
+            directives.push(format!("{target}=off"));
         }
     }
+    // Reloadable, for Kafka Connect's /admin/loggers (crate::log_levels).
+    let filter = crate::log_levels::install(directives);
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour);
-    match format {
-        LogFormat::Text => builder.with_writer(std::io::stderr).init(),
-        LogFormat::Json => builder.json().with_writer(JsonLists).init(),
-    }
+    let (text, json) = match format {
+        LogFormat::Text => (
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(colour)
+                    .with_writer(std::io::stderr),
+            ),
+            None,
+        ),
+        LogFormat::Json => (
+            None,
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(JsonLists),
+            ),
+        ),
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(text)
+        .with(json)
+        .init();
 }
 
 /// Makes stderr writers that turn list-valued fields of JSON log lines into arrays.

@@ -182,6 +182,24 @@ impl Shared {
                     tracing::error!(connector = %name, "the group's config topic holds a target state for connector {name} that is not {{\"state\": \"STARTED\" | \"PAUSED\" | \"STOPPED\"}}: ignored (the connector keeps its target state)");
                 }
             }
+        } else if let Some(logger) = key.strip_prefix("logger-cluster-") {
+            // KIP-976: a level for every member running when it is written; members that
+            // start later read it as history and keep their own.
+            if let (true, Some(level)) = (live, body.as_ref().and_then(|b| b.get("level"))) {
+                let level = level.as_str().unwrap_or_default();
+                match crate::log_levels::set(logger, level) {
+                    Ok(_) => {
+                        tracing::info!(
+                            logger,
+                            level,
+                            "log level set for the group (REST, scope=cluster)"
+                        )
+                    }
+                    Err(e) => {
+                        tracing::warn!(logger, "a log level for the group was not applied: {e}")
+                    }
+                }
+            }
         } else if let Some(name) = key.strip_prefix("restart-connector-") {
             if live {
                 if let Some(b) = body {
@@ -224,6 +242,15 @@ pub fn claim_record(name: &str, claim: Option<&Claim>) -> Write {
     (
         format!("claim-connector-{name}"),
         claim.and_then(|c| serde_json::to_value(c).ok()),
+    )
+}
+
+/// The record setting logger `name` to `level` on every member (KIP-976's
+/// `logger-cluster-<namespace>`, value `{"level": ...}`).
+pub fn logger_record(name: &str, level: &str) -> Write {
+    (
+        format!("logger-cluster-{name}"),
+        Some(json!({"level": level})),
     )
 }
 

@@ -109,6 +109,20 @@ impl GroupView {
         names
     }
 
+    /// Sets logger `name` to `level` on every member running now (Connect's
+    /// `PUT /admin/loggers/{name}?scope=cluster`): written to the config topic, applied by
+    /// each member as it reads it (this one before this returns).
+    ///
+    /// Errors: the member has not joined yet, or the config topic did not take the record.
+    pub async fn set_logger_level(&self, name: &str, level: &str) -> Result<(), OpError> {
+        let shared = self.shared()?;
+        shared
+            .write(&[configs::logger_record(name, level)])
+            .await
+            .map_err(OpError::Store)?;
+        Ok(())
+    }
+
     fn shared(&self) -> Result<&Arc<SharedConfigs>, OpError> {
         self.shared.get().ok_or_else(|| {
             OpError::NotYet(format!(

@@ -56,6 +56,11 @@ pub async fn serve(
                 .patch(super::offsets::alter)
                 .delete(super::offsets::reset),
         )
+        .route("/admin/loggers", get(super::loggers::list))
+        .route(
+            "/admin/loggers/{name}",
+            get(super::loggers::get).put(super::loggers::put),
+        )
         .route("/connector-plugins", get(plugins))
         .route("/connector-plugins/{class}/config/validate", put(validate))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "HTTP 404 Not Found") })
@@ -226,7 +231,7 @@ async fn root(State(rest): S) -> Response {
 }
 
 /// The query's values of `key` (`?expand=status&expand=info`).
-fn query_values(query: &Option<String>, key: &str) -> Vec<String> {
+pub(super) fn query_values(query: &Option<String>, key: &str) -> Vec<String> {
     query
         .as_deref()
         .unwrap_or("")

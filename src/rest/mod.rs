@@ -25,6 +25,7 @@
 pub(crate) mod config;
 mod handlers;
 pub mod listener;
+mod loggers;
 mod offsets;
 
 pub use handlers::serve;
