@@ -26,6 +26,9 @@ struct Levels {
     base: Vec<String>,
     /// Level of `root` as the process started (`RUST_LOG`'s bare level, or `INFO`).
     root: String,
+    /// Targets silenced at start that a level for `root` leaves silenced (clients whose
+    /// own error lines repeat what outboxd reports).
+    quiet: Vec<String>,
     /// Target → (level, when set, ms since the Unix epoch); `root` included once set.
     set: Mutex<BTreeMap<String, (String, i64)>>,
     handle: reload::Handle<EnvFilter, Registry>,
@@ -54,9 +57,13 @@ impl std::fmt::Display for LevelError {
 }
 
 /// The reloadable filter layer for the process's subscriber, built from `directives` (the
-/// `RUST_LOG` text split at commas, plus outboxd's own; one that does not parse is left
-/// out); remembers its handle so that [`set`] can change it (the first call's only).
-pub fn install(directives: Vec<String>) -> reload::Layer<EnvFilter, Registry> {
+/// `RUST_LOG` text split at commas, then `quiet` targets turned off; one that does not
+/// parse is left out); remembers its handle so that [`set`] can change it (the first
+/// call's only).
+pub fn install(
+    mut directives: Vec<String>,
+    quiet: Vec<String>,
+) -> reload::Layer<EnvFilter, Registry> {
     let filter = build(&directives, &BTreeMap::new());
     let root = directives
         .iter()
@@ -64,10 +71,12 @@ pub fn install(directives: Vec<String>) -> reload::Layer<EnvFilter, Registry> {
         .and_then(|d| level_of(d))
         .unwrap_or("INFO")
         .to_string();
+    directives.extend(quiet.iter().map(|t| format!("{t}=off")));
     let (layer, handle) = reload::Layer::new(filter);
     let _ = LEVELS.set(Levels {
         base: directives,
         root,
+        quiet,
         set: Mutex::new(BTreeMap::new()),
         handle,
     });
@@ -223,7 +232,10 @@ pub fn set(name: &str, level: &str) -> Result<Vec<String>, LevelError> {
     let target = target_of(name);
     let at = now_ms();
     let mut set = levels.set.lock().unwrap_or_else(|e| e.into_inner());
-    let below = |t: &str| target == "root" || t.starts_with(&format!("{target}::"));
+    let below = |t: &str| {
+        (target == "root" && !levels.quiet.iter().any(|q| q == t))
+            || t.starts_with(&format!("{target}::"))
+    };
     let mut changed = vec![name.to_string()];
     let children: Vec<String> = listed(&levels.base, &set)
         .into_keys()
@@ -270,5 +282,10 @@ mod tests {
         let text = f.to_string();
         assert!(text.contains("outboxd::connector=debug"), "{text}");
         assert!(!text.contains("outboxd::connector=warn"), "{text}");
+        let mut set = BTreeMap::new();
+        set.insert("root".to_string(), ("WARN".to_string(), 1));
+        let text = build(&["info".into(), "lapin=off".into()], &set).to_string();
+        assert!(text.contains("lapin=off") && text.contains("warn"), "{text}");
+        assert!(!text.contains("info"), "{text}");
     }
 }

@@ -55,14 +55,13 @@ pub fn init_logging(format: LogFormat) {
     {
         directives = vec!["info".into()];
     }
-    for target in [PGWIRE_WORKER_TARGET, NATS_CLIENT_TARGET, LAPIN_TARGET] {
-        let crate_name = target.split("::").next().unwrap_or(target);
-        if !rust_log.contains(crate_name) {
-            directives.push(format!("{target}=off"));
-        }
-    }
+    let quiet: Vec<String> = [PGWIRE_WORKER_TARGET, NATS_CLIENT_TARGET, LAPIN_TARGET]
+        .into_iter()
+        .filter(|t| !rust_log.contains(t.split("::").next().unwrap_or(t)))
+        .map(str::to_string)
+        .collect();
     // Reloadable, for Kafka Connect's /admin/loggers (crate::log_levels).
-    let filter = crate::log_levels::install(directives);
+    let filter = crate::log_levels::install(directives, quiet);
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let (text, json) = match format {
         LogFormat::Text => (
