@@ -31,6 +31,9 @@ struct Levels {
     quiet: Vec<String>,
     /// Target → (level, when set, ms since the Unix epoch); `root` included once set.
     set: Mutex<BTreeMap<String, (String, i64)>>,
+    /// Debezium or Kafka logger names set ([`ALIASES`]) → the target they stand for: listed
+    /// under the name given, as Connect lists the loggers it was asked to set.
+    aliases: Mutex<BTreeMap<String, String>>,
     handle: reload::Handle<EnvFilter, Registry>,
 }
 
@@ -78,6 +81,7 @@ pub fn install(
         root,
         quiet,
         set: Mutex::new(BTreeMap::new()),
+        aliases: Mutex::new(BTreeMap::new()),
         handle,
     });
     layer
@@ -135,30 +139,58 @@ fn level_of(text: &str) -> Option<&'static str> {
     })
 }
 
-/// The log target logger `name` stands for: `root`; `io.debezium…` → `outboxd`;
-/// `org.apache.kafka…` → `librdkafka`; otherwise `name` with `.` read as `::`.
+/// Debezium's and Kafka's logger names → the log target doing their work here, most
+/// specific first: a name under one of these stands for its target.
+const ALIASES: &[(&str, &str)] = &[
+    ("io.debezium.connector.mysql", "outboxd::source::mysql"),
+    ("io.debezium.connector.mariadb", "outboxd::source::mysql"),
+    ("io.debezium.connector.binlog", "outboxd::source::mysql"),
+    (
+        "io.debezium.connector.postgresql",
+        "outboxd::source::postgres",
+    ),
+    ("io.debezium.transforms.outbox", "outboxd::router"),
+    ("io.debezium", "outboxd"),
+    ("org.apache.kafka.connect", "outboxd"),
+    ("org.apache.kafka", "librdkafka"),
+];
+
+/// The log target logger `name` stands for: `root`; a Debezium or Kafka name
+/// ([`ALIASES`]: `io.debezium.connector.postgresql…` → `outboxd::source::postgres`,
+/// `io.debezium…` → `outboxd`, `org.apache.kafka…` → `librdkafka`); otherwise `name` with
+/// `.` read as `::`.
 pub fn target_of(name: &str) -> String {
     let under = |prefix: &str| name == prefix || name.starts_with(&format!("{prefix}."));
     if name == "root" {
-        "root".into()
-    } else if under("io.debezium") {
-        "outboxd".into()
-    } else if under("org.apache.kafka") {
-        "librdkafka".into()
-    } else {
-        name.replace('.', "::")
+        return "root".into();
+    }
+    match ALIASES.iter().find(|(prefix, _)| under(prefix)) {
+        Some((_, target)) => target.to_string(),
+        None => name.replace('.', "::"),
     }
 }
 
-/// The loggers whose level was set (by `RUST_LOG` or [`set`]): logger name (as
-/// `target` is written, `::` as `.`) → (level, when set). Connect lists every logger the
-/// JVM has; outboxd's log targets are not enumerable, so those with a level of their own.
+/// The loggers whose level was set (by `RUST_LOG`, the clients silenced at start, or
+/// [`set`]): logger name (a target written with `.` for `::`, or the Debezium or Kafka
+/// name it was set by) → (level, when set). Connect lists every logger the JVM has;
+/// outboxd's log targets are not enumerable, so those with a level of their own.
 pub fn list() -> BTreeMap<String, (String, Option<i64>)> {
     let Some(levels) = LEVELS.get() else {
         return BTreeMap::new();
     };
     let set = levels.set.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    listed(&levels.base, &set)
+    let mut out = listed(&levels.base, &set);
+    for (name, target) in levels
+        .aliases
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        if let Some((level, at)) = set.get(target) {
+            out.insert(name.clone(), (level.clone(), Some(*at)));
+        }
+    }
+    out
 }
 
 /// [`list`] of `base` and `set`.
@@ -246,6 +278,13 @@ pub fn set(name: &str, level: &str) -> Result<Vec<String>, LevelError> {
         changed.push(child.replace("::", "."));
         set.insert(child, (level.to_string(), at));
     }
+    if target != name.replace('.', "::") && target != "root" {
+        levels
+            .aliases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), target.clone());
+    }
     set.insert(target, (level.to_string(), at));
     levels
         .handle
@@ -265,7 +304,15 @@ mod tests {
         assert_eq!(target_of("outboxd.connector"), "outboxd::connector");
         assert_eq!(target_of("outboxd::connector"), "outboxd::connector");
         assert_eq!(target_of("io.debezium"), "outboxd");
-        assert_eq!(target_of("io.debezium.connector.mysql"), "outboxd");
+        assert_eq!(
+            target_of("io.debezium.connector.mysql"),
+            "outboxd::source::mysql"
+        );
+        assert_eq!(
+            target_of("io.debezium.connector.postgresql.PostgresConnector"),
+            "outboxd::source::postgres"
+        );
+        assert_eq!(target_of("io.debezium.connector"), "outboxd");
         assert_eq!(target_of("io.debeziumx"), "io::debeziumx");
         assert_eq!(target_of("org.apache.kafka.clients"), "librdkafka");
         assert_eq!(target_of("root"), "root");
@@ -285,7 +332,10 @@ mod tests {
         let mut set = BTreeMap::new();
         set.insert("root".to_string(), ("WARN".to_string(), 1));
         let text = build(&["info".into(), "lapin=off".into()], &set).to_string();
-        assert!(text.contains("lapin=off") && text.contains("warn"), "{text}");
+        assert!(
+            text.contains("lapin=off") && text.contains("warn"),
+            "{text}"
+        );
         assert!(!text.contains("info"), "{text}");
     }
 }

@@ -1415,15 +1415,24 @@ async fn answers_as_kafka_connect_answers() {
         none,
     );
     // The list: Connect's every JVM logger, outboxd's the log targets with a level of their
-    // own, a Debezium name standing for outboxd's.
+    // own, and the Debezium names set, as given (this one stands for the MySQL/MariaDB
+    // source's target).
     let lists: Vec<(u16, Value)> = sides
         .iter()
         .map(|(_, p, _)| call(*p, "GET", "/admin/loggers", None))
         .collect();
     assert_eq!(lists[0].0, 200, "{:?}", lists[0]);
     assert_eq!(lists[1].0, 200, "{:?}", lists[1]);
-    assert_eq!(lists[1].1["outboxd"]["level"], "INFO", "{}", lists[1].1);
-    assert!(lists[1].1["outboxd"]["last_modified"].is_number());
+    let set_name = logger.trim_start_matches("/admin/loggers/");
+    for listed in [&lists[0].1[set_name], &lists[1].1[set_name]] {
+        assert_eq!(listed["level"], "INFO", "{set_name}: {listed}");
+        assert!(listed["last_modified"].is_number(), "{listed}");
+    }
+    assert_eq!(
+        lists[1].1["outboxd.source.mysql"]["level"], "INFO",
+        "{}",
+        lists[1].1
+    );
     step(
         "unknown pause",
         "PUT",

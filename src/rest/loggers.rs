@@ -70,8 +70,14 @@ pub(super) async fn put(
         }
     }
     match log_levels::set(&name, &level) {
-        Ok(_) if cluster => StatusCode::NO_CONTENT.into_response(),
-        Ok(changed) => Json(changed).into_response(),
+        Ok(changed) => {
+            tracing::info!(logger = %name, %level, target = %log_levels::target_of(&name), "log level set (REST)");
+            if cluster {
+                StatusCode::NO_CONTENT.into_response()
+            } else {
+                Json(changed).into_response()
+            }
+        }
         Err(e) => level_error(e),
     }
 }
