@@ -15,7 +15,7 @@
 //! * As in Connect, deleting a connector keeps its topics: one created again under that name
 //!   lists them until a reset.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -63,9 +63,8 @@ struct Inner {
 #[derive(Default)]
 struct State {
     used: Used,
-    /// Noted here, not yet known kept (a [`ActiveTopics::replace`] keeps them).
-    pending: BTreeSet<(String, String)>,
-    /// Notes that could not be kept: not tried again before then.
+    /// Notes the keeper could not keep: listed all the same (the topic was used), noted
+    /// again at a record for the topic after then.
     retry: BTreeMap<(String, String), Instant>,
     /// The last note could not be kept (its WARN was logged).
     failing: bool,
@@ -104,33 +103,27 @@ impl ActiveTopics {
 
     /// Notes that `connector` sent a record to `topic`. The first note of a topic is kept in
     /// the background (on the tokio runtime, when there is one); one that could not be kept
-    /// is logged and tried again at a later record, at most every 10 s.
+    /// stays listed, is logged (one WARN until notes are kept again) and is noted again at a
+    /// later record for the topic, at most every 10 s.
     pub fn used(&self, connector: &str, topic: &str) {
         if self.inner.off.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
         let at_ms = {
             let mut s = self.state();
-            if s.used.get(connector).is_some_and(|t| t.contains_key(topic)) {
-                return;
-            }
             let key = (connector.to_string(), topic.to_string());
-            if s.retry.get(&key).is_some_and(|t| Instant::now() < *t) {
-                return;
+            let listed = s.used.get(connector).and_then(|t| t.get(topic)).copied();
+            match (listed, s.retry.get(&key)) {
+                (Some(_), None) => return,
+                (Some(_), Some(t)) if Instant::now() < *t => return,
+                _ => {}
             }
             s.retry.remove(&key);
-            let at_ms = now_ms();
-            s.used
-                .entry(key.0.clone())
-                .or_default()
-                .insert(key.1.clone(), at_ms);
-            s.pending.insert(key);
+            let at_ms = listed.unwrap_or_else(now_ms);
+            s.used.entry(key.0).or_default().insert(key.1, at_ms);
             at_ms
         };
         let Some(keeper) = self.keeper() else {
-            self.state()
-                .pending
-                .remove(&(connector.to_string(), topic.to_string()));
             return;
         };
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -140,8 +133,6 @@ impl ActiveTopics {
         rt.spawn(async move {
             let kept = keeper.note(&connector, &topic, at_ms).await;
             let mut s = this.state();
-            let key = (connector, topic);
-            s.pending.remove(&key);
             match kept {
                 Ok(()) if s.failing => {
                     s.failing = false;
@@ -149,20 +140,42 @@ impl ActiveTopics {
                 }
                 Ok(()) => {}
                 Err(e) => {
-                    // One WARN per streak of failures, not one per topic every 10 s.
+                    // One WARN per streak of failures, not one per topic.
                     if !s.failing {
                         s.failing = true;
-                        tracing::warn!(connector = %key.0, "topic tracking: cannot keep the topics connectors use: {e}; GET /connectors/{{name}}/topics leaves out each such topic until a later record for it is kept (tried again at most every 10 s per topic; an INFO says when keeping works again)");
+                        tracing::warn!(connector = %connector, "topic tracking: cannot keep the topics connectors use: {e}; GET /connectors/{{name}}/topics lists them while this process runs, and each is kept at a later record for it (tried again at most every 10 s per topic; an INFO says when keeping works again)");
                     } else {
-                        tracing::debug!(connector = %key.0, "topic tracking: still cannot keep a used topic: {e}");
+                        tracing::debug!(connector = %connector, "topic tracking: still cannot keep a used topic: {e}");
                     }
-                    if let Some(t) = s.used.get_mut(&key.0) {
-                        t.remove(&key.1);
+                    // Still listed (a reset since has removed it: nothing to retry).
+                    if s.used.get(&connector).is_some_and(|t| t.contains_key(&topic)) {
+                        s.retry
+                            .insert((connector, topic), Instant::now() + RETRY_AFTER);
                     }
-                    s.retry.insert(key, Instant::now() + RETRY_AFTER);
                 }
             }
         });
+    }
+
+    /// What the keeper holds changed (a group member read it in the config topic): `connector`
+    /// used `topic` first at `at_ms`, or (`None`) no longer lists it (a reset).
+    pub fn kept(&self, connector: &str, topic: &str, at_ms: Option<i64>) {
+        let mut s = self.state();
+        let key = (connector.to_string(), topic.to_string());
+        s.retry.remove(&key);
+        match at_ms {
+            Some(at) => {
+                s.used.entry(key.0).or_default().insert(key.1, at);
+            }
+            None => {
+                if let Some(t) = s.used.get_mut(connector) {
+                    t.remove(topic);
+                    if t.is_empty() {
+                        s.used.remove(connector);
+                    }
+                }
+            }
+        }
     }
 
     /// The topics `connector` used, sorted (empty for a connector that used none, or that
@@ -182,7 +195,7 @@ impl ActiveTopics {
     pub async fn reset(&self, connector: &str) -> Result<(), String> {
         let topics: Vec<String> = {
             let mut s = self.state();
-            s.pending.retain(|(c, _)| c != connector);
+            s.retry.retain(|(c, _), _| c != connector);
             s.used
                 .remove(connector)
                 .map(|t| t.into_keys().collect())
@@ -192,20 +205,6 @@ impl ActiveTopics {
             Some(k) if !topics.is_empty() => k.forget(connector, &topics).await,
             _ => Ok(()),
         }
-    }
-
-    /// Replaces what is known with `kept` (what the keeper holds now, as every member reads
-    /// it from the group's config topic), keeping the notes made here that it does not hold
-    /// yet.
-    pub fn replace(&self, kept: &Used) {
-        let mut s = self.state();
-        let mut used = kept.clone();
-        for (c, t) in &s.pending {
-            if let Some(at) = s.used.get(c).and_then(|m| m.get(t)) {
-                used.entry(c.clone()).or_default().insert(t.clone(), *at);
-            }
-        }
-        s.used = used;
     }
 }
 
@@ -217,10 +216,11 @@ pub struct FileKeeper {
     path: PathBuf,
     /// What the file should hold, and how many changes were made to it.
     wanted: Mutex<(Used, u64)>,
-    /// How many changes the file holds (the writer's lock: one write at a time).
-    written: tokio::sync::Mutex<u64>,
-    /// How many times the file was written.
-    writes: std::sync::atomic::AtomicU64,
+    /// How many changes the file holds, and the last write that failed (how many changes
+    /// it held, why): the writer's lock, one write at a time.
+    written: tokio::sync::Mutex<(u64, Option<(u64, String)>)>,
+    /// How many times the file was written or tried.
+    attempts: std::sync::atomic::AtomicU64,
 }
 
 impl FileKeeper {
@@ -242,8 +242,8 @@ impl FileKeeper {
         let keeper = Self {
             path,
             wanted: Mutex::new((used.clone(), 0)),
-            written: tokio::sync::Mutex::new(0),
-            writes: Default::default(),
+            written: tokio::sync::Mutex::new((0, None)),
+            attempts: Default::default(),
         };
         Ok((keeper, used))
     }
@@ -254,15 +254,16 @@ impl FileKeeper {
         Self {
             path,
             wanted: Mutex::new((Used::new(), 0)),
-            written: tokio::sync::Mutex::new(0),
-            writes: Default::default(),
+            written: tokio::sync::Mutex::new((0, None)),
+            attempts: Default::default(),
         }
     }
 
-    /// How many times this keeper wrote its file (each write holds every note made before it).
+    /// How many times this keeper wrote its file or tried to (each write holds every note
+    /// made before it).
     #[cfg(test)]
-    fn writes(&self) -> u64 {
-        self.writes.load(std::sync::atomic::Ordering::Relaxed)
+    fn attempts(&self) -> u64 {
+        self.attempts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Applies `change` to what the file should hold, then returns once a write that holds
@@ -275,8 +276,15 @@ impl FileKeeper {
             w.1
         };
         let mut written = self.written.lock().await;
-        if *written >= mine {
+        if written.0 >= mine {
             return Ok(());
+        }
+        // A write that held this change failed while this caller waited: its answer, rather
+        // than another write of the whole file per waiting caller.
+        if let Some((held, why)) = &written.1 {
+            if *held >= mine {
+                return Err(why.clone());
+            }
         }
         let (bytes, holds) = {
             let w = self.wanted.lock().unwrap_or_else(|e| e.into_inner());
@@ -286,20 +294,25 @@ impl FileKeeper {
             )
         };
         let path = self.path.clone();
-        let done = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, bytes)?;
-            std::fs::rename(&tmp, &path)
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-        done.map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
-        *written = holds;
-        self.writes
+        self.attempts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let done: Result<(), String> =
+            tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let tmp = path.with_extension("tmp");
+                std::fs::write(&tmp, bytes)?;
+                std::fs::rename(&tmp, &path)
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|d| d.map_err(|e| format!("cannot write {}: {e}", self.path.display())));
+        if let Err(why) = done {
+            written.1 = Some((holds, why.clone()));
+            return Err(why);
+        }
+        *written = (holds, None);
         Ok(())
     }
 }
@@ -397,9 +410,9 @@ mod tests {
         }
         // Every note is in the file, written far fewer times than there were notes.
         assert!(
-            keeper.writes() < MANY as u64 / 2,
+            keeper.attempts() < MANY as u64 / 2,
             "{} writes",
-            keeper.writes()
+            keeper.attempts()
         );
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -412,32 +425,91 @@ mod tests {
         assert!(topics.list("a").is_empty());
     }
 
-    #[test]
-    fn a_replace_keeps_notes_not_yet_kept() {
-        struct Never;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_note_not_kept_stays_listed_and_is_noted_again() {
+        struct Failing(std::sync::atomic::AtomicU64);
         #[async_trait::async_trait]
-        impl Keeper for Never {
+        impl Keeper for Failing {
             async fn note(&self, _: &str, _: &str, _: i64) -> Result<(), String> {
-                std::future::pending().await
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Err("refused".into())
             }
             async fn forget(&self, _: &str, _: &[String]) -> Result<(), String> {
                 Ok(())
             }
         }
+        let keeper = Arc::new(Failing(Default::default()));
         let topics = ActiveTopics::default();
-        topics.keep_with(Arc::new(Never), Used::new());
-        // No runtime: the note stays pending.
-        topics.used("a", "mine");
-        let mut kept = Used::new();
-        kept.entry("a".into())
-            .or_default()
-            .insert("theirs".into(), 1);
-        kept.entry("b".into()).or_default().insert("x".into(), 1);
-        topics.replace(&kept);
-        assert_eq!(topics.list("a"), ["mine", "theirs"]);
-        // What the keeper no longer holds is gone (a reset through another member).
-        topics.replace(&Used::new());
-        assert_eq!(topics.list("a"), ["mine"]);
-        assert!(topics.list("b").is_empty());
+        topics.keep_with(keeper.clone(), Used::new());
+        topics.used("a", "orders");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !topics
+            .state()
+            .retry
+            .contains_key(&("a".into(), "orders".into()))
+        {
+            assert!(Instant::now() < deadline, "the failure was not seen");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Listed all the same; the next records within 10 s do not note it again.
+        assert_eq!(topics.list("a"), ["orders"]);
+        topics.used("a", "orders");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(keeper.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // Past its time, a record notes it again.
+        topics
+            .state()
+            .retry
+            .insert(("a".into(), "orders".into()), Instant::now());
+        topics.used("a", "orders");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while keeper.0.load(std::sync::atomic::Ordering::Relaxed) < 2 {
+            assert!(Instant::now() < deadline, "not noted again");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // A reset forgets it, and its retry.
+        topics.reset("a").await.unwrap();
+        assert!(topics.list("a").is_empty());
+        assert!(topics.state().retry.is_empty());
+    }
+
+    #[test]
+    fn what_the_keeper_holds_is_listed() {
+        let topics = ActiveTopics::default();
+        topics.kept("a", "orders", Some(5));
+        topics.kept("a", "carts", Some(6));
+        topics.kept("b", "x", Some(7));
+        assert_eq!(topics.list("a"), ["carts", "orders"]);
+        topics.kept("a", "orders", None);
+        topics.kept("a", "carts", None);
+        topics.kept("a", "never", None);
+        assert!(topics.list("a").is_empty());
+        assert_eq!(topics.list("b"), ["x"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn notes_made_during_a_failed_write_share_its_answer() {
+        let dir = std::env::temp_dir().join(format!("outboxd-active-topics-fail-{}", now_ms()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Its parent is a file: every write fails (whoever runs the test).
+        let blocker = dir.join("blocker");
+        std::fs::write(&blocker, b"").unwrap();
+        let keeper = Arc::new(FileKeeper::empty(blocker.join(".active-topics.json")));
+        const MANY: usize = 2000;
+        let notes: Vec<_> = (0..MANY)
+            .map(|i| {
+                let k = keeper.clone();
+                tokio::spawn(async move { k.note("a", &format!("t{i}"), 1).await })
+            })
+            .collect();
+        for n in notes {
+            assert!(n.await.unwrap().is_err());
+        }
+        assert!(
+            keeper.attempts() < MANY as u64 / 2,
+            "{} attempts",
+            keeper.attempts()
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

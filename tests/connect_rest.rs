@@ -2255,6 +2255,30 @@ async fn a_connector_file_seeds_the_group_for_members_without_it() {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
+    // Their reset, through the member that just joined: a tombstone each, all written (the
+    // answer does not wait for them all), every member's list emptied.
+    let (code, _) = call(
+        port,
+        "PUT",
+        &format!("/connectors/{history}/topics/reset"),
+        None,
+    );
+    assert_eq!(code, 202);
+    for (who, p, m) in [
+        ("joining", port, &joining),
+        ("running", ports[1], &members[1]),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while listed(p) != (200, 0) {
+            assert!(
+                Instant::now() < deadline,
+                "{who} member still lists {:?} topics after the reset\n{}",
+                listed(p),
+                m.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
     joining.stop();
     for m in members.iter_mut() {
         m.stop();

@@ -64,9 +64,6 @@ pub struct Shared {
     /// Connector name → the claim that won the right to create it (the first read while no
     /// connector of that name exists; a claim older than [`CLAIM_VALID`] gives way).
     pub claims: BTreeMap<String, Claim>,
-    /// Connector name → the topics it used ([`crate::active_topics`]); shared, so that
-    /// publishing the state does not copy thousands of topics when they did not change.
-    pub topics: Arc<crate::active_topics::Used>,
     /// The next offset to read: everything before it is in this state.
     pub read_to: i64,
     /// Whether the topic has been read to the end it had when the member opened it.
@@ -91,7 +88,17 @@ pub const CLAIM_VALID: Duration = Duration::from_secs(60);
 impl Shared {
     /// Applies one record (key, value); `live`: read after the member caught up (restart
     /// requests before that are history, not requests to this member).
-    fn apply(&mut self, key: &[u8], value: Option<&[u8]>, live: bool) {
+    ///
+    /// A topic-tracking record (`status-topic-<topic>:connector-<name>`) goes to `topics`,
+    /// not into the state: there may be hundreds of thousands, and the state is copied each
+    /// time it is published.
+    fn apply(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        live: bool,
+        topics: &crate::active_topics::ActiveTopics,
+    ) {
         let Ok(key) = std::str::from_utf8(key) else {
             return;
         };
@@ -104,25 +111,13 @@ impl Shared {
             else {
                 return;
             };
-            if value.is_none() {
-                let topics = Arc::make_mut(&mut self.topics);
-                if let Some(t) = topics.get_mut(name) {
-                    t.remove(topic);
-                    if t.is_empty() {
-                        topics.remove(name);
-                    }
-                }
-                return;
-            }
-            let at = body
-                .as_ref()
-                .and_then(|b| b.pointer("/topic/discoverTimestamp"))
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            Arc::make_mut(&mut self.topics)
-                .entry(name.to_string())
-                .or_default()
-                .insert(topic.to_string(), at);
+            let at = value.map(|_| {
+                body.as_ref()
+                    .and_then(|b| b.pointer("/topic/discoverTimestamp"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            });
+            topics.kept(name, topic, at);
             return;
         }
         if let Some(name) = key.strip_prefix("claim-connector-") {
@@ -304,10 +299,16 @@ pub struct SharedConfigs {
 }
 
 impl SharedConfigs {
-    /// Opens group `group`'s config topic (it must exist) and starts following it.
+    /// Opens group `group`'s config topic (it must exist) and starts following it; the
+    /// topic-tracking records read go to `topics`.
     ///
     /// Errors when a Kafka client cannot be created.
-    pub fn open(kafka: &KafkaConfig, group: &str, link: Arc<KafkaLink>) -> Result<Self, String> {
+    pub fn open(
+        kafka: &KafkaConfig,
+        group: &str,
+        link: Arc<KafkaLink>,
+        topics: crate::active_topics::ActiveTopics,
+    ) -> Result<Self, String> {
         let producer: FutureProducer<ClientLog> = client::config(kafka)
             .set("enable.idempotence", "true")
             .set("linger.ms", "0")
@@ -336,7 +337,7 @@ impl SharedConfigs {
         let t = topic.clone();
         std::thread::Builder::new()
             .name("outboxd-configs".into())
-            .spawn(move || follow(consumer, &t, &tx, &flag))
+            .spawn(move || follow(consumer, &t, &tx, &flag, &topics))
             .map_err(|e| format!("cannot start the config topic's reader: {e}"))?;
         Ok(Self {
             producer,
@@ -356,21 +357,32 @@ impl SharedConfigs {
         self.state.clone()
     }
 
-    /// Waits (at most `wait`) until the topic has been read to the end it had at open.
+    /// Waits until the topic has been read to the end it had at open, as long as reading
+    /// goes on: at most `wait` without a record read (a long topic takes as long as it
+    /// takes; a reader that stopped moving does not).
     ///
-    /// Errors when it has not.
+    /// Errors when nothing was read for `wait` before the end.
     pub async fn caught_up(&self, wait: Duration) -> Result<Shared, String> {
         let mut rx = self.state.clone();
-        let read = tokio::time::timeout(wait, async {
-            rx.wait_for(|s| s.caught_up).await.map(|s| s.clone())
-        })
-        .await;
-        match read {
-            Ok(Ok(s)) => Ok(s),
-            _ => Err(format!(
-                "the group's config topic {} was not read to its end within {wait:?}",
-                self.topic
-            )),
+        let mut read_to = rx.borrow().read_to;
+        loop {
+            let step = tokio::time::timeout(wait, async {
+                rx.wait_for(|s| s.caught_up || s.read_to != read_to)
+                    .await
+                    .map(|s| s.clone())
+            })
+            .await;
+            match step {
+                Ok(Ok(s)) if s.caught_up => return Ok(s),
+                Ok(Ok(s)) => read_to = s.read_to,
+                _ => {
+                    return Err(format!(
+                        "the group's config topic {} was not read to its end: nothing read for \
+                         {wait:?} (read to offset {read_to})",
+                        self.topic
+                    ))
+                }
+            }
         }
     }
 
@@ -381,20 +393,27 @@ impl SharedConfigs {
     /// [`WRITE_WAIT`]: what was written before the failure stays written.
     pub async fn write(&self, records: &[Write]) -> Result<Shared, String> {
         let mut last = -1;
-        for (key, value) in records {
-            let payload = value.as_ref().map(|v| v.to_string());
-            let mut record = FutureRecord::<str, str>::to(&self.topic).key(key);
-            if let Some(p) = &payload {
-                record = record.payload(p);
-            }
-            let delivered = self
-                .producer
-                .send(record, WRITE_WAIT)
-                .await
-                .map_err(|(e, _)| {
+        // Sent a chunk at a time, each chunk's records all in flight together (one
+        // partition, an idempotent producer: in the order sent); a reset of thousands of
+        // topics once waited for each tombstone in turn.
+        for chunk in records.chunks(WRITE_CHUNK) {
+            let payloads: Vec<Option<String>> = chunk
+                .iter()
+                .map(|(_, v)| v.as_ref().map(|v| v.to_string()))
+                .collect();
+            let sends = chunk.iter().zip(&payloads).map(|((key, _), payload)| {
+                let mut record = FutureRecord::<str, str>::to(&self.topic).key(key);
+                if let Some(p) = payload {
+                    record = record.payload(p);
+                }
+                self.producer.send(record, WRITE_WAIT)
+            });
+            for delivered in futures_util::future::join_all(sends).await {
+                let delivered = delivered.map_err(|(e, _)| {
                     format!("writing to the group's config topic {}: {e}", self.topic)
                 })?;
-            last = last.max(delivered.offset);
+                last = last.max(delivered.offset);
+            }
         }
         let mut rx = self.state.clone();
         let read = tokio::time::timeout(WRITE_WAIT, async {
@@ -418,6 +437,9 @@ impl Drop for SharedConfigs {
 }
 
 /// The reader thread: polls the topic until `stop`, publishing each new state on `tx`.
+/// Most records [`SharedConfigs::write`] has in flight at once.
+const WRITE_CHUNK: usize = 5_000;
+
 /// Most records [`follow`] applies before it publishes the state.
 const BATCH: usize = 10_000;
 
@@ -426,6 +448,7 @@ fn follow(
     topic: &str,
     tx: &watch::Sender<Shared>,
     stop: &AtomicBool,
+    topics: &crate::active_topics::ActiveTopics,
 ) {
     let mut state = Shared::default();
     // The end to reach before the state counts as caught up (unknown until Kafka answers).
@@ -445,7 +468,7 @@ fn follow(
                 break;
             };
             if let Some(key) = m.key() {
-                state.apply(key, m.payload(), state.caught_up);
+                state.apply(key, m.payload(), state.caught_up, topics);
             }
             state.read_to = m.offset() + 1;
             changed = true;
@@ -477,28 +500,48 @@ mod tests {
 
     fn apply(s: &mut Shared, w: &Write, live: bool) {
         let v = w.1.as_ref().map(|v| v.to_string());
-        s.apply(w.0.as_bytes(), v.as_deref().map(str::as_bytes), live);
+        let topics = crate::active_topics::ActiveTopics::default();
+        s.apply(
+            w.0.as_bytes(),
+            v.as_deref().map(str::as_bytes),
+            live,
+            &topics,
+        );
     }
 
     #[test]
     fn topic_records_track_topics_and_a_tombstone_forgets_them() {
         let mut s = Shared::default();
-        apply(&mut s, &topic_record("a", "orders", Some(5)), true);
-        apply(&mut s, &topic_record("a", "x:connector-y", Some(6)), true);
-        apply(&mut s, &topic_record("b", "orders", Some(7)), true);
-        assert_eq!(s.topics["a"]["orders"], 5);
-        assert_eq!(s.topics["a"]["x:connector-y"], 6);
-        apply(&mut s, &topic_record("a", "orders", None), true);
-        apply(&mut s, &topic_record("a", "x:connector-y", None), true);
-        assert!(!s.topics.contains_key("a"));
-        assert_eq!(s.topics["b"].len(), 1);
+        let topics = crate::active_topics::ActiveTopics::default();
+        let mut put = |w: &Write| {
+            let v = w.1.as_ref().map(|v| v.to_string());
+            s.apply(
+                w.0.as_bytes(),
+                v.as_deref().map(str::as_bytes),
+                true,
+                &topics,
+            );
+        };
+        put(&topic_record("a", "orders", Some(5)));
+        put(&topic_record("a", "x:connector-y", Some(6)));
+        put(&topic_record("b", "orders", Some(7)));
+        assert_eq!(topics.list("a"), ["orders", "x:connector-y"]);
+        put(&topic_record("a", "orders", None));
+        put(&topic_record("a", "x:connector-y", None));
+        assert!(topics.list("a").is_empty());
+        assert_eq!(topics.list("b"), ["orders"]);
         // Bytes from outside: ignored, never a panic.
-        s.apply(b"status-topic-", Some(b"{}"), true);
-        s.apply(b"status-topic-t:connector-", Some(b"{}"), true);
-        s.apply(b"status-topic-:connector-c", None, true);
-        s.apply(b"status-topic-t:connector-c", Some(b"garbage"), true);
-        assert_eq!(s.topics["c"]["t"], 0);
-        assert_eq!(s.topics.len(), 2);
+        for (k, v) in [
+            (&b"status-topic-"[..], Some(&b"{}"[..])),
+            (b"status-topic-t:connector-", Some(b"{}")),
+            (b"status-topic-:connector-c", None),
+            (b"status-topic-t:connector-c", Some(b"garbage")),
+        ] {
+            s.apply(k, v, true, &topics);
+        }
+        assert_eq!(topics.list("c"), ["t"]);
+        // Not in the state, which is copied at each change.
+        assert_eq!(s, Shared::default());
     }
 
     #[test]
@@ -523,21 +566,31 @@ mod tests {
         assert!(s.connectors.is_empty());
         assert!(s.targets.is_empty());
         // Bytes from outside: ignored, never a panic.
-        s.apply(&[0xff, 0xfe], Some(b"{"), true);
-        s.apply(b"connector-b", Some(b"not json"), true);
-        s.apply(b"target-state-b", Some(b"[]"), true);
+        s.apply(&[0xff, 0xfe], Some(b"{"), true, &Default::default());
+        s.apply(b"connector-b", Some(b"not json"), true, &Default::default());
+        s.apply(b"target-state-b", Some(b"[]"), true, &Default::default());
         // A target state it cannot read changes nothing.
         apply(&mut s, &target_record("d", Target::Stopped), true);
-        s.apply(b"target-state-d", Some(b"[]"), true);
-        s.apply(b"target-state-d", Some(br#"{"state":"BOGUS"}"#), true);
+        s.apply(b"target-state-d", Some(b"[]"), true, &Default::default());
+        s.apply(
+            b"target-state-d",
+            Some(br#"{"state":"BOGUS"}"#),
+            true,
+            &Default::default(),
+        );
         assert_eq!(s.targets.get("d"), Some(&Target::Stopped));
-        s.apply(b"target-state-d", None, true);
+        s.apply(b"target-state-d", None, true, &Default::default());
         assert_eq!(s.targets.get("d"), None);
         assert!(s.connectors.is_empty());
         // A record that is neither a configuration nor a tombstone deletes nothing.
         apply(&mut s, &connector_record("c", Some(&cfg)), true);
-        s.apply(b"connector-c", Some(br#"{"propertie":{}}"#), true);
-        s.apply(b"connector-c", Some(b"garbage"), true);
+        s.apply(
+            b"connector-c",
+            Some(br#"{"propertie":{}}"#),
+            true,
+            &Default::default(),
+        );
+        s.apply(b"connector-c", Some(b"garbage"), true, &Default::default());
         assert_eq!(s.connectors["c"]["topic.prefix"], json!("shop"));
         assert_eq!(
             target_record("x", Target::Stopped).1.unwrap()["state"],

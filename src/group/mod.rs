@@ -218,7 +218,7 @@ pub async fn run_member(
         // A refused login or certificate (the link's definite failure) ends the wait at once:
         // the admin request would only time out, and every retry be refused the same way.
         let e = tokio::select! {
-            r = prepare(&kafka, &plan.name, &names, &definitions, &id, &link) => match r {
+            r = prepare(&kafka, &plan.name, &names, &definitions, &id, &link, health.topics()) => match r {
                 Ok(ready) => break ready,
                 Err(e) => e,
             },
@@ -310,25 +310,12 @@ pub async fn run_member(
     let shared = Arc::new(shared);
     setup.view.set_shared(shared.clone());
     let mut shared_rx = shared.subscribe();
-    // Topic tracking: noted in the config topic, listed as every member reads it there.
-    let topics = health.topics().clone();
-    topics.keep_with(
+    // Topic tracking: noted in the config topic, listed as every member reads it there
+    // (its reader gives the records to the registry as it reads them).
+    health.topics().keep_with(
         Arc::new(configs::TopicKeeper(shared.clone())),
-        Arc::unwrap_or_clone(shared.current().topics),
+        crate::active_topics::Used::new(),
     );
-    let mut topics_rx = shared.subscribe();
-    tokio::spawn(async move {
-        let mut last: Option<Arc<_>> = None;
-        while topics_rx.changed().await.is_ok() {
-            let kept = topics_rx.borrow_and_update().topics.clone();
-            // Most changes are to connectors, not topics: the same map needs no replacing.
-            if last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &kept)) {
-                continue;
-            }
-            topics.replace(&kept);
-            last = Some(kept);
-        }
-    });
     let members = Arc::new(AtomicUsize::new(0));
     let seen_owners = Arc::new(std::sync::Mutex::new(BTreeMap::new()));
     let counting = tokio::spawn(watch_group(
@@ -461,6 +448,7 @@ async fn prepare(
     definitions: &BTreeMap<String, Definition>,
     member: &str,
     link: &std::sync::Arc<KafkaLink>,
+    topics: &crate::active_topics::ActiveTopics,
 ) -> Result<(Registry, Verdict, SharedConfigs), TopicsError> {
     topics::ensure(kafka, group, connectors, link).await?;
     let fail = |what: &str, e: String| {
@@ -484,7 +472,8 @@ async fn prepare(
     let now = crate::checkpoint::now_ms();
     let verdict = Verdict::of(definitions, member, &catalog, &live, Some(mine), now);
     registry.delete(&catalog.stale(member, &live, now)).await;
-    let shared = SharedConfigs::open(kafka, group, link.clone()).map_err(TopicsError::Kafka)?;
+    let shared = SharedConfigs::open(kafka, group, link.clone(), topics.clone())
+        .map_err(TopicsError::Kafka)?;
     shared
         .caught_up(Duration::from_secs(15))
         .await

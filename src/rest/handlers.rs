@@ -467,14 +467,27 @@ async fn reset_topics(State(rest): S, Path(name): Path<String>) -> Response {
     if !rest.tracking.allow_reset {
         return error(StatusCode::FORBIDDEN, "Topic tracking reset is disabled.");
     }
-    match rest.health.topics().reset(&name).await {
-        Ok(()) => StatusCode::ACCEPTED.into_response(),
-        Err(e) => error(
+    // Carried out to the end even when the client goes (a reset of many topics writes a
+    // tombstone for each): the answer waits for it only a while, as Connect answers 202
+    // without waiting for its status topic.
+    let topics = rest.health.topics().clone();
+    let connector = name.clone();
+    let reset = tokio::spawn(async move { topics.reset(&connector).await });
+    match tokio::time::timeout(RESET_WAIT, reset).await {
+        Ok(Ok(Err(e))) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("Could not reset the topics of connector {name}: {e}"),
         ),
+        Ok(_) => StatusCode::ACCEPTED.into_response(),
+        Err(_) => {
+            tracing::info!(connector = %name, "topic tracking: the reset goes on in the background");
+            StatusCode::ACCEPTED.into_response()
+        }
     }
 }
+
+/// How long a topic-tracking reset's answer waits for its end (it goes on after).
+const RESET_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs a target-state change in the background (Connect answers before it is done).
 async fn target(rest: Arc<Rest>, name: String, to: Target, code: StatusCode) -> Response {
