@@ -111,17 +111,27 @@ impl ActiveTopics {
         }
         let at_ms = {
             let mut s = self.state();
-            let key = (connector.to_string(), topic.to_string());
             let listed = s.used.get(connector).and_then(|t| t.get(topic)).copied();
+            // Called for every record: a listed topic with no note to retry (the usual case)
+            // returns before anything is allocated.
+            if listed.is_some() && s.retry.is_empty() {
+                return;
+            }
+            let key = (connector.to_string(), topic.to_string());
             match (listed, s.retry.get(&key)) {
                 (Some(_), None) => return,
                 (Some(_), Some(t)) if Instant::now() < *t => return,
                 _ => {}
             }
             s.retry.remove(&key);
-            let at_ms = listed.unwrap_or_else(now_ms);
-            s.used.entry(key.0).or_default().insert(key.1, at_ms);
-            at_ms
+            match listed {
+                Some(at_ms) => at_ms,
+                None => {
+                    let at_ms = now_ms();
+                    s.used.entry(key.0).or_default().insert(key.1, at_ms);
+                    at_ms
+                }
+            }
         };
         let Some(keeper) = self.keeper() else {
             return;

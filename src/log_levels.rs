@@ -5,8 +5,9 @@
 //! * A logger is a log target: outboxd's modules (`outboxd::connector`, written
 //!   `outboxd.connector` as Connect names loggers, or with `::`), a library's (`librdkafka`,
 //!   `async_nats`), or `root` (every target no other level names).
-//! * Connect's names of the code outboxd replaces stand for it: `io.debezium` and below set
-//!   `outboxd`'s level, `org.apache.kafka` and below `librdkafka`'s (the Kafka client's lines).
+//! * Connect's names of the code outboxd replaces stand for the target doing its work
+//!   ([`ALIASES`]): `io.debezium.connector.postgresql` sets `outboxd::source::postgres`'s
+//!   level, other `io.debezium` names `outboxd`'s, `org.apache.kafka` names `librdkafka`'s.
 //! * Levels are Connect's (log4j's): `OFF`, `FATAL` (taken as `ERROR`), `ERROR`, `WARN`,
 //!   `INFO`, `DEBUG`, `TRACE`, in any case.
 //! * Like Connect's, levels set here last until the process stops.
@@ -216,16 +217,17 @@ fn listed(
 pub fn get(name: &str) -> Option<(String, Option<i64>)> {
     let levels = LEVELS.get()?;
     let target = target_of(name);
+    let set = levels.set.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let base = start_levels(&levels.base);
     let known = target == "root"
         || target == "outboxd"
         || target.starts_with("outboxd::")
         || target == "librdkafka"
-        || list().contains_key(&target.replace("::", "."));
+        || set.contains_key(&target)
+        || base.contains_key(&target);
     if !known {
         return None;
     }
-    let set = levels.set.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let base = start_levels(&levels.base);
     // The most specific target that is `target` or a parent of it: set levels first.
     let mut probe = target.as_str();
     loop {

@@ -436,13 +436,14 @@ impl Drop for SharedConfigs {
     }
 }
 
-/// The reader thread: polls the topic until `stop`, publishing each new state on `tx`.
 /// Most records [`SharedConfigs::write`] has in flight at once.
 const WRITE_CHUNK: usize = 5_000;
 
 /// Most records [`follow`] applies before it publishes the state.
 const BATCH: usize = 10_000;
 
+/// The reader thread: polls the topic until `stop`, publishing each new state on `tx`
+/// (once per batch of records read) and handing topic-tracking records to `topics`.
 fn follow(
     consumer: BaseConsumer<ClientLog>,
     topic: &str,

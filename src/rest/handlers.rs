@@ -149,8 +149,8 @@ async fn connect_error_body(response: Response) -> Response {
             status,
             "Request body too large: a connector configuration is at most 2 MiB",
         ),
-        // A path or body the router's extractors refused (a path that is not UTF-8, a body
-        // that is not JSON): their plain-text reason in Connect's shape.
+        // What the router's extractors refused (a path that is not UTF-8, a body cut
+        // short): their plain-text reason in Connect's shape.
         StatusCode::BAD_REQUEST
         | StatusCode::UNSUPPORTED_MEDIA_TYPE
         | StatusCode::UNPROCESSABLE_ENTITY => {
